@@ -1,0 +1,123 @@
+//! The `desi_gpu_map` SPANK plugin: gathers what Slurm knows, asks the core
+//! (`desi_gpu_map`) what to do, and applies it. It decides nothing itself.
+//!
+//! Hooks, by context:
+//! - srun, sbatch, salloc: `init` reads the plugstack arguments and registers
+//!   `--desi-gpu-map`; `init_post_opt` checks its value before any allocation.
+//! - slurmstepd: `user_init` plans the step once per node (NVML, if needed,
+//!   is loaded there), `task_init` maps each task before it execs.
+//!
+//! In slurmstepd nothing may fail: a failing hook there drains the node or
+//! fails the job, so every problem becomes a message and the task runs as
+//! Slurm made it.
+
+mod gather;
+mod logger;
+mod task;
+
+use desi_gpu_map::config::{parse_args, Config};
+use desi_gpu_map::method::{parse_option, usage, Request};
+use desi_gpu_map::step::StepPlan;
+use desi_gpu_map::Error;
+use slurm_spank::{Context, Plugin, SpankHandle, SpankOption, SPANK_PLUGIN};
+use std::error::Error as StdError;
+use std::time::Instant;
+
+mod version {
+    include!(concat!(env!("OUT_DIR"), "/slurm_version.rs"));
+}
+
+SPANK_PLUGIN!(b"desi_gpu_map", version::SLURM_VERSION_NUMBER, DesiGpuMap);
+
+/// The option's name, as users type it after `--`.
+const OPTION: &str = "desi-gpu-map";
+
+type HookResult = Result<(), Box<dyn StdError>>;
+
+#[derive(Default)]
+struct DesiGpuMap {
+    /// The plugstack arguments, or why they are unusable.
+    config: Option<Result<Config, Error>>,
+    /// The user's option value (`None`: not given), or why it is unusable.
+    request: Option<Result<Request, Error>>,
+    /// The step's plan on this node, made once in `user_init`.
+    plan: Option<StepPlan>,
+}
+
+/// True where a hook's failure is the right way to stop the user: srun,
+/// sbatch and salloc, before anything is allocated.
+fn is_client(spank: &SpankHandle) -> bool {
+    matches!(spank.context(), Ok(Context::Local | Context::Allocator))
+}
+
+unsafe impl Plugin for DesiGpuMap {
+    fn setup(&mut self, spank: &mut SpankHandle) -> HookResult {
+        logger::install(is_client(spank));
+        Ok(())
+    }
+
+    fn init(&mut self, spank: &mut SpankHandle) -> HookResult {
+        let registered = spank.register_option(
+            SpankOption::new(OPTION)
+                .takes_value("[verbose,]contiguous|roundrobin|none|help")
+                .usage("Bind each task to one GPU of its node before it starts (see --desi-gpu-map=help)"),
+        );
+        let config = gather::plugin_args(spank).and_then(|args| parse_args(&args));
+        if is_client(spank) {
+            registered.map_err(|e| Error::new(format!("cannot register --{OPTION}: {e}")))?;
+            self.config = Some(Ok(config?));
+            return Ok(());
+        }
+        if let Err(e) = &registered {
+            log::error!("cannot register --{OPTION}: {e}");
+        }
+        if let Err(e) = &config {
+            log::error!("{e}; the plugin stands aside until plugstack.conf is fixed");
+        }
+        self.config = Some(config);
+        Ok(())
+    }
+
+    fn init_post_opt(&mut self, spank: &mut SpankHandle) -> HookResult {
+        let request = gather::option_value(spank, OPTION)
+            .map(|v| parse_option(&v))
+            .transpose();
+        if is_client(spank) {
+            if let Ok(Some(Request::Help)) = request {
+                print!("{}", usage());
+                std::process::exit(0);
+            }
+            request?;
+            return Ok(());
+        }
+        self.request = request.transpose();
+        Ok(())
+    }
+
+    fn user_init(&mut self, spank: &mut SpankHandle) -> HookResult {
+        let started = Instant::now();
+        self.plan = Some(gather::plan(
+            spank,
+            self.config.as_ref(),
+            self.request.as_ref(),
+        ));
+        log::debug!("user_init took {} us", started.elapsed().as_micros());
+        Ok(())
+    }
+
+    fn task_init(&mut self, spank: &mut SpankHandle) -> HookResult {
+        let started = Instant::now();
+        if let Some(plan) = &self.plan {
+            task::apply(spank, plan);
+        }
+        log::debug!("task_init took {} us", started.elapsed().as_micros());
+        Ok(())
+    }
+
+    fn report_error(&self, _spank: &mut SpankHandle, error: &dyn StdError) {
+        slurm_spank::spank_log(
+            slurm_spank::LogLevel::Error,
+            &format!("desi-gpu-map: {error}"),
+        );
+    }
+}

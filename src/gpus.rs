@@ -1,0 +1,163 @@
+//! GPU lists as Slurm writes them into `CUDA_VISIBLE_DEVICES` and its kin.
+//!
+//! Entries are opaque tokens: indices (`3`), sub-device indices (`0.1`,
+//! Level Zero), `GPU-...` and `MIG-...` UUIDs. They are kept exactly as given
+//! (less surrounding spaces) and never renumbered.
+
+use crate::error::{quote, Error};
+
+/// More entries than any node holds: a longer list is garbage, not a node.
+pub const MAX_GPUS: usize = 1024;
+/// Longest accepted token (a MIG id is about 60 characters).
+const MAX_TOKEN: usize = 128;
+
+/// Parses a comma-separated GPU list. Rejects what Slurm never writes and
+/// CUDA would misread: empty lists or entries, `NoDevFiles`, duplicates,
+/// odd characters, and lists longer than [`MAX_GPUS`].
+pub fn parse_gpu_list(value: &str) -> Result<Vec<String>, Error> {
+    let bad = |why: &str| Error::new(format!("GPU list {} {why}", quote(value)));
+    if value.trim().is_empty() {
+        return Err(bad("is empty"));
+    }
+    let count = value.split(',').count();
+    if count > MAX_GPUS {
+        return Err(bad(&format!(
+            "has {count} entries, more than the {MAX_GPUS} any node holds"
+        )));
+    }
+    let mut gpus: Vec<String> = Vec::with_capacity(count);
+    for token in value.split(',').map(str::trim) {
+        if token.eq_ignore_ascii_case("NoDevFiles") {
+            return Err(bad(
+                "says NoDevFiles: Slurm found no device files for the GPUs",
+            ));
+        }
+        check_token(token).map_err(|why| bad(&why))?;
+        if gpus.iter().any(|g| g == token) {
+            return Err(bad(&format!("names {} twice", quote(token))));
+        }
+        gpus.push(token.to_string());
+    }
+    Ok(gpus)
+}
+
+/// Accepts an index, `INDEX.SUBDEVICE`, or a `GPU-`/`MIG-` UUID.
+fn check_token(token: &str) -> Result<(), String> {
+    let valid = "entries must be indices (3, or 0.1) or GPU-/MIG- UUIDs";
+    if token.is_empty() {
+        return Err(format!("has an empty entry; {valid}"));
+    }
+    if token.len() > MAX_TOKEN {
+        return Err(format!("has an entry longer than {MAX_TOKEN} characters"));
+    }
+    if is_index(token) || is_uuid(token) {
+        Ok(())
+    } else {
+        Err(format!("has the entry {}; {valid}", quote(token)))
+    }
+}
+
+fn is_index(token: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match token.split_once('.') {
+        Some((device, sub)) => digits(device) && digits(sub),
+        None => digits(token),
+    }
+}
+
+fn is_uuid(token: &str) -> bool {
+    let body = token
+        .strip_prefix("GPU-")
+        .or_else(|| token.strip_prefix("MIG-"));
+    body.is_some_and(|b| {
+        !b.is_empty()
+            && b.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'/' | b':' | b'.' | b'_'))
+    })
+}
+
+/// Joins a list back into the form the variables use.
+pub fn join<S: AsRef<str>>(gpus: &[S]) -> String {
+    let parts: Vec<&str> = gpus.iter().map(AsRef::as_ref).collect();
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(value: &str) -> Vec<String> {
+        parse_gpu_list(value).unwrap_or_else(|e| panic!("{value}: {e}"))
+    }
+
+    #[test]
+    fn plain_lists() {
+        assert_eq!(ok("0"), ["0"]);
+        assert_eq!(ok("0,1,2,3"), ["0", "1", "2", "3"]);
+        assert_eq!(ok("2,3"), ["2", "3"]);
+        assert_eq!(ok("3,1"), ["3", "1"], "order is kept");
+        assert_eq!(
+            ok(" 0 , 1 "),
+            ["0", "1"],
+            "spaces round entries are dropped"
+        );
+        assert_eq!(ok("0.0,0.1"), ["0.0", "0.1"]);
+    }
+
+    #[test]
+    fn uuids_and_mig_ids() {
+        let gpu = "GPU-8b3c0f2e-5d0a-4f6e-9a59-0c1d2e3f4a5b";
+        let mig = "MIG-2ba5c1c4-7e41-5f0d-9d1b-3c1a8f9e0b6d";
+        let old_mig = "MIG-GPU-8b3c0f2e-5d0a-4f6e-9a59-0c1d2e3f4a5b/1/0";
+        assert_eq!(ok(gpu), [gpu]);
+        assert_eq!(ok(&format!("{gpu},{mig}")), [gpu, mig]);
+        assert_eq!(ok(old_mig), [old_mig]);
+        assert_eq!(
+            ok("GPU-fake-n1-0,GPU-fake-n1-1"),
+            ["GPU-fake-n1-0", "GPU-fake-n1-1"]
+        );
+    }
+
+    #[test]
+    fn odd_input_is_an_error_that_names_it() {
+        let cases = [
+            ("", "is empty"),
+            ("   ", "is empty"),
+            ("0,,1", "empty entry"),
+            ("0,1,", "empty entry"),
+            (",0", "empty entry"),
+            ("0,1,0", "names \"0\" twice"),
+            ("NoDevFiles", "NoDevFiles"),
+            ("nodevfiles", "NoDevFiles"),
+            ("-1", "has the entry \"-1\""),
+            ("0 1", "has the entry \"0 1\""),
+            ("GPU-", "has the entry \"GPU-\""),
+            ("gpu0", "has the entry \"gpu0\""),
+            ("0;1", "has the entry \"0;1\""),
+            ("1.2.3", "has the entry \"1.2.3\""),
+            ("GPU-a b", "has the entry"),
+            ("\u{fffd}", "has the entry"),
+        ];
+        for (value, want) in cases {
+            let err = parse_gpu_list(value).expect_err(value);
+            assert!(err.message().contains(want), "{value:?}: {err}");
+            assert!(err.message().starts_with("GPU list"), "{err}");
+        }
+    }
+
+    #[test]
+    fn thousands_of_entries_are_refused() {
+        let many: Vec<String> = (0..5000).map(|i| i.to_string()).collect();
+        let err = parse_gpu_list(&many.join(",")).unwrap_err();
+        assert!(err.message().contains("5000 entries"), "{err}");
+        assert!(err.message().len() < 300);
+        let fine: Vec<String> = (0..MAX_GPUS).map(|i| i.to_string()).collect();
+        assert_eq!(ok(&fine.join(",")).len(), MAX_GPUS);
+    }
+
+    #[test]
+    fn join_round_trips() {
+        assert_eq!(join(&ok("2,3")), "2,3");
+        assert_eq!(join::<&str>(&[]), "");
+    }
+}

@@ -1,0 +1,22 @@
+//! desi-gpu-map's core: every decision the SPANK plugin and the
+//! `desi-gpu-map` command make, as plain functions over plain data.
+//!
+//! - [`method`]: the user's `--desi-gpu-map` value;
+//! - [`config`]: the site's plugstack arguments;
+//! - [`gpus`]: GPU lists as Slurm writes them;
+//! - [`mapping`]: which GPU a node-local task gets;
+//! - [`step`]: the decision for a step and its tasks on one node;
+//! - [`layout`]: where srun places tasks, for `desi-gpu-map plan`;
+//! - [`nvml`]: the node's GPUs as NVML lists them.
+
+pub mod config;
+pub mod env;
+pub mod error;
+pub mod gpus;
+pub mod layout;
+pub mod mapping;
+pub mod method;
+pub mod nvml;
+pub mod step;
+
+pub use error::Error;

@@ -1,0 +1,100 @@
+//! The node's GPUs as NVML lists them. NVML is loaded only when called.
+
+use crate::config::NvmlSource;
+use crate::error::Error;
+use nvml_wrapper::Nvml;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// One GPU, as `desi-gpu-map show` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    pub index: u32,
+    pub uuid: String,
+    pub pci_bus_id: String,
+    pub memory_used: u64,
+    pub memory_total: u64,
+}
+
+/// The UUIDs of every GPU NVML enumerates, in NVML's (PCI bus) order.
+pub fn uuids(source: &NvmlSource) -> Result<Vec<String>, Error> {
+    with_nvml(source, |nvml| {
+        let count = nvml
+            .device_count()
+            .map_err(|e| failed("nvmlDeviceGetCount", e))?;
+        (0..count)
+            .map(|i| {
+                let device = nvml
+                    .device_by_index(i)
+                    .map_err(|e| failed("nvmlDeviceGetHandleByIndex", e))?;
+                device.uuid().map_err(|e| failed("nvmlDeviceGetUUID", e))
+            })
+            .collect()
+    })
+}
+
+/// Every GPU with its PCI bus id and memory use.
+pub fn devices(source: &NvmlSource) -> Result<Vec<Device>, Error> {
+    with_nvml(source, |nvml| {
+        let count = nvml
+            .device_count()
+            .map_err(|e| failed("nvmlDeviceGetCount", e))?;
+        (0..count)
+            .map(|index| {
+                let d = nvml
+                    .device_by_index(index)
+                    .map_err(|e| failed("nvmlDeviceGetHandleByIndex", e))?;
+                let uuid = d.uuid().map_err(|e| failed("nvmlDeviceGetUUID", e))?;
+                let pci = d
+                    .pci_info()
+                    .map_err(|e| failed("nvmlDeviceGetPciInfo", e))?;
+                let memory = d
+                    .memory_info()
+                    .map_err(|e| failed("nvmlDeviceGetMemoryInfo", e))?;
+                Ok(Device {
+                    index,
+                    uuid,
+                    pci_bus_id: pci.bus_id,
+                    memory_used: memory.used,
+                    memory_total: memory.total,
+                })
+            })
+            .collect()
+    })
+}
+
+/// Opens NVML, runs `query`, and shuts NVML down again. A panic inside the
+/// wrapper (it panics when a library lacks `nvmlShutdown`) becomes an error,
+/// so that it never unwinds into the plugin's host.
+fn with_nvml<T>(
+    source: &NvmlSource,
+    query: impl FnOnce(&Nvml) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let nvml = open(source)?;
+        query(&nvml)
+    }));
+    outcome.unwrap_or_else(|_| {
+        Err(Error::new(
+            "NVML: the library misbehaved (a required function is missing)",
+        ))
+    })
+}
+
+fn open(source: &NvmlSource) -> Result<Nvml, Error> {
+    let mut builder = Nvml::builder();
+    let name = match source {
+        NvmlSource::Off => return Err(Error::new("NVML discovery is off (nvml=off)")),
+        NvmlSource::Auto => "libnvidia-ml.so.1".to_string(),
+        NvmlSource::Path(path) => {
+            builder.lib_path(path.as_os_str());
+            path.display().to_string()
+        }
+    };
+    builder
+        .init()
+        .map_err(|e| Error::new(format!("NVML: cannot initialise {name}: {e}")))
+}
+
+fn failed(call: &str, e: nvml_wrapper::error::NvmlError) -> Error {
+    Error::new(format!("NVML: {call} failed: {e}"))
+}

@@ -1,0 +1,160 @@
+//! `desi-gpu-map plan`: the preview table.
+
+use crate::cli::{DistArg, PlanArgs, VisibleArg};
+use crate::json;
+use desi_gpu_map::config::Visible;
+use desi_gpu_map::gpus::parse_gpu_list;
+use desi_gpu_map::layout::{even_split, loads, place, preview, Distribution, Row};
+use desi_gpu_map::method::{parse_option, Choice, Method, Request};
+use desi_gpu_map::Error;
+use std::fmt::Write;
+
+pub fn run(args: &PlanArgs) -> Result<String, Error> {
+    let method = method(&args.method)?;
+    let per_node = tasks_per_node(args)?;
+    let gpus = gpu_lists(args)?;
+    let distribution = match args.distribution {
+        DistArg::Block => Distribution::Block,
+        DistArg::Cyclic => Distribution::Cyclic,
+    };
+    let visible = match args.visible {
+        VisibleArg::Single => Visible::Single,
+        VisibleArg::Rotate => Visible::Rotate,
+    };
+    let rows = preview(&place(&per_node, distribution), &gpus, method, visible)?;
+    let loads = loads(&rows, &gpus);
+    Ok(if args.json {
+        to_json(method, visible, &rows, &loads)
+    } else {
+        to_text(method, visible, &rows, &loads)
+    })
+}
+
+fn method(value: &str) -> Result<Method, Error> {
+    match parse_option(value) {
+        Ok(Request::Use {
+            choice: Some(Choice::Map(method)),
+            ..
+        }) => Ok(method),
+        _ => Err(Error::new(format!(
+            "invalid --method {value:?}; valid values: contiguous, roundrobin (or round-robin)"
+        ))),
+    }
+}
+
+/// One value per node, or one value for every node.
+fn per_node<T: Clone>(values: &[T], nodes: usize, what: &str) -> Result<Vec<T>, Error> {
+    match values {
+        [one] => Ok(vec![one.clone(); nodes]),
+        many if many.len() == nodes => Ok(many.to_vec()),
+        many => Err(Error::new(format!(
+            "{what} has {} values for {nodes} nodes: give one, or one per node",
+            many.len()
+        ))),
+    }
+}
+
+fn tasks_per_node(args: &PlanArgs) -> Result<Vec<usize>, Error> {
+    if args.nodes == 0 {
+        return Err(Error::new("--nodes must be at least 1"));
+    }
+    let counts = match (args.ntasks, args.ntasks_per_node.as_slice()) {
+        (Some(n), _) => even_split(n, args.nodes)?,
+        (None, []) => vec![1; args.nodes],
+        (None, given) => per_node(given, args.nodes, "--ntasks-per-node")?,
+    };
+    if counts.contains(&0) {
+        return Err(Error::new("every node needs at least one task"));
+    }
+    Ok(counts)
+}
+
+fn gpu_lists(args: &PlanArgs) -> Result<Vec<Vec<String>>, Error> {
+    if !args.devices.is_empty() {
+        let lists = args
+            .devices
+            .iter()
+            .map(|d| parse_gpu_list(d))
+            .collect::<Result<Vec<_>, _>>()?;
+        return per_node(&lists, args.nodes, "--devices");
+    }
+    let counts = match args.gpus.as_slice() {
+        [] => vec![4; args.nodes],
+        given => per_node(given, args.nodes, "--gpus")?,
+    };
+    if counts.contains(&0) {
+        return Err(Error::new("every node needs at least one GPU"));
+    }
+    Ok(counts
+        .iter()
+        .map(|&k| (0..k).map(|i| i.to_string()).collect())
+        .collect())
+}
+
+fn to_text(
+    method: Method,
+    visible: Visible,
+    rows: &[Row],
+    loads: &[(usize, String, usize)],
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "method {} visible {}", method.name(), visible.name());
+    let _ = writeln!(
+        out,
+        "{:>6} {:>5} {:>9} {:>8}  visible",
+        "rank", "node", "local", "gpu"
+    );
+    for r in rows {
+        let local = format!("{}/{}", r.local_id, r.local_count);
+        let _ = writeln!(
+            out,
+            "{:>6} {:>5} {:>9} {:>8}  {}",
+            r.rank, r.node, local, r.gpu, r.visible
+        );
+    }
+    let _ = writeln!(out, "\nload per GPU");
+    let _ = writeln!(out, "{:>5} {:>8} {:>6}", "node", "gpu", "tasks");
+    for (node, gpu, tasks) in loads {
+        let _ = writeln!(out, "{node:>5} {gpu:>8} {tasks:>6}");
+    }
+    out
+}
+
+fn to_json(
+    method: Method,
+    visible: Visible,
+    rows: &[Row],
+    loads: &[(usize, String, usize)],
+) -> String {
+    let tasks: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            json::object(&[
+                ("rank", r.rank.to_string()),
+                ("node", r.node.to_string()),
+                ("local_id", r.local_id.to_string()),
+                ("local_count", r.local_count.to_string()),
+                ("gpu", json::string(&r.gpu)),
+                ("visible", json::string(&r.visible)),
+            ])
+        })
+        .collect();
+    let load: Vec<String> = loads
+        .iter()
+        .map(|(node, gpu, tasks)| {
+            json::object(&[
+                ("node", node.to_string()),
+                ("gpu", json::string(gpu)),
+                ("tasks", tasks.to_string()),
+            ])
+        })
+        .collect();
+    let mut out = json::object(&[
+        ("method", json::string(method.name())),
+        ("visible", json::string(visible.name())),
+        ("tasks", json::array(&tasks)),
+        ("load", json::array(&load)),
+    ]);
+    out.push('\n');
+    out
+}

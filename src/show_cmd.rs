@@ -1,0 +1,138 @@
+//! `desi-gpu-map show`: what this task got, read from its environment and,
+//! where present, NVML.
+
+use crate::cli::ShowArgs;
+use crate::json;
+use desi_gpu_map::config::{parse_args, NvmlSource};
+use desi_gpu_map::env;
+use desi_gpu_map::gpus::parse_gpu_list;
+use desi_gpu_map::nvml::{devices, Device};
+use desi_gpu_map::Error;
+use std::fmt::Write;
+
+pub fn run(args: &ShowArgs) -> Result<String, Error> {
+    let nvml = nvml_source(&args.nvml)?;
+    let var = |name: &str| std::env::var(name).ok();
+    let visible = var(env::CUDA);
+    let tokens = visible.as_deref().map(parse_gpu_list);
+    let found = match (&nvml, &tokens) {
+        (NvmlSource::Off, _) | (_, None) | (_, Some(Err(_))) => Ok(Vec::new()),
+        _ => devices(&nvml),
+    };
+    let facts = [
+        ("node", var("SLURMD_NODENAME")),
+        ("rank", var("SLURM_PROCID")),
+        ("local_id", var("SLURM_LOCALID")),
+        ("flag", var(&args.flag)),
+        ("method", var(env::METHOD)),
+        ("node_gpus", var(env::NODE_GPUS)),
+        ("cuda_visible_devices", visible.clone()),
+    ];
+    let matched: Vec<(String, Option<&Device>)> = match (&tokens, &found) {
+        (Some(Ok(list)), Ok(devs)) => list.iter().map(|t| (t.clone(), find(devs, t))).collect(),
+        _ => Vec::new(),
+    };
+    let nvml_note = match (&tokens, &found) {
+        (Some(Err(e)), _) => Some(format!("{} is not a valid GPU list: {e}", env::CUDA)),
+        (_, Err(e)) => Some(e.to_string()),
+        _ => None,
+    };
+    Ok(if args.json {
+        to_json(&args.flag, &facts, &matched, nvml_note.as_deref())
+    } else {
+        to_text(&args.flag, &facts, &matched, nvml_note.as_deref())
+    })
+}
+
+fn nvml_source(value: &str) -> Result<NvmlSource, Error> {
+    parse_args(&[format!("nvml={value}")])
+        .map(|c| c.nvml)
+        .map_err(|_| {
+            Error::new(format!(
+                "invalid --nvml {value:?}; valid values: auto, off, /ABSOLUTE/PATH"
+            ))
+        })
+}
+
+/// The NVML device a token names: by UUID, or by index in NVML's order.
+fn find<'a>(devices: &'a [Device], token: &str) -> Option<&'a Device> {
+    match token.parse::<u32>() {
+        Ok(index) => devices.iter().find(|d| d.index == index),
+        Err(_) => devices.iter().find(|d| d.uuid == token),
+    }
+}
+
+const MIB: u64 = 1 << 20;
+
+fn to_text(
+    flag: &str,
+    facts: &[(&str, Option<String>)],
+    matched: &[(String, Option<&Device>)],
+    note: Option<&str>,
+) -> String {
+    let mut out = String::new();
+    let mapped = facts
+        .iter()
+        .any(|(k, v)| *k == "flag" && v.as_deref() == Some("1"));
+    let _ = writeln!(
+        out,
+        "mapped by desi-gpu-map: {}",
+        if mapped { "yes" } else { "no" }
+    );
+    for (key, value) in facts {
+        let key = if *key == "flag" { flag } else { key };
+        let _ = writeln!(out, "{key}: {}", value.as_deref().unwrap_or("(unset)"));
+    }
+    for (i, (token, device)) in matched.iter().enumerate() {
+        match device {
+            Some(d) => {
+                let _ = writeln!(
+                    out,
+                    "device {i}: {token} uuid {} pci {} memory used {} MiB of {} MiB",
+                    d.uuid,
+                    d.pci_bus_id,
+                    d.memory_used / MIB,
+                    d.memory_total / MIB
+                );
+            }
+            None => {
+                let _ = writeln!(out, "device {i}: {token} (not found through NVML)");
+            }
+        }
+    }
+    if let Some(note) = note {
+        let _ = writeln!(out, "nvml: {note}");
+    }
+    out
+}
+
+fn to_json(
+    flag: &str,
+    facts: &[(&str, Option<String>)],
+    matched: &[(String, Option<&Device>)],
+    note: Option<&str>,
+) -> String {
+    let mut fields: Vec<(&str, String)> = facts
+        .iter()
+        .map(|(k, v)| (*k, json::opt_string(v.as_deref())))
+        .collect();
+    fields.push(("flag_name", json::string(flag)));
+    let devices: Vec<String> = matched
+        .iter()
+        .map(|(token, device)| match device {
+            Some(d) => json::object(&[
+                ("token", json::string(token)),
+                ("uuid", json::string(&d.uuid)),
+                ("pci_bus_id", json::string(&d.pci_bus_id)),
+                ("memory_used", d.memory_used.to_string()),
+                ("memory_total", d.memory_total.to_string()),
+            ]),
+            None => json::object(&[("token", json::string(token)), ("uuid", "null".to_string())]),
+        })
+        .collect();
+    fields.push(("devices", json::array(&devices)));
+    fields.push(("nvml_note", json::opt_string(note)));
+    let mut out = json::object(&fields);
+    out.push('\n');
+    out
+}

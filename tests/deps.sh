@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what the build and the test cluster need from Debian's packages,
+# only when something is missing.
+set -euo pipefail
+need=()
+[ -f /usr/include/slurm/slurm_version.h ] || [ -n "${SLURM_INCLUDE_DIR:-}" ] || need+=(libslurm-dev)
+command -v slurmd >/dev/null || need+=(slurm-wlm)
+command -v munged >/dev/null || need+=(munge)
+command -v cc >/dev/null || need+=(gcc)
+command -v unshare >/dev/null || need+=(util-linux)
+if [ ${#need[@]} -gt 0 ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "deps.sh: missing ${need[*]}; install them as root (apt-get install ${need[*]})" >&2
+        exit 1
+    fi
+    echo "deps.sh: installing ${need[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q "${need[@]}" >/dev/null
+fi

@@ -1,0 +1,469 @@
+/*
+ * fake_nvml.c - a TEST-ONLY stand-in for NVIDIA's libnvidia-ml.so.1.
+ *
+ * It implements a small part of the real NVML C ABI (return type int, opaque
+ * nvmlDevice_t pointers, struct layouts as in nvml.h / nvml-wrapper-sys) so
+ * that code which dlopen()s "libnvidia-ml.so.1" can be exercised on machines
+ * without GPUs.  It is never shipped.
+ *
+ * Build (tests/cluster/cluster.sh does this on `up`):
+ *   cc -shared -fPIC -O2 -Wall -Wextra -o DIR/libnvidia-ml.so.1 fake_nvml.c \
+ *      -DFAKE_NVML_CONF='"DIR/fake-nvml.conf"'
+ *
+ * CONTROL FILE
+ *   Path: the environment variable FAKE_NVML_CONF if it is set and non-empty,
+ *   otherwise the path compiled in with -DFAKE_NVML_CONF (slurmstepd does not
+ *   pass the job's environment to plugins, so the compiled-in path is what
+ *   counts inside a Slurm cluster).  The file is re-read on every
+ *   nvmlInit_v2 / nvmlInitWithFlags / nvmlInit call.  A missing file means
+ *   all defaults.
+ *
+ *   One `key=value` per line; blank lines and lines starting with '#' are
+ *   ignored.  Every key may also be written as `key.HOST=value`, which applies
+ *   only when gethostname() equals HOST (n1, n2, ... inside the test cluster,
+ *   since each slurmd runs in its own UTS namespace).  A host-specific line
+ *   always wins over a generic one, whatever the order; otherwise the last
+ *   line wins.
+ *
+ *     count=N    number of GPUs (default 4).  cluster.sh writes one
+ *                `count.nI=K` line per node, K being that node's Gres count.
+ *     report=N   report N devices instead of `count` (to simulate NVML
+ *                seeing fewer / more GPUs than Slurm configured).
+ *     fail=WHAT  make one call fail; WHAT is a comma-separated list of
+ *                  init   nvmlInit* returns NVML_ERROR_DRIVER_NOT_LOADED (9)
+ *                  count  nvmlDeviceGetCount* returns NVML_ERROR_UNKNOWN (999)
+ *                  uuid   nvmlDeviceGetUUID returns NVML_ERROR_UNKNOWN (999)
+ *                  handle nvmlDeviceGetHandleBy* returns NVML_ERROR_UNKNOWN
+ *                  none   (clears a generic fail= line for one host)
+ *                Several fail= lines for the same scope replace each other.
+ *
+ * LOG FILE
+ *   `fake-nvml.log` in the directory of the control file.  Every nvmlInit*
+ *   call, successful or not, appends one line `init HOSTNAME PID\n` with a
+ *   single O_APPEND write(), so tests can count initialisations per step.
+ *
+ * DEVICES
+ *   index i: UUID `GPU-fake-HOSTNAME-i`, name `Fake NVIDIA GPU`, PCI bus id
+ *   `00000000:XX:00.0` with XX = i+1 in hex, minor number i, 80 GiB of memory
+ *   of which 1 MiB is used.  nvmlDevice_t handles are (void *)(i + 1).
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef FAKE_NVML_CONF
+#define FAKE_NVML_CONF "/tmp/desi-gpu-map-cluster/nvml/fake-nvml.conf"
+#endif
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* ---- NVML ABI -------------------------------------------------------- */
+
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st *nvmlDevice_t;
+
+#define NVML_SUCCESS 0
+#define NVML_ERROR_UNINITIALIZED 1
+#define NVML_ERROR_INVALID_ARGUMENT 2
+#define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_NOT_FOUND 6
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_ERROR_DRIVER_NOT_LOADED 9
+#define NVML_ERROR_ARGUMENT_VERSION_MISMATCH 25
+#define NVML_ERROR_UNKNOWN 999
+
+typedef struct nvmlPciInfo_st {
+    char busIdLegacy[16];
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+
+typedef struct nvmlMemory_st {
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_t;
+
+typedef struct nvmlMemory_v2_st {
+    unsigned int version;
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_v2_t;
+
+#define NVML_STRUCT_VERSION(s, v) ((unsigned int)(sizeof(s) | ((v) << 24U)))
+#define nvmlMemory_v2 NVML_STRUCT_VERSION(nvmlMemory_v2_t, 2)
+
+#define FAKE_MEM_TOTAL (80ULL << 30)
+#define FAKE_MEM_USED (1ULL << 20)
+#define FAKE_MEM_RESERVED 0ULL
+#define FAKE_DRIVER_VERSION "999.99.fake"
+#define FAKE_NVML_VERSION "12.999.99.fake"
+#define FAKE_NAME "Fake NVIDIA GPU"
+#define FAKE_PCI_DEVICE_ID 0x233010deU /* device 0x2330 (H100), vendor 0x10de */
+#define FAKE_PCI_SUBSYS_ID 0x16c110deU
+
+/* ---- state ----------------------------------------------------------- */
+
+enum { FAIL_INIT = 1, FAIL_COUNT = 2, FAIL_UUID = 4, FAIL_HANDLE = 8 };
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int init_refcount;
+static unsigned int dev_count; /* what nvmlDeviceGetCount reports */
+static unsigned int fail_mask;
+static char host[256];
+
+struct setting {
+    int prio; /* 0 = unset, 1 = generic, 2 = host-specific */
+    char value[128];
+};
+
+static const char *conf_path(void)
+{
+    const char *env = getenv("FAKE_NVML_CONF");
+    return (env && *env) ? env : FAKE_NVML_CONF;
+}
+
+static void get_host(void)
+{
+    if (gethostname(host, sizeof host - 1) != 0)
+        strcpy(host, "unknown");
+    host[sizeof host - 1] = '\0';
+}
+
+static char *trim(char *s)
+{
+    char *e;
+    while (isspace((unsigned char)*s))
+        s++;
+    e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
+}
+
+static void set(struct setting *st, int prio, const char *value)
+{
+    if (prio < st->prio)
+        return;
+    st->prio = prio;
+    snprintf(st->value, sizeof st->value, "%s", value);
+}
+
+static unsigned int parse_fail(const char *v)
+{
+    unsigned int mask = 0;
+    char buf[128], *tok, *save = NULL;
+    snprintf(buf, sizeof buf, "%s", v);
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        tok = trim(tok);
+        if (!strcmp(tok, "init"))
+            mask |= FAIL_INIT;
+        else if (!strcmp(tok, "count"))
+            mask |= FAIL_COUNT;
+        else if (!strcmp(tok, "uuid"))
+            mask |= FAIL_UUID;
+        else if (!strcmp(tok, "handle"))
+            mask |= FAIL_HANDLE;
+    }
+    return mask;
+}
+
+static void read_conf(void)
+{
+    struct setting count = {0, "4"}, report = {0, ""}, fail = {0, ""};
+    char line[512];
+    FILE *f = fopen(conf_path(), "re");
+
+    if (f) {
+        while (fgets(line, sizeof line, f)) {
+            char *l = trim(line), *eq, *key, *val, *dot;
+            int prio = 1;
+            if (!*l || *l == '#' || !(eq = strchr(l, '=')))
+                continue;
+            *eq = '\0';
+            key = trim(l);
+            val = trim(eq + 1);
+            if ((dot = strchr(key, '.'))) {
+                *dot = '\0';
+                if (strcmp(dot + 1, host) != 0)
+                    continue;
+                prio = 2;
+            }
+            if (!strcmp(key, "count"))
+                set(&count, prio, val);
+            else if (!strcmp(key, "report"))
+                set(&report, prio, val);
+            else if (!strcmp(key, "fail"))
+                set(&fail, prio, val);
+        }
+        fclose(f);
+    }
+    dev_count = (unsigned int)strtoul(report.prio ? report.value : count.value, NULL, 10);
+    fail_mask = parse_fail(fail.value);
+}
+
+static void log_init(void)
+{
+    char path[4096], line[512];
+    const char *conf = conf_path();
+    const char *slash = strrchr(conf, '/');
+    int fd, n;
+
+    if (slash)
+        snprintf(path, sizeof path, "%.*s/fake-nvml.log", (int)(slash - conf), conf);
+    else
+        snprintf(path, sizeof path, "fake-nvml.log");
+    n = snprintf(line, sizeof line, "init %s %ld\n", host, (long)getpid());
+    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return;
+    if (write(fd, line, (size_t)n) < 0) {
+        /* nothing sensible to do in a fake */
+    }
+    close(fd);
+}
+
+static nvmlReturn_t do_init(void)
+{
+    nvmlReturn_t ret = NVML_SUCCESS;
+    pthread_mutex_lock(&lock);
+    get_host();
+    read_conf();
+    log_init();
+    if (fail_mask & FAIL_INIT)
+        ret = NVML_ERROR_DRIVER_NOT_LOADED;
+    else
+        init_refcount++;
+    pthread_mutex_unlock(&lock);
+    return ret;
+}
+
+static int ready(void)
+{
+    return init_refcount > 0;
+}
+
+/* handle -> index, or -1 */
+static long dev_index(nvmlDevice_t dev)
+{
+    unsigned long v = (unsigned long)(void *)dev;
+    if (v == 0 || v > dev_count)
+        return -1;
+    return (long)(v - 1);
+}
+
+static nvmlReturn_t copy_str(char *dst, unsigned int len, const char *src)
+{
+    if (!dst)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(src) + 1 > len)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(dst, src, strlen(src) + 1);
+    return NVML_SUCCESS;
+}
+
+#define CHECK_DEV(dev, idx)                          \
+    long idx;                                        \
+    if (!ready())                                    \
+        return NVML_ERROR_UNINITIALIZED;             \
+    if ((idx = dev_index(dev)) < 0)                  \
+        return NVML_ERROR_INVALID_ARGUMENT;
+
+/* ---- API ------------------------------------------------------------- */
+
+EXPORT nvmlReturn_t nvmlInit_v2(void) { return do_init(); }
+EXPORT nvmlReturn_t nvmlInit(void) { return do_init(); }
+EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+    (void)flags;
+    return do_init();
+}
+
+EXPORT nvmlReturn_t nvmlShutdown(void)
+{
+    nvmlReturn_t ret = NVML_SUCCESS;
+    pthread_mutex_lock(&lock);
+    if (init_refcount > 0)
+        init_refcount--;
+    else
+        ret = NVML_ERROR_UNINITIALIZED;
+    pthread_mutex_unlock(&lock);
+    return ret;
+}
+
+EXPORT const char *nvmlErrorString(nvmlReturn_t r)
+{
+    switch (r) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument Version Mismatch";
+    case NVML_ERROR_UNKNOWN: return "Unknown Error";
+    default: return "Unknown Error (fake nvml)";
+    }
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
+{
+    if (!ready())
+        return NVML_ERROR_UNINITIALIZED;
+    return copy_str(version, length, FAKE_DRIVER_VERSION);
+}
+
+EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
+{
+    return copy_str(version, length, FAKE_NVML_VERSION);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
+{
+    if (!ready())
+        return NVML_ERROR_UNINITIALIZED;
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (fail_mask & FAIL_COUNT)
+        return NVML_ERROR_UNKNOWN;
+    *count = dev_count;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *count)
+{
+    return nvmlDeviceGetCount_v2(count);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
+{
+    if (!ready())
+        return NVML_ERROR_UNINITIALIZED;
+    if (!device || index >= dev_count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (fail_mask & FAIL_HANDLE)
+        return NVML_ERROR_UNKNOWN;
+    *device = (nvmlDevice_t)(void *)(unsigned long)(index + 1);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
+{
+    return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+static void fake_uuid(unsigned long idx, char *buf, size_t len)
+{
+    snprintf(buf, len, "GPU-fake-%s-%lu", host, idx);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+    char buf[300];
+    unsigned int i;
+    if (!ready())
+        return NVML_ERROR_UNINITIALIZED;
+    if (!uuid || !device)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (fail_mask & FAIL_HANDLE)
+        return NVML_ERROR_UNKNOWN;
+    for (i = 0; i < dev_count; i++) {
+        fake_uuid(i, buf, sizeof buf);
+        if (!strcmp(buf, uuid)) {
+            *device = (nvmlDevice_t)(void *)(unsigned long)(i + 1);
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
+{
+    char buf[300];
+    CHECK_DEV(device, idx);
+    if (fail_mask & FAIL_UUID)
+        return NVML_ERROR_UNKNOWN;
+    fake_uuid((unsigned long)idx, buf, sizeof buf);
+    return copy_str(uuid, length, buf);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
+{
+    CHECK_DEV(device, idx);
+    if (!index)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *index = (unsigned int)idx;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minor)
+{
+    CHECK_DEV(device, idx);
+    if (!minor)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *minor = (unsigned int)idx;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    return copy_str(name, length, FAKE_NAME);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    CHECK_DEV(device, idx);
+    if (!pci)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    memset(pci, 0, sizeof *pci);
+    pci->domain = 0;
+    pci->bus = (unsigned int)idx + 1;
+    pci->device = 0;
+    pci->pciDeviceId = FAKE_PCI_DEVICE_ID;
+    pci->pciSubSystemId = FAKE_PCI_SUBSYS_ID;
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02X:00.0", pci->bus & 0xffU);
+    snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", pci->bus & 0xffU);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *mem)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    if (!mem)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    mem->total = FAKE_MEM_TOTAL;
+    mem->used = FAKE_MEM_USED;
+    mem->free = FAKE_MEM_TOTAL - FAKE_MEM_USED;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *mem)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    if (!mem)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (mem->version != nvmlMemory_v2)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    mem->total = FAKE_MEM_TOTAL;
+    mem->reserved = FAKE_MEM_RESERVED;
+    mem->used = FAKE_MEM_USED;
+    mem->free = FAKE_MEM_TOTAL - FAKE_MEM_RESERVED - FAKE_MEM_USED;
+    return NVML_SUCCESS;
+}

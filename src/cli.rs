@@ -29,7 +29,8 @@ pub struct PlanArgs {
     /// Number of nodes (srun -N).
     #[arg(short = 'N', long, default_value_t = 1)]
     pub nodes: usize,
-    /// Total number of tasks (srun -n), split over the nodes as srun does.
+    /// Total number of tasks (srun -n), split evenly over the nodes, the
+    /// first nodes taking one more (srun's split on whole nodes).
     #[arg(short = 'n', long, conflicts_with = "ntasks_per_node")]
     pub ntasks: Option<usize>,
     /// Tasks on each node: one number for every node, or one per node (5,3).

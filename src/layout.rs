@@ -18,8 +18,10 @@ pub enum Distribution {
     Cyclic,
 }
 
-/// Splits `ntasks` over `nodes` as srun does by default: as evenly as
-/// possible, the first nodes taking one more.
+/// Splits `ntasks` over `nodes` as evenly as possible, the first nodes
+/// taking one more: srun's split when every node offers the same CPUs
+/// (whole nodes). On shared nodes srun follows the allocation instead; give
+/// the real split with `--ntasks-per-node`.
 pub fn even_split(ntasks: usize, nodes: usize) -> Result<Vec<usize>, Error> {
     if nodes == 0 {
         return Err(Error::new("at least one node is needed"));
@@ -122,6 +124,7 @@ fn node_rows(
             local_count: ranks.len(),
             rank: u32::try_from(rank).unwrap_or(u32::MAX),
             cuda: Some(&cuda),
+            tres_bind: None,
         };
         let out = map_task(&map, &task);
         let shown = out

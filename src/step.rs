@@ -232,6 +232,8 @@ pub struct TaskInputs<'a> {
     pub rank: u32,
     /// `CUDA_VISIBLE_DEVICES` in the task's environment now.
     pub cuda: Option<&'a str>,
+    /// `SLURMD_TRES_BIND` in the task's environment: Slurm's own binding.
+    pub tres_bind: Option<&'a str>,
 }
 
 /// What to do to one task.
@@ -246,13 +248,11 @@ pub struct TaskOutcome {
 /// Maps one task of a mapped step.
 pub fn map_task(map: &StepMap, task: &TaskInputs) -> TaskOutcome {
     let mut out = TaskOutcome::default();
-    if map.cuda.as_deref() != task.cuda {
+    if let Some(why) = slurm_bound_task(map, task) {
         if task.local_id == 0 {
             out.say.push(format!(
-                "desi-gpu-map: node {}: Slurm narrowed {} per task (now {}); keeping Slurm's binding",
-                task.node,
-                env::CUDA,
-                task.cuda.map_or_else(|| "unset".to_string(), quote)
+                "desi-gpu-map: node {}: {why}; keeping Slurm's binding",
+                task.node
             ));
         }
         return out;
@@ -289,6 +289,33 @@ pub fn map_task(map: &StepMap, task: &TaskInputs) -> TaskOutcome {
         }
     }
     out
+}
+
+/// Says why Slurm's own per-task binding applies to this task, if it does.
+/// slurmstepd binds after `user_init`, so only the task's environment
+/// shows it: `SLURMD_TRES_BIND`, or a list that differs from the step's.
+/// `--gpu-bind=none` (`gpu:none`) removes the list without binding: the
+/// step's list, as Slurm allocated it, is then mapped.
+fn slurm_bound_task(map: &StepMap, task: &TaskInputs) -> Option<String> {
+    match task.tres_bind {
+        Some(bind) if is_no_binding(bind) => return None,
+        Some(bind) => {
+            return Some(format!(
+                "Slurm binds GPUs per task ({}={})",
+                env::TRES_BIND,
+                quote(bind)
+            ))
+        }
+        None => {}
+    }
+    if map.cuda.as_deref() == task.cuda {
+        return None;
+    }
+    Some(format!(
+        "Slurm narrowed {} per task (now {})",
+        env::CUDA,
+        task.cuda.map_or_else(|| "unset".to_string(), quote)
+    ))
 }
 
 /// The `verbose` report: one `key=value` line per task.

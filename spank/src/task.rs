@@ -36,6 +36,7 @@ struct Ids {
     local_count: usize,
     rank: u32,
     cuda: Option<String>,
+    tres_bind: Option<String>,
 }
 
 impl Ids {
@@ -46,6 +47,7 @@ impl Ids {
             local_count: self.local_count,
             rank: self.rank,
             cuda: self.cuda.as_deref(),
+            tres_bind: self.tres_bind.as_deref(),
         }
     }
 }
@@ -65,6 +67,7 @@ fn task_inputs(spank: &SpankHandle) -> Result<Ids, String> {
         local_count: usize::try_from(local_count).unwrap_or(0),
         rank,
         cuda: spank.getenv_lossy(env::CUDA).ok().flatten(),
+        tres_bind: spank.getenv_lossy(env::TRES_BIND).ok().flatten(),
     })
 }
 

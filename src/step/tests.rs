@@ -59,6 +59,7 @@ fn task(local_id: usize, local_count: usize, cuda: Option<&str>) -> TaskInputs<'
         local_count,
         rank: local_id as u32,
         cuda,
+        tres_bind: None,
     }
 }
 
@@ -189,6 +190,34 @@ fn task_narrowed_by_slurm_is_left_alone() {
 }
 
 #[test]
+fn slurm_tres_binding_is_kept_but_gpu_bind_none_is_mapped() {
+    let map = mapped(plan(&SLURM_4));
+    for bind in ["gpu:closest", "gpu:per_task:1", "gpu:map_gpu:1,0"] {
+        let t = TaskInputs {
+            tres_bind: Some(bind),
+            ..task(0, 4, Some("0,1,2,3"))
+        };
+        let out = map_task(&map, &t);
+        assert!(out.set.is_empty(), "{bind}");
+        assert!(
+            out.say[0].contains(bind) && out.say[0].contains("keeping Slurm's binding"),
+            "{:?}",
+            out.say
+        );
+    }
+    // --gpu-bind=none: slurmstepd removes the list from each task.
+    for bind in ["gpu:none", "gpu:verbose,none"] {
+        let t = TaskInputs {
+            tres_bind: Some(bind),
+            ..task(1, 4, None)
+        };
+        let out = map_task(&map, &t);
+        assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("1"), "{bind}");
+        assert_eq!(get(&out, "ROCR_VISIBLE_DEVICES"), Some("1"), "{bind}");
+    }
+}
+
+#[test]
 fn inherited_or_odd_lists_are_not_trusted() {
     let why = aside(plan(&[("CUDA_VISIBLE_DEVICES", "0,1")]));
     assert!(why.contains("inherited"), "{why}");
@@ -314,6 +343,7 @@ fn verbose_reports_each_task() {
             local_count: 4,
             rank: 7,
             cuda: Some("0,1,2,3"),
+            tres_bind: None,
         },
     );
     assert_eq!(

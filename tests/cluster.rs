@@ -1,0 +1,919 @@
+//! The integration suite: real srun, sbatch and salloc against the local
+//! test cluster that `tests/run-cluster-tests.sh` brings up (nodes n1 and n2
+//! with 4 fake GPUs each, n3 with 2). Every case writes out the expected
+//! values per task; none is computed by the code under test.
+//!
+//! srun places tasks where the allocation has CPUs: each node has 64, so
+//! multi-node cases fix the split with `--ntasks-per-node`, or take whole
+//! nodes (`--exclusive`) for srun's even split of uneven counts.
+//!
+//! Run through `make test` (or `bash tests/run-cluster-tests.sh`): these
+//! tests fail, never skip, when the cluster is not up.
+#![cfg(feature = "cluster-tests")]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+/// Plugstack and fake-NVML settings are global to the cluster: one test at a time.
+static CLUSTER: Mutex<()> = Mutex::new(());
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn state_dir() -> String {
+    std::env::var("DGM_CLUSTER_DIR").unwrap_or_else(|_| "/tmp/desi-gpu-map-cluster".to_string())
+}
+
+fn so() -> String {
+    std::env::var("DGM_PLUGIN_SO").unwrap_or_else(|_| {
+        repo()
+            .join("target/release/libdesi_gpu_map_spank.so")
+            .display()
+            .to_string()
+    })
+}
+
+fn fake_nvml() -> String {
+    format!("{}/nvml/libnvidia-ml.so.1", state_dir())
+}
+
+fn bin() -> String {
+    repo()
+        .join("target/release/desi-gpu-map")
+        .display()
+        .to_string()
+}
+
+const OPTION_ENV: &str = "SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gpu_map";
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn show(out: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
+
+/// Runs the harness; a failure here fails the test.
+fn cluster(args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(repo().join("tests/cluster/cluster.sh"))
+        .args(args)
+        .output()
+        .expect("run cluster.sh");
+    assert!(
+        out.status.success(),
+        "cluster.sh {args:?} failed:\n{}",
+        show(&out)
+    );
+    text(&out.stdout)
+}
+
+/// Takes the cluster for one test, with the plugin loaded as `mode` with
+/// `args`, and the fake NVML in its default state.
+fn setup(mode: &str, args: &[&str]) -> MutexGuard<'static, ()> {
+    let guard = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    configure(mode, args);
+    guard
+}
+
+/// Loads the plugin as `mode` with `args`, and resets the fake NVML.
+fn configure(mode: &str, args: &[&str]) {
+    let mut all = vec!["plugin", mode];
+    let so = so();
+    all.push(&so);
+    all.extend_from_slice(args);
+    cluster(&all);
+    cluster(&["nvml", "reset"]);
+}
+
+/// A Slurm client command with a clean environment: no option or GPU list
+/// inherited from whoever runs the tests.
+fn slurm(cmd: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("timeout");
+    c.arg("120").arg(cmd).args(args);
+    c.env("SLURM_CONF", format!("{}/slurm.conf", state_dir()));
+    for var in [
+        OPTION_ENV,
+        "CUDA_VISIBLE_DEVICES",
+        "DESI_GPU_MAPPED",
+        "SLURM_JOB_ID",
+        "SLURM_JOBID",
+    ] {
+        c.env_remove(var);
+    }
+    c
+}
+
+fn run(cmd: &str, args: &[&str]) -> Output {
+    slurm(cmd, args).output().expect("run a Slurm client")
+}
+
+/// Each task prints `T rank node local CUDA_VISIBLE_DEVICES flag`.
+const PROBE: &str = r#"echo "T $SLURM_PROCID $(hostname) $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAPPED-unset}""#;
+
+/// Runs `srun ARGS bash -c PROBE` and returns the probe lines sorted by
+/// rank, without the leading `T`; the step must succeed.
+fn srun_map(args: &[&str]) -> String {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["bash", "-c", PROBE]);
+    let out = run("srun", &all);
+    assert!(out.status.success(), "srun {args:?}:\n{}", show(&out));
+    probe_rows(&text(&out.stdout))
+}
+
+fn probe_rows(stdout: &str) -> String {
+    let mut rows: Vec<(u32, String)> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("T "))
+        .map(|l| {
+            (
+                l.split(' ')
+                    .next()
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or(u32::MAX),
+                l.to_string(),
+            )
+        })
+        .collect();
+    rows.sort();
+    rows.into_iter().map(|(_, l)| l + "\n").collect()
+}
+
+/// The expected table, written as literal lines.
+fn rows(lines: &[&str]) -> String {
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// Jobs the controller knows about, finished ones included.
+fn job_count() -> usize {
+    let out = run("squeue", &["-h", "-t", "all", "-o", "%i"]);
+    text(&out.stdout).lines().count()
+}
+
+// ------------------------------------------------------------ the methods
+
+#[test]
+fn contiguous_two_nodes_eight_tasks() {
+    let _c = setup("required", &[]);
+    let got = srun_map(&[
+        "-N2",
+        "-n8",
+        "--ntasks-per-node=4",
+        "-w",
+        "n[1-2]",
+        "--gpus-per-node=4",
+        "--desi-gpu-map=contiguous",
+    ]);
+    assert_eq!(
+        got,
+        rows(&[
+            "0 n1 0 0 1",
+            "1 n1 1 1 1",
+            "2 n1 2 2 1",
+            "3 n1 3 3 1",
+            "4 n2 0 0 1",
+            "5 n2 1 1 1",
+            "6 n2 2 2 1",
+            "7 n2 3 3 1",
+        ])
+    );
+}
+
+#[test]
+fn roundrobin_two_nodes_eight_tasks() {
+    let _c = setup("required", &[]);
+    let got = srun_map(&[
+        "-N2",
+        "-n8",
+        "--ntasks-per-node=4",
+        "-w",
+        "n[1-2]",
+        "--gpus-per-node=4",
+        "--desi-gpu-map=roundrobin",
+    ]);
+    assert_eq!(
+        got,
+        rows(&[
+            "0 n1 0 0 1",
+            "1 n1 1 1 1",
+            "2 n1 2 2 1",
+            "3 n1 3 3 1",
+            "4 n2 0 0 1",
+            "5 n2 1 1 1",
+            "6 n2 2 2 1",
+            "7 n2 3 3 1",
+        ])
+    );
+}
+
+#[test]
+fn uneven_counts_more_tasks_than_gpus() {
+    let _c = setup("required", &[]);
+    // 11 tasks on 2 nodes: 6 on n1, 5 on n2, 4 GPUs each.
+    let args = [
+        "-N2",
+        "-n11",
+        "--exclusive",
+        "-w",
+        "n[1-2]",
+        "--gpus-per-node=4",
+    ];
+    let got = srun_map(&[&args[..], &["--desi-gpu-map=contiguous"]].concat());
+    assert_eq!(
+        got,
+        rows(&[
+            "0 n1 0 0 1",
+            "1 n1 1 0 1",
+            "2 n1 2 1 1",
+            "3 n1 3 1 1",
+            "4 n1 4 2 1",
+            "5 n1 5 3 1",
+            "6 n2 0 0 1",
+            "7 n2 1 0 1",
+            "8 n2 2 1 1",
+            "9 n2 3 2 1",
+            "10 n2 4 3 1",
+        ])
+    );
+    let got = srun_map(&[&args[..], &["--desi-gpu-map=roundrobin"]].concat());
+    assert_eq!(
+        got,
+        rows(&[
+            "0 n1 0 0 1",
+            "1 n1 1 1 1",
+            "2 n1 2 2 1",
+            "3 n1 3 3 1",
+            "4 n1 4 0 1",
+            "5 n1 5 1 1",
+            "6 n2 0 0 1",
+            "7 n2 1 1 1",
+            "8 n2 2 2 1",
+            "9 n2 3 3 1",
+            "10 n2 4 0 1",
+        ])
+    );
+}
+
+#[test]
+fn uneven_five_tasks_on_two_nodes() {
+    let _c = setup("required", &[]);
+    let got = srun_map(&[
+        "-N2",
+        "-n5",
+        "--exclusive",
+        "-w",
+        "n[1-2]",
+        "--gpus-per-node=2",
+        "--desi-gpu-map=contiguous",
+    ]);
+    assert_eq!(
+        got,
+        rows(&[
+            "0 n1 0 0 1",
+            "1 n1 1 0 1",
+            "2 n1 2 1 1",
+            "3 n2 0 0 1",
+            "4 n2 1 1 1"
+        ])
+    );
+}
+
+#[test]
+fn cyclic_distribution() {
+    let _c = setup("required", &[]);
+    // -m cyclic: even ranks on n1, odd ranks on n2; local ids follow rank order.
+    let args = [
+        "-N2",
+        "-n10",
+        "--ntasks-per-node=5",
+        "-m",
+        "cyclic",
+        "-w",
+        "n[1-2]",
+        "--gpus-per-node=4",
+    ];
+    let got = srun_map(&[&args[..], &["--desi-gpu-map=contiguous"]].concat());
+    assert_eq!(
+        got,
+        rows(&[
+            "0 n1 0 0 1",
+            "1 n2 0 0 1",
+            "2 n1 1 0 1",
+            "3 n2 1 0 1",
+            "4 n1 2 1 1",
+            "5 n2 2 1 1",
+            "6 n1 3 2 1",
+            "7 n2 3 2 1",
+            "8 n1 4 3 1",
+            "9 n2 4 3 1",
+        ])
+    );
+    let got = srun_map(&[&args[..], &["--desi-gpu-map=roundrobin"]].concat());
+    assert_eq!(
+        got,
+        rows(&[
+            "0 n1 0 0 1",
+            "1 n2 0 0 1",
+            "2 n1 1 1 1",
+            "3 n2 1 1 1",
+            "4 n1 2 2 1",
+            "5 n2 2 2 1",
+            "6 n1 3 3 1",
+            "7 n2 3 3 1",
+            "8 n1 4 0 1",
+            "9 n2 4 0 1",
+        ])
+    );
+}
+
+#[test]
+fn fewer_tasks_than_gpus() {
+    let _c = setup("required", &[]);
+    let got = srun_map(&[
+        "-N1",
+        "-n3",
+        "-w",
+        "n1",
+        "--gpus-per-node=4",
+        "--desi-gpu-map=contiguous",
+    ]);
+    assert_eq!(got, rows(&["0 n1 0 0 1", "1 n1 1 1 1", "2 n1 2 2 1"]));
+    let got = srun_map(&[
+        "-N1",
+        "-n3",
+        "-w",
+        "n1",
+        "--gpus-per-node=4",
+        "--desi-gpu-map=roundrobin",
+    ]);
+    assert_eq!(got, rows(&["0 n1 0 0 1", "1 n1 1 1 1", "2 n1 2 2 1"]));
+}
+
+#[test]
+fn nodes_with_different_gpu_counts() {
+    let _c = setup("required", &[]);
+    // n2 has 4 GPUs, n3 has 2: --gpus=6 takes all of both.
+    let got = srun_map(&[
+        "-N2",
+        "-n8",
+        "--ntasks-per-node=4",
+        "-w",
+        "n[2-3]",
+        "--gpus=6",
+        "--desi-gpu-map=contiguous",
+    ]);
+    assert_eq!(
+        got,
+        rows(&[
+            "0 n2 0 0 1",
+            "1 n2 1 1 1",
+            "2 n2 2 2 1",
+            "3 n2 3 3 1",
+            "4 n3 0 0 1",
+            "5 n3 1 0 1",
+            "6 n3 2 1 1",
+            "7 n3 3 1 1",
+        ])
+    );
+}
+
+#[test]
+fn partial_allocation() {
+    let _c = setup("required", &[]);
+    let got = srun_map(&[
+        "-N1",
+        "-n3",
+        "-w",
+        "n1",
+        "--gres=gpu:2",
+        "--desi-gpu-map=contiguous",
+    ]);
+    assert_eq!(got, rows(&["0 n1 0 0 1", "1 n1 1 0 1", "2 n1 2 1 1"]));
+}
+
+#[test]
+fn partial_allocation_beside_another_job() {
+    let _c = setup("required", &[]);
+    let out = run(
+        "sbatch",
+        &[
+            "--parsable",
+            "-w",
+            "n1",
+            "-n1",
+            "--gres=gpu:2",
+            "--wrap",
+            "sleep 300",
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let holder = text(&out.stdout).trim().to_string();
+    let waited = run("bash", &["-c", &format!(
+        "for i in $(seq 100); do [ \"$(squeue -h -j {holder} -o %t)\" = R ] && exit 0; sleep 0.1; done; exit 1"
+    )]);
+    let got = srun_map(&[
+        "-N1",
+        "-n3",
+        "-w",
+        "n1",
+        "--gres=gpu:2",
+        "--desi-gpu-map=contiguous",
+    ]);
+    let _ = run("scancel", &[&holder]);
+    assert!(
+        waited.status.success(),
+        "the job holding GPUs 0,1 never ran"
+    );
+    assert_eq!(got, rows(&["0 n1 0 2 1", "1 n1 1 2 1", "2 n1 2 3 1"]));
+}
+
+#[test]
+fn rotate_keeps_peers_visible() {
+    let _c = setup("required", &["visible=rotate"]);
+    let got = srun_map(&[
+        "-N1",
+        "-n4",
+        "-w",
+        "n1",
+        "--gpus-per-node=4",
+        "--desi-gpu-map=roundrobin",
+    ]);
+    assert_eq!(
+        got,
+        rows(&[
+            "0 n1 0 0,1,2,3 1",
+            "1 n1 1 1,2,3,0 1",
+            "2 n1 2 2,3,0,1 1",
+            "3 n1 3 3,0,1,2 1"
+        ])
+    );
+}
+
+#[test]
+fn other_gpu_variables_are_narrowed_too() {
+    let _c = setup("required", &[]);
+    let out = run(
+        "srun",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=4",
+            "--desi-gpu-map=roundrobin",
+            "bash",
+            "-c",
+            r#"echo "V $SLURM_LOCALID $GPU_DEVICE_ORDINAL ${ROCR_VISIBLE_DEVICES-unset} ${ZE_AFFINITY_MASK-unset} $DESI_GPU_MAP_METHOD $DESI_GPU_MAP_NODE_GPUS""#,
+        ],
+    );
+    let mut lines: Vec<String> = text(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("V "))
+        .map(String::from)
+        .collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["V 0 0 0 0 roundrobin 4", "V 1 1 1 1 roundrobin 4"],
+        "{}",
+        show(&out)
+    );
+}
+
+// ------------------------------------------------------------ user interface
+
+#[test]
+fn verbose_reports_each_task() {
+    let _c = setup("required", &[]);
+    let out = run(
+        "srun",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=4",
+            "--desi-gpu-map=verbose,contiguous",
+            "true",
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let mut lines: Vec<String> = text(&out.stderr)
+        .lines()
+        .filter(|l| l.contains("desi-gpu-map: node="))
+        .map(String::from)
+        .collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "desi-gpu-map: node=n1 rank=0 local=0/2 gpu=0 visible=0 gpus=0,1,2,3 method=contiguous source=slurm",
+            "desi-gpu-map: node=n1 rank=1 local=1/2 gpu=1 visible=1 gpus=0,1,2,3 method=contiguous source=slurm",
+        ],
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn help_prints_usage_and_exits_zero_without_a_job() {
+    let _c = setup("required", &[]);
+    let before = job_count();
+    for cmd in ["srun", "sbatch", "salloc"] {
+        let out = run(cmd, &trivial_job(cmd, &["-N1", "--desi-gpu-map=help"]));
+        assert!(out.status.success(), "{cmd}: {}", show(&out));
+        assert!(
+            text(&out.stdout).contains("Usage: --desi-gpu-map=[verbose,]METHOD"),
+            "{cmd}: {}",
+            show(&out)
+        );
+        assert!(text(&out.stdout).contains("roundrobin"), "{}", show(&out));
+    }
+    assert_eq!(job_count(), before, "help must not create a job");
+}
+
+#[test]
+fn srun_help_lists_the_option() {
+    let _c = setup("required", &[]);
+    let out = run("srun", &["--help"]);
+    let all = text(&out.stdout) + &text(&out.stderr);
+    assert!(all.contains("--desi-gpu-map="), "{}", show(&out));
+    assert!(
+        all.contains("Bind each task to one GPU of its node"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn no_option_leaves_the_environment_untouched() {
+    let _c = setup("required", &[]);
+    let got = srun_map(&["-N1", "-n2", "-w", "n1", "--gpus-per-node=4"]);
+    assert_eq!(got, rows(&["0 n1 0 0,1,2,3 unset", "1 n1 1 0,1,2,3 unset"]));
+}
+
+#[test]
+fn site_default_and_none() {
+    let _c = setup("required", &["default=roundrobin"]);
+    let got = srun_map(&["-N1", "-n2", "-w", "n1", "--gpus-per-node=4"]);
+    assert_eq!(got, rows(&["0 n1 0 0 1", "1 n1 1 1 1"]));
+    let got = srun_map(&[
+        "-N1",
+        "-n2",
+        "-w",
+        "n1",
+        "--gpus-per-node=4",
+        "--desi-gpu-map=none",
+    ]);
+    assert_eq!(got, rows(&["0 n1 0 0,1,2,3 unset", "1 n1 1 0,1,2,3 unset"]));
+}
+
+#[test]
+fn sbatch_option_reaches_the_steps_and_the_batch_script_keeps_all_gpus() {
+    let _c = setup("required", &[]);
+    let script = format!(
+        "#!/bin/bash\n#SBATCH -N2 -n8 --ntasks-per-node=4 -w n[1-2] --gpus-per-node=4\n#SBATCH --desi-gpu-map=roundrobin\n\
+         echo \"B $(hostname) ${{CUDA_VISIBLE_DEVICES-unset}} ${{DESI_GPU_MAPPED-unset}}\"\n\
+         srun -n4 -N1 -w n2 bash -c '{PROBE}'\n"
+    );
+    let path = format!("{}/batch-option.sh", state_dir());
+    let output = format!("{}/batch-option.out", state_dir());
+    std::fs::write(&path, script).unwrap();
+    let out = run("sbatch", &["--wait", "-o", &output, &path]);
+    assert!(out.status.success(), "{}", show(&out));
+    let log = std::fs::read_to_string(&output).unwrap();
+    assert!(log.lines().any(|l| l == "B n1 0,1,2,3 unset"), "{log}");
+    assert_eq!(
+        probe_rows(&log),
+        rows(&["0 n2 0 0 1", "1 n2 1 1 1", "2 n2 2 2 1", "3 n2 3 3 1"]),
+        "{log}"
+    );
+}
+
+#[test]
+fn environment_form_and_salloc() {
+    let _c = setup("required", &[]);
+    let mut c = slurm(
+        "srun",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=4",
+            "bash",
+            "-c",
+            PROBE,
+        ],
+    );
+    c.env(OPTION_ENV, "roundrobin");
+    let out = c.output().unwrap();
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 n1 0 0 1", "1 n1 1 1 1"]),
+        "{}",
+        show(&out)
+    );
+
+    let out = run(
+        "salloc",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n2",
+            "--gpus-per-node=4",
+            "--desi-gpu-map=contiguous",
+            "srun",
+            "-n2",
+            "bash",
+            "-c",
+            PROBE,
+        ],
+    );
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 n2 0 0 1", "1 n2 1 1 1"]),
+        "{}",
+        show(&out)
+    );
+}
+
+/// A trivial job for `cmd`: sbatch takes a `--wrap`, srun and salloc a command.
+fn trivial_job<'a>(cmd: &str, args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    all.push(if cmd == "sbatch" {
+        "--wrap=true"
+    } else {
+        "true"
+    });
+    all
+}
+
+#[test]
+fn bad_values_stop_srun_sbatch_and_salloc_before_allocation() {
+    let _c = setup("required", &[]);
+    let before = job_count();
+    for cmd in ["srun", "sbatch", "salloc"] {
+        for bad in ["contigous", "", "verbose,", "round_robin"] {
+            let arg = format!("--desi-gpu-map={bad}");
+            let out = run(cmd, &trivial_job(cmd, &["-N1", &arg]));
+            assert!(!out.status.success(), "{cmd} {arg}: {}", show(&out));
+            let err = text(&out.stderr);
+            assert!(
+                err.contains("invalid --desi-gpu-map value"),
+                "{cmd} {arg}: {}",
+                show(&out)
+            );
+            assert!(
+                err.contains("contiguous, roundrobin"),
+                "{cmd} {arg}: {}",
+                show(&out)
+            );
+        }
+        let mut c = slurm(cmd, &trivial_job(cmd, &["-N1"]));
+        c.env(OPTION_ENV, "bogus");
+        let out = c.output().unwrap();
+        assert!(!out.status.success(), "{cmd} env: {}", show(&out));
+        assert!(
+            text(&out.stderr).contains("\"bogus\""),
+            "{cmd} env: {}",
+            show(&out)
+        );
+    }
+    assert_eq!(job_count(), before, "no job may be created");
+}
+
+#[test]
+fn bad_plugstack_argument_is_a_clear_error_and_never_drains_a_node() {
+    let _c = setup("required", &["default=contigous"]);
+    let out = run("srun", &["-N1", "-w", "n1", "true"]);
+    assert!(!out.status.success(), "{}", show(&out));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("bad plugstack argument \"default=contigous\""),
+        "{}",
+        show(&out)
+    );
+    assert!(err.contains("valid arguments"), "{}", show(&out));
+
+    // Marked optional, srun goes on; the nodes report it to the task and stay up.
+    configure("optional", &["visible=everything"]);
+    let out = run(
+        "srun",
+        &["-N1", "-w", "n1", "--gpus-per-node=4", "bash", "-c", PROBE],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 n1 0 0,1,2,3 unset"])
+    );
+    assert!(
+        text(&out.stderr).contains("plugin misconfigured"),
+        "{}",
+        show(&out)
+    );
+    let state = run("sinfo", &["-h", "-n", "n1", "-o", "%t"]);
+    assert_eq!(
+        text(&state.stdout).trim(),
+        "idle",
+        "the node must not drain"
+    );
+}
+
+// ------------------------------------------------------------ GPU sources
+
+#[test]
+fn gpu_bind_none_maps_the_list_slurm_allocated() {
+    // slurmstepd drops CUDA_VISIBLE_DEVICES from each task under
+    // --gpu-bind=none; the step's list, seen before the tasks fork, is mapped.
+    let _c = setup("required", &[]);
+    let got = srun_map(&[
+        "-N1",
+        "-n4",
+        "-w",
+        "n1",
+        "--gres=gpu:3",
+        "--gpu-bind=none",
+        "--desi-gpu-map=roundrobin",
+    ]);
+    assert_eq!(
+        got,
+        rows(&["0 n1 0 0 1", "1 n1 1 1 1", "2 n1 2 2 1", "3 n1 3 0 1"])
+    );
+}
+
+#[test]
+fn nvml_uuids_when_slurm_names_no_gpus_on_a_whole_node() {
+    // An exclusive job that asked for no GPU: Slurm sets no list, the job
+    // holds the whole node, so NVML's list (the fake library's) is mapped.
+    let nvml = format!("nvml={}", fake_nvml());
+    let _c = setup("required", &[&nvml]);
+    cluster(&["nvml", "clear-log"]);
+    let got = srun_map(&[
+        "-N1",
+        "-n3",
+        "-w",
+        "n3",
+        "--exclusive",
+        "--desi-gpu-map=roundrobin",
+    ]);
+    assert_eq!(
+        got,
+        rows(&[
+            "0 n3 0 GPU-fake-n3-0 1",
+            "1 n3 1 GPU-fake-n3-1 1",
+            "2 n3 2 GPU-fake-n3-0 1"
+        ])
+    );
+    let inits = cluster(&["nvml", "log"]);
+    assert_eq!(
+        inits.lines().filter(|l| l.starts_with("init n3 ")).count(),
+        1,
+        "one NVML init per step per node:\n{inits}"
+    );
+}
+
+#[test]
+fn no_gpus_allocated_warns_once_and_leaves_tasks_alone() {
+    let _c = setup("required", &[]);
+    let out = run(
+        "srun",
+        &[
+            "-N1",
+            "-n1",
+            "-w",
+            "n1",
+            "--desi-gpu-map=contiguous",
+            "bash",
+            "-c",
+            PROBE,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 n1 0 unset unset"])
+    );
+    let said: Vec<&str> = text(&out.stderr)
+        .lines()
+        .filter(|l| l.contains("desi-gpu-map"))
+        .map(|_| "x")
+        .collect();
+    assert_eq!(said.len(), 1, "{}", show(&out));
+    assert!(
+        text(&out.stderr)
+            .contains("desi-gpu-map: node n1: no GPUs are allocated to this step on this node"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn slurm_per_task_binding_is_kept() {
+    let _c = setup("required", &[]);
+    let out = run(
+        "srun",
+        &[
+            "-N1",
+            "-n4",
+            "-w",
+            "n1",
+            "--gpus-per-task=1",
+            "--desi-gpu-map=contiguous",
+            "bash",
+            "-c",
+            PROBE,
+        ],
+    );
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&[
+            "0 n1 0 0 unset",
+            "1 n1 1 1 unset",
+            "2 n1 2 2 unset",
+            "3 n1 3 3 unset"
+        ]),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        text(&out.stderr).contains("keeping Slurm's binding"),
+        "{}",
+        show(&out)
+    );
+
+    let out = run(
+        "srun",
+        &[
+            "-N1",
+            "-n4",
+            "-w",
+            "n1",
+            "--gpus-per-node=4",
+            "--gpu-bind=map_gpu:1,0",
+            "--desi-gpu-map=contiguous",
+            "bash",
+            "-c",
+            PROBE,
+        ],
+    );
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&[
+            "0 n1 0 1 unset",
+            "1 n1 1 0 unset",
+            "2 n1 2 1 unset",
+            "3 n1 3 0 unset"
+        ]),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        text(&out.stderr).contains("keeping Slurm's binding"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn show_inside_a_task() {
+    let _c = setup("required", &[]);
+    let nvml = format!("--nvml={}", fake_nvml());
+    let out = run(
+        "srun",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=4",
+            "--desi-gpu-map=roundrobin",
+            "-l",
+            &bin(),
+            "show",
+            &nvml,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = text(&out.stdout);
+    for want in [
+        "1: mapped by desi-gpu-map: yes",
+        "1: DESI_GPU_MAPPED: 1",
+        "1: method: roundrobin",
+        "1: node_gpus: 4",
+        "1: cuda_visible_devices: 1",
+        "1: device 0: 1 uuid GPU-fake-n1-1 pci 00000000:02:00.0",
+        "0: device 0: 0 uuid GPU-fake-n1-0 pci 00000000:01:00.0",
+    ] {
+        assert!(stdout.contains(want), "missing {want:?} in\n{}", show(&out));
+    }
+}

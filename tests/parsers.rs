@@ -1,0 +1,52 @@
+//! No parser panics, whatever it is fed; every error names the bad input.
+
+use desi_gpu_map::config::parse_args;
+use desi_gpu_map::gpus::parse_gpu_list;
+use desi_gpu_map::method::parse_option;
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    #[test]
+    fn option_parser_never_panics(s in any::<String>()) {
+        if let Err(e) = parse_option(&s) {
+            prop_assert!(e.message().contains("valid values"));
+        }
+    }
+
+    #[test]
+    fn option_parser_on_option_like_text(s in "(verbose,)?[a-z,=-]{0,20}") {
+        let _ = parse_option(&s);
+    }
+
+    #[test]
+    fn plugstack_parser_never_panics(args in proptest::collection::vec(any::<String>(), 0..6)) {
+        if let Err(e) = parse_args(&args) {
+            prop_assert!(e.message().starts_with("bad plugstack argument"));
+        }
+    }
+
+    #[test]
+    fn plugstack_parser_on_argument_like_text(args in proptest::collection::vec("[a-z]{0,8}(=[a-z/._-]{0,12})?", 0..6)) {
+        let _ = parse_args(&args);
+    }
+
+    #[test]
+    fn gpu_list_parser_never_panics(s in any::<String>()) {
+        match parse_gpu_list(&s) {
+            Ok(list) => prop_assert!(!list.is_empty()),
+            Err(e) => prop_assert!(e.message().starts_with("GPU list")),
+        }
+    }
+
+    #[test]
+    fn gpu_list_parser_on_list_like_text(s in "[0-9GPUMI, -]{0,40}") {
+        if let Ok(list) = parse_gpu_list(&s) {
+            let mut unique = list.clone();
+            unique.sort();
+            unique.dedup();
+            prop_assert_eq!(unique.len(), list.len(), "no duplicates survive");
+        }
+    }
+}

@@ -24,18 +24,24 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// Longest part of a bad value quoted back in a message: a value can be
-/// arbitrarily long, and a message must stay one readable line.
+/// Longest quoted value, escapes included: a value can be arbitrarily long
+/// or made of control bytes, and a message must stay one readable line.
 const SHOWN_MAX: usize = 64;
 
-/// Quotes a user-supplied value for a message: control characters escaped,
-/// very long values cut, so that the message is one safe, readable line.
+/// Quotes a user-supplied value for a message: control and odd characters
+/// escaped, long values cut, so that the message is one safe, short line.
 pub fn quote(value: &str) -> String {
-    let mut shown: String = value.chars().take(SHOWN_MAX).collect();
-    if value.chars().count() > SHOWN_MAX {
-        shown.push_str("...");
+    let mut shown = String::from("\"");
+    for c in value.chars() {
+        let escaped: String = c.escape_debug().collect();
+        if shown.len() + escaped.len() > SHOWN_MAX {
+            shown.push_str("...");
+            break;
+        }
+        shown.push_str(&escaped);
     }
-    format!("{:?}", shown)
+    shown.push('"');
+    shown
 }
 
 #[cfg(test)]
@@ -47,6 +53,8 @@ mod tests {
         assert_eq!(quote("abc"), "\"abc\"");
         assert_eq!(quote("a\nb"), "\"a\\nb\"");
         let long = "x".repeat(100);
-        assert_eq!(quote(&long), format!("\"{}...\"", "x".repeat(64)));
+        assert_eq!(quote(&long), format!("\"{}...\"", "x".repeat(63)));
+        let odd = "\u{1}".repeat(100);
+        assert!(quote(&odd).len() < 80, "{}", quote(&odd));
     }
 }

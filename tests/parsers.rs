@@ -12,6 +12,7 @@ proptest! {
     fn option_parser_never_panics(s in any::<String>()) {
         if let Err(e) = parse_option(&s) {
             prop_assert!(e.message().contains("valid values"));
+            prop_assert!(e.message().len() < 512, "one short line");
         }
     }
 
@@ -24,6 +25,7 @@ proptest! {
     fn plugstack_parser_never_panics(args in proptest::collection::vec(any::<String>(), 0..6)) {
         if let Err(e) = parse_args(&args) {
             prop_assert!(e.message().starts_with("bad plugstack argument"));
+            prop_assert!(e.message().len() < 512, "one short line");
         }
     }
 
@@ -36,7 +38,10 @@ proptest! {
     fn gpu_list_parser_never_panics(s in any::<String>()) {
         match parse_gpu_list(&s) {
             Ok(list) => prop_assert!(!list.is_empty()),
-            Err(e) => prop_assert!(e.message().starts_with("GPU list")),
+            Err(e) => {
+                prop_assert!(e.message().starts_with("GPU list"));
+                prop_assert!(e.message().len() < 512, "one short line");
+            }
         }
     }
 

@@ -1,3 +1,5 @@
+//! Unit tests of the step plan, compiled only under #[cfg(test)] (see step.rs).
+
 use super::*;
 use crate::config::{parse_args, NvmlSource};
 use std::collections::HashMap;

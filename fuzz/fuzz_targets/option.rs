@@ -1,0 +1,11 @@
+//! The `--desi-gpu-map` value parser, on arbitrary bytes made text as the
+//! plugin makes them (lossy UTF-8).
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let value = String::from_utf8_lossy(data);
+    if let Err(e) = desi_gpu_map::method::parse_option(&value) {
+        assert!(e.message().len() < 512);
+    }
+});

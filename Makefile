@@ -23,7 +23,7 @@ demo: build
 
 # Everything CI runs: style, lints, unit and property tests, then the
 # integration suite against a real local Slurm cluster.
-test: check unit cluster-test
+test: check unit package-test cluster-test
 
 check: deps
 	$(CARGO) fmt --all -- --check
@@ -37,3 +37,54 @@ cluster-test: build
 
 clean:
 	$(CARGO) clean
+
+# ---------------------------------------------------------------- install
+# make install [DESTDIR=...] [PREFIX=/usr/local] [SLURM_PLUGIN_DIR=...]
+#              [SYSCONFDIR=/etc]
+# Installs what `make build` made: the plugin into Slurm's plugin directory,
+# the command, the man pages, and the plugstack snippet unless one is there:
+# the admin's snippet (arguments, required/optional) is never overwritten.
+# `install` unlinks before copying, so running slurmstepds keep their copy.
+SYSCONFDIR ?= /etc
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+PLUGSTACK_DIR ?= $(SYSCONFDIR)/slurm/plugstack.conf.d
+# Debian installs shared objects 0644; RPM's strip and dependency scripts want 0755.
+PLUGIN_MODE ?= 0644
+# Slurm's PluginDir, found at most once and only when needed (see the script).
+ifeq ($(origin SLURM_PLUGIN_DIR),undefined)
+SLURM_PLUGIN_DIR = $(eval SLURM_PLUGIN_DIR := $$(shell sh packaging/slurm-plugin-dir.sh))$(SLURM_PLUGIN_DIR)
+endif
+
+.PHONY: install man package-deb package-rpm package-test
+
+install:
+	@for f in $(SO) $(BIN); do [ -f "$$f" ] || { echo "make install: $$f is missing; run make build first" >&2; exit 1; }; done
+	@[ -n "$(SLURM_PLUGIN_DIR)" ] || { echo "make install: set SLURM_PLUGIN_DIR to Slurm's PluginDir" >&2; exit 1; }
+	install -d $(DESTDIR)$(SLURM_PLUGIN_DIR) $(DESTDIR)$(BINDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(PLUGSTACK_DIR)
+	install -m $(PLUGIN_MODE) $(SO) $(DESTDIR)$(SLURM_PLUGIN_DIR)/desi_gpu_map.so
+	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/desi-gpu-map
+	install -m 0644 packaging/man/desi-gpu-map.1 $(DESTDIR)$(MANDIR)/man1/desi-gpu-map.1
+	install -m 0644 packaging/man/desi_gpu_map.8 $(DESTDIR)$(MANDIR)/man8/desi_gpu_map.8
+	@conf=$(DESTDIR)$(PLUGSTACK_DIR)/desi-gpu-map.conf; \
+	if [ -e "$$conf" ]; then echo "keeping existing $$conf"; else \
+		sed 's|@SLURM_PLUGIN_DIR@|$(SLURM_PLUGIN_DIR)|g' packaging/desi-gpu-map.conf >"$$conf.tmp" && \
+		chmod 0644 "$$conf.tmp" && mv "$$conf.tmp" "$$conf" && echo "installed $$conf"; fi
+	@if [ -z "$(DESTDIR)" ] && ! grep -qs '^[[:space:]]*include[[:space:]]*$(PLUGSTACK_DIR)/' $(SYSCONFDIR)/slurm/plugstack.conf; then \
+		echo "note: $(SYSCONFDIR)/slurm/plugstack.conf does not include $(PLUGSTACK_DIR)/*.conf; add:"; \
+		echo "  include $(PLUGSTACK_DIR)/*.conf"; fi
+
+# Regenerates packaging/man/desi-gpu-map.1 from src/cli.rs (tests/manpage.rs).
+man:
+	UPDATE_MAN=1 $(CARGO) test --locked --test manpage
+
+package-deb:
+	bash packaging/deb/build-deb.sh
+
+package-rpm:
+	bash packaging/rpm/build-rpm.sh
+
+# Builds both packages and checks them; no cluster needed.
+package-test:
+	bash tests/package-tests.sh

@@ -5,7 +5,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Bind each task of a Slurm job step to a GPU before it starts: preview a
 /// layout, or show what a running task got.
 #[derive(Parser, Debug)]
-#[command(name = "desi-gpu-map", version, about, long_about = None)]
+#[command(name = "desi-gpu-map", version, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

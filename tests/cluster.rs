@@ -11,152 +11,8 @@
 //! tests fail, never skip, when the cluster is not up.
 #![cfg(feature = "cluster-tests")]
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard};
-
-/// Plugstack and fake-NVML settings are global to the cluster: one test at a time.
-static CLUSTER: Mutex<()> = Mutex::new(());
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn state_dir() -> String {
-    std::env::var("DGM_CLUSTER_DIR").unwrap_or_else(|_| "/tmp/desi-gpu-map-cluster".to_string())
-}
-
-fn so() -> String {
-    std::env::var("DGM_PLUGIN_SO").unwrap_or_else(|_| {
-        repo()
-            .join("target/release/libdesi_gpu_map_spank.so")
-            .display()
-            .to_string()
-    })
-}
-
-fn fake_nvml() -> String {
-    format!("{}/nvml/libnvidia-ml.so.1", state_dir())
-}
-
-fn bin() -> String {
-    repo()
-        .join("target/release/desi-gpu-map")
-        .display()
-        .to_string()
-}
-
-const OPTION_ENV: &str = "SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gpu_map";
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn show(out: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    )
-}
-
-/// Runs the harness; a failure here fails the test.
-fn cluster(args: &[&str]) -> String {
-    let out = Command::new("bash")
-        .arg(repo().join("tests/cluster/cluster.sh"))
-        .args(args)
-        .output()
-        .expect("run cluster.sh");
-    assert!(
-        out.status.success(),
-        "cluster.sh {args:?} failed:\n{}",
-        show(&out)
-    );
-    text(&out.stdout)
-}
-
-/// Takes the cluster for one test, with the plugin loaded as `mode` with
-/// `args`, and the fake NVML in its default state.
-fn setup(mode: &str, args: &[&str]) -> MutexGuard<'static, ()> {
-    let guard = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    configure(mode, args);
-    guard
-}
-
-/// Loads the plugin as `mode` with `args`, and resets the fake NVML.
-fn configure(mode: &str, args: &[&str]) {
-    let mut all = vec!["plugin", mode];
-    let so = so();
-    all.push(&so);
-    all.extend_from_slice(args);
-    cluster(&all);
-    cluster(&["nvml", "reset"]);
-}
-
-/// A Slurm client command with a clean environment: no option or GPU list
-/// inherited from whoever runs the tests.
-fn slurm(cmd: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("timeout");
-    c.arg("120").arg(cmd).args(args);
-    c.env("SLURM_CONF", format!("{}/slurm.conf", state_dir()));
-    for var in [
-        OPTION_ENV,
-        "CUDA_VISIBLE_DEVICES",
-        "DESI_GPU_MAPPED",
-        "SLURM_JOB_ID",
-        "SLURM_JOBID",
-    ] {
-        c.env_remove(var);
-    }
-    c
-}
-
-fn run(cmd: &str, args: &[&str]) -> Output {
-    slurm(cmd, args).output().expect("run a Slurm client")
-}
-
-/// Each task prints `T rank node local CUDA_VISIBLE_DEVICES flag`.
-const PROBE: &str = r#"echo "T $SLURM_PROCID $(hostname) $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAPPED-unset}""#;
-
-/// Runs `srun ARGS bash -c PROBE` and returns the probe lines sorted by
-/// rank, without the leading `T`; the step must succeed.
-fn srun_map(args: &[&str]) -> String {
-    let mut all: Vec<&str> = args.to_vec();
-    all.extend(["bash", "-c", PROBE]);
-    let out = run("srun", &all);
-    assert!(out.status.success(), "srun {args:?}:\n{}", show(&out));
-    probe_rows(&text(&out.stdout))
-}
-
-fn probe_rows(stdout: &str) -> String {
-    let mut rows: Vec<(u32, String)> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("T "))
-        .map(|l| {
-            (
-                l.split(' ')
-                    .next()
-                    .and_then(|r| r.parse().ok())
-                    .unwrap_or(u32::MAX),
-                l.to_string(),
-            )
-        })
-        .collect();
-    rows.sort();
-    rows.into_iter().map(|(_, l)| l + "\n").collect()
-}
-
-/// The expected table, written as literal lines.
-fn rows(lines: &[&str]) -> String {
-    lines.iter().map(|l| format!("{l}\n")).collect()
-}
-
-/// Jobs the controller knows about, finished ones included.
-fn job_count() -> usize {
-    let out = run("squeue", &["-h", "-t", "all", "-o", "%i"]);
-    text(&out.stdout).lines().count()
-}
+mod common;
+use common::*;
 
 // ------------------------------------------------------------ the methods
 
@@ -402,23 +258,7 @@ fn partial_allocation() {
 #[test]
 fn partial_allocation_beside_another_job() {
     let _c = setup("required", &[]);
-    let out = run(
-        "sbatch",
-        &[
-            "--parsable",
-            "-w",
-            "n1",
-            "-n1",
-            "--gres=gpu:2",
-            "--wrap",
-            "sleep 300",
-        ],
-    );
-    assert!(out.status.success(), "{}", show(&out));
-    let holder = text(&out.stdout).trim().to_string();
-    let waited = run("bash", &["-c", &format!(
-        "for i in $(seq 100); do [ \"$(squeue -h -j {holder} -o %t)\" = R ] && exit 0; sleep 0.1; done; exit 1"
-    )]);
+    let _held = hold("n1", "gpu:2");
     let got = srun_map(&[
         "-N1",
         "-n3",
@@ -427,11 +267,6 @@ fn partial_allocation_beside_another_job() {
         "--gres=gpu:2",
         "--desi-gpu-map=contiguous",
     ]);
-    let _ = run("scancel", &[&holder]);
-    assert!(
-        waited.status.success(),
-        "the job holding GPUs 0,1 never ran"
-    );
     assert_eq!(got, rows(&["0 n1 0 2 1", "1 n1 1 2 1", "2 n1 2 3 1"]));
 }
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Brings up the local test cluster (n1, n2 with 4 fake GPUs, n3 with 2),
-# runs the integration suite against it, and always tears it down.
+# runs the integration suites against it (tests/cluster.rs: the mapping;
+# tests/faults.rs: load, faults, security; the installed .deb smoke), and
+# always tears it down.
 # Fails, never skips, when the cluster cannot start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,4 +11,5 @@ trap 'bash "$harness" down' EXIT
 trap 'exit 130' INT TERM
 bash "$harness" down
 bash "$harness" up 4 4 2
-cargo test --locked --features cluster-tests --test cluster -- --test-threads=1
+bash tests/package/deb-smoke.sh
+cargo test --locked --features cluster-tests --test cluster --test faults -- --test-threads=1

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Launch-overhead benchmark on the local test cluster (2 nodes, 4 fake GPUs
+# each). Interleaves four variants, A B C D A B C D ..., at 8, 32 and 64
+# tasks, and prints medians and ratios against "none", all measured in this
+# one run. It asserts nothing: noise on a 2-core machine is real.
+#   none     no plugin in plugstack
+#   plugin   --desi-gpu-map=contiguous
+#   wrapper  no plugin; each task exec'd through a bash wrapper that sets
+#            CUDA_VISIBLE_DEVICES=$((SLURM_LOCALID % 4)) (NERSC's select_gpu_device)
+#   slurm    no plugin; Slurm's own --gpu-bind=map_gpu:0,1,2,3
+# Usage: tests/bench/launch.sh [ROUNDS]   (default 15 rounds)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds=${1:-15}
+harness=tests/cluster/cluster.sh
+so=$PWD/target/release/libdesi_gpu_map_spank.so
+[ -f "$so" ] || { echo "bench: run make build first" >&2; exit 1; }
+trap 'bash "$harness" down >/dev/null 2>&1 || true' EXIT
+trap 'exit 130' INT TERM
+bash "$harness" down >/dev/null 2>&1
+DGM_SLURM_DEBUG=debug bash "$harness" up 4 4 >/dev/null
+eval "$(bash "$harness" env)"
+work=$DGM_CLUSTER_DIR/bench
+mkdir -p "$work"
+cat >"$work/wrapper.sh" <<'WRAP'
+#!/bin/bash
+export CUDA_VISIBLE_DEVICES=$((SLURM_LOCALID % 4))
+exec "$@"
+WRAP
+chmod +x "$work/wrapper.sh"
+
+# One timed step inside the allocation: VARIANT NTASKS -> milliseconds.
+step() {
+    local variant=$1 n=$2 t0 t1
+    local args=(-N2 -n"$n" --ntasks-per-node=$((n / 2)) --overlap)
+    case $variant in
+        none) bash "$harness" plugin off >/dev/null ;;
+        plugin) bash "$harness" plugin required "$so" >/dev/null; args+=(--desi-gpu-map=contiguous) ;;
+        wrapper) bash "$harness" plugin off >/dev/null; args+=("$work/wrapper.sh") ;;
+        slurm) bash "$harness" plugin off >/dev/null; args+=(--gpu-bind=map_gpu:0,1,2,3) ;;
+    esac
+    t0=$(date +%s%N)
+    srun "${args[@]}" true
+    t1=$(date +%s%N)
+    echo $(((t1 - t0) / 1000000))
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+export -f step
+export harness so work
+results=$work/results
+: >"$results"
+salloc -N2 --ntasks-per-node=32 -w 'n[1-2]' --gpus-per-node=4 bash -c "
+    for r in \$(seq $rounds); do
+        for n in 8 32 64; do
+            for v in none plugin wrapper slurm; do
+                echo \"\$n \$v \$(step \$v \$n)\" >>'$results'
+            done
+        done
+    done" 2>/dev/null
+
+echo "launch time of one srun step, median of $rounds interleaved rounds (ms), 2 nodes, 4 GPUs each"
+printf '%6s %8s %8s %8s %8s %14s %15s\n' tasks none plugin wrapper slurm plugin/none wrapper/none
+for n in 8 32 64; do
+    declare -A med=()
+    for v in none plugin wrapper slurm; do
+        med[$v]=$(awk -v n="$n" -v v="$v" '$1 == n && $2 == v {print $3}' "$results" | median)
+    done
+    printf '%6s %8s %8s %8s %8s %14s %15s\n' "$n" "${med[none]}" "${med[plugin]}" "${med[wrapper]}" "${med[slurm]}" \
+        "$(awk -v a="${med[plugin]}" -v b="${med[none]}" 'BEGIN {printf "%.3f", a / b}')" \
+        "$(awk -v a="${med[wrapper]}" -v b="${med[none]}" 'BEGIN {printf "%.3f", a / b}')"
+done
+
+# Time inside the plugin's own hooks, from slurmd's debug log.
+hooks=$(cat "$DGM_CLUSTER_DIR"/log/slurmd-n*.log | grep -o 'task_init took [0-9]* us' | awk '{print $3}')
+echo
+echo "task_init per task: $(echo "$hooks" | wc -l) samples, median $(echo "$hooks" | median) us, max $(echo "$hooks" | sort -n | tail -n 1) us"
+ui=$(cat "$DGM_CLUSTER_DIR"/log/slurmd-n*.log | grep -o 'user_init took [0-9]* us' | awk '{print $3}')
+echo "user_init per step and node: median $(echo "$ui" | median) us, max $(echo "$ui" | sort -n | tail -n 1) us"
+
+# NVML loads: steps that need NVML (whole nodes, no GPU request) load it once per node per step.
+bash "$harness" plugin required "$so" >/dev/null
+bash "$harness" nvml clear-log >/dev/null
+steps=5
+for i in $(seq $steps); do srun -N2 -n64 --exclusive --desi-gpu-map=contiguous true; done
+inits=$(bash "$harness" nvml log | grep -c '^init ' || true)
+echo "NVML initialisations: $inits for $steps steps x 2 nodes x 32 tasks per node (one per node per step: $((steps * 2)))"
+
+strip -o "$work/stripped.so" "$so"
+echo "release .so: $(stat -c %s "$so") bytes, stripped: $(stat -c %s "$work/stripped.so") bytes"

@@ -1,0 +1,192 @@
+//! Helpers shared by the suites that drive the local test cluster.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+/// Plugstack and fake-NVML settings are global to the cluster: one test at a time.
+pub static CLUSTER: Mutex<()> = Mutex::new(());
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn state_dir() -> String {
+    std::env::var("DGM_CLUSTER_DIR").unwrap_or_else(|_| "/tmp/desi-gpu-map-cluster".to_string())
+}
+
+pub fn so() -> String {
+    std::env::var("DGM_PLUGIN_SO").unwrap_or_else(|_| {
+        repo()
+            .join("target/release/libdesi_gpu_map_spank.so")
+            .display()
+            .to_string()
+    })
+}
+
+pub fn fake_nvml() -> String {
+    format!("{}/nvml/libnvidia-ml.so.1", state_dir())
+}
+
+pub fn bin() -> String {
+    repo()
+        .join("target/release/desi-gpu-map")
+        .display()
+        .to_string()
+}
+
+pub const OPTION_ENV: &str = "SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gpu_map";
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+pub fn show(out: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
+
+/// Runs the harness; a failure here fails the test.
+pub fn cluster(args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(repo().join("tests/cluster/cluster.sh"))
+        .args(args)
+        .output()
+        .expect("run cluster.sh");
+    assert!(
+        out.status.success(),
+        "cluster.sh {args:?} failed:\n{}",
+        show(&out)
+    );
+    text(&out.stdout)
+}
+
+/// Takes the cluster for one test, with the plugin loaded as `mode` with
+/// `args`, and the fake NVML in its default state.
+pub fn setup(mode: &str, args: &[&str]) -> MutexGuard<'static, ()> {
+    let guard = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    configure(mode, args);
+    guard
+}
+
+/// Loads the plugin as `mode` with `args`, and resets the fake NVML.
+pub fn configure(mode: &str, args: &[&str]) {
+    let mut all = vec!["plugin", mode];
+    let so = so();
+    all.push(&so);
+    all.extend_from_slice(args);
+    cluster(&all);
+    cluster(&["nvml", "reset"]);
+    cluster(&["nvml", "lib", "on"]);
+}
+
+/// A Slurm client command with a clean environment: no option or GPU list
+/// inherited from whoever runs the tests.
+pub fn slurm(cmd: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("timeout");
+    c.arg("120").arg(cmd).args(args);
+    c.env("SLURM_CONF", format!("{}/slurm.conf", state_dir()));
+    for var in [
+        OPTION_ENV,
+        "CUDA_VISIBLE_DEVICES",
+        "DESI_GPU_MAPPED",
+        "SLURM_JOB_ID",
+        "SLURM_JOBID",
+    ] {
+        c.env_remove(var);
+    }
+    c
+}
+
+pub fn run(cmd: &str, args: &[&str]) -> Output {
+    slurm(cmd, args).output().expect("run a Slurm client")
+}
+
+/// Each task prints `T rank node local CUDA_VISIBLE_DEVICES flag`.
+pub const PROBE: &str = r#"echo "T $SLURM_PROCID $(hostname) $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAPPED-unset}""#;
+
+/// Runs `srun ARGS bash -c PROBE` and returns the probe lines sorted by
+/// rank, without the leading `T`; the step must succeed.
+pub fn srun_map(args: &[&str]) -> String {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["bash", "-c", PROBE]);
+    let out = run("srun", &all);
+    assert!(out.status.success(), "srun {args:?}:\n{}", show(&out));
+    probe_rows(&text(&out.stdout))
+}
+
+pub fn probe_rows(stdout: &str) -> String {
+    let mut rows: Vec<(u32, String)> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("T "))
+        .map(|l| {
+            (
+                l.split(' ')
+                    .next()
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or(u32::MAX),
+                l.to_string(),
+            )
+        })
+        .collect();
+    rows.sort();
+    rows.into_iter().map(|(_, l)| l + "\n").collect()
+}
+
+/// The expected table, written as literal lines.
+pub fn rows(lines: &[&str]) -> String {
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// Jobs the controller knows about, finished ones included.
+pub fn job_count() -> usize {
+    let out = run("squeue", &["-h", "-t", "all", "-o", "%i"]);
+    text(&out.stdout).lines().count()
+}
+
+/// A job holding GPUs; cancelled when dropped, even when a test fails.
+pub struct Held(pub String);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = run("scancel", &[&self.0]);
+    }
+}
+
+/// Submits a job that holds `gres` on `node`, and waits until it runs.
+pub fn hold(node: &str, gres: &str) -> Held {
+    let out = run(
+        "sbatch",
+        &[
+            "--parsable",
+            "-o",
+            "/dev/null",
+            "-w",
+            node,
+            "-n1",
+            &format!("--gres={gres}"),
+            "--wrap",
+            "sleep 300",
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let id = text(&out.stdout).trim().to_string();
+    let waited = run(
+        "bash",
+        &[
+            "-c",
+            &format!("for i in $(seq 100); do [ \"$(squeue -h -j {id} -o %t)\" = R ] && exit 0; sleep 0.1; done; exit 1"),
+        ],
+    );
+    let held = Held(id);
+    assert!(
+        waited.status.success(),
+        "the job holding {gres} on {node} never ran"
+    );
+    held
+}

@@ -1,0 +1,442 @@
+//! Load, fault and security cases on the local test cluster (run with the
+//! integration suite by `tests/run-cluster-tests.sh`). Every case checks
+//! that nothing is lost: each task ran, with the right GPU or with its
+//! environment intact, and the plugin said what happened.
+#![cfg(feature = "cluster-tests")]
+
+mod common;
+use common::*;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
+/// The lines the plugin printed on the tasks' stderr.
+fn said(out: &std::process::Output) -> Vec<String> {
+    text(&out.stderr)
+        .lines()
+        .filter(|l| l.starts_with("desi-gpu-map: "))
+        .map(String::from)
+        .collect()
+}
+
+const EIGHT_RR: [&str; 8] = [
+    "0 n1 0 0 1",
+    "1 n1 1 1 1",
+    "2 n1 2 2 1",
+    "3 n1 3 3 1",
+    "4 n2 0 0 1",
+    "5 n2 1 1 1",
+    "6 n2 2 2 1",
+    "7 n2 3 3 1",
+];
+
+// ------------------------------------------------------------ load
+
+#[test]
+fn three_hundred_consecutive_steps() {
+    let _c = setup("required", &[]);
+    let script = format!(
+        "for i in $(seq 300); do srun -n8 --desi-gpu-map=roundrobin bash -c '{PROBE}' | sort -n -k2 | tr '\\n' ';'; echo; done"
+    );
+    let out = run(
+        "salloc",
+        &[
+            "-N2",
+            "--ntasks-per-node=4",
+            "-w",
+            "n[1-2]",
+            "--gpus-per-node=4",
+            "bash",
+            "-c",
+            &script,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let want: String = EIGHT_RR.iter().map(|r| format!("T {r};")).collect();
+    let lines: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+    assert_eq!(lines.len(), 300, "{}", show(&out));
+    let wrong: Vec<(usize, &String)> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| **l != want)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} of 300 steps mapped wrongly, first: {:?}",
+        wrong.len(),
+        wrong.first()
+    );
+}
+
+#[test]
+fn eight_overlapping_steps() {
+    let _c = setup("required", &[]);
+    let dir = format!("{}/overlap", state_dir());
+    let script = format!(
+        "rm -rf {dir}; mkdir -p {dir}; for i in $(seq 8); do \
+         srun --overlap -n8 --desi-gpu-map=roundrobin bash -c '{PROBE}; sleep 1' > {dir}/$i & done; wait"
+    );
+    let out = run(
+        "salloc",
+        &[
+            "-N2",
+            "--ntasks-per-node=4",
+            "-w",
+            "n[1-2]",
+            "--gpus-per-node=4",
+            "bash",
+            "-c",
+            &script,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    for i in 1..=8 {
+        let got = std::fs::read_to_string(format!("{dir}/{i}")).unwrap_or_default();
+        assert_eq!(
+            probe_rows(&got),
+            rows(&EIGHT_RR),
+            "step {i}: {}",
+            show(&out)
+        );
+    }
+}
+
+// ------------------------------------------------------------ NVML faults
+
+/// A step that needs NVML: an exclusive job without a GPU request on n3
+/// (2 fake GPUs), with NVML found by the loader (nvml=auto).
+fn nvml_step(fault: &[&str]) -> std::process::Output {
+    if !fault.is_empty() {
+        let mut set = vec!["nvml", "set"];
+        set.extend_from_slice(fault);
+        cluster(&set);
+    }
+    run(
+        "srun",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n3",
+            "--exclusive",
+            "--desi-gpu-map=roundrobin",
+            "bash",
+            "-c",
+            PROBE,
+        ],
+    )
+}
+
+fn assert_unchanged_with_one_line(out: &std::process::Output, want: &str) {
+    assert!(out.status.success(), "{}", show(out));
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 n3 0 unset unset", "1 n3 1 unset unset"]),
+        "{}",
+        show(out)
+    );
+    let lines = said(out);
+    assert_eq!(lines.len(), 1, "one line: {}", show(out));
+    assert!(lines[0].contains(want), "want {want:?}: {}", show(out));
+}
+
+#[test]
+fn nvml_counts_one_initialisation_per_node_per_step() {
+    let _c = setup("required", &[]);
+    cluster(&["nvml", "clear-log"]);
+    let out = run(
+        "srun",
+        &[
+            "-N2",
+            "-n8",
+            "--exclusive",
+            "-w",
+            "n[1-2]",
+            "--desi-gpu-map=roundrobin",
+            "bash",
+            "-c",
+            PROBE,
+        ],
+    );
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&[
+            "0 n1 0 GPU-fake-n1-0 1",
+            "1 n1 1 GPU-fake-n1-1 1",
+            "2 n1 2 GPU-fake-n1-2 1",
+            "3 n1 3 GPU-fake-n1-3 1",
+            "4 n2 0 GPU-fake-n2-0 1",
+            "5 n2 1 GPU-fake-n2-1 1",
+            "6 n2 2 GPU-fake-n2-2 1",
+            "7 n2 3 GPU-fake-n2-3 1",
+        ]),
+        "{}",
+        show(&out)
+    );
+    let log = cluster(&["nvml", "log"]);
+    let inits: Vec<&str> = log.lines().filter(|l| l.starts_with("init ")).collect();
+    assert_eq!(inits.len(), 2, "one init per node for 8 tasks:\n{log}");
+    assert!(
+        inits.iter().any(|l| l.starts_with("init n1 "))
+            && inits.iter().any(|l| l.starts_with("init n2 ")),
+        "{log}"
+    );
+}
+
+#[test]
+fn nvml_library_missing() {
+    let _c = setup("required", &[]);
+    cluster(&["nvml", "lib", "off"]);
+    let out = nvml_step(&[]);
+    cluster(&["nvml", "lib", "on"]);
+    assert_unchanged_with_one_line(&out, "NVML: cannot initialise libnvidia-ml.so.1");
+}
+
+#[test]
+fn nvml_init_fails() {
+    let _c = setup("required", &[]);
+    assert_unchanged_with_one_line(
+        &nvml_step(&["fail=init"]),
+        "NVML: cannot initialise libnvidia-ml.so.1",
+    );
+}
+
+#[test]
+fn nvml_count_fails() {
+    let _c = setup("required", &[]);
+    assert_unchanged_with_one_line(
+        &nvml_step(&["fail=count"]),
+        "NVML: nvmlDeviceGetCount failed",
+    );
+}
+
+#[test]
+fn nvml_uuid_fails() {
+    let _c = setup("required", &[]);
+    assert_unchanged_with_one_line(&nvml_step(&["fail=uuid"]), "NVML: nvmlDeviceGetUUID failed");
+}
+
+#[test]
+fn nvml_reports_no_gpu() {
+    // NVML's count against SLURM_GPUS_ON_NODE is a unit test (step::tests):
+    // Slurm 22.05 sets no count without a list, so no step here has one.
+    let _c = setup("required", &[]);
+    assert_unchanged_with_one_line(
+        &nvml_step(&["report.n3=0"]),
+        "NVML finds no GPU on this node",
+    );
+}
+
+// ------------------------------------------------------------ bad input
+
+#[test]
+fn odd_inherited_gpu_lists_are_left_intact() {
+    // A step without GPUs, run from an environment with an odd list: each
+    // task's environment is exactly what it is without the plugin.
+    let _c = setup("required", &[]);
+    let many: Vec<String> = (0..5000).map(|i| i.to_string()).collect();
+    let many = many.join(",");
+    let probe = r#"echo "L $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAPPED-unset}""#;
+    for value in ["", "garbage,,x", "0,0", "NoDevFiles", many.as_str()] {
+        let step = |option: Option<&str>| {
+            let mut args = vec!["-N1", "-n1", "-w", "n1"];
+            args.extend(option);
+            args.extend(["bash", "-c", probe]);
+            let mut c = slurm("srun", &args);
+            c.env("CUDA_VISIBLE_DEVICES", value);
+            c.output().unwrap()
+        };
+        let plain = step(None);
+        let mapped = step(Some("--desi-gpu-map=contiguous"));
+        assert!(mapped.status.success(), "{value:.40}: {}", show(&mapped));
+        assert_eq!(text(&mapped.stdout), text(&plain.stdout), "{value:.40}");
+        assert!(
+            text(&mapped.stdout).starts_with("L 0 ")
+                && text(&mapped.stdout).trim_end().ends_with(" unset")
+        );
+        let lines = said(&mapped);
+        assert_eq!(lines.len(), 1, "{value:.40}: {}", show(&mapped));
+        assert!(
+            lines[0].contains("no GPUs are allocated"),
+            "{}",
+            show(&mapped)
+        );
+        assert!(lines[0].len() < 400, "{}", lines[0]);
+    }
+}
+
+#[test]
+fn every_plugstack_typo_is_named() {
+    let _c = setup("required", &[]);
+    for (arg, want) in [
+        ("defualt=contiguous", "unknown argument \"defualt\""),
+        (
+            "default=contigous",
+            "default must be contiguous, roundrobin or none",
+        ),
+        ("visible=all", "visible must be single or rotate"),
+        ("nvml=libnvidia-ml.so.1", "absolute library path"),
+        ("flag=1X", "environment variable name"),
+        ("verbose=1", "verbose takes no value"),
+        ("default=none default=roundrobin", "given twice"),
+    ] {
+        let args: Vec<&str> = arg.split(' ').collect();
+        configure("required", &args);
+        let out = run("srun", &["-N1", "-w", "n1", "true"]);
+        assert!(!out.status.success(), "{arg}: {}", show(&out));
+        assert!(
+            text(&out.stderr).contains(want),
+            "{arg}: want {want:?}: {}",
+            show(&out)
+        );
+    }
+}
+
+#[test]
+fn odd_option_values_are_refused_and_never_crash_a_node() {
+    let _c = setup("required", &[]);
+    let long = format!("--desi-gpu-map={}", "x".repeat(10_000));
+    let values: Vec<Vec<u8>> = vec![
+        long.into_bytes(),
+        b"--desi-gpu-map=contig\xff\xfeous".to_vec(),
+        b"--desi-gpu-map=contiguous=1".to_vec(),
+        b"--desi-gpu-map=contiguous,roundrobin".to_vec(),
+        b"--desi-gpu-map=verbose,,contiguous".to_vec(),
+    ];
+    for value in &values {
+        let shown = String::from_utf8_lossy(&value[..value.len().min(40)]).into_owned();
+        let mut c = slurm("srun", &["-N1", "-w", "n1"]);
+        c.arg(OsStr::from_bytes(value)).arg("true");
+        let out = c.output().unwrap();
+        assert!(!out.status.success(), "{shown}: {}", show(&out));
+        assert!(
+            text(&out.stderr).contains("invalid --desi-gpu-map value"),
+            "{shown}: {}",
+            show(&out)
+        );
+        assert!(
+            text(&out.stderr).len() < 2000,
+            "{shown}: a short message: {}",
+            show(&out)
+        );
+    }
+    // Marked optional, srun goes on: the node tells the task and runs it unchanged.
+    configure("optional", &[]);
+    for value in &values {
+        let shown = String::from_utf8_lossy(&value[..value.len().min(40)]).into_owned();
+        let mut c = slurm("srun", &["-N1", "-n2", "-w", "n1", "--gpus-per-node=4"]);
+        c.arg(OsStr::from_bytes(value)).args(["bash", "-c", PROBE]);
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{shown}: {}", show(&out));
+        assert_eq!(
+            probe_rows(&text(&out.stdout)),
+            rows(&["0 n1 0 0,1,2,3 unset", "1 n1 1 0,1,2,3 unset"]),
+            "{shown}"
+        );
+        assert!(
+            said(&out)
+                .iter()
+                .any(|l| l.contains("invalid --desi-gpu-map value")),
+            "{shown}: {}",
+            show(&out)
+        );
+    }
+    let state = run("sinfo", &["-h", "-n", "n1", "-o", "%t"]);
+    assert_eq!(text(&state.stdout).trim(), "idle");
+}
+
+// ------------------------------------------------------------ operations
+
+#[test]
+fn slurmd_restart_between_steps() {
+    let _c = setup("required", &[]);
+    let args = [
+        "-N2",
+        "-n8",
+        "--ntasks-per-node=4",
+        "-w",
+        "n[1-2]",
+        "--gpus-per-node=4",
+        "--desi-gpu-map=roundrobin",
+    ];
+    assert_eq!(srun_map(&args), rows(&EIGHT_RR));
+    cluster(&["restart-node", "n1"]);
+    assert_eq!(srun_map(&args), rows(&EIGHT_RR));
+}
+
+#[test]
+fn export_none_still_carries_the_option() {
+    // SPANK options travel in the launch request, not in the environment,
+    // so --export=NONE keeps them (it also drops PATH: bash by full path).
+    let _c = setup("required", &[]);
+    let out = run(
+        "srun",
+        &[
+            "--export=NONE",
+            "-N1",
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=4",
+            "--desi-gpu-map=roundrobin",
+            "/bin/bash",
+            "-c",
+            PROBE,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 n1 0 0 1", "1 n1 1 1 1"])
+    );
+}
+
+// ------------------------------------------------------------ security
+
+#[test]
+fn user_environment_cannot_widen_a_partial_allocation() {
+    let _c = setup("required", &["visible=rotate"]);
+    let _held = hold("n1", "gpu:2");
+    let mut c = slurm(
+        "srun",
+        &[
+            "-N1",
+            "-n4",
+            "-w",
+            "n1",
+            "--gres=gpu:2",
+            "--desi-gpu-map=roundrobin",
+            "bash",
+            "-c",
+            r#"echo "S $SLURM_LOCALID $CUDA_VISIBLE_DEVICES ${ROCR_VISIBLE_DEVICES-unset} ${GPU_DEVICE_ORDINAL-unset} ${ZE_AFFINITY_MASK-unset}""#,
+        ],
+    );
+    for var in [
+        "CUDA_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "GPU_DEVICE_ORDINAL",
+        "ZE_AFFINITY_MASK",
+        "SLURM_STEP_GPUS",
+    ] {
+        c.env(var, "0,1");
+    }
+    c.env("SLURM_GPUS_ON_NODE", "4");
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let mut lines: Vec<String> = text(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("S "))
+        .map(String::from)
+        .collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "S 0 2,3 2,3 2,3 2,3",
+            "S 1 3,2 3,2 3,2 3,2",
+            "S 2 2,3 2,3 2,3 2,3",
+            "S 3 3,2 3,2 3,2 3,2"
+        ],
+        "{}",
+        show(&out)
+    );
+}

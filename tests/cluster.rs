@@ -17,57 +17,13 @@ use common::*;
 // ------------------------------------------------------------ the methods
 
 #[test]
-fn contiguous_two_nodes_eight_tasks() {
+fn both_methods_two_nodes_eight_tasks() {
+    // 4 tasks on each node's 4 GPUs: both methods give each task its own GPU.
     let _c = setup("required", &[]);
-    let got = srun_map(&[
-        "-N2",
-        "-n8",
-        "--ntasks-per-node=4",
-        "-w",
-        "n[1-2]",
-        "--gpus-per-node=4",
-        "--desi-gpu-map=contiguous",
-    ]);
-    assert_eq!(
-        got,
-        rows(&[
-            "0 n1 0 0 1",
-            "1 n1 1 1 1",
-            "2 n1 2 2 1",
-            "3 n1 3 3 1",
-            "4 n2 0 0 1",
-            "5 n2 1 1 1",
-            "6 n2 2 2 1",
-            "7 n2 3 3 1",
-        ])
-    );
-}
-
-#[test]
-fn roundrobin_two_nodes_eight_tasks() {
-    let _c = setup("required", &[]);
-    let got = srun_map(&[
-        "-N2",
-        "-n8",
-        "--ntasks-per-node=4",
-        "-w",
-        "n[1-2]",
-        "--gpus-per-node=4",
-        "--desi-gpu-map=roundrobin",
-    ]);
-    assert_eq!(
-        got,
-        rows(&[
-            "0 n1 0 0 1",
-            "1 n1 1 1 1",
-            "2 n1 2 2 1",
-            "3 n1 3 3 1",
-            "4 n2 0 0 1",
-            "5 n2 1 1 1",
-            "6 n2 2 2 1",
-            "7 n2 3 3 1",
-        ])
-    );
+    for method in ["--desi-gpu-map=contiguous", "--desi-gpu-map=roundrobin"] {
+        let got = srun_map(&[&TWO_NODES_EIGHT_TASKS[..], &[method]].concat());
+        assert_eq!(got, rows(&EIGHT_ONE_GPU_EACH), "{method}");
+    }
 }
 
 #[test]
@@ -530,15 +486,19 @@ fn bad_values_stop_srun_sbatch_and_salloc_before_allocation() {
 #[test]
 fn bad_plugstack_argument_is_a_clear_error_and_never_drains_a_node() {
     let _c = setup("required", &["default=contigous"]);
-    let out = run("srun", &["-N1", "-w", "n1", "true"]);
-    assert!(!out.status.success(), "{}", show(&out));
-    let err = text(&out.stderr);
-    assert!(
-        err.contains("bad plugstack argument \"default=contigous\""),
-        "{}",
-        show(&out)
-    );
-    assert!(err.contains("valid arguments"), "{}", show(&out));
+    let before = job_count();
+    for cmd in ["srun", "sbatch", "salloc"] {
+        let out = run(cmd, &trivial_job(cmd, &["-N1", "-w", "n1"]));
+        assert!(!out.status.success(), "{cmd}: {}", show(&out));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("bad plugstack argument \"default=contigous\""),
+            "{cmd}: {}",
+            show(&out)
+        );
+        assert!(err.contains("valid arguments"), "{cmd}: {}", show(&out));
+    }
+    assert_eq!(job_count(), before, "no job may be created");
 
     // Marked optional, srun goes on; the nodes report it to the task and stay up.
     configure("optional", &["visible=everything"]);

@@ -18,17 +18,6 @@ fn said(out: &std::process::Output) -> Vec<String> {
         .collect()
 }
 
-const EIGHT_RR: [&str; 8] = [
-    "0 n1 0 0 1",
-    "1 n1 1 1 1",
-    "2 n1 2 2 1",
-    "3 n1 3 3 1",
-    "4 n2 0 0 1",
-    "5 n2 1 1 1",
-    "6 n2 2 2 1",
-    "7 n2 3 3 1",
-];
-
 // ------------------------------------------------------------ load
 
 #[test]
@@ -51,7 +40,10 @@ fn three_hundred_consecutive_steps() {
         ],
     );
     assert!(out.status.success(), "{}", show(&out));
-    let want: String = EIGHT_RR.iter().map(|r| format!("T {r};")).collect();
+    let want: String = EIGHT_ONE_GPU_EACH
+        .iter()
+        .map(|r| format!("T {r};"))
+        .collect();
     let lines: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
     assert_eq!(lines.len(), 300, "{}", show(&out));
     let wrong: Vec<(usize, &String)> = lines
@@ -93,7 +85,7 @@ fn eight_overlapping_steps() {
         let got = std::fs::read_to_string(format!("{dir}/{i}")).unwrap_or_default();
         assert_eq!(
             probe_rows(&got),
-            rows(&EIGHT_RR),
+            rows(&EIGHT_ONE_GPU_EACH),
             "step {i}: {}",
             show(&out)
         );
@@ -349,18 +341,60 @@ fn odd_option_values_are_refused_and_never_crash_a_node() {
 #[test]
 fn slurmd_restart_between_steps() {
     let _c = setup("required", &[]);
-    let args = [
-        "-N2",
-        "-n8",
-        "--ntasks-per-node=4",
-        "-w",
-        "n[1-2]",
-        "--gpus-per-node=4",
-        "--desi-gpu-map=roundrobin",
-    ];
-    assert_eq!(srun_map(&args), rows(&EIGHT_RR));
+    let args = [&TWO_NODES_EIGHT_TASKS[..], &["--desi-gpu-map=roundrobin"]].concat();
+    assert_eq!(srun_map(&args), rows(&EIGHT_ONE_GPU_EACH));
     cluster(&["restart-node", "n1"]);
-    assert_eq!(srun_map(&args), rows(&EIGHT_RR));
+    assert_eq!(srun_map(&args), rows(&EIGHT_ONE_GPU_EACH));
+}
+
+/// Covers a directory on one node for the life of a test.
+struct Hidden<'a>(&'a str, String);
+
+impl Drop for Hidden<'_> {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .arg(repo().join("tests/cluster/cluster.sh"))
+            .args(["unhide", self.0, &self.1])
+            .status();
+    }
+}
+
+#[test]
+fn plugin_missing_on_one_node_while_optional() {
+    let _c = setup("optional", &[]);
+    // A copy of the .so in its own directory, which n2 alone cannot see.
+    let dir = format!("{}/plugin-copy", state_dir());
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = format!("{dir}/desi_gpu_map.so");
+    std::fs::copy(so(), &copy).unwrap();
+    cluster(&["plugin", "optional", &copy]);
+    cluster(&["hide", "n2", &dir]);
+    let hidden = Hidden("n2", dir);
+    let out = run(
+        "srun",
+        &[
+            &TWO_NODES_EIGHT_TASKS[..],
+            &["--desi-gpu-map=roundrobin", "bash", "-c", PROBE],
+        ]
+        .concat(),
+    );
+    drop(hidden);
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&[
+            "0 n1 0 0 1",
+            "1 n1 1 1 1",
+            "2 n1 2 2 1",
+            "3 n1 3 3 1",
+            "4 n2 0 0,1,2,3 unset",
+            "5 n2 1 0,1,2,3 unset",
+            "6 n2 2 0,1,2,3 unset",
+            "7 n2 3 0,1,2,3 unset",
+        ]),
+        "{}",
+        show(&out)
+    );
 }
 
 #[test]

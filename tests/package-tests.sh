@@ -85,6 +85,15 @@ else
     no "SLURM_INCLUDE_DIR build (24.11.7 header) failed"
 fi
 
+# Without the header the build stops and names the package to install.
+missing_header() {
+    local log=$tmp/missing-header.log
+    ! SLURM_INCLUDE_DIR=$tmp/nowhere CARGO_TARGET_DIR=target/alt-slurm \
+        cargo build --locked -p desi-gpu-map-spank >"$log" 2>&1 &&
+        grep -q 'apt-get install libslurm-dev' "$log" && grep -q 'slurm-devel' "$log"
+}
+check "a missing slurm_version.h stops the build, naming libslurm-dev and slurm-devel" missing_header
+
 # ---------------------------------------------------------------- make install
 install_twice() {
     local d=$tmp/destdir conf

@@ -50,6 +50,10 @@ fn is_client(spank: &SpankHandle) -> bool {
     matches!(spank.context(), Ok(Context::Local | Context::Allocator))
 }
 
+// SAFETY: slurm-spank requires the plugin to be safe to use across the
+// fork that turns slurmstepd into tasks. The plugin starts no thread, and
+// NVML, the one library that might, is opened and shut down again inside
+// user_init, before any task is forked.
 unsafe impl Plugin for DesiGpuMap {
     fn setup(&mut self, spank: &mut SpankHandle) -> HookResult {
         logger::install(is_client(spank));

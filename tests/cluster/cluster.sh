@@ -43,6 +43,8 @@ usage: cluster.sh COMMAND [ARGS]
   plugstack-include DIR     make plugstack.conf include DIR/*.conf instead
   plugstack-include default restore: include <statedir>/plugstack.conf.d/*.conf
   restart-node nI           restart one slurmd and wait until the node is idle again
+  hide nI DIR               cover DIR (under the state dir) with an empty tmpfs on node nI only
+  unhide nI DIR             undo hide
   resume [NODES...]         undrain nodes (default all) and wait until they are idle
   nvml reset                rewrite the fake NVML control file with the per-node counts
   nvml set LINE...          reset, then append LINEs (e.g. fail.n2=init report=2)
@@ -303,12 +305,14 @@ start_slurmctld() {
     die "slurmctld did not come up"
 }
 
-# start_slurmd NAME: start one node in its own UTS namespace, record pid and namespace
+# start_slurmd NAME: start one node in its own UTS and mount namespaces (the
+# latter so that `hide` can make a file vanish on this node alone), record
+# pid and namespace
 start_slurmd() {
     local name=$1 pid i ns
     launch "$D/pids/slurmd-$name.pid" "$D/log/slurmd-$name.stderr" \
         env ${SLURMD_LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$SLURMD_LD_LIBRARY_PATH"} \
-        unshare --uts sh -c 'hostname "$1" && exec /usr/sbin/slurmd -D -N "$1" -f "$2"' \
+        unshare --uts --mount --propagation private sh -c 'hostname "$1" && exec /usr/sbin/slurmd -D -N "$1" -f "$2"' \
         sh "$name" "$D/slurm.conf"
     pid=$(cat "$D/pids/slurmd-$name.pid")
     for ((i = 0; i < 200; i++)); do
@@ -625,6 +629,30 @@ cmd_nvml() {
     esac
 }
 
+# hide nI DIR: on node nI only (its slurmd and the slurmstepd it forks
+# later), cover DIR, which must lie under the state dir, with an empty tmpfs.
+cmd_hide() {
+    need_root
+    require_up
+    [ $# = 2 ] || die "usage: cluster.sh hide nI DIR"
+    local pid
+    case "$2" in "$D"/?*) ;; *) die "hide: $2 is not under $D" ;; esac
+    pid=$(cat "$D/pids/slurmd-$1.pid" 2>/dev/null) || die "no node $1"
+    pid_is "$pid" slurmd || die "slurmd $1 is not running"
+    nsenter -t "$pid" -m mount -t tmpfs -o size=1m dgm-hidden "$2"
+}
+
+# unhide nI DIR: undo `hide`.
+cmd_unhide() {
+    need_root
+    require_up
+    [ $# = 2 ] || die "usage: cluster.sh unhide nI DIR"
+    local pid
+    pid=$(cat "$D/pids/slurmd-$1.pid" 2>/dev/null) || die "no node $1"
+    pid_is "$pid" slurmd || die "slurmd $1 is not running"
+    nsenter -t "$pid" -m umount "$2"
+}
+
 main() {
     local cmd=${1:-}
     [ $# -gt 0 ] && shift
@@ -639,6 +667,8 @@ main() {
         resume) cmd_resume "$@" ;;
         status) cmd_status ;;
         nvml) cmd_nvml "$@" ;;
+        hide) cmd_hide "$@" ;;
+        unhide) cmd_unhide "$@" ;;
         -h | --help | help) usage ;;
         *) usage >&2; exit 2 ;;
     esac

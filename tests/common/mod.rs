@@ -190,3 +190,25 @@ pub fn hold(node: &str, gres: &str) -> Held {
     );
     held
 }
+
+/// srun's arguments for 8 tasks on n1 and n2, 4 per node, 4 GPUs each.
+pub const TWO_NODES_EIGHT_TASKS: [&str; 6] = [
+    "-N2",
+    "-n8",
+    "--ntasks-per-node=4",
+    "-w",
+    "n[1-2]",
+    "--gpus-per-node=4",
+];
+
+/// Their probe rows when every task gets its own GPU.
+pub const EIGHT_ONE_GPU_EACH: [&str; 8] = [
+    "0 n1 0 0 1",
+    "1 n1 1 1 1",
+    "2 n1 2 2 1",
+    "3 n1 3 3 1",
+    "4 n2 0 0 1",
+    "5 n2 1 1 1",
+    "6 n2 2 2 1",
+    "7 n2 3 3 1",
+];

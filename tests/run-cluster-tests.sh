@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 harness=tests/cluster/cluster.sh
-trap 'bash "$harness" down' EXIT
+# Quiet unless it fails, so that the test runner's summary closes the output.
+trap 'log=$(bash "$harness" down 2>&1) || { echo "$log" >&2; exit 1; }' EXIT
 trap 'exit 130' INT TERM
 bash "$harness" down
 bash "$harness" up 4 4 2

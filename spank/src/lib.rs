@@ -11,6 +11,7 @@
 //! fails the job, so every problem becomes a message and the task runs as
 //! Slurm made it.
 
+mod exports;
 mod gather;
 mod logger;
 mod task;
@@ -19,7 +20,7 @@ use desi_gpu_map::config::{parse_args, Config};
 use desi_gpu_map::method::{parse_option, usage, Request};
 use desi_gpu_map::step::StepPlan;
 use desi_gpu_map::Error;
-use slurm_spank::{Context, Plugin, SpankHandle, SpankOption, SPANK_PLUGIN};
+use slurm_spank::{Context, Plugin, SpankHandle, SpankOption};
 use std::error::Error as StdError;
 use std::time::Instant;
 
@@ -27,15 +28,13 @@ mod version {
     include!(concat!(env!("OUT_DIR"), "/slurm_version.rs"));
 }
 
-SPANK_PLUGIN!(b"desi_gpu_map", version::SLURM_VERSION_NUMBER, DesiGpuMap);
-
 /// The option's name, as users type it after `--`.
 const OPTION: &str = "desi-gpu-map";
 
 type HookResult = Result<(), Box<dyn StdError>>;
 
 #[derive(Default)]
-struct DesiGpuMap {
+pub(crate) struct DesiGpuMap {
     /// The plugstack arguments, or why they are unusable.
     config: Option<Result<Config, Error>>,
     /// The user's option value (`None`: not given), or why it is unusable.

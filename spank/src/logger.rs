@@ -20,7 +20,10 @@ impl Log for SlurmLog {
             Level::Debug => LogLevel::Debug,
             Level::Trace => LogLevel::Debug2,
         };
-        spank_log(level, &format!("desi-gpu-map: {}", record.args()));
+        // Lines meant for a task's stderr already carry the prefix.
+        let message = record.args().to_string();
+        let message = message.strip_prefix("desi-gpu-map: ").unwrap_or(&message);
+        spank_log(level, &format!("desi-gpu-map: {message}"));
     }
 
     fn flush(&self) {}

@@ -6,6 +6,7 @@ mod plan_cmd;
 mod show_cmd;
 
 use clap::Parser;
+use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -15,12 +16,13 @@ fn main() -> ExitCode {
         cli::Command::Show(args) => show_cmd::run(&args),
     };
     match result {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
+        // A closed pipe (`| head`) is not an error worth a panic.
+        Ok(text) => match std::io::stdout().lock().write_all(text.as_bytes()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::from(1),
+        },
         Err(e) => {
-            eprintln!("desi-gpu-map: {e}");
+            let _ = writeln!(std::io::stderr(), "desi-gpu-map: {e}");
             ExitCode::from(2)
         }
     }

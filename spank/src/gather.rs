@@ -2,8 +2,8 @@
 //! value, and the step's environment on this node.
 
 use desi_gpu_map::config::Config;
-use desi_gpu_map::method::{Choice, Request};
-use desi_gpu_map::step::{plan_step, resolve, StepInputs, StepPlan};
+use desi_gpu_map::method::Request;
+use desi_gpu_map::step::{is_special_step, plan_step, resolve, StepInputs, StepPlan};
 use desi_gpu_map::{nvml, Error};
 use slurm_spank::SpankHandle;
 use std::time::Instant;
@@ -36,6 +36,10 @@ pub fn plan(
             ))
         }
     };
+    // The batch, extern and interactive steps are never touched, nor told.
+    if is_special_step(step_id) {
+        return StepPlan::Idle;
+    }
     let config = match config {
         Some(Ok(config)) => config,
         Some(Err(e)) => {
@@ -51,9 +55,6 @@ pub fn plan(
         None => None,
     };
     let (choice, verbose) = resolve(request, config);
-    if desi_gpu_map::step::is_special_step(step_id) || choice == Choice::Off {
-        return StepPlan::Idle;
-    }
     let inputs = StepInputs {
         step_id,
         choice,

@@ -22,6 +22,7 @@ use desi_gpu_map::step::StepPlan;
 use desi_gpu_map::Error;
 use slurm_spank::{Context, Plugin, SpankHandle, SpankOption};
 use std::error::Error as StdError;
+use std::io::Write;
 use std::time::Instant;
 
 mod version {
@@ -87,7 +88,9 @@ unsafe impl Plugin for DesiGpuMap {
             .transpose();
         if is_client(spank) {
             if let Ok(Some(Request::Help)) = request {
-                print!("{}", usage());
+                // Like srun's own --gpu-bind=help: the usage, then exit 0.
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(usage().as_bytes()).and_then(|()| out.flush());
                 std::process::exit(0);
             }
             request?;

@@ -39,7 +39,8 @@ pub struct PlanArgs {
     /// Task distribution over nodes (srun -m).
     #[arg(short = 'm', long, value_enum, default_value_t = DistArg::Block)]
     pub distribution: DistArg,
-    /// GPUs on each node: one count for every node, or one per node (4,4,2).
+    /// GPUs on each node: one count for every node, or one per node (4,4,2);
+    /// 4 per node when neither --gpus nor --devices is given.
     #[arg(long, value_delimiter = ',', conflicts_with = "devices")]
     pub gpus: Vec<usize>,
     /// A node's GPU list as Slurm sets CUDA_VISIBLE_DEVICES (2,3): give it

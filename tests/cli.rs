@@ -1,0 +1,136 @@
+//! The `desi-gpu-map` command as a user runs it.
+
+use std::process::{Command, Output};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .args(args)
+        .output()
+        .expect("run desi-gpu-map")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn plan_prints_the_readme_table() {
+    let out = run(&[
+        "plan",
+        "-N",
+        "2",
+        "-n",
+        "5",
+        "-m",
+        "cyclic",
+        "--gpus",
+        "4,2",
+        "--method",
+        "contiguous",
+    ]);
+    assert!(out.status.success());
+    let want = "\
+method contiguous visible single
+  rank  node     local      gpu  visible
+     0     0       0/3        0  0
+     1     1       0/2        0  0
+     2     0       1/3        1  1
+     3     1       1/2        1  1
+     4     0       2/3        2  2
+
+load per GPU
+ node      gpu  tasks
+    0        0      1
+    0        1      1
+    0        2      1
+    0        3      0
+    1        0      1
+    1        1      1
+";
+    assert_eq!(stdout(&out), want);
+}
+
+#[test]
+fn plan_json_for_scripts() {
+    let out = run(&[
+        "plan",
+        "--ntasks-per-node",
+        "3",
+        "--devices",
+        "2,3",
+        "--visible",
+        "rotate",
+        "--json",
+    ]);
+    assert!(out.status.success());
+    assert_eq!(
+        stdout(&out),
+        "{\"method\": \"contiguous\", \"visible\": \"rotate\", \"tasks\": [\
+{\"rank\": 0, \"node\": 0, \"local_id\": 0, \"local_count\": 3, \"gpu\": \"2\", \"visible\": \"2,3\"}, \
+{\"rank\": 1, \"node\": 0, \"local_id\": 1, \"local_count\": 3, \"gpu\": \"2\", \"visible\": \"2,3\"}, \
+{\"rank\": 2, \"node\": 0, \"local_id\": 2, \"local_count\": 3, \"gpu\": \"3\", \"visible\": \"3,2\"}], \
+\"load\": [{\"node\": 0, \"gpu\": \"2\", \"tasks\": 2}, {\"node\": 0, \"gpu\": \"3\", \"tasks\": 1}]}\n"
+    );
+}
+
+#[test]
+fn plan_errors_name_the_bad_value() {
+    for (args, want) in [
+        (
+            &["plan", "--method", "contigous"][..],
+            "invalid --method \"contigous\"",
+        ),
+        (
+            &["plan", "-N", "2", "--gpus", "4,4,2"][..],
+            "--gpus has 3 values for 2 nodes",
+        ),
+        (&["plan", "--devices", "0,0"][..], "names \"0\" twice"),
+        (
+            &["plan", "-N", "3", "-n", "2"][..],
+            "2 tasks cannot cover 3 nodes",
+        ),
+        (
+            &["plan", "--gpus", "0"][..],
+            "every node needs at least one GPU",
+        ),
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn show_outside_a_task_says_not_mapped() {
+    let out = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .args(["show", "--nvml", "off"])
+        .env_remove("DESI_GPU_MAPPED")
+        .env("CUDA_VISIBLE_DEVICES", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(text.starts_with("mapped by desi-gpu-map: no\n"), "{text}");
+    assert!(text.contains("cuda_visible_devices: 1\n"), "{text}");
+}
+
+#[test]
+fn show_reports_the_mapping_it_finds() {
+    let out = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .args(["show", "--nvml", "off", "--json"])
+        .env("DESI_GPU_MAPPED", "1")
+        .env("DESI_GPU_MAP_METHOD", "roundrobin")
+        .env("DESI_GPU_MAP_NODE_GPUS", "4")
+        .env("CUDA_VISIBLE_DEVICES", "GPU-fake-n1-2")
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(text.contains("\"flag\": \"1\""), "{text}");
+    assert!(text.contains("\"method\": \"roundrobin\""), "{text}");
+    assert!(text.contains("\"node_gpus\": \"4\""), "{text}");
+    assert!(
+        text.contains("\"cuda_visible_devices\": \"GPU-fake-n1-2\""),
+        "{text}"
+    );
+}

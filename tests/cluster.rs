@@ -1,6 +1,7 @@
 //! The integration suite: real srun, sbatch and salloc against the local
 //! test cluster that `tests/run-cluster-tests.sh` brings up (nodes n1 and n2
-//! with 4 fake GPUs each, n3 with 2). Every case writes out the expected
+//! with 4 fake GPUs each, n3 with 2, n4 with 2 that Slurm names by count
+//! only). Every case writes out the expected
 //! values per task; none is computed by the code under test.
 //!
 //! srun places tasks where the allocation has CPUs: each node has 64, so
@@ -543,6 +544,38 @@ fn gpu_bind_none_maps_the_list_slurm_allocated() {
     assert_eq!(
         got,
         rows(&["0 n1 0 0 1", "1 n1 1 1 1", "2 n1 2 2 1", "3 n1 3 0 1"])
+    );
+}
+
+#[test]
+fn nvml_uuids_when_slurm_sets_only_a_count() {
+    // n4's gres.conf has Flags=no_gpu_env: Slurm sets SLURM_GPUS_ON_NODE=2
+    // and no list, so the plugin maps NVML's UUIDs (the fake library's,
+    // chosen with nvml=PATH), loaded once for the step.
+    let nvml = format!("nvml={}", fake_nvml());
+    let _c = setup("required", &[&nvml]);
+    cluster(&["nvml", "clear-log"]);
+    let got = srun_map(&[
+        "-N1",
+        "-n3",
+        "-w",
+        "n4",
+        "--gres=gpu:2",
+        "--desi-gpu-map=roundrobin",
+    ]);
+    assert_eq!(
+        got,
+        rows(&[
+            "0 n4 0 GPU-fake-n4-0 1",
+            "1 n4 1 GPU-fake-n4-1 1",
+            "2 n4 2 GPU-fake-n4-0 1"
+        ])
+    );
+    let inits = cluster(&["nvml", "log"]);
+    assert_eq!(
+        inits.lines().filter(|l| l.starts_with("init n4 ")).count(),
+        1,
+        "{inits}"
     );
 }
 

@@ -94,8 +94,8 @@ fn eight_overlapping_steps() {
 
 // ------------------------------------------------------------ NVML faults
 
-/// A step that needs NVML: an exclusive job without a GPU request on n3
-/// (2 fake GPUs), with NVML found by the loader (nvml=auto).
+/// A step that needs NVML: 2 GPUs on n4, where Slurm sets only
+/// SLURM_GPUS_ON_NODE (Flags=no_gpu_env), with NVML found by the loader.
 fn nvml_step(fault: &[&str]) -> std::process::Output {
     if !fault.is_empty() {
         let mut set = vec!["nvml", "set"];
@@ -108,8 +108,8 @@ fn nvml_step(fault: &[&str]) -> std::process::Output {
             "-N1",
             "-n2",
             "-w",
-            "n3",
-            "--exclusive",
+            "n4",
+            "--gres=gpu:2",
             "--desi-gpu-map=roundrobin",
             "bash",
             "-c",
@@ -122,7 +122,7 @@ fn assert_unchanged_with_one_line(out: &std::process::Output, want: &str) {
     assert!(out.status.success(), "{}", show(out));
     assert_eq!(
         probe_rows(&text(&out.stdout)),
-        rows(&["0 n3 0 unset unset", "1 n3 1 unset unset"]),
+        rows(&["0 n4 0 unset unset", "1 n4 1 unset unset"]),
         "{}",
         show(out)
     );
@@ -208,13 +208,43 @@ fn nvml_uuid_fails() {
 }
 
 #[test]
-fn nvml_reports_no_gpu() {
-    // NVML's count against SLURM_GPUS_ON_NODE is a unit test (step::tests):
-    // Slurm 22.05 sets no count without a list, so no step here has one.
+fn nvml_reports_fewer_gpus_than_slurm_counts() {
     let _c = setup("required", &[]);
     assert_unchanged_with_one_line(
-        &nvml_step(&["report.n3=0"]),
-        "NVML finds no GPU on this node",
+        &nvml_step(&["report.n4=1"]),
+        "NVML finds 1 GPUs but SLURM_GPUS_ON_NODE=2",
+    );
+}
+
+#[test]
+fn nvml_cannot_tell_a_partial_allocation_apart() {
+    // One of n4's two GPUs: NVML lists both, so which is the step's is unknown.
+    let _c = setup("required", &[]);
+    let out = run(
+        "srun",
+        &[
+            "-N1",
+            "-n1",
+            "-w",
+            "n4",
+            "--gres=gpu:1",
+            "--desi-gpu-map=roundrobin",
+            "bash",
+            "-c",
+            PROBE,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 n4 0 unset unset"])
+    );
+    let lines = said(&out);
+    assert_eq!(lines.len(), 1, "{}", show(&out));
+    assert!(
+        lines[0].contains("NVML finds 2 GPUs but SLURM_GPUS_ON_NODE=1"),
+        "{}",
+        show(&out)
     );
 }
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Brings up the local test cluster (n1, n2 with 4 fake GPUs, n3 with 2),
+# Brings up the local test cluster (n1, n2 with 4 fake GPUs, n3 with 2, n4
+# with 2 that Slurm names by count only: gres.conf Flags=no_gpu_env),
 # runs the integration suites against it (tests/cluster.rs: the mapping;
 # tests/faults.rs: load, faults, security; the installed .deb smoke), and
 # always tears it down.
@@ -11,6 +12,6 @@ harness=tests/cluster/cluster.sh
 trap 'log=$(bash "$harness" down 2>&1) || { echo "$log" >&2; exit 1; }' EXIT
 trap 'exit 130' INT TERM
 bash "$harness" down
-bash "$harness" up 4 4 2
+bash "$harness" up 4 4 2 2:noenv
 bash tests/package/deb-smoke.sh
 cargo test --locked --features cluster-tests --test cluster --test faults -- --test-threads=1

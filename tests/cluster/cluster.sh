@@ -33,7 +33,8 @@ die() { log "ERROR: $*"; exit 1; }
 usage() {
     cat <<EOF
 usage: cluster.sh COMMAND [ARGS]
-  up [GPUS...]              start nodes n1..nN with the given fake GPU counts (default: 4 4)
+  up [GPUS...]              start nodes n1..nN with the given fake GPU counts (default: 4 4);
+                            K:noenv gives a node whose GPUs Slurm names by count only (no_gpu_env)
   down                      stop everything 'up' started (idempotent)
   status                    show daemons and node states
   env                       print export lines for eval (SLURM_CONF, DGM_CLUSTER_DIR, fake NVML)
@@ -137,14 +138,19 @@ write_nvml_conf() {
 }
 
 write_config() {
-    local i k n gpus port names=() last csv
+    local i k n spec gpus flags port names=() last csv
     n=$#
     mkdir -p "$D"/{state,run,log,spool,pids,gpu,nvml,plugstack.conf.d}
     : >"$D/nodes"
     : >"$D/gres.conf"
     for ((i = 1; i <= n; i++)); do
-        gpus=${!i}
-        [[ "$gpus" =~ ^[0-9]+$ ]] || die "GPU count must be a number, got '$gpus'"
+        # K, or K:noenv for a node whose gres.conf says Flags=no_gpu_env:
+        # Slurm then sets SLURM_GPUS_ON_NODE but no CUDA_VISIBLE_DEVICES.
+        spec=${!i}
+        gpus=${spec%%:*}
+        flags=
+        case "$spec" in *:noenv) flags=" Flags=no_gpu_env" ;; *:*) die "bad node spec '$spec' (K or K:noenv)" ;; esac
+        [[ "$gpus" =~ ^[0-9]+$ ]] || die "GPU count must be a number, got '$spec'"
         port=$((NODE_PORT_BASE + i - 1))
         echo "n$i $gpus $port" >>"$D/nodes"
         names+=("n$i")
@@ -155,9 +161,9 @@ write_config() {
             done
             last=$((gpus - 1))
             if [ "$gpus" = 1 ]; then
-                echo "NodeName=n$i Name=gpu File=$D/gpu/n$i/nvidia0" >>"$D/gres.conf"
+                echo "NodeName=n$i Name=gpu File=$D/gpu/n$i/nvidia0$flags" >>"$D/gres.conf"
             else
-                echo "NodeName=n$i Name=gpu File=$D/gpu/n$i/nvidia[0-$last]" >>"$D/gres.conf"
+                echo "NodeName=n$i Name=gpu File=$D/gpu/n$i/nvidia[0-$last]$flags" >>"$D/gres.conf"
             fi
         fi
     done

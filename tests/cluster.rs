@@ -266,12 +266,7 @@ fn other_gpu_variables_are_narrowed_too() {
             r#"echo "V $SLURM_LOCALID $GPU_DEVICE_ORDINAL ${ROCR_VISIBLE_DEVICES-unset} ${ZE_AFFINITY_MASK-unset} $DESI_GPU_MAP_METHOD $DESI_GPU_MAP_NODE_GPUS""#,
         ],
     );
-    let mut lines: Vec<String> = text(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with("V "))
-        .map(String::from)
-        .collect();
-    lines.sort();
+    let lines = sorted_lines(&out.stdout, |l| l.starts_with("V "));
     assert_eq!(
         lines,
         ["V 0 0 0 0 roundrobin 4", "V 1 1 1 1 roundrobin 4"],
@@ -298,12 +293,7 @@ fn verbose_reports_each_task() {
         ],
     );
     assert!(out.status.success(), "{}", show(&out));
-    let mut lines: Vec<String> = text(&out.stderr)
-        .lines()
-        .filter(|l| l.contains("desi-gpu-map: node="))
-        .map(String::from)
-        .collect();
-    lines.sort();
+    let lines = sorted_lines(&out.stderr, |l| l.contains("desi-gpu-map: node="));
     assert_eq!(
         lines,
         [
@@ -631,12 +621,11 @@ fn no_gpus_allocated_warns_once_and_leaves_tasks_alone() {
         probe_rows(&text(&out.stdout)),
         rows(&["0 n1 0 unset unset"])
     );
-    let said: Vec<&str> = text(&out.stderr)
+    let said = text(&out.stderr)
         .lines()
         .filter(|l| l.contains("desi-gpu-map"))
-        .map(|_| "x")
-        .collect();
-    assert_eq!(said.len(), 1, "{}", show(&out));
+        .count();
+    assert_eq!(said, 1, "{}", show(&out));
     assert!(
         text(&out.stderr)
             .contains("desi-gpu-map: node n1: no GPUs are allocated to this step on this node"),

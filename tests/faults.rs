@@ -11,12 +11,17 @@ use std::os::unix::ffi::OsStrExt;
 
 /// The lines the plugin printed on the tasks' stderr.
 fn said(out: &std::process::Output) -> Vec<String> {
-    text(&out.stderr)
-        .lines()
-        .filter(|l| l.starts_with("desi-gpu-map: "))
-        .map(String::from)
-        .collect()
+    sorted_lines(&out.stderr, |l| l.starts_with("desi-gpu-map: "))
 }
+
+/// salloc's arguments for 4 tasks on each of n1 and n2, 4 GPUs each.
+const TWO_NODE_ALLOCATION: [&str; 5] = [
+    "-N2",
+    "--ntasks-per-node=4",
+    "-w",
+    "n[1-2]",
+    "--gpus-per-node=4",
+];
 
 // ------------------------------------------------------------ load
 
@@ -28,16 +33,7 @@ fn three_hundred_consecutive_steps() {
     );
     let out = run(
         "salloc",
-        &[
-            "-N2",
-            "--ntasks-per-node=4",
-            "-w",
-            "n[1-2]",
-            "--gpus-per-node=4",
-            "bash",
-            "-c",
-            &script,
-        ],
+        &[&TWO_NODE_ALLOCATION[..], &["bash", "-c", &script]].concat(),
     );
     assert!(out.status.success(), "{}", show(&out));
     let want: String = EIGHT_ONE_GPU_EACH
@@ -69,16 +65,7 @@ fn eight_overlapping_steps() {
     );
     let out = run(
         "salloc",
-        &[
-            "-N2",
-            "--ntasks-per-node=4",
-            "-w",
-            "n[1-2]",
-            "--gpus-per-node=4",
-            "bash",
-            "-c",
-            &script,
-        ],
+        &[&TWO_NODE_ALLOCATION[..], &["bash", "-c", &script]].concat(),
     );
     assert!(out.status.success(), "{}", show(&out));
     for i in 1..=8 {
@@ -486,12 +473,7 @@ fn user_environment_cannot_widen_a_partial_allocation() {
     c.env("SLURM_GPUS_ON_NODE", "4");
     let out = c.output().unwrap();
     assert!(out.status.success(), "{}", show(&out));
-    let mut lines: Vec<String> = text(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with("S "))
-        .map(String::from)
-        .collect();
-    lines.sort();
+    let lines = sorted_lines(&out.stdout, |l| l.starts_with("S "));
     assert_eq!(
         lines,
         [

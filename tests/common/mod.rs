@@ -212,3 +212,15 @@ pub const EIGHT_ONE_GPU_EACH: [&str; 8] = [
     "6 n2 2 2 1",
     "7 n2 3 3 1",
 ];
+
+/// The lines of `output` that `keep` selects, sorted (tasks print in any
+/// order).
+pub fn sorted_lines(output: &[u8], keep: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut lines: Vec<String> = text(output)
+        .lines()
+        .filter(|l| keep(l))
+        .map(String::from)
+        .collect();
+    lines.sort();
+    lines
+}

@@ -17,46 +17,46 @@ pub struct Device {
 
 /// The UUIDs of every GPU NVML enumerates, in NVML's (PCI bus) order.
 pub fn uuids(source: &NvmlSource) -> Result<Vec<String>, Error> {
-    with_nvml(source, |nvml| {
-        let count = nvml
-            .device_count()
-            .map_err(|e| failed("nvmlDeviceGetCount", e))?;
-        (0..count)
-            .map(|i| {
-                let device = nvml
-                    .device_by_index(i)
-                    .map_err(|e| failed("nvmlDeviceGetHandleByIndex", e))?;
-                device.uuid().map_err(|e| failed("nvmlDeviceGetUUID", e))
-            })
-            .collect()
+    each_device(source, |_, d| {
+        d.uuid().map_err(|e| failed("nvmlDeviceGetUUID", e))
     })
 }
 
 /// Every GPU with its PCI bus id and memory use.
 pub fn devices(source: &NvmlSource) -> Result<Vec<Device>, Error> {
+    each_device(source, |index, d| {
+        let uuid = d.uuid().map_err(|e| failed("nvmlDeviceGetUUID", e))?;
+        let pci = d
+            .pci_info()
+            .map_err(|e| failed("nvmlDeviceGetPciInfo", e))?;
+        let memory = d
+            .memory_info()
+            .map_err(|e| failed("nvmlDeviceGetMemoryInfo", e))?;
+        Ok(Device {
+            index,
+            uuid,
+            pci_bus_id: pci.bus_id,
+            memory_used: memory.used,
+            memory_total: memory.total,
+        })
+    })
+}
+
+/// Applies `read` to each GPU NVML enumerates, with its NVML index.
+fn each_device<T>(
+    source: &NvmlSource,
+    read: impl Fn(u32, &nvml_wrapper::Device) -> Result<T, Error>,
+) -> Result<Vec<T>, Error> {
     with_nvml(source, |nvml| {
         let count = nvml
             .device_count()
             .map_err(|e| failed("nvmlDeviceGetCount", e))?;
         (0..count)
             .map(|index| {
-                let d = nvml
+                let device = nvml
                     .device_by_index(index)
                     .map_err(|e| failed("nvmlDeviceGetHandleByIndex", e))?;
-                let uuid = d.uuid().map_err(|e| failed("nvmlDeviceGetUUID", e))?;
-                let pci = d
-                    .pci_info()
-                    .map_err(|e| failed("nvmlDeviceGetPciInfo", e))?;
-                let memory = d
-                    .memory_info()
-                    .map_err(|e| failed("nvmlDeviceGetMemoryInfo", e))?;
-                Ok(Device {
-                    index,
-                    uuid,
-                    pci_bus_id: pci.bus_id,
-                    memory_used: memory.used,
-                    memory_total: memory.total,
-                })
+                read(index, &device)
             })
             .collect()
     })

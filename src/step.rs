@@ -90,17 +90,19 @@ pub fn plan_step(
         None => from_nvml(step, env, nvml),
     };
     match listed {
-        Ok((gpus, cuda)) => StepPlan::Map(StepMap {
-            method,
-            visible: step.config.visible,
-            verbose: step.verbose,
-            flag: step.config.flag.clone(),
-            others: Vec::new(),
-            notes: Vec::new(),
-            gpus,
-            cuda,
-        })
-        .with_other_lists(env),
+        Ok((gpus, cuda)) => {
+            let (others, notes) = other_lists(env, gpus.len());
+            StepPlan::Map(StepMap {
+                method,
+                visible: step.config.visible,
+                verbose: step.verbose,
+                flag: step.config.flag.clone(),
+                others,
+                notes,
+                gpus,
+                cuda,
+            })
+        }
         Err(why) => StepPlan::Aside(format!("{why}; tasks left unchanged")),
     }
 }
@@ -201,27 +203,25 @@ fn from_nvml(
     }
 }
 
-impl StepPlan {
-    /// Adds the other GPU lists Slurm set, each narrowed alongside
-    /// `CUDA_VISIBLE_DEVICES` when it matches it in length.
-    fn with_other_lists(self, env: &dyn Fn(&str) -> Option<String>) -> StepPlan {
-        let StepPlan::Map(mut map) = self else {
-            return self;
-        };
-        for name in env::OTHER_LISTS {
-            let Some(value) = env(name) else { continue };
-            match parse_gpu_list(&value) {
-                Ok(list) if list.len() == map.gpus.len() => map.others.push((name, list)),
-                Ok(list) => map.notes.push(format!(
-                    "{name} left as is: {} entries, not {}",
-                    list.len(),
-                    map.gpus.len()
-                )),
-                Err(e) => map.notes.push(format!("{name} left as is: {e}")),
-            }
+/// The other GPU lists Slurm set that can be narrowed alongside
+/// `CUDA_VISIBLE_DEVICES` (those with `count` entries), and a note for each
+/// one left as is.
+type OtherLists = (Vec<(&'static str, Vec<String>)>, Vec<String>);
+
+fn other_lists(env: &dyn Fn(&str) -> Option<String>, count: usize) -> OtherLists {
+    let (mut others, mut notes) = (Vec::new(), Vec::new());
+    for name in env::OTHER_LISTS {
+        let Some(value) = env(name) else { continue };
+        match parse_gpu_list(&value) {
+            Ok(list) if list.len() == count => others.push((name, list)),
+            Ok(list) => notes.push(format!(
+                "{name} left as is: {} entries, not {count}",
+                list.len()
+            )),
+            Err(e) => notes.push(format!("{name} left as is: {e}")),
         }
-        StepPlan::Map(map)
     }
+    (others, notes)
 }
 
 /// One task, as slurmstepd sees it in `task_init`.

@@ -37,40 +37,19 @@ fn call(spank: spank_t, argc: c_int, argv: *const *const c_char, hook: Hook) -> 
     })
 }
 
-#[no_mangle]
-pub extern "C" fn slurm_spank_init(
-    spank: spank_t,
-    argc: c_int,
-    argv: *const *const c_char,
-) -> c_int {
-    call(spank, argc, argv, |plugin, handle| plugin.init(handle))
+/// Exports `slurm_spank_NAME` calling the plugin's `NAME` hook.
+macro_rules! hooks {
+    ($($symbol:ident => $hook:ident),* $(,)?) => {$(
+        #[no_mangle]
+        pub extern "C" fn $symbol(spank: spank_t, argc: c_int, argv: *const *const c_char) -> c_int {
+            call(spank, argc, argv, |plugin, handle| plugin.$hook(handle))
+        }
+    )*};
 }
 
-#[no_mangle]
-pub extern "C" fn slurm_spank_init_post_opt(
-    spank: spank_t,
-    argc: c_int,
-    argv: *const *const c_char,
-) -> c_int {
-    call(spank, argc, argv, |plugin, handle| {
-        plugin.init_post_opt(handle)
-    })
-}
-
-#[no_mangle]
-pub extern "C" fn slurm_spank_user_init(
-    spank: spank_t,
-    argc: c_int,
-    argv: *const *const c_char,
-) -> c_int {
-    call(spank, argc, argv, |plugin, handle| plugin.user_init(handle))
-}
-
-#[no_mangle]
-pub extern "C" fn slurm_spank_task_init(
-    spank: spank_t,
-    argc: c_int,
-    argv: *const *const c_char,
-) -> c_int {
-    call(spank, argc, argv, |plugin, handle| plugin.task_init(handle))
+hooks! {
+    slurm_spank_init => init,
+    slurm_spank_init_post_opt => init_post_opt,
+    slurm_spank_user_init => user_init,
+    slurm_spank_task_init => task_init,
 }

@@ -35,6 +35,16 @@ pub enum NvmlSource {
     Path(PathBuf),
 }
 
+/// What to do where Slurm tracks no GPUs for a step (no GPU GRES).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Untracked {
+    /// Such a step has no GPUs: it is left alone.
+    Ignore,
+    /// Every GPU NVML finds belongs to the step: right only on sites
+    /// without GPU GRES whose GPU jobs hold their nodes whole.
+    WholeNode,
+}
+
 /// The site configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -42,6 +52,7 @@ pub struct Config {
     pub flag: String,
     pub visible: Visible,
     pub nvml: NvmlSource,
+    pub untracked: Untracked,
     pub verbose: bool,
 }
 
@@ -52,6 +63,7 @@ impl Default for Config {
             flag: DEFAULT_FLAG.to_string(),
             visible: Visible::Single,
             nvml: NvmlSource::Auto,
+            untracked: Untracked::Ignore,
             verbose: false,
         }
     }
@@ -60,7 +72,7 @@ impl Default for Config {
 pub const DEFAULT_FLAG: &str = "DESI_GPU_MAPPED";
 
 const KEYS: &str = "default=contiguous|roundrobin|none, flag=NAME, visible=single|rotate, \
-nvml=auto|off|/ABSOLUTE/PATH, verbose";
+nvml=auto|off|/ABSOLUTE/PATH, untracked=ignore|whole-node, verbose";
 
 /// Parses the plugstack arguments. Every key may appear once.
 pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Config, Error> {
@@ -87,9 +99,10 @@ fn apply(config: &mut Config, key: &str, value: Option<&str>) -> Result<(), Stri
         ("flag", Some(v)) => config.flag = parse_flag(v)?,
         ("visible", Some(v)) => config.visible = parse_visible(v)?,
         ("nvml", Some(v)) => config.nvml = parse_nvml(v)?,
+        ("untracked", Some(v)) => config.untracked = parse_untracked(v)?,
         ("verbose", None) => config.verbose = true,
         ("verbose", Some(_)) => return Err("verbose takes no value".to_string()),
-        ("default" | "flag" | "visible" | "nvml", None) => {
+        ("default" | "flag" | "visible" | "nvml" | "untracked", None) => {
             return Err(format!("{key} needs a value ({key}=...)"))
         }
         _ => return Err(format!("unknown argument {}", quote(key))),
@@ -140,22 +153,39 @@ fn parse_nvml(value: &str) -> Result<NvmlSource, String> {
     }
 }
 
-/// The flag is exported into the task's environment: it must be a valid
-/// variable name, and must not clobber a variable Slurm or CUDA relies on.
+fn parse_untracked(value: &str) -> Result<Untracked, String> {
+    match value {
+        "ignore" => Ok(Untracked::Ignore),
+        "whole-node" => Ok(Untracked::WholeNode),
+        _ => Err(format!(
+            "untracked must be ignore or whole-node, not {}",
+            quote(value)
+        )),
+    }
+}
+
+/// Longest flag name accepted.
+const FLAG_MAX: usize = 64;
+
+/// The flag is exported as `NAME=1` into every mapped task, so only a
+/// conservative name is accepted: upper-case letters, digits and `_`,
+/// starting with a letter, and none that a loader, shell, runtime or Slurm
+/// reads (`LD_AUDIT=1` would make every task print a loader error).
 fn parse_flag(value: &str) -> Result<String, String> {
     let mut chars = value.chars();
-    let first_ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !first_ok || !rest_ok || value.len() > 128 {
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_uppercase());
+    let rest_ok = chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    if !first_ok || !rest_ok || value.len() > FLAG_MAX {
         return Err(format!(
-            "flag must be an environment variable name (letters, digits, _; not starting with a digit), not {}",
+            "flag must be an upper-case variable name (A-Z, 0-9, _; starting with a letter; \
+             at most {FLAG_MAX} characters), not {}",
             quote(value)
         ));
     }
     if crate::env::is_reserved(value) {
-        return Err(format!("flag must not be the reserved variable {value}"));
+        return Err(format!(
+            "flag must not be {value}, a variable that Slurm, a loader, a shell or a GPU runtime reads"
+        ));
     }
     Ok(value.to_string())
 }
@@ -183,9 +213,15 @@ mod tests {
             "flag=MY_FLAG",
             "visible=rotate",
             "nvml=/opt/nvidia/lib/libnvidia-ml.so.1",
+            "untracked=whole-node",
             "verbose",
         ])
         .unwrap();
+        assert_eq!(c.untracked, Untracked::WholeNode);
+        assert_eq!(
+            parse_args(&["untracked=ignore"]).unwrap().untracked,
+            Untracked::Ignore
+        );
         assert_eq!(c.default, Choice::Map(Method::RoundRobin));
         assert_eq!(c.flag, "MY_FLAG");
         assert_eq!(c.visible, Visible::Rotate);
@@ -221,11 +257,23 @@ mod tests {
             ("visible=all", "visible must be single or rotate"),
             ("nvml=lib/libnvidia-ml.so", "absolute library path"),
             ("nvml=", "absolute library path"),
-            ("flag=1BAD", "environment variable name"),
-            ("flag=A-B", "environment variable name"),
-            ("flag=", "environment variable name"),
-            ("flag=CUDA_VISIBLE_DEVICES", "reserved"),
-            ("flag=PATH", "reserved"),
+            ("flag=1BAD", "upper-case variable name"),
+            ("flag=A-B", "upper-case variable name"),
+            ("flag=", "upper-case variable name"),
+            ("flag=CUDA_VISIBLE_DEVICES", "must not be"),
+            ("flag=PATH", "must not be PATH"),
+            ("flag=LD_AUDIT", "must not be LD_AUDIT"),
+            ("flag=LD_BIND_NOW", "must not be"),
+            ("flag=BASH_ENV", "must not be"),
+            ("flag=MALLOC_CHECK_", "must not be"),
+            ("flag=GLIBC_TUNABLES", "must not be"),
+            ("flag=HIP_VISIBLE_DEVICES", "must not be"),
+            ("flag=CUDA_LAUNCH_BLOCKING", "must not be"),
+            ("flag=SLURM_CPU_BIND", "must not be"),
+            ("flag=lower_case", "upper-case variable name"),
+            ("flag=_LEADING", "upper-case variable name"),
+            ("untracked=yes", "untracked must be ignore or whole-node"),
+            ("untracked", "untracked needs a value"),
             ("verbose=yes", "verbose takes no value"),
             ("", "unknown argument \"\""),
         ];

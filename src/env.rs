@@ -34,18 +34,14 @@ pub const NODE_GPUS: &str = "DESI_GPU_MAP_NODE_GPUS";
 
 /// Variables a site's `flag=` must not name: the flag is set to `1`.
 pub fn is_reserved(name: &str) -> bool {
-    const RESERVED: [&str; 8] = [
-        "PATH",
-        "LD_LIBRARY_PATH",
-        "LD_PRELOAD",
-        "HOME",
-        "SHELL",
-        "USER",
-        METHOD,
+    /// Read by the loader, the C library, shells, MPI and GPU runtimes.
+    const PREFIXES: [&str; 16] = [
+        "SLURM", "LD_", "GLIBC_", "MALLOC_", "BASH_", "CUDA_", "NVIDIA_", "ROCR_", "HIP_", "HSA_",
+        "GPU_", "ZE_", "OMPI_", "PMI", "MPICH_", "I_MPI_",
+    ];
+    const NAMES: [&str; 12] = [
+        "PATH", "HOME", "SHELL", "USER", "ENV", "IFS", "TMPDIR", "TZ", "LANG", "PS4", METHOD,
         NODE_GPUS,
     ];
-    name == CUDA
-        || OTHER_LISTS.contains(&name)
-        || RESERVED.contains(&name)
-        || name.starts_with("SLURM")
+    PREFIXES.iter().any(|p| name.starts_with(p)) || NAMES.contains(&name) || name.starts_with("LC_")
 }

@@ -1,9 +1,9 @@
 //! Reads what the core needs from Slurm: plugstack arguments, the option
 //! value, and the step's environment on this node.
 
-use desi_gpu_map::config::Config;
+use desi_gpu_map::config::{Config, NvmlSource};
 use desi_gpu_map::method::Request;
-use desi_gpu_map::step::{is_special_step, plan_step, resolve, StepInputs, StepPlan};
+use desi_gpu_map::step::{plan_step, StepFacts, StepPlan};
 use desi_gpu_map::{nvml, Error};
 use slurm_spank::SpankHandle;
 use std::time::Instant;
@@ -28,57 +28,21 @@ pub fn plan(
     config: Option<&Result<Config, Error>>,
     request: Option<&Result<Request, Error>>,
 ) -> StepPlan {
-    let step_id = match spank.job_stepid() {
-        Ok(id) => id,
-        Err(e) => {
-            return StepPlan::Aside(format!(
-                "cannot read the step id ({e}); tasks left unchanged"
-            ))
-        }
-    };
-    // The batch, extern and interactive steps are never touched, nor told.
-    if is_special_step(step_id) {
-        return StepPlan::Idle;
-    }
-    let config = match config {
-        Some(Ok(config)) => config,
-        Some(Err(e)) => {
-            return StepPlan::Aside(format!(
-                "plugin misconfigured, ask your administrators: {e}"
-            ))
-        }
-        None => return StepPlan::Aside("plugin not initialised; tasks left unchanged".to_string()),
-    };
-    let request = match request {
-        Some(Ok(request)) => Some(*request),
-        Some(Err(e)) => return StepPlan::Aside(format!("{e}; tasks left unchanged")),
-        None => None,
-    };
-    let (choice, verbose) = resolve(request, config);
-    let inputs = StepInputs {
-        step_id,
-        choice,
-        verbose,
+    let facts = StepFacts {
+        step_id: spank.job_stepid().map_err(|e| e.to_string()),
         config,
-        whole_node: holds_whole_node(spank),
+        request,
+    };
+    let source = match config {
+        Some(Ok(config)) => config.nvml.clone(),
+        _ => NvmlSource::Off,
     };
     let env = |name: &str| spank.getenv_lossy(name).ok().flatten();
     let mut nvml = || {
         let started = Instant::now();
-        let found = nvml::uuids(&config.nvml);
+        let found = nvml::uuids(&source);
         log::debug!("NVML discovery took {} us", started.elapsed().as_micros());
         found
     };
-    plan_step(&inputs, &env, &mut nvml)
-}
-
-/// True when the job holds every CPU of this node, and so every GPU: the one
-/// case in which NVML's full list is the step's without a count from Slurm.
-fn holds_whole_node(spank: &SpankHandle) -> bool {
-    // SAFETY: sysconf only reads a system constant; it has no preconditions.
-    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    match spank.job_ncpus() {
-        Ok(ncpus) => online > 0 && i64::from(ncpus) >= i64::from(online as i32),
-        Err(_) => false,
-    }
+    plan_step(&facts, &env, &mut nvml)
 }

@@ -232,11 +232,12 @@ enum NoList {
 type Listed = Result<(Vec<String>, Option<String>), NoList>;
 
 /// The GPU list from `CUDA_VISIBLE_DEVICES`, where Slurm set it for this
-/// step: it agrees with `SLURM_STEP_GPUS`, Slurm's own list, entry for
-/// entry, or is `0..n-1`, as Slurm renumbers under cgroup device
-/// constraint. Slurm overwrites the user's value in every step with GPUs,
-/// except on nodes whose gres.conf says `Flags=no_gpu_env`: there a value
-/// the user exported survives, and it is not trusted (`None`).
+/// step (`None` otherwise). Slurm overwrites the user's value in every step
+/// with GPUs, except on nodes whose gres.conf says `Flags=no_gpu_env`: there
+/// a value the user exported survives. So the list is Slurm's only where it
+/// agrees with `SLURM_STEP_GPUS`, Slurm's own list, entry for entry, or
+/// reads `0..n-1` as Slurm renumbers under cgroup device constraint, with
+/// Slurm's companion lists renumbered alike (see [`renumbered_by_slurm`]).
 fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Option<Listed> {
     let cuda = env(env::CUDA)?;
     let step = parse_gpu_list(&env(env::STEP_GPUS)?).ok()?;
@@ -244,8 +245,7 @@ fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Option<Listed> {
         Ok(gpus) => gpus,
         Err(e) => return Some(Err(NoList::Failed(format!("{}: {e}", env::CUDA)))),
     };
-    let renumbered = (0..step.len()).map(|i| i.to_string());
-    if gpus != step && !gpus.iter().cloned().eq(renumbered) {
+    if gpus != step && !renumbered_by_slurm(&gpus, step.len(), &cuda, env) {
         return None;
     }
     let count = env(env::GPUS_ON_NODE).and_then(|v| v.trim().parse::<usize>().ok());
@@ -259,6 +259,26 @@ fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Option<Listed> {
         )))),
         _ => Some(Ok((gpus, Some(cuda)))),
     }
+}
+
+/// True when `gpus` is `0..n-1` and one of the lists Slurm sets beside it
+/// (`ROCR_VISIBLE_DEVICES`, `GPU_DEVICE_ORDINAL`, `ZE_AFFINITY_MASK`) reads
+/// the same: Slurm renumbers them all together under device constraint,
+/// while a stray export of the user's is, in practice, one variable. A
+/// renumbered list that Slurm sets alone (gres.conf `Flags=nvidia_gpu_env`)
+/// is left to NVML, which under device constraint sees the step's GPUs only.
+fn renumbered_by_slurm(
+    gpus: &[String],
+    count: usize,
+    cuda: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> bool {
+    let renumbered =
+        gpus.len() == count && gpus.iter().cloned().eq((0..count).map(|i| i.to_string()));
+    renumbered
+        && env::OTHER_LISTS
+            .iter()
+            .any(|name| env(name).is_some_and(|v| v.trim() == cuda.trim()))
 }
 
 /// The GPU list from NVML, where Slurm names no list it set itself. Used

@@ -570,37 +570,6 @@ fn nvml_uuids_when_slurm_sets_only_a_count() {
 }
 
 #[test]
-fn nvml_uuids_when_slurm_names_no_gpus_on_a_whole_node() {
-    // An exclusive job that asked for no GPU: Slurm sets no list, the job
-    // holds the whole node, so NVML's list (the fake library's) is mapped.
-    let nvml = format!("nvml={}", fake_nvml());
-    let _c = setup("required", &[&nvml]);
-    cluster(&["nvml", "clear-log"]);
-    let got = srun_map(&[
-        "-N1",
-        "-n3",
-        "-w",
-        "n3",
-        "--exclusive",
-        "--desi-gpu-map=roundrobin",
-    ]);
-    assert_eq!(
-        got,
-        rows(&[
-            "0 n3 0 GPU-fake-n3-0 1",
-            "1 n3 1 GPU-fake-n3-1 1",
-            "2 n3 2 GPU-fake-n3-0 1"
-        ])
-    );
-    let inits = cluster(&["nvml", "log"]);
-    assert_eq!(
-        inits.lines().filter(|l| l.starts_with("init n3 ")).count(),
-        1,
-        "one NVML init per step per node:\n{inits}"
-    );
-}
-
-#[test]
 fn no_gpus_allocated_warns_once_and_leaves_tasks_alone() {
     let _c = setup("required", &[]);
     let out = run(

@@ -120,7 +120,9 @@ fn assert_unchanged_with_one_line(out: &std::process::Output, want: &str) {
 
 #[test]
 fn nvml_counts_one_initialisation_per_node_per_step() {
-    let _c = setup("required", &[]);
+    // Whole nodes without a GPU request: NVML's list, where the site says
+    // Slurm tracks no GPUs.
+    let _c = setup("required", &["untracked=whole-node"]);
     cluster(&["nvml", "clear-log"]);
     let out = run(
         "srun",
@@ -284,7 +286,9 @@ fn every_plugstack_typo_is_named() {
         ),
         ("visible=all", "visible must be single or rotate"),
         ("nvml=libnvidia-ml.so.1", "absolute library path"),
-        ("flag=1X", "environment variable name"),
+        ("flag=1X", "upper-case variable name"),
+        ("flag=LD_AUDIT", "must not be LD_AUDIT"),
+        ("untracked=all", "untracked must be ignore or whole-node"),
         ("verbose=1", "verbose takes no value"),
         ("default=none default=roundrobin", "given twice"),
     ] {

@@ -14,4 +14,4 @@ trap 'exit 130' INT TERM
 bash "$harness" down
 bash "$harness" up 4 4 2 2:noenv
 bash tests/package/deb-smoke.sh
-cargo test --locked --features cluster-tests --test cluster --test faults -- --test-threads=1
+cargo test --locked --features cluster-tests --test cluster --test faults --test promises -- --test-threads=1

@@ -71,8 +71,10 @@ unsafe impl Plugin for DesiGpuMap {
     fn setup(&mut self, spank: &mut SpankHandle) -> HookResult {
         logger::install(is_client(spank));
         // A panic is caught and becomes an error line; the default hook
-        // would also print it (and a backtrace) on the user's terminal.
-        std::panic::set_hook(Box::new(|info| log::debug!("caught a panic: {info}")));
+        // would also print it (and a backtrace) on the user's terminal. The
+        // hook stays silent: it may run in the NVML child, where Slurm's log
+        // lock may be held by a thread that did not survive the fork.
+        std::panic::set_hook(Box::new(|_| {}));
         Ok(())
     }
 

@@ -505,13 +505,24 @@ fn a_list_the_user_exported_on_a_no_gpu_env_node_is_not_trusted() {
     let pairs = [("SLURM_GPUS_ON_NODE", "2"), ("CUDA_VISIBLE_DEVICES", "0,1")];
     let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));
     assert_eq!((mapped(p).gpus, calls), (uuids(2), 1));
-    // A list that agrees with Slurm's is Slurm's, and so is 0..n-1, which
-    // is how Slurm renumbers under cgroup device constraint.
-    for cuda in ["2,3", "0,1"] {
+    // 0..n-1 alone is not Slurm's renumbering: the user's 0 on a step
+    // granted GPU 1 (the cluster test's case).
+    let pairs = [
+        ("SLURM_GPUS_ON_NODE", "1"),
+        ("SLURM_STEP_GPUS", "1"),
+        ("CUDA_VISIBLE_DEVICES", "0"),
+    ];
+    let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(1)));
+    assert_eq!((mapped(p).gpus, calls), (uuids(1), 1));
+    // A list that agrees with Slurm's is Slurm's, and so is 0..n-1 with
+    // Slurm's companion list renumbered alike, as under cgroup device
+    // constraint.
+    for (cuda, rocr) in [("2,3", "2,3"), ("2,3", "x"), ("0,1", "0,1")] {
         let pairs = [
             ("SLURM_GPUS_ON_NODE", "2"),
             ("SLURM_STEP_GPUS", "2,3"),
             ("CUDA_VISIBLE_DEVICES", cuda),
+            ("ROCR_VISIBLE_DEVICES", rocr),
         ];
         let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));
         let map = mapped(p);

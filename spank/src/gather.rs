@@ -1,6 +1,7 @@
 //! Reads what the core needs from Slurm: plugstack arguments, the option
 //! value, and the step's environment on this node.
 
+use crate::deadline::{self, Failure};
 use desi_gpu_map::config::Config;
 use desi_gpu_map::method::Request;
 use desi_gpu_map::step::{is_special_step, plan_step, resolve, StepInputs, StepPlan};
@@ -20,6 +21,24 @@ pub fn plugin_args(spank: &SpankHandle) -> Result<Vec<String>, Error> {
 /// UTF-8 become U+FFFD, which no valid value contains.
 pub fn option_value(spank: &SpankHandle, name: &str) -> Option<String> {
     spank.get_option_value_lossy(name).map(|v| v.into_owned())
+}
+
+/// NVML's UUIDs, asked in a child process that is killed at the deadline:
+/// an `nvmlInit` that blocks (a GPU fell off the bus) must not hold the step.
+fn nvml_within_deadline(config: &Config) -> Result<Vec<String>, Error> {
+    let source = &config.nvml;
+    let work = || nvml::uuids(source).map_err(|e| e.message().to_string());
+    deadline::lines_within(config.nvml_timeout, work).map_err(|failure| match failure {
+        Failure::TimedOut => {
+            let why = format!(
+                "NVML did not answer within {} s (nvml_timeout)",
+                config.nvml_timeout.as_secs()
+            );
+            log::warn!("{why}; the discovery process was killed");
+            Error::new(why)
+        }
+        Failure::Failed(why) => Error::new(why),
+    })
 }
 
 /// Plans the step on this node: once, in `user_init`.
@@ -65,7 +84,7 @@ pub fn plan(
     let env = |name: &str| spank.getenv_lossy(name).ok().flatten();
     let mut nvml = || {
         let started = Instant::now();
-        let found = nvml::uuids(&config.nvml);
+        let found = nvml_within_deadline(config);
         log::debug!("NVML discovery took {} us", started.elapsed().as_micros());
         found
     };

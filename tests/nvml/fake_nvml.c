@@ -36,6 +36,10 @@
  *                  handle nvmlDeviceGetHandleBy* returns NVML_ERROR_UNKNOWN
  *                  none   (clears a generic fail= line for one host)
  *                Several fail= lines for the same scope replace each other.
+ *     hang=S     make every nvmlInit* sleep S seconds (after logging its
+ *                `init` line, before answering), as real NVML blocks when a
+ *                GPU has fallen off the bus.  The sleep is interruptible
+ *                (SIGKILL ends it); `hang=0` (the default) does not sleep.
  *
  * LOG FILE
  *   `fake-nvml.log` in the directory of the control file.  Every nvmlInit*
@@ -55,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef FAKE_NVML_CONF
@@ -122,6 +127,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_refcount;
 static unsigned int dev_count; /* what nvmlDeviceGetCount reports */
 static unsigned int fail_mask;
+static unsigned int hang_secs; /* how long nvmlInit* sleeps */
 static char host[256];
 
 struct setting {
@@ -182,7 +188,7 @@ static unsigned int parse_fail(const char *v)
 
 static void read_conf(void)
 {
-    struct setting count = {0, "4"}, report = {0, ""}, fail = {0, ""};
+    struct setting count = {0, "4"}, report = {0, ""}, fail = {0, ""}, hang = {0, "0"};
     char line[512];
     FILE *f = fopen(conf_path(), "re");
 
@@ -207,11 +213,22 @@ static void read_conf(void)
                 set(&report, prio, val);
             else if (!strcmp(key, "fail"))
                 set(&fail, prio, val);
+            else if (!strcmp(key, "hang"))
+                set(&hang, prio, val);
         }
         fclose(f);
     }
     dev_count = (unsigned int)strtoul(report.prio ? report.value : count.value, NULL, 10);
     fail_mask = parse_fail(fail.value);
+    hang_secs = (unsigned int)strtoul(hang.value, NULL, 10);
+}
+
+/* Sleeps `secs` seconds in full, resuming after signals that are caught. */
+static void hang_for(unsigned int secs)
+{
+    struct timespec left = {(time_t)secs, 0};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR)
+        ;
 }
 
 static void log_init(void)
@@ -238,10 +255,16 @@ static void log_init(void)
 static nvmlReturn_t do_init(void)
 {
     nvmlReturn_t ret = NVML_SUCCESS;
+    unsigned int hang;
     pthread_mutex_lock(&lock);
     get_host();
     read_conf();
     log_init();
+    hang = hang_secs;
+    pthread_mutex_unlock(&lock);
+    if (hang)
+        hang_for(hang);
+    pthread_mutex_lock(&lock);
     if (fail_mask & FAIL_INIT)
         ret = NVML_ERROR_DRIVER_NOT_LOADED;
     else

@@ -424,8 +424,16 @@ mod tests {
 
     #[test]
     fn the_child_holds_no_inherited_descriptor() {
+        // Above 3, which the child reuses for its answer.
         let (keep_r, keep_w) = pipe().unwrap();
-        let (r, w) = (keep_r.as_raw_fd(), keep_w.as_raw_fd());
+        // SAFETY: fcntl on a descriptor this test owns; the copies are
+        // owned by the OwnedFds below.
+        let high = |fd: &OwnedFd| unsafe {
+            OwnedFd::from_raw_fd(libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 100))
+        };
+        let (high_r, high_w) = (high(&keep_r), high(&keep_w));
+        let (r, w) = (high_r.as_raw_fd(), high_w.as_raw_fd());
+        assert!(r >= 100 && w >= 100);
         let got = lines_within(Duration::from_secs(10), move || {
             // SAFETY: fcntl on numbers; F_GETFD fails on a closed one.
             let open = |fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0;

@@ -4,6 +4,7 @@
 use crate::error::{quote, Error};
 use crate::method::{Choice, Method};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// How much of the node's GPU list a task keeps visible.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +54,8 @@ pub struct Config {
     pub visible: Visible,
     pub nvml: NvmlSource,
     pub untracked: Untracked,
+    /// How long NVML discovery may take before the step stands aside.
+    pub nvml_timeout: Duration,
     pub verbose: bool,
 }
 
@@ -64,6 +67,7 @@ impl Default for Config {
             visible: Visible::Single,
             nvml: NvmlSource::Auto,
             untracked: Untracked::Ignore,
+            nvml_timeout: Duration::from_secs(DEFAULT_NVML_TIMEOUT_S),
             verbose: false,
         }
     }
@@ -71,8 +75,12 @@ impl Default for Config {
 
 pub const DEFAULT_FLAG: &str = "DESI_GPU_MAPPED";
 
+/// NVML discovery's deadline, in whole seconds: the default and the range.
+pub const DEFAULT_NVML_TIMEOUT_S: u64 = 10;
+const NVML_TIMEOUT_RANGE_S: std::ops::RangeInclusive<u64> = 1..=300;
+
 const KEYS: &str = "default=contiguous|roundrobin|none, flag=NAME, visible=single|rotate, \
-nvml=auto|off|/ABSOLUTE/PATH, untracked=ignore|whole-node, verbose";
+nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..300, untracked=ignore|whole-node, verbose";
 
 /// Parses the plugstack arguments. Every key may appear once.
 pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Config, Error> {
@@ -100,6 +108,10 @@ fn apply(config: &mut Config, key: &str, value: Option<&str>) -> Result<(), Stri
         ("visible", Some(v)) => config.visible = parse_visible(v)?,
         ("nvml", Some(v)) => config.nvml = parse_nvml(v)?,
         ("untracked", Some(v)) => config.untracked = parse_untracked(v)?,
+        ("nvml_timeout", Some(v)) => config.nvml_timeout = parse_nvml_timeout(v)?,
+        ("nvml_timeout", None) => {
+            return Err("nvml_timeout needs a value (nvml_timeout=...)".to_string())
+        }
         ("verbose", None) => config.verbose = true,
         ("verbose", Some(_)) => return Err("verbose takes no value".to_string()),
         ("default" | "flag" | "visible" | "nvml" | "untracked", None) => {
@@ -164,6 +176,19 @@ fn parse_untracked(value: &str) -> Result<Untracked, String> {
     }
 }
 
+/// Whole seconds, so that the value reads the same in every message.
+fn parse_nvml_timeout(value: &str) -> Result<Duration, String> {
+    match value.parse::<u64>() {
+        Ok(secs) if NVML_TIMEOUT_RANGE_S.contains(&secs) => Ok(Duration::from_secs(secs)),
+        _ => Err(format!(
+            "nvml_timeout must be whole seconds from {} to {}, not {}",
+            NVML_TIMEOUT_RANGE_S.start(),
+            NVML_TIMEOUT_RANGE_S.end(),
+            quote(value)
+        )),
+    }
+}
+
 /// Longest flag name accepted.
 const FLAG_MAX: usize = 64;
 
@@ -203,6 +228,7 @@ mod tests {
         assert_eq!(c.flag, "DESI_GPU_MAPPED");
         assert_eq!(c.visible, Visible::Single);
         assert_eq!(c.nvml, NvmlSource::Auto);
+        assert_eq!(c.nvml_timeout, Duration::from_secs(10));
         assert!(!c.verbose);
     }
 
@@ -284,6 +310,42 @@ mod tests {
             assert!(msg.starts_with("bad plugstack argument"), "{msg}");
             assert!(msg.contains("valid arguments: default="), "{msg}");
         }
+    }
+
+    #[test]
+    fn nvml_timeout_takes_whole_seconds_from_1_to_300() {
+        for (value, secs) in [("1", 1), ("2", 2), ("10", 10), ("300", 300)] {
+            let c = parse_args(&[format!("nvml_timeout={value}")]).unwrap();
+            assert_eq!(c.nvml_timeout, Duration::from_secs(secs), "{value}");
+        }
+        for value in [
+            "0",
+            "301",
+            "0.5",
+            "-1",
+            "",
+            "10s",
+            "1e3",
+            "99999999999999999999",
+        ] {
+            let arg = format!("nvml_timeout={value}");
+            let msg = parse_args(&[arg.as_str()])
+                .unwrap_err()
+                .message()
+                .to_string();
+            assert!(
+                msg.contains(&format!(
+                    "nvml_timeout must be whole seconds from 1 to 300, not \"{value}\""
+                )),
+                "{msg}"
+            );
+            assert!(msg.contains("nvml_timeout=1..300"), "{msg}");
+        }
+        let msg = parse_args(&["nvml_timeout"]).unwrap_err();
+        assert!(
+            msg.message().contains("nvml_timeout needs a value"),
+            "{msg}"
+        );
     }
 
     #[test]

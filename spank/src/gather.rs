@@ -1,7 +1,8 @@
 //! Reads what the core needs from Slurm: plugstack arguments, the option
 //! value, and the step's environment on this node.
 
-use desi_gpu_map::config::{Config, NvmlSource};
+use crate::deadline::{self, Failure};
+use desi_gpu_map::config::Config;
 use desi_gpu_map::method::Request;
 use desi_gpu_map::step::{plan_step, StepFacts, StepPlan};
 use desi_gpu_map::{nvml, Error};
@@ -22,6 +23,24 @@ pub fn option_value(spank: &SpankHandle, name: &str) -> Option<String> {
     spank.get_option_value_lossy(name).map(|v| v.into_owned())
 }
 
+/// NVML's UUIDs, asked in a child process that is killed at the deadline:
+/// an `nvmlInit` that blocks (a GPU fell off the bus) must not hold the step.
+fn nvml_within_deadline(config: &Config) -> Result<Vec<String>, Error> {
+    let source = &config.nvml;
+    let work = || nvml::uuids(source).map_err(|e| e.message().to_string());
+    deadline::lines_within(config.nvml_timeout, work).map_err(|failure| match failure {
+        Failure::TimedOut => {
+            let why = format!(
+                "NVML did not answer within {} s (nvml_timeout)",
+                config.nvml_timeout.as_secs()
+            );
+            log::warn!("{why}; the discovery process was killed");
+            Error::new(why)
+        }
+        Failure::Failed(why) => Error::new(why),
+    })
+}
+
 /// Plans the step on this node: once, in `user_init`.
 pub fn plan(
     spank: &SpankHandle,
@@ -33,14 +52,18 @@ pub fn plan(
         config,
         request,
     };
-    let source = match config {
-        Some(Ok(config)) => config.nvml.clone(),
-        _ => NvmlSource::Off,
+    // NVML is asked only for a step whose configuration could be read.
+    let nvml_config = match config {
+        Some(Ok(config)) => Some(config),
+        _ => None,
     };
     let env = |name: &str| spank.getenv_lossy(name).ok().flatten();
     let mut nvml = || {
         let started = Instant::now();
-        let found = nvml::uuids(&source);
+        let found = match nvml_config {
+            Some(config) => nvml_within_deadline(config),
+            None => Err(Error::new("NVML: the plugin is not configured")),
+        };
         log::debug!("NVML discovery took {} us", started.elapsed().as_micros());
         found
     };

@@ -5,12 +5,14 @@
 //! - srun, sbatch, salloc: `init` reads the plugstack arguments and registers
 //!   `--desi-gpu-map`; `init_post_opt` checks its value before any allocation.
 //! - slurmstepd: `user_init` plans the step once per node (NVML, if needed,
-//!   is loaded there), `task_init` maps each task before it execs.
+//!   is asked in a child process with a deadline), `task_init` maps each
+//!   task before it execs.
 //!
 //! In slurmstepd nothing may fail: a failing hook there drains the node or
 //! fails the job, so every problem becomes a message and the task runs as
 //! Slurm made it.
 
+mod deadline;
 mod exports;
 mod gather;
 mod logger;
@@ -65,8 +67,8 @@ fn is_client(spank: &SpankHandle) -> bool {
 
 // SAFETY: slurm-spank requires the plugin to be safe to use across the
 // fork that turns slurmstepd into tasks. The plugin starts no thread, and
-// NVML, the one library that might, is opened and shut down again inside
-// user_init, before any task is forked.
+// NVML, the one library that might, is loaded only in a short-lived child
+// process of user_init (see deadline.rs), never in slurmstepd itself.
 unsafe impl Plugin for DesiGpuMap {
     fn setup(&mut self, spank: &mut SpankHandle) -> HookResult {
         logger::install(is_client(spank));

@@ -41,6 +41,10 @@
  *
  *   Built with -DFAKE_NVML_NO_SHUTDOWN, the library lacks nvmlShutdown, on
  *   which nvml-wrapper panics when it drops its handle.
+ *     hang=S     make every nvmlInit* sleep S seconds (after logging its
+ *                `init` line, before answering), as real NVML blocks when a
+ *                GPU has fallen off the bus.  The sleep is interruptible
+ *                (SIGKILL ends it); `hang=0` (the default) does not sleep.
  *
  * LOG FILE
  *   `fake-nvml.log` in the directory of the control file.  Every nvmlInit*
@@ -60,6 +64,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef FAKE_NVML_CONF
@@ -128,6 +133,7 @@ static int init_refcount;
 static unsigned int dev_count; /* what nvmlDeviceGetCount reports */
 static unsigned int fail_mask;
 static char uuid_style[128];  /* uuids=: "", "comma" or "duplicate" */
+static unsigned int hang_secs; /* how long nvmlInit* sleeps */
 static char host[256];
 
 struct setting {
@@ -188,7 +194,8 @@ static unsigned int parse_fail(const char *v)
 
 static void read_conf(void)
 {
-    struct setting count = {0, "4"}, report = {0, ""}, fail = {0, ""}, uuids = {0, ""};
+    struct setting count = {0, "4"}, report = {0, ""}, fail = {0, ""}, uuids = {0, ""},
+                   hang = {0, "0"};
     char line[512];
     FILE *f = fopen(conf_path(), "re");
 
@@ -215,12 +222,23 @@ static void read_conf(void)
                 set(&fail, prio, val);
             else if (!strcmp(key, "uuids"))
                 set(&uuids, prio, val);
+            else if (!strcmp(key, "hang"))
+                set(&hang, prio, val);
         }
         fclose(f);
     }
     dev_count = (unsigned int)strtoul(report.prio ? report.value : count.value, NULL, 10);
     fail_mask = parse_fail(fail.value);
     snprintf(uuid_style, sizeof uuid_style, "%s", uuids.value);
+    hang_secs = (unsigned int)strtoul(hang.value, NULL, 10);
+}
+
+/* Sleeps `secs` seconds in full, resuming after signals that are caught. */
+static void hang_for(unsigned int secs)
+{
+    struct timespec left = {(time_t)secs, 0};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR)
+        ;
 }
 
 static void log_init(void)
@@ -247,10 +265,16 @@ static void log_init(void)
 static nvmlReturn_t do_init(void)
 {
     nvmlReturn_t ret = NVML_SUCCESS;
+    unsigned int hang;
     pthread_mutex_lock(&lock);
     get_host();
     read_conf();
     log_init();
+    hang = hang_secs;
+    pthread_mutex_unlock(&lock);
+    if (hang)
+        hang_for(hang);
+    pthread_mutex_lock(&lock);
     if (fail_mask & FAIL_INIT)
         ret = NVML_ERROR_DRIVER_NOT_LOADED;
     else

@@ -3,6 +3,7 @@
 
 use crate::error::{quote, Error};
 use crate::method::{Choice, Method};
+use crate::vendor::{parse_vendor, VendorSetting};
 use std::path::PathBuf;
 
 /// How much of the node's GPU list a task keeps visible.
@@ -42,6 +43,8 @@ pub struct Config {
     pub flag: String,
     pub visible: Visible,
     pub nvml: NvmlSource,
+    /// Whose runtime reads the GPU lists on the node (see `vendor`).
+    pub vendor: VendorSetting,
     pub verbose: bool,
 }
 
@@ -52,6 +55,7 @@ impl Default for Config {
             flag: DEFAULT_FLAG.to_string(),
             visible: Visible::Single,
             nvml: NvmlSource::Auto,
+            vendor: VendorSetting::Auto,
             verbose: false,
         }
     }
@@ -60,7 +64,7 @@ impl Default for Config {
 pub const DEFAULT_FLAG: &str = "DESI_GPU_MAPPED";
 
 const KEYS: &str = "default=contiguous|roundrobin|none, flag=NAME, visible=single|rotate, \
-nvml=auto|off|/ABSOLUTE/PATH, verbose";
+nvml=auto|off|/ABSOLUTE/PATH, vendor=auto|nvidia|amd|intel, verbose";
 
 /// Parses the plugstack arguments. Every key may appear once.
 pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Config, Error> {
@@ -87,9 +91,10 @@ fn apply(config: &mut Config, key: &str, value: Option<&str>) -> Result<(), Stri
         ("flag", Some(v)) => config.flag = parse_flag(v)?,
         ("visible", Some(v)) => config.visible = parse_visible(v)?,
         ("nvml", Some(v)) => config.nvml = parse_nvml(v)?,
+        ("vendor", Some(v)) => config.vendor = parse_vendor(v)?,
         ("verbose", None) => config.verbose = true,
         ("verbose", Some(_)) => return Err("verbose takes no value".to_string()),
-        ("default" | "flag" | "visible" | "nvml", None) => {
+        ("default" | "flag" | "visible" | "nvml" | "vendor", None) => {
             return Err(format!("{key} needs a value ({key}=...)"))
         }
         _ => return Err(format!("unknown argument {}", quote(key))),
@@ -163,6 +168,7 @@ fn parse_flag(value: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vendor::Vendor;
 
     #[test]
     fn defaults_without_arguments() {
@@ -173,6 +179,7 @@ mod tests {
         assert_eq!(c.flag, "DESI_GPU_MAPPED");
         assert_eq!(c.visible, Visible::Single);
         assert_eq!(c.nvml, NvmlSource::Auto);
+        assert_eq!(c.vendor, VendorSetting::Auto);
         assert!(!c.verbose);
     }
 
@@ -183,6 +190,7 @@ mod tests {
             "flag=MY_FLAG",
             "visible=rotate",
             "nvml=/opt/nvidia/lib/libnvidia-ml.so.1",
+            "vendor=amd",
             "verbose",
         ])
         .unwrap();
@@ -193,7 +201,18 @@ mod tests {
             c.nvml,
             NvmlSource::Path(PathBuf::from("/opt/nvidia/lib/libnvidia-ml.so.1"))
         );
+        assert_eq!(c.vendor, VendorSetting::Fixed(Vendor::Amd));
         assert!(c.verbose);
+        for (value, want) in [
+            ("auto", VendorSetting::Auto),
+            ("nvidia", VendorSetting::Fixed(Vendor::Nvidia)),
+            ("intel", VendorSetting::Fixed(Vendor::Intel)),
+        ] {
+            assert_eq!(
+                parse_args(&[format!("vendor={value}")]).unwrap().vendor,
+                want
+            );
+        }
         assert_eq!(
             parse_args(&["default=contiguous"]).unwrap().default,
             Choice::Map(Method::Contiguous)
@@ -227,6 +246,12 @@ mod tests {
             ("flag=CUDA_VISIBLE_DEVICES", "reserved"),
             ("flag=PATH", "reserved"),
             ("verbose=yes", "verbose takes no value"),
+            (
+                "vendor=AMD",
+                "vendor must be auto, nvidia, amd or intel, not \"AMD\"",
+            ),
+            ("vendor=", "vendor must be auto, nvidia, amd or intel"),
+            ("vendor", "vendor needs a value"),
             ("", "unknown argument \"\""),
         ];
         for (arg, want) in cases {

@@ -8,6 +8,7 @@ use crate::error::{quote, Error};
 use crate::gpus::{join, parse_gpu_list};
 use crate::mapping::{position, visible_list};
 use crate::method::{Choice, Method, Request};
+use crate::vendor::{render, Chosen, Rendering, StepLists};
 
 /// Step ids of the batch (0xfffffffb), extern (0xfffffffc) and interactive
 /// (0xfffffffa) steps, and Slurm's other reserved ids above them: never mapped.
@@ -56,6 +57,8 @@ pub struct StepMap {
     pub others: Vec<(&'static str, Vec<String>)>,
     /// Lists left alone, each with the reason, reported with `verbose`.
     pub notes: Vec<String>,
+    /// How the lists are written for the node's GPU vendor.
+    pub rendering: Rendering,
 }
 
 /// What the step looks like on this node.
@@ -66,6 +69,8 @@ pub struct StepInputs<'a> {
     pub config: &'a Config,
     /// True when the job holds every CPU of the node, so every GPU too.
     pub whole_node: bool,
+    /// Whose runtime reads the GPU lists on this node.
+    pub vendor: Chosen,
 }
 
 /// Decides for a step. `env` reads the step's environment; `nvml` lists the
@@ -91,7 +96,20 @@ pub fn plan_step(
     };
     match listed {
         Ok((gpus, cuda)) => {
-            let (others, notes) = other_lists(env, gpus.len());
+            let (others, mut notes) = other_lists(env, gpus.len());
+            let lists = StepLists {
+                gpus: &gpus,
+                from_slurm: cuda.is_some(),
+                others: &others,
+            };
+            let order = env(env::DEVICE_ORDER);
+            let rendering = Rendering::plan(
+                &step.vendor,
+                step.config.visible,
+                &lists,
+                order.as_deref(),
+                &mut notes,
+            );
             StepPlan::Map(StepMap {
                 method,
                 visible: step.config.visible,
@@ -99,6 +117,7 @@ pub fn plan_step(
                 flag: step.config.flag.clone(),
                 others,
                 notes,
+                rendering,
                 gpus,
                 cuda,
             })
@@ -267,12 +286,13 @@ pub fn map_task(map: &StepMap, task: &TaskInputs) -> TaskOutcome {
             return out;
         }
     };
-    let visible = visible_list(&map.gpus, p, map.visible);
-    out.set.push((env::CUDA.to_string(), join(&visible)));
-    for (name, list) in &map.others {
-        out.set
-            .push((name.to_string(), join(&visible_list(list, p, map.visible))));
-    }
+    let visible = visible_list(&map.gpus, p, map.rendering.visible);
+    let lists = StepLists {
+        gpus: &map.gpus,
+        from_slurm: map.cuda.is_some(),
+        others: &map.others,
+    };
+    out.set.extend(render(&map.rendering, &lists, p));
     out.set.push((map.flag.clone(), "1".to_string()));
     out.set
         .push((env::METHOD.to_string(), map.method.name().to_string()));

@@ -2,10 +2,12 @@
 //! value, and the step's environment on this node.
 
 use desi_gpu_map::config::Config;
-use desi_gpu_map::method::Request;
+use desi_gpu_map::method::{Choice, Request};
 use desi_gpu_map::step::{is_special_step, plan_step, resolve, StepInputs, StepPlan};
+use desi_gpu_map::vendor::{choose, Chosen, Vendor};
 use desi_gpu_map::{nvml, Error};
 use slurm_spank::SpankHandle;
+use std::path::Path;
 use std::time::Instant;
 
 /// The words after the plugin's path on its plugstack.conf line.
@@ -61,6 +63,7 @@ pub fn plan(
         verbose,
         config,
         whole_node: holds_whole_node(spank),
+        vendor: node_vendor(config, choice),
     };
     let env = |name: &str| spank.getenv_lossy(name).ok().flatten();
     let mut nvml = || {
@@ -70,6 +73,26 @@ pub fn plan(
         found
     };
     plan_step(&inputs, &env, &mut nvml)
+}
+
+/// The node's GPU vendor, read from `/sys` and `/dev` only for steps that
+/// may be mapped.
+fn node_vendor(config: &Config, choice: Choice) -> Chosen {
+    if choice == Choice::Off {
+        return Chosen {
+            vendor: Vendor::Nvidia,
+            why: "not mapped".to_string(),
+        };
+    }
+    let started = Instant::now();
+    let chosen = choose(config.vendor, Path::new("/"));
+    log::debug!(
+        "vendor {} ({}) in {} us",
+        chosen.vendor.name(),
+        chosen.why,
+        started.elapsed().as_micros()
+    );
+    chosen
 }
 
 /// True when the job holds every CPU of this node, and so every GPU: the one

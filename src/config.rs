@@ -3,6 +3,7 @@
 
 use crate::error::{quote, Error};
 use crate::method::{Choice, Method};
+use crate::vendor::{parse_vendor, VendorSetting};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -56,6 +57,8 @@ pub struct Config {
     pub untracked: Untracked,
     /// How long NVML discovery may take before the step stands aside.
     pub nvml_timeout: Duration,
+    /// Whose runtime reads the GPU lists on the node (see `vendor`).
+    pub vendor: VendorSetting,
     pub verbose: bool,
 }
 
@@ -68,6 +71,7 @@ impl Default for Config {
             nvml: NvmlSource::Auto,
             untracked: Untracked::Ignore,
             nvml_timeout: Duration::from_secs(DEFAULT_NVML_TIMEOUT_S),
+            vendor: VendorSetting::Auto,
             verbose: false,
         }
     }
@@ -80,7 +84,8 @@ pub const DEFAULT_NVML_TIMEOUT_S: u64 = 10;
 const NVML_TIMEOUT_RANGE_S: std::ops::RangeInclusive<u64> = 1..=300;
 
 const KEYS: &str = "default=contiguous|roundrobin|none, flag=NAME, visible=single|rotate, \
-nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..300, untracked=ignore|whole-node, verbose";
+nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..300, untracked=ignore|whole-node, \
+vendor=auto|nvidia|amd|intel, verbose";
 
 /// Parses the plugstack arguments. Every key may appear once.
 pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Config, Error> {
@@ -108,13 +113,14 @@ fn apply(config: &mut Config, key: &str, value: Option<&str>) -> Result<(), Stri
         ("visible", Some(v)) => config.visible = parse_visible(v)?,
         ("nvml", Some(v)) => config.nvml = parse_nvml(v)?,
         ("untracked", Some(v)) => config.untracked = parse_untracked(v)?,
+        ("vendor", Some(v)) => config.vendor = parse_vendor(v)?,
         ("nvml_timeout", Some(v)) => config.nvml_timeout = parse_nvml_timeout(v)?,
         ("nvml_timeout", None) => {
             return Err("nvml_timeout needs a value (nvml_timeout=...)".to_string())
         }
         ("verbose", None) => config.verbose = true,
         ("verbose", Some(_)) => return Err("verbose takes no value".to_string()),
-        ("default" | "flag" | "visible" | "nvml" | "untracked", None) => {
+        ("default" | "flag" | "visible" | "nvml" | "untracked" | "vendor", None) => {
             return Err(format!("{key} needs a value ({key}=...)"))
         }
         _ => return Err(format!("unknown argument {}", quote(key))),
@@ -218,6 +224,7 @@ fn parse_flag(value: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vendor::Vendor;
 
     #[test]
     fn defaults_without_arguments() {
@@ -229,6 +236,7 @@ mod tests {
         assert_eq!(c.visible, Visible::Single);
         assert_eq!(c.nvml, NvmlSource::Auto);
         assert_eq!(c.nvml_timeout, Duration::from_secs(10));
+        assert_eq!(c.vendor, VendorSetting::Auto);
         assert!(!c.verbose);
     }
 
@@ -240,6 +248,7 @@ mod tests {
             "visible=rotate",
             "nvml=/opt/nvidia/lib/libnvidia-ml.so.1",
             "untracked=whole-node",
+            "vendor=amd",
             "verbose",
         ])
         .unwrap();
@@ -255,7 +264,18 @@ mod tests {
             c.nvml,
             NvmlSource::Path(PathBuf::from("/opt/nvidia/lib/libnvidia-ml.so.1"))
         );
+        assert_eq!(c.vendor, VendorSetting::Fixed(Vendor::Amd));
         assert!(c.verbose);
+        for (value, want) in [
+            ("auto", VendorSetting::Auto),
+            ("nvidia", VendorSetting::Fixed(Vendor::Nvidia)),
+            ("intel", VendorSetting::Fixed(Vendor::Intel)),
+        ] {
+            assert_eq!(
+                parse_args(&[format!("vendor={value}")]).unwrap().vendor,
+                want
+            );
+        }
         assert_eq!(
             parse_args(&["default=contiguous"]).unwrap().default,
             Choice::Map(Method::Contiguous)
@@ -301,6 +321,12 @@ mod tests {
             ("untracked=yes", "untracked must be ignore or whole-node"),
             ("untracked", "untracked needs a value"),
             ("verbose=yes", "verbose takes no value"),
+            (
+                "vendor=AMD",
+                "vendor must be auto, nvidia, amd or intel, not \"AMD\"",
+            ),
+            ("vendor=", "vendor must be auto, nvidia, amd or intel"),
+            ("vendor", "vendor needs a value"),
             ("", "unknown argument \"\""),
         ];
         for (arg, want) in cases {

@@ -9,6 +9,7 @@ use crate::error::{quote, Error};
 use crate::gpus::{check_list, join, parse_gpu_list};
 use crate::mapping::{position, visible_list};
 use crate::method::{Choice, Method, Request};
+use crate::vendor::{render, Chosen, Rendering, StepLists, VendorSetting};
 
 /// Step ids of the batch (0xfffffffb), extern (0xfffffffc) and interactive
 /// (0xfffffffa) steps, and Slurm's other reserved ids above them: never mapped.
@@ -109,6 +110,8 @@ pub struct StepMap {
     pub others: Vec<(&'static str, Vec<String>)>,
     /// Lists left alone, each with the reason, reported with `verbose`.
     pub notes: Vec<String>,
+    /// How the lists are written for the node's GPU vendor.
+    pub rendering: Rendering,
 }
 
 /// What the plugin knows of a step on this node, each part possibly
@@ -119,6 +122,9 @@ pub struct StepFacts<'a> {
     pub config: Option<&'a Result<Config, Error>>,
     /// `None`: the user gave no option.
     pub request: Option<&'a Result<Request, Error>>,
+    /// The node's GPU vendor for a site setting; asked only for a step
+    /// that gets mapped (it reads `/sys` and `/dev`).
+    pub vendor: &'a dyn Fn(VendorSetting) -> Chosen,
 }
 
 /// Decides for a step. `env` reads the step's environment; `nvml` lists the
@@ -161,13 +167,15 @@ pub fn plan_step(
         Some(Err(e)) => return StepPlan::aside(&config.flag, format!("{e}; tasks left unchanged")),
         None => None,
     };
-    plan_mapping(&resolve(request, config), config, env, nvml)
+    let want = resolve(request, config);
+    plan_mapping(&want, config, facts.vendor, env, nvml)
 }
 
 /// Decides for a normal step whose inputs could all be read.
 fn plan_mapping(
     want: &Resolved,
     config: &Config,
+    vendor: &dyn Fn(VendorSetting) -> Chosen,
     env: &dyn Fn(&str) -> Option<String>,
     nvml: &mut dyn FnMut() -> Result<Vec<String>, Error>,
 ) -> StepPlan {
@@ -187,7 +195,20 @@ fn plan_mapping(
     };
     match listed {
         Ok((gpus, cuda)) => {
-            let (others, notes) = other_lists(env, gpus.len());
+            let (others, mut notes) = other_lists(env, gpus.len());
+            let lists = StepLists {
+                gpus: &gpus,
+                from_slurm: cuda.is_some(),
+                others: &others,
+            };
+            let order = env(env::DEVICE_ORDER);
+            let rendering = Rendering::plan(
+                &vendor(config.vendor),
+                config.visible,
+                &lists,
+                order.as_deref(),
+                &mut notes,
+            );
             StepPlan::Map(StepMap {
                 method,
                 visible: config.visible,
@@ -195,6 +216,7 @@ fn plan_mapping(
                 flag: config.flag.clone(),
                 others,
                 notes,
+                rendering,
                 gpus,
                 cuda,
             })
@@ -444,12 +466,13 @@ pub fn map_task(map: &StepMap, task: &TaskInputs) -> TaskOutcome {
             return out;
         }
     };
-    let visible = visible_list(&map.gpus, p, map.visible);
-    out.set.push((env::CUDA.to_string(), join(&visible)));
-    for (name, list) in &map.others {
-        out.set
-            .push((name.to_string(), join(&visible_list(list, p, map.visible))));
-    }
+    let visible = visible_list(&map.gpus, p, map.rendering.visible);
+    let lists = StepLists {
+        gpus: &map.gpus,
+        from_slurm: map.cuda.is_some(),
+        others: &map.others,
+    };
+    out.set.extend(render(&map.rendering, &lists, p));
     out.set
         .push((env::METHOD.to_string(), map.method.name().to_string()));
     out.set

@@ -559,44 +559,60 @@ fn export_none_still_carries_the_option() {
 
 #[test]
 fn user_environment_cannot_widen_a_partial_allocation() {
-    let _c = setup("required", &["visible=rotate"]);
-    let _held = hold("n1", "gpu:2");
-    let mut c = slurm(
-        "srun",
-        &[
-            "-N1",
-            "-n4",
-            "-w",
-            "n1",
-            "--gres=gpu:2",
-            "--desi-gpu-map=roundrobin",
-            "bash",
-            "-c",
-            r#"echo "S $SLURM_LOCALID $CUDA_VISIBLE_DEVICES ${ROCR_VISIBLE_DEVICES-unset} ${GPU_DEVICE_ORDINAL-unset} ${ZE_AFFINITY_MASK-unset}""#,
-        ],
-    );
-    for var in [
-        "CUDA_VISIBLE_DEVICES",
-        "ROCR_VISIBLE_DEVICES",
-        "GPU_DEVICE_ORDINAL",
-        "ZE_AFFINITY_MASK",
-        "SLURM_STEP_GPUS",
-    ] {
-        c.env(var, "0,1");
+    // Every list a task ends up with stays within Slurm's grant (GPUs 2,3),
+    // whichever vendor's lists carry the GPU (src/vendor.rs). On AMD the
+    // filter is ROCR_VISIBLE_DEVICES; CUDA_VISIBLE_DEVICES and
+    // GPU_DEVICE_ORDINAL are indices into it, not the user's 0,1.
+    let cases: [(&str, [&str; 4]); 2] = [
+        (
+            "vendor=nvidia",
+            [
+                "S 0 2,3 2,3 2,3 2,3",
+                "S 1 3,2 2,3 2,3 2,3",
+                "S 2 2,3 2,3 2,3 2,3",
+                "S 3 3,2 2,3 2,3 2,3",
+            ],
+        ),
+        (
+            "vendor=amd",
+            [
+                "S 0 0,1 2,3 0,1 2,3",
+                "S 1 0,1 3,2 0,1 2,3",
+                "S 2 0,1 2,3 0,1 2,3",
+                "S 3 0,1 3,2 0,1 2,3",
+            ],
+        ),
+    ];
+    for (vendor, want) in cases {
+        let _c = setup("required", &["visible=rotate", vendor]);
+        let _held = hold("n1", "gpu:2");
+        let mut c = slurm(
+            "srun",
+            &[
+                "-N1",
+                "-n4",
+                "-w",
+                "n1",
+                "--gres=gpu:2",
+                "--desi-gpu-map=roundrobin",
+                "bash",
+                "-c",
+                r#"echo "S $SLURM_LOCALID $CUDA_VISIBLE_DEVICES ${ROCR_VISIBLE_DEVICES-unset} ${GPU_DEVICE_ORDINAL-unset} ${ZE_AFFINITY_MASK-unset}""#,
+            ],
+        );
+        for var in [
+            "CUDA_VISIBLE_DEVICES",
+            "ROCR_VISIBLE_DEVICES",
+            "GPU_DEVICE_ORDINAL",
+            "ZE_AFFINITY_MASK",
+            "SLURM_STEP_GPUS",
+        ] {
+            c.env(var, "0,1");
+        }
+        c.env("SLURM_GPUS_ON_NODE", "4");
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{vendor}: {}", show(&out));
+        let lines = sorted_lines(&out.stdout, |l| l.starts_with("S "));
+        assert_eq!(lines, want, "{vendor}: {}", show(&out));
     }
-    c.env("SLURM_GPUS_ON_NODE", "4");
-    let out = c.output().unwrap();
-    assert!(out.status.success(), "{}", show(&out));
-    let lines = sorted_lines(&out.stdout, |l| l.starts_with("S "));
-    assert_eq!(
-        lines,
-        [
-            "S 0 2,3 2,3 2,3 2,3",
-            "S 1 3,2 3,2 3,2 3,2",
-            "S 2 2,3 2,3 2,3 2,3",
-            "S 3 3,2 3,2 3,2 3,2"
-        ],
-        "{}",
-        show(&out)
-    );
 }

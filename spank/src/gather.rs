@@ -5,8 +5,10 @@ use crate::deadline::{self, Failure};
 use desi_gpu_map::config::Config;
 use desi_gpu_map::method::Request;
 use desi_gpu_map::step::{plan_step, StepFacts, StepPlan};
+use desi_gpu_map::vendor::{choose, Chosen, VendorSetting};
 use desi_gpu_map::{nvml, Error};
 use slurm_spank::SpankHandle;
+use std::path::Path;
 use std::time::Instant;
 
 /// The words after the plugin's path on its plugstack.conf line.
@@ -51,6 +53,7 @@ pub fn plan(
         step_id: spank.job_stepid().map_err(|e| e.to_string()),
         config,
         request,
+        vendor: &node_vendor,
     };
     // NVML is asked only for a step whose configuration could be read.
     let nvml_config = match config {
@@ -68,4 +71,18 @@ pub fn plan(
         found
     };
     plan_step(&facts, &env, &mut nvml)
+}
+
+/// The node's GPU vendor, read from `/sys` and `/dev` (only for steps that
+/// get mapped).
+fn node_vendor(setting: VendorSetting) -> Chosen {
+    let started = Instant::now();
+    let chosen = choose(setting, Path::new("/"));
+    log::debug!(
+        "vendor {} ({}) in {} us",
+        chosen.vendor.name(),
+        chosen.why,
+        started.elapsed().as_micros()
+    );
+    chosen
 }

@@ -259,9 +259,13 @@ type Listed = Result<(Vec<String>, Option<String>), NoList>;
 /// a value the user exported survives. So the list is Slurm's only where it
 /// agrees with `SLURM_STEP_GPUS`, Slurm's own list, entry for entry, or
 /// reads `0..n-1` as Slurm renumbers under cgroup device constraint, with
-/// Slurm's companion lists renumbered alike (see [`renumbered_by_slurm`]).
+/// Slurm's companion lists renumbered alike (see [`renumbered_by_slurm`]),
+/// and where `SLURM_GPUS_ON_NODE` counts the step's GPUs.
 fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Option<Listed> {
     let cuda = env(env::CUDA)?;
+    // Slurm sets the count in every step with GPUs and removes it from every
+    // other step, even when the user exported one (measured on 22.05).
+    let count = env(env::GPUS_ON_NODE)?.trim().parse::<usize>().ok()?;
     let step = parse_gpu_list(&env(env::STEP_GPUS)?).ok()?;
     let gpus = match parse_gpu_list(&cuda) {
         Ok(gpus) => gpus,
@@ -270,17 +274,16 @@ fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Option<Listed> {
     if gpus != step && !renumbered_by_slurm(&gpus, step.len(), &cuda, env) {
         return None;
     }
-    let count = env(env::GPUS_ON_NODE).and_then(|v| v.trim().parse::<usize>().ok());
-    match count {
-        Some(count) if count != gpus.len() => Some(Err(NoList::Failed(format!(
+    if count != gpus.len() {
+        return Some(Err(NoList::Failed(format!(
             "{}={} lists {} GPUs but {}={count}",
             env::CUDA,
             quote(&cuda),
             gpus.len(),
             env::GPUS_ON_NODE
-        )))),
-        _ => Some(Ok((gpus, Some(cuda)))),
+        ))));
     }
+    Some(Ok((gpus, Some(cuda))))
 }
 
 /// True when `gpus` is `0..n-1` and one of the lists Slurm sets beside it

@@ -70,6 +70,45 @@ fn cpu_only_steps_beside_a_working_nvml_get_no_gpu() {
 }
 
 #[test]
+fn gpu_variables_exported_into_a_cpu_only_step_grant_nothing() {
+    let _c = setup("required", &[&nvml_arg()]);
+    let mut c = slurm(
+        "srun",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n1",
+            "--desi-gpu-map=contiguous",
+            "bash",
+            "-c",
+            FULL_PROBE,
+        ],
+    );
+    for (name, value) in [
+        ("CUDA_VISIBLE_DEVICES", "0,1"),
+        ("SLURM_STEP_GPUS", "0,1"),
+        ("SLURM_GPUS_ON_NODE", "2"),
+        ("ROCR_VISIBLE_DEVICES", "0,1"),
+    ] {
+        c.env(name, value);
+    }
+    let out = c.output().expect("srun");
+    assert!(out.status.success(), "{}", show(&out));
+    let rows_got = probe_rows(&text(&out.stdout));
+    for row in rows_got.lines() {
+        let fields: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            fields.get(4..),
+            Some(&["unset", "unset", "unset"][..]),
+            "{}",
+            show(&out)
+        );
+        assert_ne!(fields.get(3), Some(&"0"), "{}", show(&out));
+    }
+}
+
+#[test]
 fn cpu_only_job_in_a_shared_partition_beside_a_gpu_job_gets_no_gpu() {
     let _c = setup("required", &[&nvml_arg()]);
     // Job A holds all four GPUs of n1 in a partition with OverSubscribe=FORCE.

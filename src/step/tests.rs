@@ -382,6 +382,7 @@ fn inherited_or_odd_lists_are_not_trusted() {
     let why = aside(plan(&[
         ("CUDA_VISIBLE_DEVICES", "NoDevFiles"),
         ("SLURM_STEP_GPUS", "0"),
+        ("SLURM_GPUS_ON_NODE", "1"),
     ]));
     assert!(why.contains("NoDevFiles"), "{why}");
     let why = aside(plan(&[]));
@@ -517,6 +518,12 @@ fn a_list_the_user_exported_on_a_no_gpu_env_node_is_not_trusted() {
         assert_eq!(calls, 1, "{user}: NVML, not the user's list");
         assert_eq!(mapped(p).gpus, uuids(2), "{user}");
     }
+    // Slurm's list and a matching CUDA list exported into a step without a
+    // count from Slurm (Slurm removes the user's count): no GPUs.
+    let pairs = [("SLURM_STEP_GPUS", "0,1"), ("CUDA_VISIBLE_DEVICES", "0,1")];
+    let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));
+    assert!(aside(p).contains("no GPUs are allocated"));
+    assert_eq!(calls, 0);
     // Without Slurm's own list, a list is never Slurm's.
     let pairs = [("SLURM_GPUS_ON_NODE", "2"), ("CUDA_VISIBLE_DEVICES", "0,1")];
     let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));

@@ -12,6 +12,18 @@
 //! - [`vendor`]: whose runtime reads the lists on a node, and how each is
 //!   written.
 
+#![forbid(unsafe_code)]
+// Outside tests the core never panics: errors are values (see Error).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
+
 pub mod bind;
 pub mod config;
 pub mod env;

@@ -12,6 +12,19 @@
 //! fails the job, so every problem becomes a message and the task runs as
 //! Slurm made it.
 
+// Slurm's processes host the plugin: outside tests nothing may panic, and
+// every unsafe block says why it is sound.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod deadline;
 mod exports;
 mod gather;

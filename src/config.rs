@@ -2,9 +2,11 @@
 //! on its `plugstack.conf` line.
 
 use crate::error::{quote, Error};
-use crate::method::{Choice, Method};
+use crate::method::Choice;
+use crate::names::{names, one_of, parse_name, Named, UnknownName};
 use crate::vendor::{parse_vendor, VendorSetting};
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
 /// How much of the node's GPU list a task keeps visible.
@@ -17,12 +19,28 @@ pub enum Visible {
     Rotate,
 }
 
-impl Visible {
-    pub fn name(self) -> &'static str {
+impl Named for Visible {
+    const ALL: &'static [Self] = &[Visible::Single, Visible::Rotate];
+
+    fn name(self) -> &'static str {
         match self {
             Visible::Single => "single",
             Visible::Rotate => "rotate",
         }
+    }
+}
+
+impl Visible {
+    pub fn name(self) -> &'static str {
+        Named::name(self)
+    }
+}
+
+impl FromStr for Visible {
+    type Err = UnknownName;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        parse_name(text)
     }
 }
 
@@ -83,9 +101,15 @@ pub const DEFAULT_FLAG: &str = "DESI_GPU_MAPPED";
 pub const DEFAULT_NVML_TIMEOUT_S: u64 = 10;
 const NVML_TIMEOUT_RANGE_S: std::ops::RangeInclusive<u64> = 1..=300;
 
-const KEYS: &str = "default=contiguous|roundrobin|none, flag=NAME, visible=single|rotate, \
-nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..300, untracked=ignore|whole-node, \
-vendor=auto|nvidia|amd|intel, verbose";
+/// Every argument, for messages.
+fn keys() -> String {
+    format!(
+        "default={}, flag=NAME, visible={}, nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..300, \
+         untracked=ignore|whole-node, vendor=auto|nvidia|amd|intel, verbose",
+        names::<Choice>().join("|"),
+        names::<Visible>().join("|")
+    )
+}
 
 /// Parses the plugstack arguments. Every key may appear once.
 pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Config, Error> {
@@ -130,31 +154,43 @@ fn apply(config: &mut Config, key: &str, value: Option<&str>) -> Result<(), Stri
 
 fn arg_error(arg: &str, why: &str) -> Error {
     Error::new(format!(
-        "bad plugstack argument {}: {why}; valid arguments: {KEYS}",
-        quote(arg)
+        "bad plugstack argument {}: {why}; valid arguments: {}",
+        quote(arg),
+        keys()
     ))
 }
 
 fn parse_default(value: &str) -> Result<Choice, String> {
-    match value {
-        "contiguous" => Ok(Choice::Map(Method::Contiguous)),
-        "roundrobin" | "round-robin" => Ok(Choice::Map(Method::RoundRobin)),
-        "none" => Ok(Choice::Off),
-        _ => Err(format!(
-            "default must be contiguous, roundrobin or none, not {}",
+    value.parse().map_err(|_| {
+        format!(
+            "default must be {}, not {}",
+            one_of(&names::<Choice>()),
             quote(value)
-        )),
-    }
+        )
+    })
 }
 
 fn parse_visible(value: &str) -> Result<Visible, String> {
-    match value {
-        "single" => Ok(Visible::Single),
-        "rotate" => Ok(Visible::Rotate),
-        _ => Err(format!(
-            "visible must be single or rotate, not {}",
+    value.parse().map_err(|_| {
+        format!(
+            "visible must be {}, not {}",
+            one_of(&names::<Visible>()),
             quote(value)
-        )),
+        )
+    })
+}
+
+impl NvmlSource {
+    /// The accepted forms, for messages.
+    pub const FORMS: &'static str = "auto, off, /ABSOLUTE/PATH";
+}
+
+impl FromStr for NvmlSource {
+    /// Why the value is refused.
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        parse_nvml(text)
     }
 }
 
@@ -224,6 +260,7 @@ fn parse_flag(value: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::method::Method;
     use crate::vendor::Vendor;
 
     #[test]
@@ -371,6 +408,18 @@ mod tests {
         assert!(
             msg.message().contains("nvml_timeout needs a value"),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn the_message_lists_every_argument() {
+        let err = parse_args(&["default=x"]).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "bad plugstack argument \"default=x\": default must be contiguous, roundrobin or none, \
+             not \"x\"; valid arguments: default=contiguous|roundrobin|none, flag=NAME, \
+             visible=single|rotate, nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..300, \
+             untracked=ignore|whole-node, vendor=auto|nvidia|amd|intel, verbose"
         );
     }
 

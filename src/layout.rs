@@ -7,8 +7,10 @@ use crate::env;
 use crate::error::Error;
 use crate::gpus::join;
 use crate::method::Method;
+use crate::names::{parse_name, Named, UnknownName};
 use crate::step::{map_task, StepMap, TaskInputs};
 use crate::vendor::{Rendering, Vendor};
+use std::str::FromStr;
 
 /// srun's `-m` task distribution over nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +19,25 @@ pub enum Distribution {
     Block,
     /// Rank `r` goes to the next node, in turn, that has room.
     Cyclic,
+}
+
+impl Named for Distribution {
+    const ALL: &'static [Self] = &[Distribution::Block, Distribution::Cyclic];
+
+    fn name(self) -> &'static str {
+        match self {
+            Distribution::Block => "block",
+            Distribution::Cyclic => "cyclic",
+        }
+    }
+}
+
+impl FromStr for Distribution {
+    type Err = UnknownName;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        parse_name(text)
+    }
 }
 
 /// Splits `ntasks` over `nodes` as evenly as possible, the first nodes

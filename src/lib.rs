@@ -2,6 +2,7 @@
 //! `desi-gpu-map` command make, as plain functions over plain data.
 //!
 //! - [`method`]: the user's `--desi-gpu-map` value;
+//! - [`names`]: the names of methods and settings, defined once;
 //! - [`bind`]: Slurm's own GPU binding requests;
 //! - [`config`]: the site's plugstack arguments;
 //! - [`gpus`]: GPU lists as Slurm writes them;
@@ -32,6 +33,7 @@ pub mod gpus;
 pub mod layout;
 pub mod mapping;
 pub mod method;
+pub mod names;
 pub mod nvml;
 pub mod step;
 pub mod vendor;

@@ -1,7 +1,9 @@
 //! The user's option value, `--desi-gpu-map=VALUE`.
 
 use crate::error::{quote, Error};
+use crate::names::{names, parse_name, with_aliases, Named, UnknownName};
 use std::fmt;
+use std::str::FromStr;
 
 /// How tasks are spread over a node's GPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,12 +14,46 @@ pub enum Method {
     RoundRobin,
 }
 
-impl Method {
-    pub fn name(self) -> &'static str {
+impl Named for Method {
+    const ALL: &'static [Self] = &[Method::Contiguous, Method::RoundRobin];
+
+    fn name(self) -> &'static str {
         match self {
             Method::Contiguous => "contiguous",
             Method::RoundRobin => "roundrobin",
         }
+    }
+
+    fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Method::Contiguous => &[],
+            Method::RoundRobin => &["round-robin"],
+        }
+    }
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        Named::name(self)
+    }
+
+    /// What the usage text says of the method, line by line.
+    fn described(self) -> &'static [&'static str] {
+        match self {
+            Method::Contiguous => &[
+                "consecutive blocks of node-local tasks share a GPU",
+                "(numpy.array_split order: 6 tasks on 4 GPUs -> 0 0 1 1 2 3)",
+            ],
+            Method::RoundRobin => &["node-local task l gets GPU l mod k"],
+        }
+    }
+}
+
+impl FromStr for Method {
+    type Err = UnknownName;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        parse_name(text)
     }
 }
 
@@ -27,6 +63,12 @@ impl fmt::Display for Method {
     }
 }
 
+/// The methods, each with its other spellings: `contiguous, roundrobin (or
+/// round-robin)`.
+pub fn method_names() -> String {
+    with_aliases::<Method>()
+}
+
 /// A method, or `none`: mapping turned off (also a site default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Choice {
@@ -34,13 +76,53 @@ pub enum Choice {
     Map(Method),
 }
 
-impl Choice {
-    pub fn name(self) -> &'static str {
+impl Named for Choice {
+    const ALL: &'static [Self] = &[
+        Choice::Map(Method::Contiguous),
+        Choice::Map(Method::RoundRobin),
+        Choice::Off,
+    ];
+
+    fn name(self) -> &'static str {
         match self {
             Choice::Off => "none",
             Choice::Map(method) => method.name(),
         }
     }
+
+    fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Choice::Off => &[],
+            Choice::Map(method) => method.aliases(),
+        }
+    }
+}
+
+impl Choice {
+    pub fn name(self) -> &'static str {
+        Named::name(self)
+    }
+
+    fn described(self) -> &'static [&'static str] {
+        match self {
+            Choice::Off => &["no mapping, even if the site set a default"],
+            Choice::Map(method) => method.described(),
+        }
+    }
+}
+
+impl FromStr for Choice {
+    type Err = UnknownName;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        parse_name(text)
+    }
+}
+
+/// The option's value as the plugin registers it with Slurm:
+/// `[verbose,]contiguous|roundrobin|none|help`.
+pub fn option_form() -> String {
+    format!("[verbose,]{}|help", names::<Choice>().join("|"))
 }
 
 /// What the user asked for with `--desi-gpu-map`.
@@ -55,9 +137,15 @@ pub enum Request {
     },
 }
 
-/// The values listed in every error message about the option.
-pub const VALID_VALUES: &str =
-    "contiguous, roundrobin (or round-robin), none, help, each optionally after \"verbose,\"";
+/// The values listed in every error message about the option:
+/// `contiguous, roundrobin (or round-robin), none, help, each optionally
+/// after "verbose,"`.
+pub fn valid_values() -> String {
+    format!(
+        "{}, help, each optionally after \"verbose,\"",
+        with_aliases::<Choice>()
+    )
+}
 
 /// Parses one option value, as typed by the user or read from the
 /// environment form of the option.
@@ -75,13 +163,10 @@ pub fn parse_option(value: &str) -> Result<Request, Error> {
         },
         None => (false, value),
     };
-    let choice = match rest {
-        "contiguous" => Choice::Map(Method::Contiguous),
-        "roundrobin" | "round-robin" => Choice::Map(Method::RoundRobin),
-        "none" => Choice::Off,
-        "help" => return Ok(Request::Help),
-        _ => return Err(bad_value(value)),
-    };
+    if rest == "help" {
+        return Ok(Request::Help);
+    }
+    let choice = rest.parse::<Choice>().map_err(|_| bad_value(value))?;
     Ok(Request::Use {
         choice: Some(choice),
         verbose,
@@ -102,7 +187,8 @@ pub fn check_help_source(env_form: Option<&str>, args: &[String]) -> Result<(), 
     if from_env && !typed {
         return Err(Error::new(format!(
             "{ENV_FORM}=help: help is for the command line (srun --desi-gpu-map=help true); \
-             in the environment give a method; valid values: {VALID_VALUES}"
+             in the environment give a method; valid values: {}",
+            valid_values()
         )));
     }
     Ok(())
@@ -115,33 +201,46 @@ fn bad_value(value: &str) -> Error {
         quote(value)
     };
     Error::new(format!(
-        "invalid --desi-gpu-map value {what}; valid values: {VALID_VALUES}"
+        "invalid --desi-gpu-map value {what}; valid values: {}",
+        valid_values()
     ))
 }
 
 /// The usage text printed for `--desi-gpu-map=help`.
 pub fn usage() -> String {
-    "\
+    let mut choices = String::new();
+    for choice in Choice::ALL {
+        let also = match choice.aliases() {
+            [] => String::new(),
+            aliases => format!(" (also: {})", aliases.join(", ")),
+        };
+        let mut lines = choice.described().iter();
+        let first = lines.next().copied().unwrap_or_default();
+        choices += &format!("  {:<12} {first}", choice.name());
+        for line in lines {
+            choices += &format!("\n{:15}{line}", "");
+        }
+        choices += &also;
+        choices.push('\n');
+    }
+    format!(
+        "\
 Usage: --desi-gpu-map=[verbose,]METHOD
 
 Binds each task of a job step to one GPU of its node before the task starts,
 and sets DESI_GPU_MAPPED=1 so that the application skips its own binding.
 
 METHOD:
-  contiguous   consecutive blocks of node-local tasks share a GPU
-               (numpy.array_split order: 6 tasks on 4 GPUs -> 0 0 1 1 2 3)
-  roundrobin   node-local task l gets GPU l mod k (also: round-robin)
-  none         no mapping, even if the site set a default
-  help         print this text and exit
+{choices}  help         print this text and exit
   verbose      prefix: each task reports its GPU on stderr; alone, it
                reports with the site default method
 
 srun, sbatch and salloc need a command: srun --desi-gpu-map=help true
-Environment form: SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gpu_map=VALUE
+Environment form: {ENV_FORM}=VALUE
 (a method or verbose; help only on the command line).
 See desi_gpu_map(8) and `desi-gpu-map plan --help`.
 "
-    .to_string()
+    )
 }
 
 #[cfg(test)]
@@ -225,6 +324,47 @@ mod tests {
             assert!(err.message().contains(ENV_FORM), "{err}");
             assert!(err.message().contains("contiguous, roundrobin"), "{err}");
         }
+    }
+
+    #[test]
+    fn names_are_defined_once() {
+        assert_eq!(method_names(), "contiguous, roundrobin (or round-robin)");
+        assert_eq!(option_form(), "[verbose,]contiguous|roundrobin|none|help");
+        assert_eq!(
+            valid_values(),
+            "contiguous, roundrobin (or round-robin), none, help, each optionally after \"verbose,\""
+        );
+        assert_eq!("round-robin".parse(), Ok(Method::RoundRobin));
+        assert_eq!("none".parse(), Ok(Choice::Off));
+        for bad in ["none", "verbose,roundrobin", "help", ""] {
+            assert!(bad.parse::<Method>().is_err(), "{bad}");
+        }
+        assert!("verbose,none".parse::<Choice>().is_err());
+    }
+
+    #[test]
+    fn usage_lists_every_choice() {
+        let want = "\
+Usage: --desi-gpu-map=[verbose,]METHOD
+
+Binds each task of a job step to one GPU of its node before the task starts,
+and sets DESI_GPU_MAPPED=1 so that the application skips its own binding.
+
+METHOD:
+  contiguous   consecutive blocks of node-local tasks share a GPU
+               (numpy.array_split order: 6 tasks on 4 GPUs -> 0 0 1 1 2 3)
+  roundrobin   node-local task l gets GPU l mod k (also: round-robin)
+  none         no mapping, even if the site set a default
+  help         print this text and exit
+  verbose      prefix: each task reports its GPU on stderr; alone, it
+               reports with the site default method
+
+srun, sbatch and salloc need a command: srun --desi-gpu-map=help true
+Environment form: SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gpu_map=VALUE
+(a method or verbose; help only on the command line).
+See desi_gpu_map(8) and `desi-gpu-map plan --help`.
+";
+        assert_eq!(usage(), want);
     }
 
     #[test]

@@ -1,45 +1,25 @@
 //! `desi-gpu-map plan`: the preview table.
 
-use crate::cli::{DistArg, PlanArgs, VisibleArg};
+use crate::cli::PlanArgs;
 use crate::json;
 use desi_gpu_map::config::Visible;
 use desi_gpu_map::gpus::parse_gpu_list;
-use desi_gpu_map::layout::{even_split, loads, place, preview, Distribution, Row};
-use desi_gpu_map::method::{parse_option, Choice, Method, Request};
+use desi_gpu_map::layout::{even_split, loads, place, preview, Row};
+use desi_gpu_map::method::Method;
 use desi_gpu_map::Error;
 use std::fmt::Write;
 
 pub fn run(args: &PlanArgs) -> Result<String, Error> {
-    let method = method(&args.method)?;
+    let (method, visible) = (args.method, args.visible);
     let per_node = tasks_per_node(args)?;
     let gpus = gpu_lists(args)?;
-    let distribution = match args.distribution {
-        DistArg::Block => Distribution::Block,
-        DistArg::Cyclic => Distribution::Cyclic,
-    };
-    let visible = match args.visible {
-        VisibleArg::Single => Visible::Single,
-        VisibleArg::Rotate => Visible::Rotate,
-    };
-    let rows = preview(&place(&per_node, distribution), &gpus, method, visible)?;
+    let rows = preview(&place(&per_node, args.distribution), &gpus, method, visible)?;
     let loads = loads(&rows, &gpus);
     Ok(if args.json {
         to_json(method, visible, &rows, &loads)
     } else {
         to_text(method, visible, &rows, &loads)
     })
-}
-
-fn method(value: &str) -> Result<Method, Error> {
-    match parse_option(value) {
-        Ok(Request::Use {
-            choice: Some(Choice::Map(method)),
-            ..
-        }) => Ok(method),
-        _ => Err(Error::new(format!(
-            "invalid --method {value:?}; valid values: contiguous, roundrobin (or round-robin)"
-        ))),
-    }
 }
 
 /// One value per node, or one value for every node.

@@ -3,7 +3,7 @@
 
 use crate::cli::ShowArgs;
 use crate::json;
-use desi_gpu_map::config::{parse_args, NvmlSource};
+use desi_gpu_map::config::NvmlSource;
 use desi_gpu_map::env;
 use desi_gpu_map::gpus::parse_gpu_list;
 use desi_gpu_map::nvml::{devices, Device};
@@ -11,13 +11,13 @@ use desi_gpu_map::Error;
 use std::fmt::Write;
 
 pub fn run(args: &ShowArgs) -> Result<String, Error> {
-    let nvml = nvml_source(&args.nvml)?;
+    let nvml = &args.nvml;
     let var = |name: &str| std::env::var(name).ok();
     let visible = var(env::CUDA);
     let tokens = visible.as_deref().map(parse_gpu_list);
-    let found = match (&nvml, &tokens) {
+    let found = match (nvml, &tokens) {
         (NvmlSource::Off, _) | (_, None) | (_, Some(Err(_))) => Ok(Vec::new()),
-        _ => devices(&nvml),
+        _ => devices(nvml),
     };
     let facts = [
         ("node", var("SLURMD_NODENAME")),
@@ -42,16 +42,6 @@ pub fn run(args: &ShowArgs) -> Result<String, Error> {
     } else {
         to_text(&args.flag, &facts, &matched, nvml_note.as_deref())
     })
-}
-
-fn nvml_source(value: &str) -> Result<NvmlSource, Error> {
-    parse_args(&[format!("nvml={value}")])
-        .map(|c| c.nvml)
-        .map_err(|_| {
-            Error::new(format!(
-                "invalid --nvml {value:?}; valid values: auto, off, /ABSOLUTE/PATH"
-            ))
-        })
 }
 
 /// The NVML device a token names: by UUID, or by index in NVML's order.

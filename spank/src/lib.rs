@@ -32,7 +32,9 @@ mod logger;
 mod task;
 
 use desi_gpu_map::config::{parse_args, Config};
-use desi_gpu_map::method::{check_help_source, parse_option, usage, Request, ENV_FORM};
+use desi_gpu_map::method::{
+    check_help_source, option_form, parse_option, usage, Request, ENV_FORM,
+};
 use desi_gpu_map::step::StepPlan;
 use desi_gpu_map::Error;
 use slurm_spank::{Context, Plugin, SpankHandle, SpankOption};
@@ -99,11 +101,10 @@ unsafe impl Plugin for DesiGpuMap {
             log::info!("loaded twice by plugstack.conf; the second line stands aside");
             return Ok(());
         }
-        let registered = spank.register_option(
-            SpankOption::new(OPTION)
-                .takes_value("[verbose,]contiguous|roundrobin|none|help")
-                .usage("Bind each task to one GPU of its node before it starts (see --desi-gpu-map=help)"),
-        );
+        let registered =
+            spank.register_option(SpankOption::new(OPTION).takes_value(&option_form()).usage(
+                "Bind each task to one GPU of its node before it starts (see --desi-gpu-map=help)",
+            ));
         let config = gather::plugin_args(spank).and_then(|args| parse_args(&args));
         if is_client(spank) {
             registered.map_err(|e| Error::new(format!("cannot register --{OPTION}: {e}")))?;

@@ -1,14 +1,13 @@
 //! Where srun places a step's tasks, and what each task then gets: the
 //! preview behind `desi-gpu-map plan`, computed with the plugin's own
-//! [`map_task`].
+//! [`assign`].
 
 use crate::config::{Visible, DEFAULT_FLAG};
-use crate::env;
 use crate::error::Error;
 use crate::gpus::join;
 use crate::method::Method;
 use crate::names::{parse_name, Named, UnknownName};
-use crate::step::{map_task, StepMap, TaskInputs};
+use crate::step::{assign, StepMap, TaskInputs};
 use crate::vendor::{Rendering, Vendor};
 use std::str::FromStr;
 
@@ -154,20 +153,14 @@ fn node_rows(
             cuda: Some(&cuda),
             tres_bind: None,
         };
-        let out = map_task(&map, &task);
-        let shown = out
-            .set
-            .iter()
-            .find(|(k, _)| k == env::CUDA)
-            .map(|(_, v)| v.clone())
-            .ok_or_else(|| Error::new(out.say.join("; ")))?;
+        let got = assign(&map, &task).map_err(|why| Error::new(why.to_string()))?;
         rows.push(Row {
             rank,
             node,
             local_id,
             local_count: ranks.len(),
-            gpu: shown.split(',').next().unwrap_or_default().to_string(),
-            visible: shown,
+            gpu: got.gpu,
+            visible: join(&got.visible),
         });
     }
     Ok(rows)

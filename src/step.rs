@@ -449,47 +449,104 @@ fn unmapped_task(unmapped: &Unmapped, node: &str, local_id: usize) -> TaskOutcom
     }
 }
 
+/// What one task of a mapped step gets: the one result that both the
+/// plugin ([`map_task`]) and `desi-gpu-map plan` read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    /// The task's place in the step's GPU lists.
+    pub position: usize,
+    /// The task's GPU, as the step's list names it.
+    pub gpu: String,
+    /// The step's GPUs that stay visible to the task, its own first.
+    pub visible: Vec<String>,
+}
+
+/// Why a task of a mapped step keeps what Slurm gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskAside {
+    /// Slurm bound the task's GPUs itself; the text says how.
+    SlurmBound(String),
+    /// The task's ids fit no position (Slurm said something impossible).
+    Unmappable(Error),
+}
+
+impl std::fmt::Display for TaskAside {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TaskAside::SlurmBound(why) => write!(f, "{why}; keeping Slurm's binding"),
+            TaskAside::Unmappable(e) => write!(f, "{e}; task left unchanged"),
+        }
+    }
+}
+
+/// The GPU one task of a mapped step gets, and what it keeps visible.
+pub fn assign(map: &StepMap, task: &TaskInputs) -> Result<Assignment, TaskAside> {
+    if let Some(why) = slurm_bound_task(map, task) {
+        return Err(TaskAside::SlurmBound(why));
+    }
+    let position = position(map.method, task.local_id, task.local_count, map.gpus.len())
+        .map_err(TaskAside::Unmappable)?;
+    let visible: Vec<String> = visible_list(&map.gpus, position, map.rendering.visible)
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let gpu = visible.first().cloned().unwrap_or_default();
+    Ok(Assignment {
+        position,
+        gpu,
+        visible,
+    })
+}
+
 /// Maps one task of a mapped step.
 pub fn map_task(map: &StepMap, task: &TaskInputs) -> TaskOutcome {
-    let mut out = TaskOutcome::default();
-    if let Some(why) = slurm_bound_task(map, task) {
-        let why = format!("{why}; keeping Slurm's binding");
-        let unmapped = Unmapped {
-            why: Some(why),
-            clear: stale_names(&map.flag),
-        };
-        return unmapped_task(&unmapped, task.node, task.local_id);
-    }
-    let p = match position(map.method, task.local_id, task.local_count, map.gpus.len()) {
-        Ok(p) => p,
-        Err(e) => {
-            out.unset = stale_names(&map.flag);
-            out.say
-                .push(aside_line(task.node, &format!("{e}; task left unchanged")));
-            return out;
+    match assign(map, task) {
+        Ok(assignment) => mapped_task(map, task, &assignment),
+        Err(aside @ TaskAside::SlurmBound(_)) => {
+            let unmapped = Unmapped {
+                why: Some(aside.to_string()),
+                clear: stale_names(&map.flag),
+            };
+            unmapped_task(&unmapped, task.node, task.local_id)
         }
-    };
-    let visible = visible_list(&map.gpus, p, map.rendering.visible);
+        Err(aside @ TaskAside::Unmappable(_)) => TaskOutcome {
+            unset: stale_names(&map.flag),
+            set: Vec::new(),
+            say: vec![aside_line(task.node, &aside.to_string())],
+        },
+    }
+}
+
+/// The variables a mapped task gets, and its `verbose` lines.
+fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> TaskOutcome {
+    let mut say = Vec::new();
+    if map.verbose {
+        say.push(verbose_line(map, task, assignment));
+        if task.local_id == 0 {
+            say.extend(map.notes.iter().map(|n| aside_line(task.node, n)));
+        }
+    }
+    TaskOutcome {
+        unset: Vec::new(),
+        set: variables(map, assignment),
+        say,
+    }
+}
+
+/// Every variable a mapped task gets, in the order they are set: the GPU
+/// lists for the node's vendor, then the plugin's own.
+pub fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, String)> {
     let lists = StepLists {
         gpus: &map.gpus,
         from_slurm: map.cuda.is_some(),
         others: &map.others,
     };
-    out.set.extend(render(&map.rendering, &lists, p));
-    out.set
-        .push((env::METHOD.to_string(), map.method.name().to_string()));
-    out.set
-        .push((env::NODE_GPUS.to_string(), map.gpus.len().to_string()));
+    let mut set = render(&map.rendering, &lists, assignment.position);
+    set.push((env::METHOD.to_string(), map.method.name().to_string()));
+    set.push((env::NODE_GPUS.to_string(), map.gpus.len().to_string()));
     // Last: a task whose variables could not all be set gets no flag.
-    out.set.push((map.flag.clone(), "1".to_string()));
-    if map.verbose {
-        out.say.push(verbose_line(map, task, &visible));
-        if task.local_id == 0 {
-            out.say
-                .extend(map.notes.iter().map(|n| aside_line(task.node, n)));
-        }
-    }
-    out
+    set.push((map.flag.clone(), "1".to_string()));
+    set
 }
 
 /// Says why Slurm's own per-task binding applies to this task, if it does.
@@ -519,15 +576,19 @@ fn slurm_bound_task(map: &StepMap, task: &TaskInputs) -> Option<String> {
 }
 
 /// The `verbose` report: one `key=value` line per task.
-fn verbose_line(map: &StepMap, task: &TaskInputs, visible: &[&str]) -> String {
+fn verbose_line(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> String {
     format!(
         "desi-gpu-map: node={} rank={} local={}/{} gpu={} visible={} gpus={} method={} source={}",
         task.node,
         task.rank,
         task.local_id,
         task.local_count,
-        visible.first().copied().unwrap_or("-"),
-        join(visible),
+        if assignment.gpu.is_empty() {
+            "-"
+        } else {
+            &assignment.gpu
+        },
+        join(&assignment.visible),
         join(&map.gpus),
         map.method.name(),
         if map.cuda.is_some() { "slurm" } else { "nvml" },

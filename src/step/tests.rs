@@ -608,3 +608,26 @@ fn resolve_prefers_the_user() {
     assert_eq!(got(Some(verbose(Some(c)))), (c, true, true));
     assert_eq!(got(Some(verbose(None))), (rr, true, true));
 }
+
+#[test]
+fn one_assignment_per_task_feeds_the_variables() {
+    let config = parse_args(&["visible=rotate"]).unwrap();
+    let rr = Choice::Map(Method::RoundRobin);
+    let map = mapped(plan_with(&config, rr, &SLURM_4, Ok(vec![])).0);
+    let t = task(2, 4, Some("0,1,2,3"));
+    let got = assign(&map, &t).unwrap();
+    let want: Vec<String> = ["2", "3", "0", "1"].map(String::from).to_vec();
+    assert_eq!((got.position, got.gpu.as_str()), (2, "2"));
+    assert_eq!(got.visible, want);
+    let out = map_task(&map, &t);
+    assert_eq!(out.set, variables(&map, &got));
+    assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("2,3,0,1"));
+    assert!(matches!(
+        assign(&map, &task(0, 4, Some("1"))),
+        Err(TaskAside::SlurmBound(_))
+    ));
+    assert!(matches!(
+        assign(&map, &task(4, 4, Some("0,1,2,3"))),
+        Err(TaskAside::Unmappable(_))
+    ));
+}

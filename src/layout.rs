@@ -45,12 +45,13 @@ impl FromStr for Distribution {
 /// the real split with `--ntasks-per-node`.
 pub fn even_split(ntasks: usize, nodes: usize) -> Result<Vec<usize>, Error> {
     if nodes == 0 {
-        return Err(Error::new("at least one node is needed"));
+        return Err(Error::NoNodes);
     }
     if ntasks < nodes {
-        return Err(Error::new(format!(
-            "{ntasks} tasks cannot cover {nodes} nodes (srun needs at least one task per node)"
-        )));
+        return Err(Error::TooFewTasks {
+            tasks: ntasks,
+            nodes,
+        });
     }
     let (each, extra) = (ntasks / nodes, ntasks % nodes);
     Ok((0..nodes).map(|i| each + usize::from(i < extra)).collect())
@@ -104,11 +105,10 @@ pub fn preview(
     visible: Visible,
 ) -> Result<Vec<Row>, Error> {
     if gpus.len() != ranks.len() {
-        return Err(Error::new(format!(
-            "{} GPU lists for {} nodes",
-            gpus.len(),
-            ranks.len()
-        )));
+        return Err(Error::ListsPerNode {
+            lists: gpus.len(),
+            nodes: ranks.len(),
+        });
     }
     let mut rows = Vec::new();
     for (node, (node_ranks, node_gpus)) in ranks.iter().zip(gpus).enumerate() {
@@ -153,7 +153,7 @@ fn node_rows(
             cuda: Some(&cuda),
             tres_bind: None,
         };
-        let got = assign(&map, &task).map_err(|why| Error::new(why.to_string()))?;
+        let got = assign(&map, &task)?;
         rows.push(Row {
             rank,
             node,

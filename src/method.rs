@@ -1,6 +1,6 @@
 //! The user's option value, `--desi-gpu-map=VALUE`.
 
-use crate::error::{quote, Error};
+use crate::error::Error;
 use crate::names::{names, parse_name, with_aliases, Named, UnknownName};
 use std::fmt;
 use std::str::FromStr;
@@ -185,25 +185,15 @@ pub fn check_help_source(env_form: Option<&str>, args: &[String]) -> Result<(), 
     let from_env = env_form.is_some_and(|v| parse_option(v) == Ok(Request::Help));
     let typed = args.iter().any(|a| a.starts_with("--desi-gpu-map"));
     if from_env && !typed {
-        return Err(Error::new(format!(
-            "{ENV_FORM}=help: help is for the command line (srun --desi-gpu-map=help true); \
-             in the environment give a method; valid values: {}",
-            valid_values()
-        )));
+        return Err(Error::HelpFromEnvironment);
     }
     Ok(())
 }
 
 fn bad_value(value: &str) -> Error {
-    let what = if value.is_empty() {
-        "an empty value".to_string()
-    } else {
-        quote(value)
-    };
-    Error::new(format!(
-        "invalid --desi-gpu-map value {what}; valid values: {}",
-        valid_values()
-    ))
+    Error::BadOption {
+        value: value.to_string(),
+    }
 }
 
 /// The usage text printed for `--desi-gpu-map=help`.
@@ -292,16 +282,22 @@ mod tests {
             "a,b",
         ] {
             let err = parse_option(bad).expect_err(bad);
-            assert!(
-                err.message().contains("invalid --desi-gpu-map value"),
-                "{err}"
+            assert_eq!(
+                err,
+                Error::BadOption {
+                    value: bad.to_string()
+                }
             );
-            assert!(err.message().contains("contiguous, roundrobin"), "{err}");
         }
+        // The wording, once.
         let err = parse_option("contigous").unwrap_err();
-        assert!(err.message().contains("\"contigous\""), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "invalid --desi-gpu-map value \"contigous\"; valid values: contiguous, roundrobin \
+             (or round-robin), none, help, each optionally after \"verbose,\""
+        );
         let err = parse_option("").unwrap_err();
-        assert!(err.message().contains("an empty value"), "{err}");
+        assert!(err.to_string().contains("an empty value"), "{err}");
     }
 
     #[test]
@@ -317,13 +313,12 @@ mod tests {
         assert!(check_help_source(Some("help"), &spaced).is_ok());
         for env_form in ["help", "verbose,help"] {
             let err = check_help_source(Some(env_form), &plain).unwrap_err();
-            assert!(
-                err.message().contains("help is for the command line"),
-                "{err}"
-            );
-            assert!(err.message().contains(ENV_FORM), "{err}");
-            assert!(err.message().contains("contiguous, roundrobin"), "{err}");
+            assert_eq!(err, Error::HelpFromEnvironment);
         }
+        let msg = Error::HelpFromEnvironment.to_string();
+        assert!(msg.contains("help is for the command line"), "{msg}");
+        assert!(msg.starts_with(ENV_FORM), "{msg}");
+        assert!(msg.contains("contiguous, roundrobin"), "{msg}");
     }
 
     #[test]
@@ -371,8 +366,8 @@ See desi_gpu_map(8) and `desi-gpu-map plan --help`.
     fn long_and_odd_values_give_a_short_message() {
         let long = "x".repeat(100_000);
         let err = parse_option(&long).unwrap_err();
-        assert!(err.message().len() < 300);
+        assert!(err.to_string().len() < 300);
         let err = parse_option("con\u{0}tig\u{fffd}").unwrap_err();
-        assert!(err.message().contains("\\0"), "{err}");
+        assert!(err.to_string().contains("\\0"), "{err}");
     }
 }

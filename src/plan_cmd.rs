@@ -23,20 +23,21 @@ pub fn run(args: &PlanArgs) -> Result<String, Error> {
 }
 
 /// One value per node, or one value for every node.
-fn per_node<T: Clone>(values: &[T], nodes: usize, what: &str) -> Result<Vec<T>, Error> {
+fn per_node<T: Clone>(values: &[T], nodes: usize, what: &'static str) -> Result<Vec<T>, Error> {
     match values {
         [one] => Ok(vec![one.clone(); nodes]),
         many if many.len() == nodes => Ok(many.to_vec()),
-        many => Err(Error::new(format!(
-            "{what} has {} values for {nodes} nodes: give one, or one per node",
-            many.len()
-        ))),
+        many => Err(Error::ValuesPerNode {
+            option: what,
+            values: many.len(),
+            nodes,
+        }),
     }
 }
 
 fn tasks_per_node(args: &PlanArgs) -> Result<Vec<usize>, Error> {
     if args.nodes == 0 {
-        return Err(Error::new("--nodes must be at least 1"));
+        return Err(Error::NoNodes);
     }
     let counts = match (args.ntasks, args.ntasks_per_node.as_slice()) {
         (Some(n), _) => even_split(n, args.nodes)?,
@@ -44,7 +45,7 @@ fn tasks_per_node(args: &PlanArgs) -> Result<Vec<usize>, Error> {
         (None, given) => per_node(given, args.nodes, "--ntasks-per-node")?,
     };
     if counts.contains(&0) {
-        return Err(Error::new("every node needs at least one task"));
+        return Err(Error::NodeWithoutTasks);
     }
     Ok(counts)
 }
@@ -63,7 +64,7 @@ fn gpu_lists(args: &PlanArgs) -> Result<Vec<Vec<String>>, Error> {
         given => per_node(given, args.nodes, "--gpus")?,
     };
     if counts.contains(&0) {
-        return Err(Error::new("every node needs at least one GPU"));
+        return Err(Error::NodeWithoutGpus);
     }
     Ok(counts
         .iter()

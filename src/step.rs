@@ -16,17 +16,20 @@ mod task;
 mod testing;
 
 pub use task::{
-    aside_line, assign, map_task, task_outcome, unreadable_task, variables, Assignment, TaskAside,
-    TaskInputs, TaskOutcome,
+    aside_line, assign, map_task, task_outcome, unreadable_task, variables, Assignment, TaskInputs,
+    TaskOutcome,
 };
 
 use crate::config::{Config, Visible};
 use crate::env;
-use crate::error::Error;
+use crate::error::{quote, Error};
 use crate::method::{Choice, Method, Request};
 use crate::vendor::{Chosen, Rendering, StepLists, VendorSetting};
 use binding::slurm_binds_per_task;
 use source::{from_nvml, from_slurm, other_lists, NoList};
+use std::fmt;
+
+pub use source::Unlisted;
 
 /// Step ids of the batch (0xfffffffb), extern (0xfffffffc) and interactive
 /// (0xfffffffa) steps, and Slurm's other reserved ids above them: never mapped.
@@ -79,14 +82,58 @@ pub enum StepPlan {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unmapped {
     /// Said once per node, by its first task; `None`: silent.
-    pub why: Option<String>,
+    pub why: Option<Aside>,
     /// Variables removed from every task: the flag and `DESI_GPU_MAP_*`.
     pub clear: Vec<String>,
 }
 
+/// Why a step (or, on a node, its tasks) stands aside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Aside {
+    /// Slurm would not say which step this is.
+    UnreadableStepId(String),
+    /// The plugstack arguments are unusable.
+    Misconfigured(Error),
+    /// `init` never ran in this process.
+    NotInitialised,
+    /// The user's option value is unusable.
+    BadRequest(Error),
+    /// The step asks Slurm to bind GPUs per task (`request=value`).
+    SlurmBindsStep {
+        request: &'static str,
+        value: String,
+    },
+    /// Slurm bound the node's tasks itself ([`Error::SlurmBound`]).
+    SlurmBoundTasks(Error),
+    /// The step has no GPU list to map.
+    NoList(Unlisted),
+}
+
+impl fmt::Display for Aside {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Aside::UnreadableStepId(e) => {
+                write!(f, "cannot read the step id ({e}); tasks left unchanged")
+            }
+            Aside::Misconfigured(e) => {
+                write!(f, "plugin misconfigured, ask your administrators: {e}")
+            }
+            Aside::NotInitialised => f.write_str("plugin not initialised; tasks left unchanged"),
+            Aside::BadRequest(e) => write!(f, "{e}; tasks left unchanged"),
+            Aside::SlurmBindsStep { request, value } => write!(
+                f,
+                "Slurm binds GPUs per task in this step ({request}={}); keeping Slurm's binding",
+                quote(value)
+            ),
+            Aside::SlurmBoundTasks(e) => e.fmt(f),
+            Aside::NoList(why) => write!(f, "{why}; tasks left unchanged"),
+        }
+    }
+}
+
 impl StepPlan {
     /// Stands aside and says why; `flag` is the flag to clear.
-    pub fn aside(flag: &str, why: String) -> StepPlan {
+    pub fn aside(flag: &str, why: Aside) -> StepPlan {
         StepPlan::Unmapped(Unmapped {
             why: Some(why),
             clear: stale_names(flag),
@@ -154,34 +201,19 @@ pub fn plan_step(
     let default_flag = crate::config::DEFAULT_FLAG;
     let step_id = match &facts.step_id {
         Ok(id) => *id,
-        Err(e) => {
-            return StepPlan::aside(
-                default_flag,
-                format!("cannot read the step id ({e}); tasks left unchanged"),
-            )
-        }
+        Err(e) => return StepPlan::aside(default_flag, Aside::UnreadableStepId(e.clone())),
     };
     if is_special_step(step_id) {
         return StepPlan::Untouched;
     }
     let config = match facts.config {
         Some(Ok(config)) => config,
-        Some(Err(e)) => {
-            return StepPlan::aside(
-                default_flag,
-                format!("plugin misconfigured, ask your administrators: {e}"),
-            )
-        }
-        None => {
-            return StepPlan::aside(
-                default_flag,
-                "plugin not initialised; tasks left unchanged".to_string(),
-            )
-        }
+        Some(Err(e)) => return StepPlan::aside(default_flag, Aside::Misconfigured(e.clone())),
+        None => return StepPlan::aside(default_flag, Aside::NotInitialised),
     };
     let request = match facts.request {
         Some(Ok(request)) => Some(*request),
-        Some(Err(e)) => return StepPlan::aside(&config.flag, format!("{e}; tasks left unchanged")),
+        Some(Err(e)) => return StepPlan::aside(&config.flag, Aside::BadRequest(e.clone())),
         None => None,
     };
     let want = resolve(request, config);
@@ -200,11 +232,8 @@ fn plan_mapping(
         Choice::Off => return StepPlan::quiet(&config.flag),
         Choice::Map(method) => method,
     };
-    if let Some(why) = slurm_binds_per_task(env) {
-        return StepPlan::aside(
-            &config.flag,
-            format!("Slurm binds GPUs per task in this step ({why}); keeping Slurm's binding"),
-        );
+    if let Some(binds) = slurm_binds_per_task(env) {
+        return StepPlan::aside(&config.flag, binds);
     }
     let listed = match from_slurm(env) {
         Some(listed) => listed,
@@ -240,7 +269,7 @@ fn plan_mapping(
         }
         Err(NoList::NoGpus(_)) if !want.asked => StepPlan::quiet(&config.flag),
         Err(NoList::NoGpus(why) | NoList::Failed(why)) => {
-            StepPlan::aside(&config.flag, format!("{why}; tasks left unchanged"))
+            StepPlan::aside(&config.flag, Aside::NoList(why))
         }
     }
 }
@@ -249,6 +278,7 @@ fn plan_mapping(
 mod tests {
     use super::*;
     use crate::config::parse_args;
+    use crate::error::ArgProblem;
     use crate::step::testing::*;
 
     #[test]
@@ -283,10 +313,15 @@ mod tests {
     fn unreadable_facts_stand_aside_with_the_reason() {
         let vars = env_of(&SLURM_4);
         let lookup = |name: &str| vars.get(name).cloned();
-        let bad_config = Err(Error::new("bad plugstack argument \"x\""));
-        let bad_request = Err(Error::new("invalid --desi-gpu-map value \"y\""));
+        let bad_config = Err(Error::BadArgument {
+            arg: "x".to_string(),
+            why: ArgProblem::Unknown("x".to_string()),
+        });
+        let bad_request = Err(Error::BadOption {
+            value: "y".to_string(),
+        });
         let config = Ok(Config::default());
-        let cases: [(StepFacts, &str); 4] = [
+        let cases: [(StepFacts, Aside); 4] = [
             (
                 StepFacts {
                     step_id: Err("no id".to_string()),
@@ -294,7 +329,7 @@ mod tests {
                     request: None,
                     vendor: &|_| nvidia(),
                 },
-                "cannot read the step id (no id)",
+                Aside::UnreadableStepId("no id".to_string()),
             ),
             (
                 StepFacts {
@@ -303,7 +338,7 @@ mod tests {
                     request: None,
                     vendor: &|_| nvidia(),
                 },
-                "plugin misconfigured, ask your administrators: bad plugstack argument",
+                Aside::Misconfigured(bad_config.clone().unwrap_err()),
             ),
             (
                 StepFacts {
@@ -312,7 +347,7 @@ mod tests {
                     request: None,
                     vendor: &|_| nvidia(),
                 },
-                "plugin not initialised",
+                Aside::NotInitialised,
             ),
             (
                 StepFacts {
@@ -321,12 +356,53 @@ mod tests {
                     request: Some(&bad_request),
                     vendor: &|_| nvidia(),
                 },
-                "invalid --desi-gpu-map value \"y\"; tasks left unchanged",
+                Aside::BadRequest(bad_request.clone().unwrap_err()),
             ),
         ];
         for (facts, want) in cases {
             let why = aside(plan_step(&facts, &lookup, &mut || Ok(vec![])));
-            assert!(why.contains(want), "{why}");
+            assert_eq!(why, want);
+        }
+    }
+
+    #[test]
+    fn each_stand_aside_in_words() {
+        let bad = Error::BadOption {
+            value: "y".to_string(),
+        };
+        for (why, want) in [
+            (
+                Aside::UnreadableStepId("no id".to_string()),
+                "cannot read the step id (no id); tasks left unchanged".to_string(),
+            ),
+            (
+                Aside::Misconfigured(Error::NvmlOff),
+                "plugin misconfigured, ask your administrators: NVML discovery is off (nvml=off)"
+                    .to_string(),
+            ),
+            (
+                Aside::NotInitialised,
+                "plugin not initialised; tasks left unchanged".to_string(),
+            ),
+            (
+                Aside::BadRequest(bad.clone()),
+                format!("{bad}; tasks left unchanged"),
+            ),
+            (
+                Aside::SlurmBindsStep {
+                    request: "SLURM_GPU_BIND",
+                    value: "map_gpu:0,1".to_string(),
+                },
+                "Slurm binds GPUs per task in this step (SLURM_GPU_BIND=\"map_gpu:0,1\"); \
+                 keeping Slurm's binding"
+                    .to_string(),
+            ),
+            (
+                Aside::NoList(Unlisted::NoGpus { inherited: None }),
+                "no GPUs are allocated to this step on this node; tasks left unchanged".to_string(),
+            ),
+        ] {
+            assert_eq!(why.to_string(), want);
         }
     }
 

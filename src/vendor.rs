@@ -33,7 +33,9 @@ use crate::env;
 use crate::error::quote;
 use crate::gpus::join;
 use crate::mapping::visible_list;
+use crate::names::{parse_name, Named, UnknownName};
 use std::path::Path;
+use std::str::FromStr;
 
 /// The GPU vendor whose runtimes read the lists on a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,16 +72,27 @@ pub enum VendorSetting {
     Fixed(Vendor),
 }
 
-pub fn parse_vendor(value: &str) -> Result<VendorSetting, String> {
-    match value {
-        "auto" => Ok(VendorSetting::Auto),
-        "nvidia" => Ok(VendorSetting::Fixed(Vendor::Nvidia)),
-        "amd" => Ok(VendorSetting::Fixed(Vendor::Amd)),
-        "intel" => Ok(VendorSetting::Fixed(Vendor::Intel)),
-        _ => Err(format!(
-            "vendor must be auto, nvidia, amd or intel, not {}",
-            quote(value)
-        )),
+impl Named for VendorSetting {
+    const ALL: &'static [Self] = &[
+        VendorSetting::Auto,
+        VendorSetting::Fixed(Vendor::Nvidia),
+        VendorSetting::Fixed(Vendor::Amd),
+        VendorSetting::Fixed(Vendor::Intel),
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            VendorSetting::Auto => "auto",
+            VendorSetting::Fixed(vendor) => vendor.name(),
+        }
+    }
+}
+
+impl FromStr for VendorSetting {
+    type Err = UnknownName;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        parse_name(text)
     }
 }
 

@@ -107,7 +107,10 @@ unsafe impl Plugin for DesiGpuMap {
             ));
         let config = gather::plugin_args(spank).and_then(|args| parse_args(&args));
         if is_client(spank) {
-            registered.map_err(|e| Error::new(format!("cannot register --{OPTION}: {e}")))?;
+            registered.map_err(|e| Error::CannotRegister {
+                option: OPTION.to_string(),
+                why: e.to_string(),
+            })?;
             self.config = Some(Ok(config?));
             return Ok(());
         }

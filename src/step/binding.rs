@@ -3,7 +3,7 @@
 //! `none` (its grammar is read in [`crate::bind`]), and the plugin then
 //! keeps Slurm's binding.
 
-use super::{StepMap, TaskInputs};
+use super::{Aside, StepMap, TaskInputs};
 use crate::bind::{parse_gpu_bind, GpuBind};
 use crate::env;
 use crate::error::quote;
@@ -11,13 +11,13 @@ use crate::error::quote;
 /// Names the request under which Slurm already narrows GPUs per task.
 /// `--gpus-per-task` and `--ntasks-per-gpu` always bind; a bind request
 /// binds unless it is `none` (see [`crate::bind`]).
-pub(super) fn slurm_binds_per_task(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
-    for name in env::PER_TASK_REQUESTS {
-        let Some(value) = env(name) else { continue };
-        let binds = !env::BIND_REQUESTS.contains(&name)
+pub(super) fn slurm_binds_per_task(env: &dyn Fn(&str) -> Option<String>) -> Option<Aside> {
+    for request in env::PER_TASK_REQUESTS {
+        let Some(value) = env(request) else { continue };
+        let binds = !env::BIND_REQUESTS.contains(&request)
             || matches!(parse_gpu_bind(&value), GpuBind::PerTask(_));
         if binds {
-            return Some(format!("{name}={}", quote(&value)));
+            return Some(Aside::SlurmBindsStep { request, value });
         }
     }
     None
@@ -65,10 +65,12 @@ mod tests {
         ] {
             let mut pairs = SLURM_4.to_vec();
             pairs.push((var, value));
-            let why = aside(plan(&pairs));
-            assert!(
-                why.contains(var) && why.contains("keeping Slurm's binding"),
-                "{why}"
+            assert_eq!(
+                aside(plan(&pairs)),
+                Aside::SlurmBindsStep {
+                    request: var,
+                    value: value.to_string()
+                }
             );
         }
         for (var, value) in [

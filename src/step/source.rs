@@ -6,13 +6,88 @@ use crate::config::{Config, NvmlSource, Untracked};
 use crate::env;
 use crate::error::{quote, Error};
 use crate::gpus::{check_list, parse_gpu_list};
+use std::fmt;
 
 /// Why a step gets no GPU list.
 pub(super) enum NoList {
     /// Slurm gave the step no GPUs on this node: said only when asked.
-    NoGpus(String),
+    NoGpus(Unlisted),
     /// It has GPUs, but they cannot be named safely.
-    Failed(String),
+    Failed(Unlisted),
+}
+
+/// What stands between a step and its GPU list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unlisted {
+    /// Slurm allocated the step no GPUs here; `inherited` is a
+    /// `CUDA_VISIBLE_DEVICES` the step has all the same, not Slurm's.
+    NoGpus {
+        inherited: Option<String>,
+    },
+    /// Slurm's `CUDA_VISIBLE_DEVICES` is no usable list.
+    BadSlurmList(Error),
+    /// Slurm's list and count disagree.
+    CountMismatch {
+        cuda: String,
+        listed: usize,
+        count: usize,
+    },
+    /// `SLURM_GPUS_ON_NODE` is no count.
+    BadCount(String),
+    /// Only NVML could tell, and it is off.
+    NvmlOff,
+    /// Only NVML could tell, and it failed.
+    Nvml(Error),
+    /// NVML's list is no usable list.
+    BadNvmlList(Error),
+    NvmlFindsNone,
+    /// NVML finds another number of GPUs than Slurm counts.
+    NvmlCountMismatch {
+        found: usize,
+        count: usize,
+    },
+}
+
+impl fmt::Display for Unlisted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (cuda, count_var) = (env::CUDA, env::GPUS_ON_NODE);
+        match self {
+            Unlisted::NoGpus { inherited } => {
+                f.write_str("no GPUs are allocated to this step on this node")?;
+                match inherited {
+                    Some(list) => write!(
+                        f,
+                        " ({cuda}={} was inherited, not set by Slurm)",
+                        quote(list)
+                    ),
+                    None => Ok(()),
+                }
+            }
+            Unlisted::BadSlurmList(e) => write!(f, "{cuda}: {e}"),
+            Unlisted::CountMismatch {
+                cuda: list,
+                listed,
+                count,
+            } => write!(
+                f,
+                "{cuda}={} lists {listed} GPUs but {count_var}={count}",
+                quote(list)
+            ),
+            Unlisted::BadCount(value) => write!(f, "{count_var}={} is not a count", quote(value)),
+            Unlisted::NvmlOff => write!(
+                f,
+                "Slurm set no {cuda} and NVML discovery is off (nvml=off)"
+            ),
+            Unlisted::Nvml(e) => write!(f, "Slurm set no {cuda}, and {e}"),
+            Unlisted::BadNvmlList(e) => write!(f, "NVML's device list is unusable: {e}"),
+            Unlisted::NvmlFindsNone => f.write_str("NVML finds no GPU on this node"),
+            Unlisted::NvmlCountMismatch { found, count } => write!(
+                f,
+                "NVML finds {found} GPUs but {count_var}={count}, so the step's GPUs cannot be \
+                 told apart"
+            ),
+        }
+    }
 }
 
 pub(super) type Listed = Result<(Vec<String>, Option<String>), NoList>;
@@ -33,19 +108,17 @@ pub(super) fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Option<Listed>
     let step = parse_gpu_list(&env(env::STEP_GPUS)?).ok()?;
     let gpus = match parse_gpu_list(&cuda) {
         Ok(gpus) => gpus,
-        Err(e) => return Some(Err(NoList::Failed(format!("{}: {e}", env::CUDA)))),
+        Err(e) => return Some(Err(NoList::Failed(Unlisted::BadSlurmList(e)))),
     };
     if gpus != step && !renumbered_by_slurm(&gpus, step.len(), &cuda, env) {
         return None;
     }
     if count != gpus.len() {
-        return Some(Err(NoList::Failed(format!(
-            "{}={} lists {} GPUs but {}={count}",
-            env::CUDA,
-            quote(&cuda),
-            gpus.len(),
-            env::GPUS_ON_NODE
-        ))));
+        return Some(Err(NoList::Failed(Unlisted::CountMismatch {
+            listed: gpus.len(),
+            cuda,
+            count,
+        })));
     }
     Some(Ok((gpus, Some(cuda))))
 }
@@ -82,51 +155,35 @@ pub(super) fn from_nvml(
         Some(v) => match v.trim().parse::<usize>() {
             Ok(0) => return Err(NoList::NoGpus(no_gpus(env))),
             Ok(count) => Some(count),
-            Err(_) => {
-                return Err(NoList::Failed(format!(
-                    "{}={} is not a count",
-                    env::GPUS_ON_NODE,
-                    quote(&v)
-                )))
-            }
+            Err(_) => return Err(NoList::Failed(Unlisted::BadCount(v))),
         },
         None if config.untracked == Untracked::WholeNode => None,
         None => return Err(NoList::NoGpus(no_gpus(env))),
     };
     // Without a count from Slurm, no answer from NVML just means no GPUs.
-    let fail = |why: String| match count {
+    let fail = |why: Unlisted| match count {
         Some(_) => NoList::Failed(why),
         None => NoList::NoGpus(why),
     };
     if config.nvml == NvmlSource::Off {
-        return Err(fail(format!(
-            "Slurm set no {} and NVML discovery is off (nvml=off)",
-            env::CUDA
-        )));
+        return Err(fail(Unlisted::NvmlOff));
     }
-    let uuids = nvml().map_err(|e| fail(format!("Slurm set no {}, and {e}", env::CUDA)))?;
-    check_list(&uuids).map_err(|e| fail(format!("NVML's device list is unusable: {e}")))?;
+    let uuids = nvml().map_err(|e| fail(Unlisted::Nvml(e)))?;
+    check_list(&uuids).map_err(|e| fail(Unlisted::BadNvmlList(e)))?;
     match count {
-        _ if uuids.is_empty() => Err(fail("NVML finds no GPU on this node".to_string())),
-        Some(count) if count != uuids.len() => Err(fail(format!(
-            "NVML finds {} GPUs but {}={count}, so the step's GPUs cannot be told apart",
-            uuids.len(),
-            env::GPUS_ON_NODE
-        ))),
+        _ if uuids.is_empty() => Err(fail(Unlisted::NvmlFindsNone)),
+        Some(count) if count != uuids.len() => Err(fail(Unlisted::NvmlCountMismatch {
+            found: uuids.len(),
+            count,
+        })),
         _ => Ok((uuids, None)),
     }
 }
 
-/// Says that the step has no GPUs here, and why a list it has is not used.
-fn no_gpus(env: &dyn Fn(&str) -> Option<String>) -> String {
-    let why = "no GPUs are allocated to this step on this node";
-    match env(env::CUDA) {
-        Some(cuda) => format!(
-            "{why} ({}={} was inherited, not set by Slurm)",
-            env::CUDA,
-            quote(&cuda)
-        ),
-        None => why.to_string(),
+/// The step has no GPUs here; a list it has is not Slurm's.
+fn no_gpus(env: &dyn Fn(&str) -> Option<String>) -> Unlisted {
+    Unlisted::NoGpus {
+        inherited: env(env::CUDA),
     }
 }
 
@@ -155,37 +212,52 @@ pub(super) fn other_lists(env: &dyn Fn(&str) -> Option<String>, count: usize) ->
 mod tests {
     use super::*;
     use crate::config::{parse_args, Config, NvmlSource};
+    use crate::error::ListProblem;
     use crate::method::{Choice, Method};
     use crate::step::testing::*;
     use crate::step::*;
 
     #[test]
     fn inherited_or_odd_lists_are_not_trusted() {
-        let why = aside(plan(&[("CUDA_VISIBLE_DEVICES", "0,1")]));
-        assert!(why.contains("inherited"), "{why}");
-        let why = aside(plan(&[
-            ("CUDA_VISIBLE_DEVICES", ""),
-            ("SLURM_GPUS_ON_NODE", "2"),
-            ("SLURM_STEP_GPUS", "0,1"),
-        ]));
-        assert!(why.contains("is empty"), "{why}");
-        let why = aside(plan(&[
+        let why = unlisted(plan(&[("CUDA_VISIBLE_DEVICES", "0,1")]));
+        assert_eq!(why, gpus_none(Some("0,1")));
+        assert_eq!(
+            why.to_string(),
+            "no GPUs are allocated to this step on this node \
+             (CUDA_VISIBLE_DEVICES=\"0,1\" was inherited, not set by Slurm)"
+        );
+        let bad_list = |cuda: &str, problem| {
+            let pairs = [
+                ("CUDA_VISIBLE_DEVICES", cuda),
+                ("SLURM_GPUS_ON_NODE", "1"),
+                ("SLURM_STEP_GPUS", "0"),
+            ];
+            let want = Unlisted::BadSlurmList(Error::BadGpuList {
+                list: cuda.to_string(),
+                why: problem,
+            });
+            assert_eq!(unlisted(plan(&pairs)), want);
+        };
+        bad_list("", ListProblem::Empty);
+        bad_list("NoDevFiles", ListProblem::NoDevFiles);
+        let why = unlisted(plan(&[
             ("CUDA_VISIBLE_DEVICES", "0,1"),
             ("SLURM_GPUS_ON_NODE", "4"),
             ("SLURM_STEP_GPUS", "0,1"),
         ]));
-        assert!(
-            why.contains("lists 2 GPUs but SLURM_GPUS_ON_NODE=4"),
-            "{why}"
+        let want = Unlisted::CountMismatch {
+            cuda: "0,1".to_string(),
+            listed: 2,
+            count: 4,
+        };
+        assert_eq!(why, want);
+        assert_eq!(
+            why.to_string(),
+            "CUDA_VISIBLE_DEVICES=\"0,1\" lists 2 GPUs but SLURM_GPUS_ON_NODE=4"
         );
-        let why = aside(plan(&[
-            ("CUDA_VISIBLE_DEVICES", "NoDevFiles"),
-            ("SLURM_STEP_GPUS", "0"),
-            ("SLURM_GPUS_ON_NODE", "1"),
-        ]));
-        assert!(why.contains("NoDevFiles"), "{why}");
-        let why = aside(plan(&[]));
-        assert!(why.contains("no GPUs are allocated"), "{why}");
+        assert_eq!(unlisted(plan(&[])), gpus_none(None));
+        let why = unlisted(plan(&[("SLURM_GPUS_ON_NODE", "two")]));
+        assert_eq!(why, Unlisted::BadCount("two".to_string()));
     }
 
     #[test]
@@ -220,19 +292,25 @@ mod tests {
         assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("GPU-fake-n1-1"));
 
         let (p, _) = plan_with(&config, c, &[("SLURM_GPUS_ON_NODE", "4")], Ok(uuids(2)));
-        assert!(aside(p).contains("NVML finds 2 GPUs but SLURM_GPUS_ON_NODE=4"));
+        let why = unlisted(p);
+        assert_eq!(why, Unlisted::NvmlCountMismatch { found: 2, count: 4 });
+        assert_eq!(
+            why.to_string(),
+            "NVML finds 2 GPUs but SLURM_GPUS_ON_NODE=4, so the step's GPUs cannot be told apart"
+        );
         let (p, _) = plan_with(
             &config,
             c,
             &[("SLURM_GPUS_ON_NODE", "4")],
-            Err(Error::new("NVML: init failed")),
+            Err(Error::Discovery("NVML: init failed".into())),
         );
-        assert!(aside(p).contains("NVML: init failed"));
+        let failed = Error::Discovery("NVML: init failed".into());
+        assert_eq!(unlisted(p), Unlisted::Nvml(failed));
         let (p, calls) = plan_with(&config, c, &[("SLURM_GPUS_ON_NODE", "0")], Ok(uuids(4)));
-        assert!(aside(p).contains("no GPUs"));
+        assert_eq!(unlisted(p), gpus_none(None));
         assert_eq!(calls, 0);
         let (p, calls) = plan_with(&config, c, &[], Ok(uuids(4)));
-        assert!(aside(p).contains("no GPUs"));
+        assert_eq!(unlisted(p), gpus_none(None));
         assert_eq!(
             calls, 0,
             "no count and not the whole node: NVML is not even loaded"
@@ -243,7 +321,7 @@ mod tests {
             ..Config::default()
         };
         let (p, calls) = plan_with(&off, c, &[("SLURM_GPUS_ON_NODE", "4")], Ok(uuids(4)));
-        assert!(aside(p).contains("nvml=off"));
+        assert_eq!(unlisted(p), Unlisted::NvmlOff);
         assert_eq!(calls, 0);
     }
 
@@ -252,7 +330,7 @@ mod tests {
         let c = Choice::Map(Method::Contiguous);
         // A CPU-only step beside a working NVML: no GPUs, NVML not even loaded.
         let (p, calls) = plan_with(&Config::default(), c, &[], Ok(uuids(4)));
-        assert!(aside(p).contains("no GPUs are allocated"));
+        assert_eq!(unlisted(p), gpus_none(None));
         assert_eq!(calls, 0);
         // Not asked (a site default): silent.
         let site = parse_args(&["default=contiguous"]).unwrap();
@@ -270,14 +348,15 @@ mod tests {
             &whole_default,
             None,
             &[],
-            Err(Error::new("NVML: no library")),
+            Err(Error::Discovery("NVML: no library".into())),
         );
         quiet(p);
-        let (p, _) = plan_with(&whole, c, &[], Err(Error::new("NVML: no library")));
-        assert!(aside(p).contains("NVML: no library"));
+        let no_library = Error::Discovery("NVML: no library".into());
+        let (p, _) = plan_with(&whole, c, &[], Err(no_library.clone()));
+        assert_eq!(unlisted(p), Unlisted::Nvml(no_library));
         // A count of zero is no GPUs, whatever the site says.
         let (p, calls) = plan_with(&whole, c, &[("SLURM_GPUS_ON_NODE", "0")], Ok(uuids(2)));
-        assert!(aside(p).contains("no GPUs"));
+        assert_eq!(unlisted(p), gpus_none(None));
         assert_eq!(calls, 0);
     }
 
@@ -291,8 +370,8 @@ mod tests {
             vec!["GPU-a".to_string(), "GPU-a".to_string()],
         ] {
             let (p, _) = plan_with(&config, c, &count, Ok(bad.clone()));
-            let why = aside(p);
-            assert!(why.contains("NVML's device list is unusable"), "{why}");
+            let why = unlisted(p);
+            assert!(matches!(why, Unlisted::BadNvmlList(_)), "{why:?}");
         }
     }
 
@@ -317,7 +396,7 @@ mod tests {
         // count from Slurm (Slurm removes the user's count): no GPUs.
         let pairs = [("SLURM_STEP_GPUS", "0,1"), ("CUDA_VISIBLE_DEVICES", "0,1")];
         let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));
-        assert!(aside(p).contains("no GPUs are allocated"));
+        assert_eq!(unlisted(p), gpus_none(Some("0,1")));
         assert_eq!(calls, 0);
         // Without Slurm's own list, a list is never Slurm's.
         let pairs = [("SLURM_GPUS_ON_NODE", "2"), ("CUDA_VISIBLE_DEVICES", "0,1")];

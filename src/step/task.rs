@@ -2,7 +2,7 @@
 //! variables written into its environment, or why it is left alone.
 
 use super::binding::slurm_bound_task;
-use super::{stale_names, StepMap, StepPlan, Unmapped};
+use super::{stale_names, Aside, StepMap, StepPlan, Unmapped};
 use crate::env;
 use crate::error::Error;
 use crate::gpus::join;
@@ -61,7 +61,7 @@ pub fn unreadable_task(plan: &StepPlan, node: &str, why: &str) -> TaskOutcome {
 /// (local id 0) says why, so that each node says it once.
 fn unmapped_task(unmapped: &Unmapped, node: &str, local_id: usize) -> TaskOutcome {
     let say = match &unmapped.why {
-        Some(why) if local_id == 0 => vec![aside_line(node, why)],
+        Some(why) if local_id == 0 => vec![aside_line(node, &why.to_string())],
         _ => Vec::new(),
     };
     TaskOutcome {
@@ -83,31 +83,14 @@ pub struct Assignment {
     pub visible: Vec<String>,
 }
 
-/// Why a task of a mapped step keeps what Slurm gave it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TaskAside {
-    /// Slurm bound the task's GPUs itself; the text says how.
-    SlurmBound(String),
-    /// The task's ids fit no position (Slurm said something impossible).
-    Unmappable(Error),
-}
-
-impl std::fmt::Display for TaskAside {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TaskAside::SlurmBound(why) => write!(f, "{why}; keeping Slurm's binding"),
-            TaskAside::Unmappable(e) => write!(f, "{e}; task left unchanged"),
-        }
-    }
-}
-
-/// The GPU one task of a mapped step gets, and what it keeps visible.
-pub fn assign(map: &StepMap, task: &TaskInputs) -> Result<Assignment, TaskAside> {
+/// The GPU one task of a mapped step gets, and what it keeps visible; or
+/// why it keeps what Slurm gave it: Slurm bound it itself
+/// ([`Error::SlurmBound`]), or its ids fit no position.
+pub fn assign(map: &StepMap, task: &TaskInputs) -> Result<Assignment, Error> {
     if let Some(why) = slurm_bound_task(map, task) {
-        return Err(TaskAside::SlurmBound(why));
+        return Err(Error::SlurmBound(why));
     }
-    let position = position(map.method, task.local_id, task.local_count, map.gpus.len())
-        .map_err(TaskAside::Unmappable)?;
+    let position = position(map.method, task.local_id, task.local_count, map.gpus.len())?;
     let visible: Vec<String> = visible_list(&map.gpus, position, map.rendering.visible)
         .into_iter()
         .map(String::from)
@@ -124,17 +107,18 @@ pub fn assign(map: &StepMap, task: &TaskInputs) -> Result<Assignment, TaskAside>
 pub fn map_task(map: &StepMap, task: &TaskInputs) -> TaskOutcome {
     match assign(map, task) {
         Ok(assignment) => mapped_task(map, task, &assignment),
-        Err(aside @ TaskAside::SlurmBound(_)) => {
+        // Said once per node, like a step's stand-aside.
+        Err(bound @ Error::SlurmBound(_)) => {
             let unmapped = Unmapped {
-                why: Some(aside.to_string()),
+                why: Some(Aside::SlurmBoundTasks(bound)),
                 clear: stale_names(&map.flag),
             };
             unmapped_task(&unmapped, task.node, task.local_id)
         }
-        Err(aside @ TaskAside::Unmappable(_)) => TaskOutcome {
+        Err(e) => TaskOutcome {
             unset: stale_names(&map.flag),
             set: Vec::new(),
-            say: vec![aside_line(task.node, &aside.to_string())],
+            say: vec![aside_line(task.node, &format!("{e}; task left unchanged"))],
         },
     }
 }
@@ -259,9 +243,12 @@ mod tests {
 
     #[test]
     fn unmapped_tasks_lose_the_flag_and_the_first_says_why() {
-        let plan = StepPlan::aside("DESI_GPU_MAPPED", "because".to_string());
+        let plan = StepPlan::aside("DESI_GPU_MAPPED", Aside::NotInitialised);
         let first = task_outcome(&plan, &task(0, 2, None));
-        assert_eq!(first.say, ["desi-gpu-map: node n1: because"]);
+        assert_eq!(
+            first.say,
+            ["desi-gpu-map: node n1: plugin not initialised; tasks left unchanged"]
+        );
         assert!(first.set.is_empty());
         assert_eq!(first.unset[0], "DESI_GPU_MAPPED");
         let second = task_outcome(&plan, &task(1, 2, None));
@@ -322,11 +309,11 @@ mod tests {
         assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("2,3,0,1"));
         assert!(matches!(
             assign(&map, &task(0, 4, Some("1"))),
-            Err(TaskAside::SlurmBound(_))
+            Err(Error::SlurmBound(_))
         ));
         assert!(matches!(
             assign(&map, &task(4, 4, Some("0,1,2,3"))),
-            Err(TaskAside::Unmappable(_))
+            Err(Error::LocalIdOutOfRange { .. })
         ));
     }
 }

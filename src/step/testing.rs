@@ -1,7 +1,9 @@
 //! Fixtures shared by the step's unit tests (each module's tests stand
 //! beside it): a step planned from a few variables, and a task of it.
 
-use super::{plan_step, StepFacts, StepMap, StepPlan, TaskInputs, TaskOutcome, Unmapped};
+use super::{
+    plan_step, Aside, StepFacts, StepMap, StepPlan, TaskInputs, TaskOutcome, Unlisted, Unmapped,
+};
 use crate::config::Config;
 use crate::error::Error;
 use crate::method::{Choice, Method, Request};
@@ -91,10 +93,25 @@ pub(crate) fn mapped(plan: StepPlan) -> StepMap {
 }
 
 /// The reason a step stands aside with; panics when it maps or is silent.
-pub(crate) fn aside(plan: StepPlan) -> String {
+pub(crate) fn aside(plan: StepPlan) -> Aside {
     match plan {
         StepPlan::Unmapped(Unmapped { why: Some(why), .. }) => why,
         other => panic!("expected to stand aside, got {other:?}"),
+    }
+}
+
+/// Why a step has no list to map; panics when it maps or says another thing.
+pub(crate) fn unlisted(plan: StepPlan) -> Unlisted {
+    match aside(plan) {
+        Aside::NoList(why) => why,
+        other => panic!("expected no list, got {other:?}"),
+    }
+}
+
+/// The step's stand-aside for a step without GPUs here.
+pub(crate) fn gpus_none(inherited: Option<&str>) -> Unlisted {
+    Unlisted::NoGpus {
+        inherited: inherited.map(String::from),
     }
 }
 

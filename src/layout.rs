@@ -86,6 +86,7 @@ pub fn place(per_node: &[usize], distribution: Distribution) -> Vec<Vec<usize>> 
 
 /// One task of a previewed step.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(serde::Serialize))]
 pub struct Row {
     pub rank: usize,
     pub node: usize,
@@ -166,8 +167,17 @@ fn node_rows(
     Ok(rows)
 }
 
-/// Tasks per GPU on each node: `(node, gpu, tasks)` in GPU-list order.
-pub fn loads(rows: &[Row], gpus: &[Vec<String>]) -> Vec<(usize, String, usize)> {
+/// How many tasks of a previewed step share one GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(serde::Serialize))]
+pub struct Load {
+    pub node: usize,
+    pub gpu: String,
+    pub tasks: usize,
+}
+
+/// Tasks per GPU on each node, in GPU-list order.
+pub fn loads(rows: &[Row], gpus: &[Vec<String>]) -> Vec<Load> {
     let mut out = Vec::new();
     for (node, node_gpus) in gpus.iter().enumerate() {
         for gpu in node_gpus {
@@ -175,7 +185,11 @@ pub fn loads(rows: &[Row], gpus: &[Vec<String>]) -> Vec<(usize, String, usize)> 
                 .iter()
                 .filter(|r| r.node == node && &r.gpu == gpu)
                 .count();
-            out.push((node, gpu.clone(), tasks));
+            out.push(Load {
+                node,
+                gpu: gpu.clone(),
+                tasks,
+            });
         }
     }
     out
@@ -234,8 +248,13 @@ mod tests {
             ]
         );
         let l = loads(&rows, &g);
-        assert_eq!(l[3], (0, "3".to_string(), 0));
-        assert_eq!(l[4], (1, "0".to_string(), 1));
+        let load = |node, gpu: &str, tasks| Load {
+            node,
+            gpu: gpu.to_string(),
+            tasks,
+        };
+        assert_eq!(l[3], load(0, "3", 0));
+        assert_eq!(l[4], load(1, "0", 1));
     }
 
     #[test]

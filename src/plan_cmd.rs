@@ -4,22 +4,23 @@ use crate::cli::PlanArgs;
 use crate::json;
 use desi_gpu_map::config::Visible;
 use desi_gpu_map::gpus::parse_gpu_list;
-use desi_gpu_map::layout::{even_split, loads, place, preview, Row};
+use desi_gpu_map::layout::{even_split, loads, place, preview, Load, Row};
 use desi_gpu_map::method::Method;
 use desi_gpu_map::Error;
+use serde::Serialize;
 use std::fmt::Write;
 
-pub fn run(args: &PlanArgs) -> Result<String, Error> {
+pub fn run(args: &PlanArgs) -> Result<String, Box<dyn std::error::Error>> {
     let (method, visible) = (args.method, args.visible);
     let per_node = tasks_per_node(args)?;
     let gpus = gpu_lists(args)?;
     let rows = preview(&place(&per_node, args.distribution), &gpus, method, visible)?;
     let loads = loads(&rows, &gpus);
-    Ok(if args.json {
-        to_json(method, visible, &rows, &loads)
+    if args.json {
+        Ok(to_json(method, visible, &rows, &loads)?)
     } else {
-        to_text(method, visible, &rows, &loads)
-    })
+        Ok(to_text(method, visible, &rows, &loads))
+    }
 }
 
 /// One value per node, or one value for every node.
@@ -72,12 +73,7 @@ fn gpu_lists(args: &PlanArgs) -> Result<Vec<Vec<String>>, Error> {
         .collect())
 }
 
-fn to_text(
-    method: Method,
-    visible: Visible,
-    rows: &[Row],
-    loads: &[(usize, String, usize)],
-) -> String {
+fn to_text(method: Method, visible: Visible, rows: &[Row], loads: &[Load]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "method {} visible {}", method.name(), visible.name());
     let _ = writeln!(
@@ -95,47 +91,31 @@ fn to_text(
     }
     let _ = writeln!(out, "\nload per GPU");
     let _ = writeln!(out, "{:>5} {:>8} {:>6}", "node", "gpu", "tasks");
-    for (node, gpu, tasks) in loads {
+    for Load { node, gpu, tasks } in loads {
         let _ = writeln!(out, "{node:>5} {gpu:>8} {tasks:>6}");
     }
     out
+}
+
+/// The preview as `plan --json` prints it.
+#[derive(Serialize)]
+struct Report<'a> {
+    method: &'a str,
+    visible: &'a str,
+    tasks: &'a [Row],
+    load: &'a [Load],
 }
 
 fn to_json(
     method: Method,
     visible: Visible,
     rows: &[Row],
-    loads: &[(usize, String, usize)],
-) -> String {
-    let tasks: Vec<String> = rows
-        .iter()
-        .map(|r| {
-            json::object(&[
-                ("rank", r.rank.to_string()),
-                ("node", r.node.to_string()),
-                ("local_id", r.local_id.to_string()),
-                ("local_count", r.local_count.to_string()),
-                ("gpu", json::string(&r.gpu)),
-                ("visible", json::string(&r.visible)),
-            ])
-        })
-        .collect();
-    let load: Vec<String> = loads
-        .iter()
-        .map(|(node, gpu, tasks)| {
-            json::object(&[
-                ("node", node.to_string()),
-                ("gpu", json::string(gpu)),
-                ("tasks", tasks.to_string()),
-            ])
-        })
-        .collect();
-    let mut out = json::object(&[
-        ("method", json::string(method.name())),
-        ("visible", json::string(visible.name())),
-        ("tasks", json::array(&tasks)),
-        ("load", json::array(&load)),
-    ]);
-    out.push('\n');
-    out
+    loads: &[Load],
+) -> Result<String, serde_json::Error> {
+    json::line(&Report {
+        method: method.name(),
+        visible: visible.name(),
+        tasks: rows,
+        load: loads,
+    })
 }

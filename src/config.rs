@@ -3,7 +3,7 @@
 
 use crate::error::{ArgProblem, Error};
 use crate::method::Choice;
-use crate::names::{names, one_of, parse_name, Named, UnknownName};
+use crate::names::{named, names, one_of, Named};
 use crate::vendor::VendorSetting;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -19,30 +19,10 @@ pub enum Visible {
     Rotate,
 }
 
-impl Named for Visible {
-    const ALL: &'static [Self] = &[Visible::Single, Visible::Rotate];
-
-    fn name(self) -> &'static str {
-        match self {
-            Visible::Single => "single",
-            Visible::Rotate => "rotate",
-        }
-    }
-}
-
-impl Visible {
-    pub fn name(self) -> &'static str {
-        Named::name(self)
-    }
-}
-
-impl FromStr for Visible {
-    type Err = UnknownName;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        parse_name(text)
-    }
-}
+named!(Visible {
+    Single => "single",
+    Rotate => "rotate",
+});
 
 /// Where NVML comes from, for steps in which Slurm names no GPU list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,24 +45,10 @@ pub enum Untracked {
     WholeNode,
 }
 
-impl Named for Untracked {
-    const ALL: &'static [Self] = &[Untracked::Ignore, Untracked::WholeNode];
-
-    fn name(self) -> &'static str {
-        match self {
-            Untracked::Ignore => "ignore",
-            Untracked::WholeNode => "whole-node",
-        }
-    }
-}
-
-impl FromStr for Untracked {
-    type Err = UnknownName;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        parse_name(text)
-    }
-}
+named!(Untracked {
+    Ignore => "ignore",
+    WholeNode => "whole-node",
+});
 
 /// The site configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,34 +2,26 @@
 //! one line, with a space after each `,` and `:`.
 
 use serde::Serialize;
-use std::io;
+use std::io::{self, Write};
 
 /// serde_json's compact form, with `, ` and `: ` between items.
 struct Spaced;
 
 impl serde_json::ser::Formatter for Spaced {
-    fn begin_array_value<W: ?Sized + io::Write>(
-        &mut self,
-        out: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
+    fn begin_array_value<W: ?Sized + Write>(&mut self, out: &mut W, first: bool) -> io::Result<()> {
         separate(out, first)
     }
 
-    fn begin_object_key<W: ?Sized + io::Write>(
-        &mut self,
-        out: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
+    fn begin_object_key<W: ?Sized + Write>(&mut self, out: &mut W, first: bool) -> io::Result<()> {
         separate(out, first)
     }
 
-    fn begin_object_value<W: ?Sized + io::Write>(&mut self, out: &mut W) -> io::Result<()> {
+    fn begin_object_value<W: ?Sized + Write>(&mut self, out: &mut W) -> io::Result<()> {
         out.write_all(b": ")
     }
 }
 
-fn separate<W: ?Sized + io::Write>(out: &mut W, first: bool) -> io::Result<()> {
+fn separate<W: ?Sized + Write>(out: &mut W, first: bool) -> io::Result<()> {
     if first {
         Ok(())
     } else {

@@ -6,10 +6,9 @@ use crate::config::{Visible, DEFAULT_FLAG};
 use crate::error::Error;
 use crate::gpus::join;
 use crate::method::Method;
-use crate::names::{parse_name, Named, UnknownName};
+use crate::names::named;
 use crate::step::{assign, StepMap, TaskInputs};
 use crate::vendor::{Rendering, Vendor};
-use std::str::FromStr;
 
 /// srun's `-m` task distribution over nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,24 +19,10 @@ pub enum Distribution {
     Cyclic,
 }
 
-impl Named for Distribution {
-    const ALL: &'static [Self] = &[Distribution::Block, Distribution::Cyclic];
-
-    fn name(self) -> &'static str {
-        match self {
-            Distribution::Block => "block",
-            Distribution::Cyclic => "cyclic",
-        }
-    }
-}
-
-impl FromStr for Distribution {
-    type Err = UnknownName;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        parse_name(text)
-    }
-}
+named!(Distribution {
+    Block => "block",
+    Cyclic => "cyclic",
+});
 
 /// Splits `ntasks` over `nodes` as evenly as possible, the first nodes
 /// taking one more: srun's split when every node offers the same CPUs

@@ -15,15 +15,8 @@
 
 #![forbid(unsafe_code)]
 // Outside tests the core never panics: errors are values (see Error).
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]
 
 pub mod bind;
 pub mod config;

@@ -1,9 +1,8 @@
 //! The user's option value, `--desi-gpu-map=VALUE`.
 
 use crate::error::Error;
-use crate::names::{names, parse_name, with_aliases, Named, UnknownName};
+use crate::names::{named, names, with_aliases, Named};
 use std::fmt;
-use std::str::FromStr;
 
 /// How tasks are spread over a node's GPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,29 +13,12 @@ pub enum Method {
     RoundRobin,
 }
 
-impl Named for Method {
-    const ALL: &'static [Self] = &[Method::Contiguous, Method::RoundRobin];
-
-    fn name(self) -> &'static str {
-        match self {
-            Method::Contiguous => "contiguous",
-            Method::RoundRobin => "roundrobin",
-        }
-    }
-
-    fn aliases(self) -> &'static [&'static str] {
-        match self {
-            Method::Contiguous => &[],
-            Method::RoundRobin => &["round-robin"],
-        }
-    }
-}
+named!(Method {
+    Contiguous => "contiguous",
+    RoundRobin => "roundrobin" | "round-robin",
+});
 
 impl Method {
-    pub fn name(self) -> &'static str {
-        Named::name(self)
-    }
-
     /// What the usage text says of the method, line by line.
     fn described(self) -> &'static [&'static str] {
         match self {
@@ -46,14 +28,6 @@ impl Method {
             ],
             Method::RoundRobin => &["node-local task l gets GPU l mod k"],
         }
-    }
-}
-
-impl FromStr for Method {
-    type Err = UnknownName;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        parse_name(text)
     }
 }
 
@@ -99,10 +73,6 @@ impl Named for Choice {
 }
 
 impl Choice {
-    pub fn name(self) -> &'static str {
-        Named::name(self)
-    }
-
     fn described(self) -> &'static [&'static str] {
         match self {
             Choice::Off => &["no mapping, even if the site set a default"],
@@ -111,13 +81,7 @@ impl Choice {
     }
 }
 
-impl FromStr for Choice {
-    type Err = UnknownName;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        parse_name(text)
-    }
-}
+named!(from_str Choice);
 
 /// The option's value as the plugin registers it with Slurm:
 /// `[verbose,]contiguous|roundrobin|none|help`.

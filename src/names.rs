@@ -18,6 +18,43 @@ pub trait Named: Copy + 'static {
     }
 }
 
+/// Names the values of a fieldless enum, `Variant => "name" | "alias"`:
+/// implements [`Named`] and `FromStr` through the names. `named!(from_str
+/// T)` implements `FromStr` alone, for a `T` that implements [`Named`] by
+/// hand.
+macro_rules! named {
+    ($ty:ident { $($variant:ident => $name:literal $(| $alias:literal)*),+ $(,)? }) => {
+        impl $crate::names::Named for $ty {
+            const ALL: &'static [Self] = &[$($ty::$variant),+];
+
+            fn name(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name),+
+                }
+            }
+
+            fn aliases(self) -> &'static [&'static str] {
+                match self {
+                    $($ty::$variant => &[$($alias),*]),+
+                }
+            }
+        }
+
+        $crate::names::named!(from_str $ty);
+    };
+    (from_str $ty:ident) => {
+        impl std::str::FromStr for $ty {
+            type Err = $crate::names::UnknownName;
+
+            fn from_str(text: &str) -> Result<Self, Self::Err> {
+                $crate::names::parse_name(text)
+            }
+        }
+    };
+}
+
+pub(crate) use named;
+
 /// The value `text` names, by its name or an alias.
 pub fn parse_name<T: Named>(text: &str) -> Result<T, UnknownName> {
     T::ALL
@@ -81,26 +118,15 @@ mod tests {
         Grey,
     }
 
-    impl Named for Colour {
-        const ALL: &'static [Self] = &[Colour::Red, Colour::Grey];
-        fn name(self) -> &'static str {
-            match self {
-                Colour::Red => "red",
-                Colour::Grey => "grey",
-            }
-        }
-        fn aliases(self) -> &'static [&'static str] {
-            match self {
-                Colour::Red => &[],
-                Colour::Grey => &["gray"],
-            }
-        }
-    }
+    named!(Colour {
+        Red => "red",
+        Grey => "grey" | "gray",
+    });
 
     #[test]
     fn names_aliases_and_lists() {
         assert_eq!(parse_name("red"), Ok(Colour::Red));
-        assert_eq!(parse_name("gray"), Ok(Colour::Grey));
+        assert_eq!("gray".parse(), Ok(Colour::Grey));
         let err = parse_name::<Colour>("blue").unwrap_err();
         assert_eq!(err.to_string(), "\"blue\" is not red or grey");
         assert_eq!(names::<Colour>(), ["red", "grey"]);

@@ -6,6 +6,7 @@ use desi_gpu_map::config::Visible;
 use desi_gpu_map::gpus::parse_gpu_list;
 use desi_gpu_map::layout::{even_split, loads, place, preview, Load, Row};
 use desi_gpu_map::method::Method;
+use desi_gpu_map::names::Named;
 use desi_gpu_map::Error;
 use serde::Serialize;
 use std::fmt::Write;

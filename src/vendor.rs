@@ -33,9 +33,8 @@ use crate::env;
 use crate::error::quote;
 use crate::gpus::join;
 use crate::mapping::visible_list;
-use crate::names::{parse_name, Named, UnknownName};
+use crate::names::{named, Named};
 use std::path::Path;
-use std::str::FromStr;
 
 /// The GPU vendor whose runtimes read the lists on a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,13 +87,7 @@ impl Named for VendorSetting {
     }
 }
 
-impl FromStr for VendorSetting {
-    type Err = UnknownName;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        parse_name(text)
-    }
-}
+named!(from_str VendorSetting);
 
 /// A node's vendor, and why, for the verbose report.
 #[derive(Debug, Clone, PartialEq, Eq)]

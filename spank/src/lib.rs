@@ -14,15 +14,8 @@
 
 // Slurm's processes host the plugin: outside tests nothing may panic, and
 // every unsafe block says why it is sound.
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod deadline;

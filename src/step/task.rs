@@ -148,7 +148,7 @@ pub fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, String)
         others: &map.others,
     };
     let mut set = render(&map.rendering, &lists, assignment.position);
-    set.push((env::METHOD.to_string(), map.method.name().to_string()));
+    set.push((env::METHOD.to_string(), map.method.to_string()));
     set.push((env::NODE_GPUS.to_string(), map.gpus.len().to_string()));
     // Last: a task whose variables could not all be set gets no flag.
     set.push((map.flag.clone(), "1".to_string()));
@@ -170,7 +170,7 @@ fn verbose_line(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> St
         },
         join(&assignment.visible),
         join(&map.gpus),
-        map.method.name(),
+        map.method,
         if map.cuda.is_some() { "slurm" } else { "nvml" },
     )
 }
@@ -227,13 +227,7 @@ mod tests {
     #[test]
     fn rotate_and_custom_flag() {
         let config = parse_args(&["visible=rotate", "flag=MY_FLAG"]).unwrap();
-        let (plan, _) = plan_with(
-            &config,
-            Choice::Map(Method::RoundRobin),
-            &SLURM_4,
-            Ok(vec![]),
-        );
-        let map = mapped(plan);
+        let map = mapped_4(&config, Method::RoundRobin);
         let out = map_task(&map, &task(2, 4, Some("0,1,2,3")));
         assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("2,3,0,1"));
         assert_eq!(get(&out, "ROCR_VISIBLE_DEVICES"), None);
@@ -269,13 +263,7 @@ mod tests {
             (want.choice, want.verbose, want.asked),
             (Choice::Off, true, false)
         );
-        let (p, _) = plan_with(
-            &config,
-            Choice::Map(Method::Contiguous),
-            &SLURM_4,
-            Ok(vec![]),
-        );
-        let map = mapped(p);
+        let map = mapped_4(&config, Method::Contiguous);
         assert!(map.verbose);
         let out = map_task(
             &map,
@@ -297,8 +285,7 @@ mod tests {
     #[test]
     fn one_assignment_per_task_feeds_the_variables() {
         let config = parse_args(&["visible=rotate"]).unwrap();
-        let rr = Choice::Map(Method::RoundRobin);
-        let map = mapped(plan_with(&config, rr, &SLURM_4, Ok(vec![])).0);
+        let map = mapped_4(&config, Method::RoundRobin);
         let t = task(2, 4, Some("0,1,2,3"));
         let got = assign(&map, &t).unwrap();
         let want: Vec<String> = ["2", "3", "0", "1"].map(String::from).to_vec();

@@ -85,6 +85,11 @@ pub(crate) fn plan(pairs: &[(&str, &str)]) -> StepPlan {
     plan_with(&config, Choice::Map(Method::Contiguous), pairs, Ok(vec![])).0
 }
 
+/// The mapped plan of Slurm's four GPUs (SLURM_4) with `method`.
+pub(crate) fn mapped_4(config: &Config, method: Method) -> StepMap {
+    mapped(plan_with(config, Choice::Map(method), &SLURM_4, Ok(vec![])).0)
+}
+
 pub(crate) fn mapped(plan: StepPlan) -> StepMap {
     match plan {
         StepPlan::Map(map) => map,

@@ -21,8 +21,6 @@ pub enum Error {
     BadGpuList { list: String, why: ListProblem },
     /// NVML discovery is off (`nvml=off`).
     NvmlOff,
-    /// The plugin has no configuration to find NVML with.
-    NvmlUnconfigured,
     /// NVML could not be loaded and initialised.
     NvmlInit { library: String, source: NvmlCause },
     /// An NVML call failed.
@@ -147,7 +145,6 @@ impl fmt::Display for Error {
             }
             Error::BadGpuList { list, why } => write!(f, "GPU list {} {why}", quote(list)),
             Error::NvmlOff => f.write_str("NVML discovery is off (nvml=off)"),
-            Error::NvmlUnconfigured => f.write_str("NVML: the plugin is not configured"),
             Error::NvmlInit { library, source } => {
                 write!(f, "NVML: cannot initialise {library}: {source}")
             }

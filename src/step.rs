@@ -16,8 +16,8 @@ mod task;
 mod testing;
 
 pub use task::{
-    aside_line, assign, map_task, task_outcome, unreadable_task, variables, Assignment, TaskInputs,
-    TaskOutcome,
+    aside_line, assign, carry_out, map_task, task_outcome, unreadable_task, variables, Assignment,
+    TaskInputs, TaskOutcome,
 };
 
 use crate::config::{Config, Visible};
@@ -192,11 +192,12 @@ pub struct StepFacts<'a> {
 }
 
 /// Decides for a step. `env` reads the step's environment; `nvml` lists the
-/// node's GPU UUIDs and is called only when Slurm names no GPU list.
+/// node's GPU UUIDs, as the site configured NVML, and is called only for a
+/// step whose configuration could be read and where Slurm names no GPU list.
 pub fn plan_step(
     facts: &StepFacts,
     env: &dyn Fn(&str) -> Option<String>,
-    nvml: &mut dyn FnMut() -> Result<Vec<String>, Error>,
+    nvml: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
 ) -> StepPlan {
     let default_flag = crate::config::DEFAULT_FLAG;
     let step_id = match &facts.step_id {
@@ -226,7 +227,7 @@ fn plan_mapping(
     config: &Config,
     vendor: &dyn Fn(VendorSetting) -> Chosen,
     env: &dyn Fn(&str) -> Option<String>,
-    nvml: &mut dyn FnMut() -> Result<Vec<String>, Error>,
+    nvml: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
 ) -> StepPlan {
     let method = match want.choice {
         Choice::Off => return StepPlan::quiet(&config.flag),
@@ -360,7 +361,7 @@ mod tests {
             ),
         ];
         for (facts, want) in cases {
-            let why = aside(plan_step(&facts, &lookup, &mut || Ok(vec![])));
+            let why = aside(plan_step(&facts, &lookup, &mut |_| Ok(vec![])));
             assert_eq!(why, want);
         }
     }

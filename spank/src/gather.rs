@@ -54,18 +54,10 @@ pub fn plan(
         request,
         vendor: &node_vendor,
     };
-    // NVML is asked only for a step whose configuration could be read.
-    let nvml_config = match config {
-        Some(Ok(config)) => Some(config),
-        _ => None,
-    };
     let env = |name: &str| spank.getenv_lossy(name).ok().flatten();
-    let mut nvml = || {
+    let mut nvml = |config: &Config| {
         let started = Instant::now();
-        let found = match nvml_config {
-            Some(config) => nvml_within_deadline(config),
-            None => Err(Error::NvmlUnconfigured),
-        };
+        let found = nvml_within_deadline(config);
         log::debug!("NVML discovery took {} us", started.elapsed().as_micros());
         found
     };

@@ -149,7 +149,7 @@ pub(super) fn renumbered_by_slurm(
 pub(super) fn from_nvml(
     config: &Config,
     env: &dyn Fn(&str) -> Option<String>,
-    nvml: &mut dyn FnMut() -> Result<Vec<String>, Error>,
+    nvml: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
 ) -> Listed {
     let count = match env(env::GPUS_ON_NODE) {
         Some(v) => match v.trim().parse::<usize>() {
@@ -168,7 +168,7 @@ pub(super) fn from_nvml(
     if config.nvml == NvmlSource::Off {
         return Err(fail(Unlisted::NvmlOff));
     }
-    let uuids = nvml().map_err(|e| fail(Unlisted::Nvml(e)))?;
+    let uuids = nvml(config).map_err(|e| fail(Unlisted::Nvml(e)))?;
     check_list(&uuids).map_err(|e| fail(Unlisted::BadNvmlList(e)))?;
     match count {
         _ if uuids.is_empty() => Err(fail(Unlisted::NvmlFindsNone)),

@@ -41,6 +41,32 @@ pub fn task_outcome(plan: &StepPlan, task: &TaskInputs) -> TaskOutcome {
     }
 }
 
+/// Carries `outcome` out through `unset` and `set`, which change the task's
+/// environment, and returns the lines the task says. Removals come first,
+/// then each variable in order; a failed one stops the rest, since a
+/// half-set environment is better than a wrong flag (the flag is set last).
+pub fn carry_out(
+    outcome: &TaskOutcome,
+    node: &str,
+    unset: &mut dyn FnMut(&str) -> Result<(), String>,
+    set: &mut dyn FnMut(&str, &str) -> Result<(), String>,
+) -> Vec<String> {
+    let mut lines = outcome.say.clone();
+    for name in &outcome.unset {
+        if let Err(e) = unset(name) {
+            lines.push(aside_line(node, &format!("cannot unset {name}: {e}")));
+        }
+    }
+    for (name, value) in &outcome.set {
+        if let Err(e) = set(name, value) {
+            let why = format!("cannot set {name}: {e}; later variables not set");
+            lines.push(aside_line(node, &why));
+            break;
+        }
+    }
+    lines
+}
+
 /// A task whose ids could not be read: it runs unmapped, and says why.
 pub fn unreadable_task(plan: &StepPlan, node: &str, why: &str) -> TaskOutcome {
     match plan {
@@ -279,6 +305,41 @@ mod tests {
         assert_eq!(
             out.say,
             ["desi-gpu-map: node=n2 rank=7 local=3/4 gpu=3 visible=3 gpus=0,1,2,3 method=contiguous source=slurm"]
+        );
+    }
+
+    #[test]
+    fn a_failed_variable_stops_the_rest_and_is_said() {
+        let outcome = TaskOutcome {
+            unset: vec!["A".to_string()],
+            set: vec![
+                ("B".to_string(), "1".to_string()),
+                ("C".to_string(), "2".to_string()),
+                ("FLAG".to_string(), "1".to_string()),
+            ],
+            say: vec!["first".to_string()],
+        };
+        let mut done = Vec::new();
+        let lines = carry_out(
+            &outcome,
+            "n1",
+            &mut |_| Err("no".to_string()),
+            &mut |name, _| match name {
+                "C" => Err("full".to_string()),
+                _ => {
+                    done.push(name.to_string());
+                    Ok(())
+                }
+            },
+        );
+        assert_eq!(done, ["B"], "nothing after the failure, the flag least");
+        assert_eq!(
+            lines,
+            [
+                "first",
+                "desi-gpu-map: node n1: cannot unset A: no",
+                "desi-gpu-map: node n1: cannot set C: full; later variables not set"
+            ]
         );
     }
 

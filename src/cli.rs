@@ -1,6 +1,16 @@
-//! The command line, shared with the man page generator.
+//! The command line, shared with the man page generator. Values are parsed
+//! straight into the core's types, by the core's own names.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::error::ErrorKind;
+use clap::{Arg, Args, Parser, Subcommand};
+use desi_gpu_map::config::{NvmlSource, Visible};
+use desi_gpu_map::error::quote;
+use desi_gpu_map::layout::Distribution;
+use desi_gpu_map::method::{method_names, Method};
+use desi_gpu_map::names::{names, Named};
+use std::ffi::OsStr;
+use std::str::FromStr;
 
 /// Bind each task of a Slurm job step to a GPU before it starts: preview a
 /// layout, or show what a running task got.
@@ -37,8 +47,8 @@ pub struct PlanArgs {
     #[arg(long, value_delimiter = ',')]
     pub ntasks_per_node: Vec<usize>,
     /// Task distribution over nodes (srun -m).
-    #[arg(short = 'm', long, value_enum, default_value_t = DistArg::Block)]
-    pub distribution: DistArg,
+    #[arg(short = 'm', long, default_value = "block", value_parser = one_of::<Distribution>())]
+    pub distribution: Distribution,
     /// GPUs on each node: one count for every node, or one per node (4,4,2);
     /// 4 per node when neither --gpus nor --devices is given.
     #[arg(long, value_delimiter = ',', conflicts_with = "devices")]
@@ -47,12 +57,16 @@ pub struct PlanArgs {
     /// once for every node, or once per node.
     #[arg(long)]
     pub devices: Vec<String>,
-    /// Mapping method: contiguous, roundrobin (or round-robin).
-    #[arg(long, default_value = "contiguous")]
-    pub method: String,
+    #[arg(
+        long,
+        default_value_t = Method::Contiguous,
+        value_parser = CoreValue::<Method>::new("--method", method_names),
+        help = format!("Mapping method: {}", method_names())
+    )]
+    pub method: Method,
     /// What stays visible to each task.
-    #[arg(long, value_enum, default_value_t = VisibleArg::Single)]
-    pub visible: VisibleArg,
+    #[arg(long, default_value = "single", value_parser = one_of::<Visible>())]
+    pub visible: Visible,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -64,21 +78,71 @@ pub struct ShowArgs {
     #[arg(long, default_value = "DESI_GPU_MAPPED")]
     pub flag: String,
     /// NVML to ask for device details: auto, off, or a library path.
-    #[arg(long, default_value = "auto")]
-    pub nvml: String,
+    #[arg(
+        long,
+        default_value = "auto",
+        value_parser = CoreValue::<NvmlSource>::new("--nvml", nvml_forms)
+    )]
+    pub nvml: NvmlSource,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DistArg {
-    Block,
-    Cyclic,
+/// One of a core type's names, listed in the help as clap lists choices.
+fn one_of<T>() -> impl TypedValueParser<Value = T>
+where
+    T: Named + FromStr + Clone + Send + Sync,
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(names::<T>()).try_map(|name| name.parse::<T>())
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum VisibleArg {
-    Single,
-    Rotate,
+fn nvml_forms() -> String {
+    NvmlSource::FORMS.to_string()
+}
+
+/// A value the core parses; a bad one is refused with the value and the
+/// valid forms, in the core's words.
+#[derive(Clone)]
+struct CoreValue<T> {
+    flag: &'static str,
+    valid: fn() -> String,
+    parsed: std::marker::PhantomData<T>,
+}
+
+impl<T> CoreValue<T> {
+    fn new(flag: &'static str, valid: fn() -> String) -> Self {
+        CoreValue {
+            flag,
+            valid,
+            parsed: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T> TypedValueParser for CoreValue<T>
+where
+    T: FromStr + Clone + Send + Sync + 'static,
+{
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        // Bytes that are not UTF-8 become U+FFFD, which no valid value holds.
+        let text = value.to_string_lossy();
+        text.parse().map_err(|_| {
+            let message = format!(
+                "invalid {} {}; valid values: {}\n",
+                self.flag,
+                quote(&text),
+                (self.valid)()
+            );
+            clap::Error::raw(ErrorKind::InvalidValue, message).with_cmd(cmd)
+        })
+    }
 }

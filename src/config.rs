@@ -1,10 +1,12 @@
 //! The site's plugstack arguments: `key=value` words after the plugin path
 //! on its `plugstack.conf` line.
 
-use crate::error::{quote, Error};
-use crate::method::{Choice, Method};
-use crate::vendor::{parse_vendor, VendorSetting};
+use crate::error::{ArgProblem, Error};
+use crate::method::Choice;
+use crate::names::{named, names, one_of, Named};
+use crate::vendor::VendorSetting;
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
 /// How much of the node's GPU list a task keeps visible.
@@ -17,14 +19,10 @@ pub enum Visible {
     Rotate,
 }
 
-impl Visible {
-    pub fn name(self) -> &'static str {
-        match self {
-            Visible::Single => "single",
-            Visible::Rotate => "rotate",
-        }
-    }
-}
+named!(Visible {
+    Single => "single",
+    Rotate => "rotate",
+});
 
 /// Where NVML comes from, for steps in which Slurm names no GPU list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +44,11 @@ pub enum Untracked {
     /// without GPU GRES whose GPU jobs hold their nodes whole.
     WholeNode,
 }
+
+named!(Untracked {
+    Ignore => "ignore",
+    WholeNode => "whole-node",
+});
 
 /// The site configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,9 +86,17 @@ pub const DEFAULT_FLAG: &str = "DESI_GPU_MAPPED";
 pub const DEFAULT_NVML_TIMEOUT_S: u64 = 10;
 const NVML_TIMEOUT_RANGE_S: std::ops::RangeInclusive<u64> = 1..=300;
 
-const KEYS: &str = "default=contiguous|roundrobin|none, flag=NAME, visible=single|rotate, \
-nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..300, untracked=ignore|whole-node, \
-vendor=auto|nvidia|amd|intel, verbose";
+/// Every argument, for messages.
+pub(crate) fn keys() -> String {
+    format!(
+        "default={}, flag=NAME, visible={}, nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..300, \
+         untracked={}, vendor={}, verbose",
+        names::<Choice>().join("|"),
+        names::<Visible>().join("|"),
+        names::<Untracked>().join("|"),
+        names::<VendorSetting>().join("|")
+    )
+}
 
 /// Parses the plugstack arguments. Every key may appear once.
 pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Config, Error> {
@@ -97,100 +108,90 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Config, Error> {
             Some((key, value)) => (key, Some(value)),
             None => (arg, None),
         };
+        let bad = |why| Error::BadArgument {
+            arg: arg.to_string(),
+            why,
+        };
         if seen.contains(&key) {
-            return Err(arg_error(arg, &format!("{} is given twice", quote(key))));
+            return Err(bad(ArgProblem::GivenTwice(key.to_string())));
         }
-        apply(&mut config, key, value).map_err(|why| arg_error(arg, &why))?;
+        apply(&mut config, key, value).map_err(bad)?;
         seen.push(key);
     }
     Ok(config)
 }
 
-fn apply(config: &mut Config, key: &str, value: Option<&str>) -> Result<(), String> {
+fn apply(config: &mut Config, key: &str, value: Option<&str>) -> Result<(), ArgProblem> {
     match (key, value) {
-        ("default", Some(v)) => config.default = parse_default(v)?,
+        ("default", Some(v)) => config.default = named("default", v)?,
         ("flag", Some(v)) => config.flag = parse_flag(v)?,
-        ("visible", Some(v)) => config.visible = parse_visible(v)?,
-        ("nvml", Some(v)) => config.nvml = parse_nvml(v)?,
-        ("untracked", Some(v)) => config.untracked = parse_untracked(v)?,
-        ("vendor", Some(v)) => config.vendor = parse_vendor(v)?,
+        ("visible", Some(v)) => config.visible = named("visible", v)?,
+        ("nvml", Some(v)) => config.nvml = v.parse()?,
+        ("untracked", Some(v)) => config.untracked = named("untracked", v)?,
+        ("vendor", Some(v)) => config.vendor = named("vendor", v)?,
         ("nvml_timeout", Some(v)) => config.nvml_timeout = parse_nvml_timeout(v)?,
-        ("nvml_timeout", None) => {
-            return Err("nvml_timeout needs a value (nvml_timeout=...)".to_string())
-        }
         ("verbose", None) => config.verbose = true,
-        ("verbose", Some(_)) => return Err("verbose takes no value".to_string()),
-        ("default" | "flag" | "visible" | "nvml" | "untracked" | "vendor", None) => {
-            return Err(format!("{key} needs a value ({key}=...)"))
-        }
-        _ => return Err(format!("unknown argument {}", quote(key))),
+        ("verbose", Some(_)) => return Err(ArgProblem::TakesNoValue(key.to_string())),
+        (
+            "default" | "flag" | "visible" | "nvml" | "nvml_timeout" | "untracked" | "vendor",
+            None,
+        ) => return Err(ArgProblem::NeedsValue(key.to_string())),
+        _ => return Err(ArgProblem::Unknown(key.to_string())),
     }
     Ok(())
 }
 
-fn arg_error(arg: &str, why: &str) -> Error {
-    Error::new(format!(
-        "bad plugstack argument {}: {why}; valid arguments: {KEYS}",
-        quote(arg)
-    ))
-}
-
-fn parse_default(value: &str) -> Result<Choice, String> {
-    match value {
-        "contiguous" => Ok(Choice::Map(Method::Contiguous)),
-        "roundrobin" | "round-robin" => Ok(Choice::Map(Method::RoundRobin)),
-        "none" => Ok(Choice::Off),
-        _ => Err(format!(
-            "default must be contiguous, roundrobin or none, not {}",
-            quote(value)
-        )),
+/// A value outside what `key` accepts.
+fn bad_value(key: &'static str, value: &str, expected: String) -> ArgProblem {
+    ArgProblem::BadValue {
+        key,
+        value: value.to_string(),
+        expected,
     }
 }
 
-fn parse_visible(value: &str) -> Result<Visible, String> {
-    match value {
-        "single" => Ok(Visible::Single),
-        "rotate" => Ok(Visible::Rotate),
-        _ => Err(format!(
-            "visible must be single or rotate, not {}",
-            quote(value)
-        )),
-    }
+/// One of `T`'s names, for the argument `key`.
+fn named<T: Named + FromStr>(key: &'static str, value: &str) -> Result<T, ArgProblem> {
+    value
+        .parse()
+        .map_err(|_| bad_value(key, value, one_of(&names::<T>())))
 }
 
-fn parse_nvml(value: &str) -> Result<NvmlSource, String> {
-    match value {
-        "auto" => Ok(NvmlSource::Auto),
-        "off" => Ok(NvmlSource::Off),
-        // Relative paths would be searched from slurmstepd's working directory.
-        path if path.starts_with('/') => Ok(NvmlSource::Path(PathBuf::from(path))),
-        _ => Err(format!(
-            "nvml must be auto, off or an absolute library path, not {}",
-            quote(value)
-        )),
-    }
+impl NvmlSource {
+    /// The accepted forms, for messages.
+    pub const FORMS: &'static str = "auto, off, /ABSOLUTE/PATH";
 }
 
-fn parse_untracked(value: &str) -> Result<Untracked, String> {
-    match value {
-        "ignore" => Ok(Untracked::Ignore),
-        "whole-node" => Ok(Untracked::WholeNode),
-        _ => Err(format!(
-            "untracked must be ignore or whole-node, not {}",
-            quote(value)
-        )),
+impl FromStr for NvmlSource {
+    type Err = ArgProblem;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        match value {
+            "auto" => Ok(NvmlSource::Auto),
+            "off" => Ok(NvmlSource::Off),
+            // Relative paths would be searched from slurmstepd's working directory.
+            path if path.starts_with('/') => Ok(NvmlSource::Path(PathBuf::from(path))),
+            _ => Err(bad_value(
+                "nvml",
+                value,
+                "auto, off or an absolute library path".to_string(),
+            )),
+        }
     }
 }
 
 /// Whole seconds, so that the value reads the same in every message.
-fn parse_nvml_timeout(value: &str) -> Result<Duration, String> {
+fn parse_nvml_timeout(value: &str) -> Result<Duration, ArgProblem> {
     match value.parse::<u64>() {
         Ok(secs) if NVML_TIMEOUT_RANGE_S.contains(&secs) => Ok(Duration::from_secs(secs)),
-        _ => Err(format!(
-            "nvml_timeout must be whole seconds from {} to {}, not {}",
-            NVML_TIMEOUT_RANGE_S.start(),
-            NVML_TIMEOUT_RANGE_S.end(),
-            quote(value)
+        _ => Err(bad_value(
+            "nvml_timeout",
+            value,
+            format!(
+                "whole seconds from {} to {}",
+                NVML_TIMEOUT_RANGE_S.start(),
+                NVML_TIMEOUT_RANGE_S.end()
+            ),
         )),
     }
 }
@@ -202,21 +203,22 @@ const FLAG_MAX: usize = 64;
 /// conservative name is accepted: upper-case letters, digits and `_`,
 /// starting with a letter, and none that a loader, shell, runtime or Slurm
 /// reads (`LD_AUDIT=1` would make every task print a loader error).
-fn parse_flag(value: &str) -> Result<String, String> {
+fn parse_flag(value: &str) -> Result<String, ArgProblem> {
     let mut chars = value.chars();
     let first_ok = chars.next().is_some_and(|c| c.is_ascii_uppercase());
     let rest_ok = chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
     if !first_ok || !rest_ok || value.len() > FLAG_MAX {
-        return Err(format!(
-            "flag must be an upper-case variable name (A-Z, 0-9, _; starting with a letter; \
-             at most {FLAG_MAX} characters), not {}",
-            quote(value)
+        return Err(bad_value(
+            "flag",
+            value,
+            format!(
+                "an upper-case variable name (A-Z, 0-9, _; starting with a letter; \
+                 at most {FLAG_MAX} characters)"
+            ),
         ));
     }
     if crate::env::is_reserved(value) {
-        return Err(format!(
-            "flag must not be {value}, a variable that Slurm, a loader, a shell or a GPU runtime reads"
-        ));
+        return Err(ArgProblem::ReservedFlag(value.to_string()));
     }
     Ok(value.to_string())
 }
@@ -224,6 +226,7 @@ fn parse_flag(value: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::method::Method;
     use crate::vendor::Vendor;
 
     #[test]
@@ -293,48 +296,109 @@ mod tests {
         );
     }
 
+    /// Why `arg` alone is refused.
+    fn problem(arg: &str) -> ArgProblem {
+        match parse_args(&[arg]) {
+            Err(Error::BadArgument { arg: named, why }) if named == arg => why,
+            other => panic!("{arg}: {other:?}"),
+        }
+    }
+
     #[test]
-    fn errors_name_the_argument_and_the_choices() {
-        let cases = [
+    fn errors_name_the_argument_and_the_cause() {
+        for (arg, key) in [("defualt=contiguous", "defualt"), ("", ""), ("x=1", "x")] {
+            assert_eq!(problem(arg), ArgProblem::Unknown(key.to_string()), "{arg}");
+        }
+        for key in [
+            "default",
+            "flag",
+            "untracked",
+            "vendor",
+            "nvml",
+            "nvml_timeout",
+        ] {
+            assert_eq!(problem(key), ArgProblem::NeedsValue(key.to_string()));
+        }
+        assert_eq!(
+            problem("verbose=yes"),
+            ArgProblem::TakesNoValue("verbose".to_string())
+        );
+        for (arg, want_key, want_value) in [
+            ("default=contigous", "default", "contigous"),
+            ("default=", "default", ""),
+            ("visible=all", "visible", "all"),
+            ("nvml=lib/libnvidia-ml.so", "nvml", "lib/libnvidia-ml.so"),
+            ("nvml=", "nvml", ""),
+            ("flag=1BAD", "flag", "1BAD"),
+            ("flag=A-B", "flag", "A-B"),
+            ("flag=", "flag", ""),
+            ("flag=lower_case", "flag", "lower_case"),
+            ("flag=_LEADING", "flag", "_LEADING"),
+            ("untracked=yes", "untracked", "yes"),
+            ("vendor=AMD", "vendor", "AMD"),
+            ("vendor=", "vendor", ""),
+            ("nvml_timeout=0", "nvml_timeout", "0"),
+        ] {
+            match problem(arg) {
+                ArgProblem::BadValue { key, value, .. } => {
+                    assert_eq!((key, value.as_str()), (want_key, want_value), "{arg}")
+                }
+                other => panic!("{arg}: {other:?}"),
+            }
+        }
+        for name in [
+            "CUDA_VISIBLE_DEVICES",
+            "PATH",
+            "LD_AUDIT",
+            "LD_BIND_NOW",
+            "BASH_ENV",
+            "MALLOC_CHECK_",
+            "GLIBC_TUNABLES",
+            "HIP_VISIBLE_DEVICES",
+            "CUDA_LAUNCH_BLOCKING",
+            "SLURM_CPU_BIND",
+        ] {
+            assert_eq!(
+                problem(&format!("flag={name}")),
+                ArgProblem::ReservedFlag(name.to_string())
+            );
+        }
+    }
+
+    #[test]
+    fn each_cause_in_words() {
+        for (arg, want) in [
             ("defualt=contiguous", "unknown argument \"defualt\""),
-            ("default=contigous", "not \"contigous\""),
-            ("default=", "not \"\""),
-            ("default", "default needs a value"),
-            ("visible=all", "visible must be single or rotate"),
-            ("nvml=lib/libnvidia-ml.so", "absolute library path"),
-            ("nvml=", "absolute library path"),
-            ("flag=1BAD", "upper-case variable name"),
-            ("flag=A-B", "upper-case variable name"),
-            ("flag=", "upper-case variable name"),
-            ("flag=CUDA_VISIBLE_DEVICES", "must not be"),
-            ("flag=PATH", "must not be PATH"),
-            ("flag=LD_AUDIT", "must not be LD_AUDIT"),
-            ("flag=LD_BIND_NOW", "must not be"),
-            ("flag=BASH_ENV", "must not be"),
-            ("flag=MALLOC_CHECK_", "must not be"),
-            ("flag=GLIBC_TUNABLES", "must not be"),
-            ("flag=HIP_VISIBLE_DEVICES", "must not be"),
-            ("flag=CUDA_LAUNCH_BLOCKING", "must not be"),
-            ("flag=SLURM_CPU_BIND", "must not be"),
-            ("flag=lower_case", "upper-case variable name"),
-            ("flag=_LEADING", "upper-case variable name"),
-            ("untracked=yes", "untracked must be ignore or whole-node"),
-            ("untracked", "untracked needs a value"),
+            ("default", "default needs a value (default=...)"),
             ("verbose=yes", "verbose takes no value"),
+            (
+                "visible=all",
+                "visible must be single or rotate, not \"all\"",
+            ),
+            (
+                "nvml=lib",
+                "nvml must be auto, off or an absolute library path, not \"lib\"",
+            ),
+            (
+                "untracked=yes",
+                "untracked must be ignore or whole-node, not \"yes\"",
+            ),
             (
                 "vendor=AMD",
                 "vendor must be auto, nvidia, amd or intel, not \"AMD\"",
             ),
-            ("vendor=", "vendor must be auto, nvidia, amd or intel"),
-            ("vendor", "vendor needs a value"),
-            ("", "unknown argument \"\""),
-        ];
-        for (arg, want) in cases {
-            let err = parse_args(&[arg]).expect_err(arg);
-            let msg = err.message();
-            assert!(msg.contains(want), "{arg}: {msg}");
-            assert!(msg.starts_with("bad plugstack argument"), "{msg}");
-            assert!(msg.contains("valid arguments: default="), "{msg}");
+            (
+                "flag=1BAD",
+                "flag must be an upper-case variable name (A-Z, 0-9, _; starting with a \
+                 letter; at most 64 characters), not \"1BAD\"",
+            ),
+            (
+                "flag=PATH",
+                "flag must not be PATH, a variable that Slurm, a loader, a shell or a GPU \
+                 runtime reads",
+            ),
+        ] {
+            assert_eq!(problem(arg).to_string(), want);
         }
     }
 
@@ -355,10 +419,7 @@ mod tests {
             "99999999999999999999",
         ] {
             let arg = format!("nvml_timeout={value}");
-            let msg = parse_args(&[arg.as_str()])
-                .unwrap_err()
-                .message()
-                .to_string();
+            let msg = parse_args(&[arg.as_str()]).unwrap_err().to_string();
             assert!(
                 msg.contains(&format!(
                     "nvml_timeout must be whole seconds from 1 to 300, not \"{value}\""
@@ -367,16 +428,37 @@ mod tests {
             );
             assert!(msg.contains("nvml_timeout=1..300"), "{msg}");
         }
-        let msg = parse_args(&["nvml_timeout"]).unwrap_err();
-        assert!(
-            msg.message().contains("nvml_timeout needs a value"),
-            "{msg}"
+        assert_eq!(
+            problem("nvml_timeout"),
+            ArgProblem::NeedsValue("nvml_timeout".to_string())
+        );
+    }
+
+    #[test]
+    fn the_message_lists_every_argument() {
+        let err = parse_args(&["default=x"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "bad plugstack argument \"default=x\": default must be contiguous, roundrobin or none, \
+             not \"x\"; valid arguments: default=contiguous|roundrobin|none, flag=NAME, \
+             visible=single|rotate, nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..300, \
+             untracked=ignore|whole-node, vendor=auto|nvidia|amd|intel, verbose"
         );
     }
 
     #[test]
     fn a_key_given_twice_is_an_error() {
         let err = parse_args(&["default=contiguous", "default=none"]).unwrap_err();
-        assert!(err.message().contains("given twice"), "{err}");
+        assert_eq!(
+            err,
+            Error::BadArgument {
+                arg: "default=none".to_string(),
+                why: ArgProblem::GivenTwice("default".to_string())
+            }
+        );
+        assert!(
+            err.to_string().contains("\"default\" is given twice"),
+            "{err}"
+        );
     }
 }

@@ -1,28 +1,244 @@
-//! One error type for the whole core: a message a user can act on.
+//! The core's errors: one variant per cause, each rendered as a complete,
+//! user-facing line in one place ([`fmt::Display`]).
 
 use std::fmt;
+use std::sync::Arc;
 
-/// An error that carries a complete, user-facing message.
+/// Why something the user, the site, Slurm or NVML handed over cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error(String);
+pub enum Error {
+    /// A `--desi-gpu-map` value that names no choice.
+    BadOption { value: String },
+    /// `help` given through the option's environment form.
+    HelpFromEnvironment,
+    /// A plugstack.conf argument the plugin cannot use.
+    BadArgument { arg: String, why: ArgProblem },
+    /// Slurm could not hand the plugstack arguments over.
+    UnreadableArguments(String),
+    /// The option could not be registered with Slurm.
+    CannotRegister { option: String, why: String },
+    /// A GPU list that no task may be given.
+    BadGpuList { list: String, why: ListProblem },
+    /// NVML discovery is off (`nvml=off`).
+    NvmlOff,
+    /// NVML could not be loaded and initialised.
+    NvmlInit { library: String, source: NvmlCause },
+    /// An NVML call failed.
+    NvmlCall {
+        call: &'static str,
+        source: NvmlCause,
+    },
+    /// The NVML wrapper panicked (a library that lacks a function).
+    NvmlMisbehaved,
+    /// NVML gave no answer within `nvml_timeout`.
+    NvmlTimedOut { seconds: u64 },
+    /// The discovery process failed; its message, as it came across the
+    /// process boundary (where the NVML error itself cannot follow).
+    Discovery(String),
+    /// A node without GPUs to map onto.
+    NoGpusToMap,
+    /// A local task id at or past the node's task count.
+    LocalIdOutOfRange { local_id: usize, local_count: usize },
+    /// `desi-gpu-map plan` without a node.
+    NoNodes,
+    /// Fewer tasks than nodes.
+    TooFewTasks { tasks: usize, nodes: usize },
+    /// Not one GPU list per node.
+    ListsPerNode { lists: usize, nodes: usize },
+    /// A per-node option with neither one value nor one per node.
+    ValuesPerNode {
+        option: &'static str,
+        values: usize,
+        nodes: usize,
+    },
+    /// A node given no task.
+    NodeWithoutTasks,
+    /// A node given no GPU.
+    NodeWithoutGpus,
+    /// A task that Slurm bound itself, where a mapping was expected.
+    SlurmBound(String),
+}
 
-impl Error {
-    pub fn new(message: impl Into<String>) -> Self {
-        Error(message.into())
-    }
+/// What is wrong with a plugstack argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgProblem {
+    Unknown(String),
+    GivenTwice(String),
+    NeedsValue(String),
+    TakesNoValue(String),
+    /// A value outside what `key` accepts (`expected`, in words).
+    BadValue {
+        key: &'static str,
+        value: String,
+        expected: String,
+    },
+    /// A flag name that Slurm, a loader, a shell or a GPU runtime reads.
+    ReservedFlag(String),
+}
 
-    pub fn message(&self) -> &str {
-        &self.0
+/// What is wrong with a GPU list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListProblem {
+    Empty,
+    TooLong { entries: usize, most: usize },
+    NoDevFiles,
+    EmptyEntry,
+    LongEntry { most: usize },
+    BadEntry(String),
+    Twice(String),
+}
+
+/// An NVML error, kept as the source of [`Error::NvmlInit`] and
+/// [`Error::NvmlCall`]. Shared so that errors stay cheap to clone; two are
+/// equal when they say the same.
+#[derive(Debug, Clone)]
+pub struct NvmlCause(pub Arc<nvml_wrapper::error::NvmlError>);
+
+impl PartialEq for NvmlCause {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_string() == other.0.to_string()
     }
 }
+
+impl Eq for NvmlCause {}
+
+impl fmt::Display for NvmlCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// What every message about a GPU list entry says is valid.
+const VALID_ENTRIES: &str = "entries must be indices (3, or 0.1) or GPU-/MIG- UUIDs";
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        use crate::method::{valid_values, ENV_FORM};
+        match self {
+            Error::BadOption { value } => {
+                let what = if value.is_empty() {
+                    "an empty value".to_string()
+                } else {
+                    quote(value)
+                };
+                write!(
+                    f,
+                    "invalid --desi-gpu-map value {what}; valid values: {}",
+                    valid_values()
+                )
+            }
+            Error::HelpFromEnvironment => write!(
+                f,
+                "{ENV_FORM}=help: help is for the command line (srun --desi-gpu-map=help true); \
+                 in the environment give a method; valid values: {}",
+                valid_values()
+            ),
+            Error::BadArgument { arg, why } => write!(
+                f,
+                "bad plugstack argument {}: {why}; valid arguments: {}",
+                quote(arg),
+                crate::config::keys()
+            ),
+            Error::UnreadableArguments(why) => write!(f, "bad plugstack argument: {why}"),
+            Error::CannotRegister { option, why } => {
+                write!(f, "cannot register --{option}: {why}")
+            }
+            Error::BadGpuList { list, why } => write!(f, "GPU list {} {why}", quote(list)),
+            Error::NvmlOff => f.write_str("NVML discovery is off (nvml=off)"),
+            Error::NvmlInit { library, source } => {
+                write!(f, "NVML: cannot initialise {library}: {source}")
+            }
+            Error::NvmlCall { call, source } => write!(f, "NVML: {call} failed: {source}"),
+            Error::NvmlMisbehaved => {
+                f.write_str("NVML: the library misbehaved (a required function is missing)")
+            }
+            Error::NvmlTimedOut { seconds } => {
+                write!(f, "NVML did not answer within {seconds} s (nvml_timeout)")
+            }
+            Error::Discovery(why) => f.write_str(why),
+            Error::NoGpusToMap => f.write_str("no GPUs to map onto"),
+            Error::LocalIdOutOfRange {
+                local_id,
+                local_count,
+            } => write!(
+                f,
+                "local task id {local_id} is not below the node's task count {local_count}"
+            ),
+            Error::NoNodes => f.write_str("at least one node is needed"),
+            Error::TooFewTasks { tasks, nodes } => write!(
+                f,
+                "{tasks} tasks cannot cover {nodes} nodes (srun needs at least one task per node)"
+            ),
+            Error::ListsPerNode { lists, nodes } => {
+                write!(f, "{lists} GPU lists for {nodes} nodes")
+            }
+            Error::ValuesPerNode {
+                option,
+                values,
+                nodes,
+            } => write!(
+                f,
+                "{option} has {values} values for {nodes} nodes: give one, or one per node"
+            ),
+            Error::NodeWithoutTasks => f.write_str("every node needs at least one task"),
+            Error::NodeWithoutGpus => f.write_str("every node needs at least one GPU"),
+            Error::SlurmBound(why) => write!(f, "{why}; keeping Slurm's binding"),
+        }
     }
 }
 
-impl std::error::Error for Error {}
+impl fmt::Display for ArgProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgProblem::Unknown(key) => write!(f, "unknown argument {}", quote(key)),
+            ArgProblem::GivenTwice(key) => write!(f, "{} is given twice", quote(key)),
+            ArgProblem::NeedsValue(key) => write!(f, "{key} needs a value ({key}=...)"),
+            ArgProblem::TakesNoValue(key) => write!(f, "{key} takes no value"),
+            ArgProblem::BadValue {
+                key,
+                value,
+                expected,
+            } => write!(f, "{key} must be {expected}, not {}", quote(value)),
+            ArgProblem::ReservedFlag(name) => write!(
+                f,
+                "flag must not be {name}, a variable that Slurm, a loader, a shell or a GPU \
+                 runtime reads"
+            ),
+        }
+    }
+}
+
+impl fmt::Display for ListProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListProblem::Empty => f.write_str("is empty"),
+            ListProblem::TooLong { entries, most } => write!(
+                f,
+                "has {entries} entries, more than the {most} any node holds"
+            ),
+            ListProblem::NoDevFiles => {
+                f.write_str("says NoDevFiles: Slurm found no device files for the GPUs")
+            }
+            ListProblem::EmptyEntry => write!(f, "has an empty entry; {VALID_ENTRIES}"),
+            ListProblem::LongEntry { most } => {
+                write!(f, "has an entry longer than {most} characters")
+            }
+            ListProblem::BadEntry(token) => {
+                write!(f, "has the entry {}; {VALID_ENTRIES}", quote(token))
+            }
+            ListProblem::Twice(token) => write!(f, "names {} twice", quote(token)),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::NvmlInit { source, .. } | Error::NvmlCall { source, .. } => Some(&*source.0),
+            _ => None,
+        }
+    }
+}
 
 /// Longest quoted value, escapes included: a value can be arbitrarily long
 /// or made of control bytes, and a message must stay one readable line.

@@ -4,7 +4,7 @@
 //! Level Zero), `GPU-...` and `MIG-...` UUIDs. They are kept exactly as given
 //! (less surrounding spaces) and never renumbered.
 
-use crate::error::{quote, Error};
+use crate::error::{Error, ListProblem};
 
 /// More entries than any node holds: a longer list is garbage, not a node.
 pub const MAX_GPUS: usize = 1024;
@@ -15,26 +15,25 @@ const MAX_TOKEN: usize = 128;
 /// CUDA would misread: empty lists or entries, `NoDevFiles`, duplicates,
 /// odd characters, and lists longer than [`MAX_GPUS`].
 pub fn parse_gpu_list(value: &str) -> Result<Vec<String>, Error> {
-    let bad = |why: &str| Error::new(format!("GPU list {} {why}", quote(value)));
+    let bad = |why| Error::BadGpuList {
+        list: value.to_string(),
+        why,
+    };
     if value.trim().is_empty() {
-        return Err(bad("is empty"));
+        return Err(bad(ListProblem::Empty));
     }
     let count = value.split(',').count();
     if count > MAX_GPUS {
-        return Err(bad(&format!(
-            "has {count} entries, more than the {MAX_GPUS} any node holds"
-        )));
+        return Err(bad(too_long(count)));
     }
     let mut gpus: Vec<String> = Vec::with_capacity(count);
     for token in value.split(',').map(str::trim) {
         if token.eq_ignore_ascii_case("NoDevFiles") {
-            return Err(bad(
-                "says NoDevFiles: Slurm found no device files for the GPUs",
-            ));
+            return Err(bad(ListProblem::NoDevFiles));
         }
-        check_token(token).map_err(|why| bad(&why))?;
+        check_token(token).map_err(bad)?;
         if gpus.iter().any(|g| g == token) {
-            return Err(bad(&format!("names {} twice", quote(token))));
+            return Err(bad(ListProblem::Twice(token.to_string())));
         }
         gpus.push(token.to_string());
     }
@@ -45,40 +44,41 @@ pub fn parse_gpu_list(value: &str) -> Result<Vec<String>, Error> {
 /// same rules as [`parse_gpu_list`]: a library returning `GPU-x,100` or the
 /// same UUID twice must not give a task two devices, or every task one.
 pub fn check_list(gpus: &[String]) -> Result<(), Error> {
-    let shown = || quote(&join(gpus));
+    let bad = |why| Error::BadGpuList {
+        list: join(gpus),
+        why,
+    };
     if gpus.len() > MAX_GPUS {
-        return Err(Error::new(format!(
-            "GPU list {} has {} entries, more than the {MAX_GPUS} any node holds",
-            shown(),
-            gpus.len()
-        )));
+        return Err(bad(too_long(gpus.len())));
     }
     for (i, token) in gpus.iter().enumerate() {
-        check_token(token).map_err(|why| Error::new(format!("GPU list {} {why}", shown())))?;
+        check_token(token).map_err(bad)?;
         if gpus.iter().take(i).any(|g| g == token) {
-            return Err(Error::new(format!(
-                "GPU list {} names {} twice",
-                shown(),
-                quote(token)
-            )));
+            return Err(bad(ListProblem::Twice(token.clone())));
         }
     }
     Ok(())
 }
 
+fn too_long(entries: usize) -> ListProblem {
+    ListProblem::TooLong {
+        entries,
+        most: MAX_GPUS,
+    }
+}
+
 /// Accepts an index, `INDEX.SUBDEVICE`, or a `GPU-`/`MIG-` UUID.
-fn check_token(token: &str) -> Result<(), String> {
-    let valid = "entries must be indices (3, or 0.1) or GPU-/MIG- UUIDs";
+fn check_token(token: &str) -> Result<(), ListProblem> {
     if token.is_empty() {
-        return Err(format!("has an empty entry; {valid}"));
+        return Err(ListProblem::EmptyEntry);
     }
     if token.len() > MAX_TOKEN {
-        return Err(format!("has an entry longer than {MAX_TOKEN} characters"));
+        return Err(ListProblem::LongEntry { most: MAX_TOKEN });
     }
     if is_index(token) || is_uuid(token) {
         Ok(())
     } else {
-        Err(format!("has the entry {}; {valid}", quote(token)))
+        Err(ListProblem::BadEntry(token.to_string()))
     }
 }
 
@@ -143,39 +143,82 @@ mod tests {
         );
     }
 
+    /// Why `value` is refused; the error names the whole list.
+    fn problem(value: &str) -> ListProblem {
+        match parse_gpu_list(value) {
+            Err(Error::BadGpuList { list, why }) if list == value => why,
+            other => panic!("{value:?}: {other:?}"),
+        }
+    }
+
     #[test]
     fn odd_input_is_an_error_that_names_it() {
+        let entry = |t: &str| ListProblem::BadEntry(t.to_string());
         let cases = [
-            ("", "is empty"),
-            ("   ", "is empty"),
-            ("0,,1", "empty entry"),
-            ("0,1,", "empty entry"),
-            (",0", "empty entry"),
-            ("0,1,0", "names \"0\" twice"),
-            ("NoDevFiles", "NoDevFiles"),
-            ("nodevfiles", "NoDevFiles"),
-            ("-1", "has the entry \"-1\""),
-            ("0 1", "has the entry \"0 1\""),
-            ("GPU-", "has the entry \"GPU-\""),
-            ("gpu0", "has the entry \"gpu0\""),
-            ("0;1", "has the entry \"0;1\""),
-            ("1.2.3", "has the entry \"1.2.3\""),
-            ("GPU-a b", "has the entry"),
-            ("\u{fffd}", "has the entry"),
+            ("", ListProblem::Empty),
+            ("   ", ListProblem::Empty),
+            ("0,,1", ListProblem::EmptyEntry),
+            ("0,1,", ListProblem::EmptyEntry),
+            (",0", ListProblem::EmptyEntry),
+            ("0,1,0", ListProblem::Twice("0".to_string())),
+            ("NoDevFiles", ListProblem::NoDevFiles),
+            ("nodevfiles", ListProblem::NoDevFiles),
+            ("-1", entry("-1")),
+            ("0 1", entry("0 1")),
+            ("GPU-", entry("GPU-")),
+            ("gpu0", entry("gpu0")),
+            ("0;1", entry("0;1")),
+            ("1.2.3", entry("1.2.3")),
+            ("GPU-a b", entry("GPU-a b")),
+            ("\u{fffd}", entry("\u{fffd}")),
         ];
         for (value, want) in cases {
-            let err = parse_gpu_list(value).expect_err(value);
-            assert!(err.message().contains(want), "{value:?}: {err}");
-            assert!(err.message().starts_with("GPU list"), "{err}");
+            assert_eq!(problem(value), want, "{value:?}");
+        }
+        let long = format!("GPU-{}", "a".repeat(200));
+        assert_eq!(problem(&long), ListProblem::LongEntry { most: MAX_TOKEN });
+    }
+
+    #[test]
+    fn each_cause_in_words() {
+        for (value, want) in [
+            ("", "GPU list \"\" is empty"),
+            (
+                "0,,1",
+                "GPU list \"0,,1\" has an empty entry; entries must be indices (3, or 0.1) \
+                 or GPU-/MIG- UUIDs",
+            ),
+            ("0,1,0", "GPU list \"0,1,0\" names \"0\" twice"),
+            (
+                "NoDevFiles",
+                "GPU list \"NoDevFiles\" says NoDevFiles: Slurm found no device files for the GPUs",
+            ),
+            (
+                "gpu0",
+                "GPU list \"gpu0\" has the entry \"gpu0\"; entries must be indices (3, or 0.1) \
+                 or GPU-/MIG- UUIDs",
+            ),
+        ] {
+            assert_eq!(parse_gpu_list(value).unwrap_err().to_string(), want);
         }
     }
 
     #[test]
     fn thousands_of_entries_are_refused() {
         let many: Vec<String> = (0..5000).map(|i| i.to_string()).collect();
-        let err = parse_gpu_list(&many.join(",")).unwrap_err();
-        assert!(err.message().contains("5000 entries"), "{err}");
-        assert!(err.message().len() < 300);
+        assert_eq!(
+            problem(&many.join(",")),
+            ListProblem::TooLong {
+                entries: 5000,
+                most: MAX_GPUS
+            }
+        );
+        let err = parse_gpu_list(&many.join(",")).unwrap_err().to_string();
+        assert!(
+            err.contains("has 5000 entries, more than the 1024"),
+            "{err}"
+        );
+        assert!(err.len() < 300);
         let fine: Vec<String> = (0..MAX_GPUS).map(|i| i.to_string()).collect();
         assert_eq!(ok(&fine.join(",")).len(), MAX_GPUS);
     }
@@ -186,13 +229,24 @@ mod tests {
         assert!(check_list(&list(&["GPU-a", "GPU-b"])).is_ok());
         assert!(check_list(&[]).is_ok());
         for (bad, want) in [
-            (list(&["GPU-x,100"]), "has the entry \"GPU-x,100\""),
-            (list(&["GPU-a", "GPU-a"]), "names \"GPU-a\" twice"),
-            (list(&["GPU-a", ""]), "empty entry"),
-            (list(&["GPU-a b"]), "has the entry"),
+            (
+                list(&["GPU-x,100"]),
+                ListProblem::BadEntry("GPU-x,100".into()),
+            ),
+            (
+                list(&["GPU-a", "GPU-a"]),
+                ListProblem::Twice("GPU-a".into()),
+            ),
+            (list(&["GPU-a", ""]), ListProblem::EmptyEntry),
+            (list(&["GPU-a b"]), ListProblem::BadEntry("GPU-a b".into())),
         ] {
-            let err = check_list(&bad).expect_err(want);
-            assert!(err.message().contains(want), "{err}");
+            match check_list(&bad) {
+                Err(Error::BadGpuList { list, why }) => {
+                    assert_eq!(list, join(&bad));
+                    assert_eq!(why, want);
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
         }
     }
 

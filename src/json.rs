@@ -1,53 +1,68 @@
-//! Just enough JSON output for two flat reports, without a serializer.
+//! JSON output through serde_json, in the form the reports have always had:
+//! one line, with a space after each `,` and `:`.
 
-/// A JSON string literal.
-pub fn string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
+use serde::Serialize;
+use std::io::{self, Write};
+
+/// serde_json's compact form, with `, ` and `: ` between items.
+struct Spaced;
+
+impl serde_json::ser::Formatter for Spaced {
+    fn begin_array_value<W: ?Sized + Write>(&mut self, out: &mut W, first: bool) -> io::Result<()> {
+        separate(out, first)
     }
-    out.push('"');
-    out
+
+    fn begin_object_key<W: ?Sized + Write>(&mut self, out: &mut W, first: bool) -> io::Result<()> {
+        separate(out, first)
+    }
+
+    fn begin_object_value<W: ?Sized + Write>(&mut self, out: &mut W) -> io::Result<()> {
+        out.write_all(b": ")
+    }
 }
 
-/// A JSON string, or `null`.
-pub fn opt_string(s: Option<&str>) -> String {
-    s.map_or_else(|| "null".to_string(), string)
+fn separate<W: ?Sized + Write>(out: &mut W, first: bool) -> io::Result<()> {
+    if first {
+        Ok(())
+    } else {
+        out.write_all(b", ")
+    }
 }
 
-/// `{"k": v, ...}` from pairs whose values are already JSON.
-pub fn object(fields: &[(&str, String)]) -> String {
-    let body: Vec<String> = fields
-        .iter()
-        .map(|(k, v)| format!("{}: {v}", string(k)))
-        .collect();
-    format!("{{{}}}", body.join(", "))
-}
-
-/// `[v, ...]` from values that are already JSON.
-pub fn array(items: &[String]) -> String {
-    format!("[{}]", items.join(", "))
+/// `value` as one line of JSON, newline included.
+pub fn line<T: Serialize>(value: &T) -> Result<String, serde_json::Error> {
+    let mut out = Vec::new();
+    value.serialize(&mut serde_json::Serializer::with_formatter(
+        &mut out, Spaced,
+    ))?;
+    out.push(b'\n');
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out).map_err(serde::ser::Error::custom)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    #[derive(Serialize)]
+    struct Sample<'a> {
+        a: u32,
+        b: Option<&'a str>,
+        c: Vec<&'a str>,
+        d: Vec<u8>,
+    }
+
     #[test]
-    fn escapes() {
-        assert_eq!(string("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
+    fn spaced_one_line() {
+        let sample = Sample {
+            a: 1,
+            b: None,
+            c: vec!["x\"\\\n\u{1}", "y"],
+            d: vec![],
+        };
         assert_eq!(
-            object(&[("a", "1".into()), ("b", string("x"))]),
-            "{\"a\": 1, \"b\": \"x\"}"
+            line(&sample).unwrap(),
+            "{\"a\": 1, \"b\": null, \"c\": [\"x\\\"\\\\\\n\\u0001\", \"y\"], \"d\": []}\n"
         );
-        assert_eq!(array(&["1".into(), "2".into()]), "[1, 2]");
-        assert_eq!(opt_string(None), "null");
     }
 }

@@ -1,13 +1,13 @@
 //! Where srun places a step's tasks, and what each task then gets: the
 //! preview behind `desi-gpu-map plan`, computed with the plugin's own
-//! [`map_task`].
+//! [`assign`].
 
 use crate::config::{Visible, DEFAULT_FLAG};
-use crate::env;
 use crate::error::Error;
 use crate::gpus::join;
 use crate::method::Method;
-use crate::step::{map_task, StepMap, TaskInputs};
+use crate::names::named;
+use crate::step::{assign, StepMap, TaskInputs};
 use crate::vendor::{Rendering, Vendor};
 
 /// srun's `-m` task distribution over nodes.
@@ -19,18 +19,24 @@ pub enum Distribution {
     Cyclic,
 }
 
+named!(Distribution {
+    Block => "block",
+    Cyclic => "cyclic",
+});
+
 /// Splits `ntasks` over `nodes` as evenly as possible, the first nodes
 /// taking one more: srun's split when every node offers the same CPUs
 /// (whole nodes). On shared nodes srun follows the allocation instead; give
 /// the real split with `--ntasks-per-node`.
 pub fn even_split(ntasks: usize, nodes: usize) -> Result<Vec<usize>, Error> {
     if nodes == 0 {
-        return Err(Error::new("at least one node is needed"));
+        return Err(Error::NoNodes);
     }
     if ntasks < nodes {
-        return Err(Error::new(format!(
-            "{ntasks} tasks cannot cover {nodes} nodes (srun needs at least one task per node)"
-        )));
+        return Err(Error::TooFewTasks {
+            tasks: ntasks,
+            nodes,
+        });
     }
     let (each, extra) = (ntasks / nodes, ntasks % nodes);
     Ok((0..nodes).map(|i| each + usize::from(i < extra)).collect())
@@ -65,6 +71,7 @@ pub fn place(per_node: &[usize], distribution: Distribution) -> Vec<Vec<usize>> 
 
 /// One task of a previewed step.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(serde::Serialize))]
 pub struct Row {
     pub rank: usize,
     pub node: usize,
@@ -84,11 +91,10 @@ pub fn preview(
     visible: Visible,
 ) -> Result<Vec<Row>, Error> {
     if gpus.len() != ranks.len() {
-        return Err(Error::new(format!(
-            "{} GPU lists for {} nodes",
-            gpus.len(),
-            ranks.len()
-        )));
+        return Err(Error::ListsPerNode {
+            lists: gpus.len(),
+            nodes: ranks.len(),
+        });
     }
     let mut rows = Vec::new();
     for (node, (node_ranks, node_gpus)) in ranks.iter().zip(gpus).enumerate() {
@@ -133,27 +139,30 @@ fn node_rows(
             cuda: Some(&cuda),
             tres_bind: None,
         };
-        let out = map_task(&map, &task);
-        let shown = out
-            .set
-            .iter()
-            .find(|(k, _)| k == env::CUDA)
-            .map(|(_, v)| v.clone())
-            .ok_or_else(|| Error::new(out.say.join("; ")))?;
+        let got = assign(&map, &task)?;
         rows.push(Row {
             rank,
             node,
             local_id,
             local_count: ranks.len(),
-            gpu: shown.split(',').next().unwrap_or_default().to_string(),
-            visible: shown,
+            gpu: got.gpu,
+            visible: join(&got.visible),
         });
     }
     Ok(rows)
 }
 
-/// Tasks per GPU on each node: `(node, gpu, tasks)` in GPU-list order.
-pub fn loads(rows: &[Row], gpus: &[Vec<String>]) -> Vec<(usize, String, usize)> {
+/// How many tasks of a previewed step share one GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(serde::Serialize))]
+pub struct Load {
+    pub node: usize,
+    pub gpu: String,
+    pub tasks: usize,
+}
+
+/// Tasks per GPU on each node, in GPU-list order.
+pub fn loads(rows: &[Row], gpus: &[Vec<String>]) -> Vec<Load> {
     let mut out = Vec::new();
     for (node, node_gpus) in gpus.iter().enumerate() {
         for gpu in node_gpus {
@@ -161,7 +170,11 @@ pub fn loads(rows: &[Row], gpus: &[Vec<String>]) -> Vec<(usize, String, usize)> 
                 .iter()
                 .filter(|r| r.node == node && &r.gpu == gpu)
                 .count();
-            out.push((node, gpu.clone(), tasks));
+            out.push(Load {
+                node,
+                gpu: gpu.clone(),
+                tasks,
+            });
         }
     }
     out
@@ -220,8 +233,13 @@ mod tests {
             ]
         );
         let l = loads(&rows, &g);
-        assert_eq!(l[3], (0, "3".to_string(), 0));
-        assert_eq!(l[4], (1, "0".to_string(), 1));
+        let load = |node, gpu: &str, tasks| Load {
+            node,
+            gpu: gpu.to_string(),
+            tasks,
+        };
+        assert_eq!(l[3], load(0, "3", 0));
+        assert_eq!(l[4], load(1, "0", 1));
     }
 
     #[test]

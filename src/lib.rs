@@ -2,6 +2,7 @@
 //! `desi-gpu-map` command make, as plain functions over plain data.
 //!
 //! - [`method`]: the user's `--desi-gpu-map` value;
+//! - [`names`]: the names of methods and settings, defined once;
 //! - [`bind`]: Slurm's own GPU binding requests;
 //! - [`config`]: the site's plugstack arguments;
 //! - [`gpus`]: GPU lists as Slurm writes them;
@@ -12,6 +13,11 @@
 //! - [`vendor`]: whose runtime reads the lists on a node, and how each is
 //!   written.
 
+#![forbid(unsafe_code)]
+// Outside tests the core never panics: errors are values (see Error).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]
+
 pub mod bind;
 pub mod config;
 pub mod env;
@@ -20,6 +26,7 @@ pub mod gpus;
 pub mod layout;
 pub mod mapping;
 pub mod method;
+pub mod names;
 pub mod nvml;
 pub mod step;
 pub mod vendor;

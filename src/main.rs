@@ -1,5 +1,9 @@
 //! `desi-gpu-map`: preview a layout (`plan`), or report what a task got (`show`).
 
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]
+
 mod cli;
 mod json;
 mod plan_cmd;

@@ -13,12 +13,13 @@ pub fn position(
     gpu_count: usize,
 ) -> Result<usize, Error> {
     if gpu_count == 0 {
-        return Err(Error::new("no GPUs to map onto"));
+        return Err(Error::NoGpusToMap);
     }
     if local_id >= local_count {
-        return Err(Error::new(format!(
-            "local task id {local_id} is not below the node's task count {local_count}"
-        )));
+        return Err(Error::LocalIdOutOfRange {
+            local_id,
+            local_count,
+        });
     }
     match method {
         Method::RoundRobin => Ok(local_id % gpu_count),

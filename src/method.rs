@@ -1,6 +1,7 @@
 //! The user's option value, `--desi-gpu-map=VALUE`.
 
-use crate::error::{quote, Error};
+use crate::error::Error;
+use crate::names::{named, names, with_aliases, Named};
 use std::fmt;
 
 /// How tasks are spread over a node's GPUs.
@@ -12,11 +13,20 @@ pub enum Method {
     RoundRobin,
 }
 
+named!(Method {
+    Contiguous => "contiguous",
+    RoundRobin => "roundrobin" | "round-robin",
+});
+
 impl Method {
-    pub fn name(self) -> &'static str {
+    /// What the usage text says of the method, line by line.
+    fn described(self) -> &'static [&'static str] {
         match self {
-            Method::Contiguous => "contiguous",
-            Method::RoundRobin => "roundrobin",
+            Method::Contiguous => &[
+                "consecutive blocks of node-local tasks share a GPU",
+                "(numpy.array_split order: 6 tasks on 4 GPUs -> 0 0 1 1 2 3)",
+            ],
+            Method::RoundRobin => &["node-local task l gets GPU l mod k"],
         }
     }
 }
@@ -27,6 +37,12 @@ impl fmt::Display for Method {
     }
 }
 
+/// The methods, each with its other spellings: `contiguous, roundrobin (or
+/// round-robin)`.
+pub fn method_names() -> String {
+    with_aliases::<Method>()
+}
+
 /// A method, or `none`: mapping turned off (also a site default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Choice {
@@ -34,13 +50,43 @@ pub enum Choice {
     Map(Method),
 }
 
-impl Choice {
-    pub fn name(self) -> &'static str {
+impl Named for Choice {
+    const ALL: &'static [Self] = &[
+        Choice::Map(Method::Contiguous),
+        Choice::Map(Method::RoundRobin),
+        Choice::Off,
+    ];
+
+    fn name(self) -> &'static str {
         match self {
             Choice::Off => "none",
             Choice::Map(method) => method.name(),
         }
     }
+
+    fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Choice::Off => &[],
+            Choice::Map(method) => method.aliases(),
+        }
+    }
+}
+
+impl Choice {
+    fn described(self) -> &'static [&'static str] {
+        match self {
+            Choice::Off => &["no mapping, even if the site set a default"],
+            Choice::Map(method) => method.described(),
+        }
+    }
+}
+
+named!(from_str Choice);
+
+/// The option's value as the plugin registers it with Slurm:
+/// `[verbose,]contiguous|roundrobin|none|help`.
+pub fn option_form() -> String {
+    format!("[verbose,]{}|help", names::<Choice>().join("|"))
 }
 
 /// What the user asked for with `--desi-gpu-map`.
@@ -55,9 +101,15 @@ pub enum Request {
     },
 }
 
-/// The values listed in every error message about the option.
-pub const VALID_VALUES: &str =
-    "contiguous, roundrobin (or round-robin), none, help, each optionally after \"verbose,\"";
+/// The values listed in every error message about the option:
+/// `contiguous, roundrobin (or round-robin), none, help, each optionally
+/// after "verbose,"`.
+pub fn valid_values() -> String {
+    format!(
+        "{}, help, each optionally after \"verbose,\"",
+        with_aliases::<Choice>()
+    )
+}
 
 /// Parses one option value, as typed by the user or read from the
 /// environment form of the option.
@@ -75,13 +127,10 @@ pub fn parse_option(value: &str) -> Result<Request, Error> {
         },
         None => (false, value),
     };
-    let choice = match rest {
-        "contiguous" => Choice::Map(Method::Contiguous),
-        "roundrobin" | "round-robin" => Choice::Map(Method::RoundRobin),
-        "none" => Choice::Off,
-        "help" => return Ok(Request::Help),
-        _ => return Err(bad_value(value)),
-    };
+    if rest == "help" {
+        return Ok(Request::Help);
+    }
+    let choice = rest.parse::<Choice>().map_err(|_| bad_value(value))?;
     Ok(Request::Use {
         choice: Some(choice),
         verbose,
@@ -100,48 +149,52 @@ pub fn check_help_source(env_form: Option<&str>, args: &[String]) -> Result<(), 
     let from_env = env_form.is_some_and(|v| parse_option(v) == Ok(Request::Help));
     let typed = args.iter().any(|a| a.starts_with("--desi-gpu-map"));
     if from_env && !typed {
-        return Err(Error::new(format!(
-            "{ENV_FORM}=help: help is for the command line (srun --desi-gpu-map=help true); \
-             in the environment give a method; valid values: {VALID_VALUES}"
-        )));
+        return Err(Error::HelpFromEnvironment);
     }
     Ok(())
 }
 
 fn bad_value(value: &str) -> Error {
-    let what = if value.is_empty() {
-        "an empty value".to_string()
-    } else {
-        quote(value)
-    };
-    Error::new(format!(
-        "invalid --desi-gpu-map value {what}; valid values: {VALID_VALUES}"
-    ))
+    Error::BadOption {
+        value: value.to_string(),
+    }
 }
 
 /// The usage text printed for `--desi-gpu-map=help`.
 pub fn usage() -> String {
-    "\
+    let mut choices = String::new();
+    for choice in Choice::ALL {
+        let also = match choice.aliases() {
+            [] => String::new(),
+            aliases => format!(" (also: {})", aliases.join(", ")),
+        };
+        let mut lines = choice.described().iter();
+        let first = lines.next().copied().unwrap_or_default();
+        choices += &format!("  {:<12} {first}", choice.name());
+        for line in lines {
+            choices += &format!("\n{:15}{line}", "");
+        }
+        choices += &also;
+        choices.push('\n');
+    }
+    format!(
+        "\
 Usage: --desi-gpu-map=[verbose,]METHOD
 
 Binds each task of a job step to one GPU of its node before the task starts,
 and sets DESI_GPU_MAPPED=1 so that the application skips its own binding.
 
 METHOD:
-  contiguous   consecutive blocks of node-local tasks share a GPU
-               (numpy.array_split order: 6 tasks on 4 GPUs -> 0 0 1 1 2 3)
-  roundrobin   node-local task l gets GPU l mod k (also: round-robin)
-  none         no mapping, even if the site set a default
-  help         print this text and exit
+{choices}  help         print this text and exit
   verbose      prefix: each task reports its GPU on stderr; alone, it
                reports with the site default method
 
 srun, sbatch and salloc need a command: srun --desi-gpu-map=help true
-Environment form: SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gpu_map=VALUE
+Environment form: {ENV_FORM}=VALUE
 (a method or verbose; help only on the command line).
 See desi_gpu_map(8) and `desi-gpu-map plan --help`.
 "
-    .to_string()
+    )
 }
 
 #[cfg(test)]
@@ -193,16 +246,22 @@ mod tests {
             "a,b",
         ] {
             let err = parse_option(bad).expect_err(bad);
-            assert!(
-                err.message().contains("invalid --desi-gpu-map value"),
-                "{err}"
+            assert_eq!(
+                err,
+                Error::BadOption {
+                    value: bad.to_string()
+                }
             );
-            assert!(err.message().contains("contiguous, roundrobin"), "{err}");
         }
+        // The wording, once.
         let err = parse_option("contigous").unwrap_err();
-        assert!(err.message().contains("\"contigous\""), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "invalid --desi-gpu-map value \"contigous\"; valid values: contiguous, roundrobin \
+             (or round-robin), none, help, each optionally after \"verbose,\""
+        );
         let err = parse_option("").unwrap_err();
-        assert!(err.message().contains("an empty value"), "{err}");
+        assert!(err.to_string().contains("an empty value"), "{err}");
     }
 
     #[test]
@@ -218,21 +277,61 @@ mod tests {
         assert!(check_help_source(Some("help"), &spaced).is_ok());
         for env_form in ["help", "verbose,help"] {
             let err = check_help_source(Some(env_form), &plain).unwrap_err();
-            assert!(
-                err.message().contains("help is for the command line"),
-                "{err}"
-            );
-            assert!(err.message().contains(ENV_FORM), "{err}");
-            assert!(err.message().contains("contiguous, roundrobin"), "{err}");
+            assert_eq!(err, Error::HelpFromEnvironment);
         }
+        let msg = Error::HelpFromEnvironment.to_string();
+        assert!(msg.contains("help is for the command line"), "{msg}");
+        assert!(msg.starts_with(ENV_FORM), "{msg}");
+        assert!(msg.contains("contiguous, roundrobin"), "{msg}");
+    }
+
+    #[test]
+    fn names_are_defined_once() {
+        assert_eq!(method_names(), "contiguous, roundrobin (or round-robin)");
+        assert_eq!(option_form(), "[verbose,]contiguous|roundrobin|none|help");
+        assert_eq!(
+            valid_values(),
+            "contiguous, roundrobin (or round-robin), none, help, each optionally after \"verbose,\""
+        );
+        assert_eq!("round-robin".parse(), Ok(Method::RoundRobin));
+        assert_eq!("none".parse(), Ok(Choice::Off));
+        for bad in ["none", "verbose,roundrobin", "help", ""] {
+            assert!(bad.parse::<Method>().is_err(), "{bad}");
+        }
+        assert!("verbose,none".parse::<Choice>().is_err());
+    }
+
+    #[test]
+    fn usage_lists_every_choice() {
+        let want = "\
+Usage: --desi-gpu-map=[verbose,]METHOD
+
+Binds each task of a job step to one GPU of its node before the task starts,
+and sets DESI_GPU_MAPPED=1 so that the application skips its own binding.
+
+METHOD:
+  contiguous   consecutive blocks of node-local tasks share a GPU
+               (numpy.array_split order: 6 tasks on 4 GPUs -> 0 0 1 1 2 3)
+  roundrobin   node-local task l gets GPU l mod k (also: round-robin)
+  none         no mapping, even if the site set a default
+  help         print this text and exit
+  verbose      prefix: each task reports its GPU on stderr; alone, it
+               reports with the site default method
+
+srun, sbatch and salloc need a command: srun --desi-gpu-map=help true
+Environment form: SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gpu_map=VALUE
+(a method or verbose; help only on the command line).
+See desi_gpu_map(8) and `desi-gpu-map plan --help`.
+";
+        assert_eq!(usage(), want);
     }
 
     #[test]
     fn long_and_odd_values_give_a_short_message() {
         let long = "x".repeat(100_000);
         let err = parse_option(&long).unwrap_err();
-        assert!(err.message().len() < 300);
+        assert!(err.to_string().len() < 300);
         let err = parse_option("con\u{0}tig\u{fffd}").unwrap_err();
-        assert!(err.message().contains("\\0"), "{err}");
+        assert!(err.to_string().contains("\\0"), "{err}");
     }
 }

@@ -1,9 +1,10 @@
 //! The node's GPUs as NVML lists them. NVML is loaded only when called.
 
 use crate::config::NvmlSource;
-use crate::error::Error;
+use crate::error::{Error, NvmlCause};
 use nvml_wrapper::Nvml;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 /// One GPU, as `desi-gpu-map show` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,28 +74,28 @@ fn with_nvml<T>(
         let nvml = open(source)?;
         query(&nvml)
     }));
-    outcome.unwrap_or_else(|_| {
-        Err(Error::new(
-            "NVML: the library misbehaved (a required function is missing)",
-        ))
-    })
+    outcome.unwrap_or(Err(Error::NvmlMisbehaved))
 }
 
 fn open(source: &NvmlSource) -> Result<Nvml, Error> {
     let mut builder = Nvml::builder();
     let name = match source {
-        NvmlSource::Off => return Err(Error::new("NVML discovery is off (nvml=off)")),
+        NvmlSource::Off => return Err(Error::NvmlOff),
         NvmlSource::Auto => "libnvidia-ml.so.1".to_string(),
         NvmlSource::Path(path) => {
             builder.lib_path(path.as_os_str());
             path.display().to_string()
         }
     };
-    builder
-        .init()
-        .map_err(|e| Error::new(format!("NVML: cannot initialise {name}: {e}")))
+    builder.init().map_err(|e| Error::NvmlInit {
+        library: name,
+        source: NvmlCause(Arc::new(e)),
+    })
 }
 
-fn failed(call: &str, e: nvml_wrapper::error::NvmlError) -> Error {
-    Error::new(format!("NVML: {call} failed: {e}"))
+fn failed(call: &'static str, e: nvml_wrapper::error::NvmlError) -> Error {
+    Error::NvmlCall {
+        call,
+        source: NvmlCause(Arc::new(e)),
+    }
 }

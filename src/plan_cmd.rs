@@ -1,62 +1,45 @@
 //! `desi-gpu-map plan`: the preview table.
 
-use crate::cli::{DistArg, PlanArgs, VisibleArg};
+use crate::cli::PlanArgs;
 use crate::json;
 use desi_gpu_map::config::Visible;
 use desi_gpu_map::gpus::parse_gpu_list;
-use desi_gpu_map::layout::{even_split, loads, place, preview, Distribution, Row};
-use desi_gpu_map::method::{parse_option, Choice, Method, Request};
+use desi_gpu_map::layout::{even_split, loads, place, preview, Load, Row};
+use desi_gpu_map::method::Method;
+use desi_gpu_map::names::Named;
 use desi_gpu_map::Error;
+use serde::Serialize;
 use std::fmt::Write;
 
-pub fn run(args: &PlanArgs) -> Result<String, Error> {
-    let method = method(&args.method)?;
+pub fn run(args: &PlanArgs) -> Result<String, Box<dyn std::error::Error>> {
+    let (method, visible) = (args.method, args.visible);
     let per_node = tasks_per_node(args)?;
     let gpus = gpu_lists(args)?;
-    let distribution = match args.distribution {
-        DistArg::Block => Distribution::Block,
-        DistArg::Cyclic => Distribution::Cyclic,
-    };
-    let visible = match args.visible {
-        VisibleArg::Single => Visible::Single,
-        VisibleArg::Rotate => Visible::Rotate,
-    };
-    let rows = preview(&place(&per_node, distribution), &gpus, method, visible)?;
+    let rows = preview(&place(&per_node, args.distribution), &gpus, method, visible)?;
     let loads = loads(&rows, &gpus);
-    Ok(if args.json {
-        to_json(method, visible, &rows, &loads)
+    if args.json {
+        Ok(to_json(method, visible, &rows, &loads)?)
     } else {
-        to_text(method, visible, &rows, &loads)
-    })
-}
-
-fn method(value: &str) -> Result<Method, Error> {
-    match parse_option(value) {
-        Ok(Request::Use {
-            choice: Some(Choice::Map(method)),
-            ..
-        }) => Ok(method),
-        _ => Err(Error::new(format!(
-            "invalid --method {value:?}; valid values: contiguous, roundrobin (or round-robin)"
-        ))),
+        Ok(to_text(method, visible, &rows, &loads))
     }
 }
 
 /// One value per node, or one value for every node.
-fn per_node<T: Clone>(values: &[T], nodes: usize, what: &str) -> Result<Vec<T>, Error> {
+fn per_node<T: Clone>(values: &[T], nodes: usize, what: &'static str) -> Result<Vec<T>, Error> {
     match values {
         [one] => Ok(vec![one.clone(); nodes]),
         many if many.len() == nodes => Ok(many.to_vec()),
-        many => Err(Error::new(format!(
-            "{what} has {} values for {nodes} nodes: give one, or one per node",
-            many.len()
-        ))),
+        many => Err(Error::ValuesPerNode {
+            option: what,
+            values: many.len(),
+            nodes,
+        }),
     }
 }
 
 fn tasks_per_node(args: &PlanArgs) -> Result<Vec<usize>, Error> {
     if args.nodes == 0 {
-        return Err(Error::new("--nodes must be at least 1"));
+        return Err(Error::NoNodes);
     }
     let counts = match (args.ntasks, args.ntasks_per_node.as_slice()) {
         (Some(n), _) => even_split(n, args.nodes)?,
@@ -64,7 +47,7 @@ fn tasks_per_node(args: &PlanArgs) -> Result<Vec<usize>, Error> {
         (None, given) => per_node(given, args.nodes, "--ntasks-per-node")?,
     };
     if counts.contains(&0) {
-        return Err(Error::new("every node needs at least one task"));
+        return Err(Error::NodeWithoutTasks);
     }
     Ok(counts)
 }
@@ -83,7 +66,7 @@ fn gpu_lists(args: &PlanArgs) -> Result<Vec<Vec<String>>, Error> {
         given => per_node(given, args.nodes, "--gpus")?,
     };
     if counts.contains(&0) {
-        return Err(Error::new("every node needs at least one GPU"));
+        return Err(Error::NodeWithoutGpus);
     }
     Ok(counts
         .iter()
@@ -91,12 +74,7 @@ fn gpu_lists(args: &PlanArgs) -> Result<Vec<Vec<String>>, Error> {
         .collect())
 }
 
-fn to_text(
-    method: Method,
-    visible: Visible,
-    rows: &[Row],
-    loads: &[(usize, String, usize)],
-) -> String {
+fn to_text(method: Method, visible: Visible, rows: &[Row], loads: &[Load]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "method {} visible {}", method.name(), visible.name());
     let _ = writeln!(
@@ -114,47 +92,31 @@ fn to_text(
     }
     let _ = writeln!(out, "\nload per GPU");
     let _ = writeln!(out, "{:>5} {:>8} {:>6}", "node", "gpu", "tasks");
-    for (node, gpu, tasks) in loads {
+    for Load { node, gpu, tasks } in loads {
         let _ = writeln!(out, "{node:>5} {gpu:>8} {tasks:>6}");
     }
     out
+}
+
+/// The preview as `plan --json` prints it.
+#[derive(Serialize)]
+struct Report<'a> {
+    method: &'a str,
+    visible: &'a str,
+    tasks: &'a [Row],
+    load: &'a [Load],
 }
 
 fn to_json(
     method: Method,
     visible: Visible,
     rows: &[Row],
-    loads: &[(usize, String, usize)],
-) -> String {
-    let tasks: Vec<String> = rows
-        .iter()
-        .map(|r| {
-            json::object(&[
-                ("rank", r.rank.to_string()),
-                ("node", r.node.to_string()),
-                ("local_id", r.local_id.to_string()),
-                ("local_count", r.local_count.to_string()),
-                ("gpu", json::string(&r.gpu)),
-                ("visible", json::string(&r.visible)),
-            ])
-        })
-        .collect();
-    let load: Vec<String> = loads
-        .iter()
-        .map(|(node, gpu, tasks)| {
-            json::object(&[
-                ("node", node.to_string()),
-                ("gpu", json::string(gpu)),
-                ("tasks", tasks.to_string()),
-            ])
-        })
-        .collect();
-    let mut out = json::object(&[
-        ("method", json::string(method.name())),
-        ("visible", json::string(visible.name())),
-        ("tasks", json::array(&tasks)),
-        ("load", json::array(&load)),
-    ]);
-    out.push('\n');
-    out
+    loads: &[Load],
+) -> Result<String, serde_json::Error> {
+    json::line(&Report {
+        method: method.name(),
+        visible: visible.name(),
+        tasks: rows,
+        load: loads,
+    })
 }

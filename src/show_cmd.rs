@@ -3,21 +3,22 @@
 
 use crate::cli::ShowArgs;
 use crate::json;
-use desi_gpu_map::config::{parse_args, NvmlSource};
+use desi_gpu_map::config::NvmlSource;
 use desi_gpu_map::env;
 use desi_gpu_map::gpus::parse_gpu_list;
 use desi_gpu_map::nvml::{devices, Device};
-use desi_gpu_map::Error;
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
 use std::fmt::Write;
 
-pub fn run(args: &ShowArgs) -> Result<String, Error> {
-    let nvml = nvml_source(&args.nvml)?;
+pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
+    let nvml = &args.nvml;
     let var = |name: &str| std::env::var(name).ok();
     let visible = var(env::CUDA);
     let tokens = visible.as_deref().map(parse_gpu_list);
-    let found = match (&nvml, &tokens) {
+    let found = match (nvml, &tokens) {
         (NvmlSource::Off, _) | (_, None) | (_, Some(Err(_))) => Ok(Vec::new()),
-        _ => devices(&nvml),
+        _ => devices(nvml),
     };
     let facts = [
         ("node", var("SLURMD_NODENAME")),
@@ -37,21 +38,11 @@ pub fn run(args: &ShowArgs) -> Result<String, Error> {
         (_, Err(e)) => Some(e.to_string()),
         _ => None,
     };
-    Ok(if args.json {
-        to_json(&args.flag, &facts, &matched, nvml_note.as_deref())
+    if args.json {
+        Ok(to_json(&args.flag, &facts, &matched, nvml_note.as_deref())?)
     } else {
-        to_text(&args.flag, &facts, &matched, nvml_note.as_deref())
-    })
-}
-
-fn nvml_source(value: &str) -> Result<NvmlSource, Error> {
-    parse_args(&[format!("nvml={value}")])
-        .map(|c| c.nvml)
-        .map_err(|_| {
-            Error::new(format!(
-                "invalid --nvml {value:?}; valid values: auto, off, /ABSOLUTE/PATH"
-            ))
-        })
+        Ok(to_text(&args.flag, &facts, &matched, nvml_note.as_deref()))
+    }
 }
 
 /// The NVML device a token names: by UUID, or by index in NVML's order.
@@ -106,33 +97,61 @@ fn to_text(
     out
 }
 
+/// The report as `show --json` prints it: the facts in order, then the
+/// flag's name, the devices and what NVML said.
+struct Report<'a> {
+    flag: &'a str,
+    facts: &'a [(&'a str, Option<String>)],
+    devices: Vec<DeviceReport<'a>>,
+    note: Option<&'a str>,
+}
+
+/// A device of the task's list: found through NVML, or `uuid: null`.
+#[derive(Serialize)]
+struct DeviceReport<'a> {
+    token: &'a str,
+    uuid: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pci_bus_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory_used: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory_total: Option<u64>,
+}
+
+impl Serialize for Report<'_> {
+    fn serialize<S: Serializer>(&self, out: S) -> Result<S::Ok, S::Error> {
+        let mut map = out.serialize_map(None)?;
+        for (key, value) in self.facts {
+            map.serialize_entry(key, value)?;
+        }
+        map.serialize_entry("flag_name", self.flag)?;
+        map.serialize_entry("devices", &self.devices)?;
+        map.serialize_entry("nvml_note", &self.note)?;
+        map.end()
+    }
+}
+
 fn to_json(
     flag: &str,
     facts: &[(&str, Option<String>)],
     matched: &[(String, Option<&Device>)],
     note: Option<&str>,
-) -> String {
-    let mut fields: Vec<(&str, String)> = facts
+) -> Result<String, serde_json::Error> {
+    let devices = matched
         .iter()
-        .map(|(k, v)| (*k, json::opt_string(v.as_deref())))
-        .collect();
-    fields.push(("flag_name", json::string(flag)));
-    let devices: Vec<String> = matched
-        .iter()
-        .map(|(token, device)| match device {
-            Some(d) => json::object(&[
-                ("token", json::string(token)),
-                ("uuid", json::string(&d.uuid)),
-                ("pci_bus_id", json::string(&d.pci_bus_id)),
-                ("memory_used", d.memory_used.to_string()),
-                ("memory_total", d.memory_total.to_string()),
-            ]),
-            None => json::object(&[("token", json::string(token)), ("uuid", "null".to_string())]),
+        .map(|(token, device)| DeviceReport {
+            token,
+            uuid: device.map(|d| d.uuid.as_str()),
+            pci_bus_id: device.map(|d| d.pci_bus_id.as_str()),
+            memory_used: device.map(|d| d.memory_used),
+            memory_total: device.map(|d| d.memory_total),
         })
         .collect();
-    fields.push(("devices", json::array(&devices)));
-    fields.push(("nvml_note", json::opt_string(note)));
-    let mut out = json::object(&fields);
-    out.push('\n');
-    out
+    json::line(&Report {
+        flag,
+        facts,
+        devices,
+        note,
+    })
 }

@@ -1,15 +1,35 @@
-//! The decision for one job step on one node, and for each of its tasks.
+//! The decision for one job step on one node: whether it is mapped, and
+//! with which list. Each rule lives in its own module, its tests beside it:
+//!
+//! - `source`: where the step's GPU list comes from (Slurm's list, or NVML);
+//! - `binding`: when Slurm's own per-task binding wins;
+//! - `task`: what each task gets, and the variables written for it
+//!   (through [`crate::vendor`], which writes the lists for the node's
+//!   vendor).
 //!
 //! Pure: the plugin hands in what Slurm told it, and applies what comes back.
 
-use crate::bind::{parse_gpu_bind, GpuBind};
-use crate::config::{Config, NvmlSource, Untracked, Visible};
+mod binding;
+mod source;
+mod task;
+#[cfg(test)]
+mod testing;
+
+pub use task::{
+    aside_line, assign, carry_out, map_task, task_outcome, unreadable_task, variables, Assignment,
+    TaskInputs, TaskOutcome,
+};
+
+use crate::config::{Config, Visible};
 use crate::env;
 use crate::error::{quote, Error};
-use crate::gpus::{check_list, join, parse_gpu_list};
-use crate::mapping::{position, visible_list};
 use crate::method::{Choice, Method, Request};
-use crate::vendor::{render, Chosen, Rendering, StepLists, VendorSetting};
+use crate::vendor::{Chosen, Rendering, StepLists, VendorSetting};
+use binding::slurm_binds_per_task;
+use source::{from_nvml, from_slurm, other_lists, NoList};
+use std::fmt;
+
+pub use source::Unlisted;
 
 /// Step ids of the batch (0xfffffffb), extern (0xfffffffc) and interactive
 /// (0xfffffffa) steps, and Slurm's other reserved ids above them: never mapped.
@@ -62,14 +82,58 @@ pub enum StepPlan {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unmapped {
     /// Said once per node, by its first task; `None`: silent.
-    pub why: Option<String>,
+    pub why: Option<Aside>,
     /// Variables removed from every task: the flag and `DESI_GPU_MAP_*`.
     pub clear: Vec<String>,
 }
 
+/// Why a step (or, on a node, its tasks) stands aside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Aside {
+    /// Slurm would not say which step this is.
+    UnreadableStepId(String),
+    /// The plugstack arguments are unusable.
+    Misconfigured(Error),
+    /// `init` never ran in this process.
+    NotInitialised,
+    /// The user's option value is unusable.
+    BadRequest(Error),
+    /// The step asks Slurm to bind GPUs per task (`request=value`).
+    SlurmBindsStep {
+        request: &'static str,
+        value: String,
+    },
+    /// Slurm bound the node's tasks itself ([`Error::SlurmBound`]).
+    SlurmBoundTasks(Error),
+    /// The step has no GPU list to map.
+    NoList(Unlisted),
+}
+
+impl fmt::Display for Aside {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Aside::UnreadableStepId(e) => {
+                write!(f, "cannot read the step id ({e}); tasks left unchanged")
+            }
+            Aside::Misconfigured(e) => {
+                write!(f, "plugin misconfigured, ask your administrators: {e}")
+            }
+            Aside::NotInitialised => f.write_str("plugin not initialised; tasks left unchanged"),
+            Aside::BadRequest(e) => write!(f, "{e}; tasks left unchanged"),
+            Aside::SlurmBindsStep { request, value } => write!(
+                f,
+                "Slurm binds GPUs per task in this step ({request}={}); keeping Slurm's binding",
+                quote(value)
+            ),
+            Aside::SlurmBoundTasks(e) => e.fmt(f),
+            Aside::NoList(why) => write!(f, "{why}; tasks left unchanged"),
+        }
+    }
+}
+
 impl StepPlan {
     /// Stands aside and says why; `flag` is the flag to clear.
-    pub fn aside(flag: &str, why: String) -> StepPlan {
+    pub fn aside(flag: &str, why: Aside) -> StepPlan {
         StepPlan::Unmapped(Unmapped {
             why: Some(why),
             clear: stale_names(flag),
@@ -86,7 +150,7 @@ impl StepPlan {
 }
 
 /// The variables a mapped task gets, which no unmapped task may keep.
-fn stale_names(flag: &str) -> Vec<String> {
+pub(crate) fn stale_names(flag: &str) -> Vec<String> {
     vec![
         flag.to_string(),
         env::METHOD.to_string(),
@@ -128,43 +192,29 @@ pub struct StepFacts<'a> {
 }
 
 /// Decides for a step. `env` reads the step's environment; `nvml` lists the
-/// node's GPU UUIDs and is called only when Slurm names no GPU list.
+/// node's GPU UUIDs, as the site configured NVML, and is called only for a
+/// step whose configuration could be read and where Slurm names no GPU list.
 pub fn plan_step(
     facts: &StepFacts,
     env: &dyn Fn(&str) -> Option<String>,
-    nvml: &mut dyn FnMut() -> Result<Vec<String>, Error>,
+    nvml: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
 ) -> StepPlan {
     let default_flag = crate::config::DEFAULT_FLAG;
     let step_id = match &facts.step_id {
         Ok(id) => *id,
-        Err(e) => {
-            return StepPlan::aside(
-                default_flag,
-                format!("cannot read the step id ({e}); tasks left unchanged"),
-            )
-        }
+        Err(e) => return StepPlan::aside(default_flag, Aside::UnreadableStepId(e.clone())),
     };
     if is_special_step(step_id) {
         return StepPlan::Untouched;
     }
     let config = match facts.config {
         Some(Ok(config)) => config,
-        Some(Err(e)) => {
-            return StepPlan::aside(
-                default_flag,
-                format!("plugin misconfigured, ask your administrators: {e}"),
-            )
-        }
-        None => {
-            return StepPlan::aside(
-                default_flag,
-                "plugin not initialised; tasks left unchanged".to_string(),
-            )
-        }
+        Some(Err(e)) => return StepPlan::aside(default_flag, Aside::Misconfigured(e.clone())),
+        None => return StepPlan::aside(default_flag, Aside::NotInitialised),
     };
     let request = match facts.request {
         Some(Ok(request)) => Some(*request),
-        Some(Err(e)) => return StepPlan::aside(&config.flag, format!("{e}; tasks left unchanged")),
+        Some(Err(e)) => return StepPlan::aside(&config.flag, Aside::BadRequest(e.clone())),
         None => None,
     };
     let want = resolve(request, config);
@@ -177,17 +227,14 @@ fn plan_mapping(
     config: &Config,
     vendor: &dyn Fn(VendorSetting) -> Chosen,
     env: &dyn Fn(&str) -> Option<String>,
-    nvml: &mut dyn FnMut() -> Result<Vec<String>, Error>,
+    nvml: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
 ) -> StepPlan {
     let method = match want.choice {
         Choice::Off => return StepPlan::quiet(&config.flag),
         Choice::Map(method) => method,
     };
-    if let Some(why) = slurm_binds_per_task(env) {
-        return StepPlan::aside(
-            &config.flag,
-            format!("Slurm binds GPUs per task in this step ({why}); keeping Slurm's binding"),
-        );
+    if let Some(binds) = slurm_binds_per_task(env) {
+        return StepPlan::aside(&config.flag, binds);
     }
     let listed = match from_slurm(env) {
         Some(listed) => listed,
@@ -223,322 +270,159 @@ fn plan_mapping(
         }
         Err(NoList::NoGpus(_)) if !want.asked => StepPlan::quiet(&config.flag),
         Err(NoList::NoGpus(why) | NoList::Failed(why)) => {
-            StepPlan::aside(&config.flag, format!("{why}; tasks left unchanged"))
+            StepPlan::aside(&config.flag, Aside::NoList(why))
         }
     }
-}
-
-/// Names the request under which Slurm already narrows GPUs per task.
-/// `--gpus-per-task` and `--ntasks-per-gpu` always bind; a bind request
-/// binds unless it is `none` (see [`crate::bind`]).
-fn slurm_binds_per_task(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
-    for name in env::PER_TASK_REQUESTS {
-        let Some(value) = env(name) else { continue };
-        let binds = !env::BIND_REQUESTS.contains(&name)
-            || matches!(parse_gpu_bind(&value), GpuBind::PerTask(_));
-        if binds {
-            return Some(format!("{name}={}", quote(&value)));
-        }
-    }
-    None
-}
-
-/// Why a step gets no GPU list.
-enum NoList {
-    /// Slurm gave the step no GPUs on this node: said only when asked.
-    NoGpus(String),
-    /// It has GPUs, but they cannot be named safely.
-    Failed(String),
-}
-
-type Listed = Result<(Vec<String>, Option<String>), NoList>;
-
-/// The GPU list from `CUDA_VISIBLE_DEVICES`, where Slurm set it for this
-/// step (`None` otherwise). Slurm overwrites the user's value in every step
-/// with GPUs, except on nodes whose gres.conf says `Flags=no_gpu_env`: there
-/// a value the user exported survives. So the list is Slurm's only where it
-/// agrees with `SLURM_STEP_GPUS`, Slurm's own list, entry for entry, or
-/// reads `0..n-1` as Slurm renumbers under cgroup device constraint, with
-/// Slurm's companion lists renumbered alike (see [`renumbered_by_slurm`]),
-/// and where `SLURM_GPUS_ON_NODE` counts the step's GPUs.
-fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Option<Listed> {
-    let cuda = env(env::CUDA)?;
-    // Slurm sets the count in every step with GPUs and removes it from every
-    // other step, even when the user exported one (measured on 22.05).
-    let count = env(env::GPUS_ON_NODE)?.trim().parse::<usize>().ok()?;
-    let step = parse_gpu_list(&env(env::STEP_GPUS)?).ok()?;
-    let gpus = match parse_gpu_list(&cuda) {
-        Ok(gpus) => gpus,
-        Err(e) => return Some(Err(NoList::Failed(format!("{}: {e}", env::CUDA)))),
-    };
-    if gpus != step && !renumbered_by_slurm(&gpus, step.len(), &cuda, env) {
-        return None;
-    }
-    if count != gpus.len() {
-        return Some(Err(NoList::Failed(format!(
-            "{}={} lists {} GPUs but {}={count}",
-            env::CUDA,
-            quote(&cuda),
-            gpus.len(),
-            env::GPUS_ON_NODE
-        ))));
-    }
-    Some(Ok((gpus, Some(cuda))))
-}
-
-/// True when `gpus` is `0..n-1` and one of the lists Slurm sets beside it
-/// (`ROCR_VISIBLE_DEVICES`, `GPU_DEVICE_ORDINAL`, `ZE_AFFINITY_MASK`) reads
-/// the same: Slurm renumbers them all together under device constraint,
-/// while a stray export of the user's is, in practice, one variable. A
-/// renumbered list that Slurm sets alone (gres.conf `Flags=nvidia_gpu_env`)
-/// is left to NVML, which under device constraint sees the step's GPUs only.
-fn renumbered_by_slurm(
-    gpus: &[String],
-    count: usize,
-    cuda: &str,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> bool {
-    let renumbered =
-        gpus.len() == count && gpus.iter().cloned().eq((0..count).map(|i| i.to_string()));
-    renumbered
-        && env::OTHER_LISTS
-            .iter()
-            .any(|name| env(name).is_some_and(|v| v.trim() == cuda.trim()))
-}
-
-/// The GPU list from NVML, where Slurm names no list it set itself. Used
-/// only when Slurm's count proves NVML's list is the step's, or where the
-/// site declared that Slurm tracks no GPUs (`untracked=whole-node`).
-fn from_nvml(
-    config: &Config,
-    env: &dyn Fn(&str) -> Option<String>,
-    nvml: &mut dyn FnMut() -> Result<Vec<String>, Error>,
-) -> Listed {
-    let count = match env(env::GPUS_ON_NODE) {
-        Some(v) => match v.trim().parse::<usize>() {
-            Ok(0) => return Err(NoList::NoGpus(no_gpus(env))),
-            Ok(count) => Some(count),
-            Err(_) => {
-                return Err(NoList::Failed(format!(
-                    "{}={} is not a count",
-                    env::GPUS_ON_NODE,
-                    quote(&v)
-                )))
-            }
-        },
-        None if config.untracked == Untracked::WholeNode => None,
-        None => return Err(NoList::NoGpus(no_gpus(env))),
-    };
-    // Without a count from Slurm, no answer from NVML just means no GPUs.
-    let fail = |why: String| match count {
-        Some(_) => NoList::Failed(why),
-        None => NoList::NoGpus(why),
-    };
-    if config.nvml == NvmlSource::Off {
-        return Err(fail(format!(
-            "Slurm set no {} and NVML discovery is off (nvml=off)",
-            env::CUDA
-        )));
-    }
-    let uuids = nvml().map_err(|e| fail(format!("Slurm set no {}, and {e}", env::CUDA)))?;
-    check_list(&uuids).map_err(|e| fail(format!("NVML's device list is unusable: {e}")))?;
-    match count {
-        _ if uuids.is_empty() => Err(fail("NVML finds no GPU on this node".to_string())),
-        Some(count) if count != uuids.len() => Err(fail(format!(
-            "NVML finds {} GPUs but {}={count}, so the step's GPUs cannot be told apart",
-            uuids.len(),
-            env::GPUS_ON_NODE
-        ))),
-        _ => Ok((uuids, None)),
-    }
-}
-
-/// Says that the step has no GPUs here, and why a list it has is not used.
-fn no_gpus(env: &dyn Fn(&str) -> Option<String>) -> String {
-    let why = "no GPUs are allocated to this step on this node";
-    match env(env::CUDA) {
-        Some(cuda) => format!(
-            "{why} ({}={} was inherited, not set by Slurm)",
-            env::CUDA,
-            quote(&cuda)
-        ),
-        None => why.to_string(),
-    }
-}
-
-/// The other GPU lists Slurm set that can be narrowed alongside
-/// `CUDA_VISIBLE_DEVICES` (those with `count` entries), and a note for each
-/// one left as is.
-type OtherLists = (Vec<(&'static str, Vec<String>)>, Vec<String>);
-
-fn other_lists(env: &dyn Fn(&str) -> Option<String>, count: usize) -> OtherLists {
-    let (mut others, mut notes) = (Vec::new(), Vec::new());
-    for name in env::OTHER_LISTS {
-        let Some(value) = env(name) else { continue };
-        match parse_gpu_list(&value) {
-            Ok(list) if list.len() == count => others.push((name, list)),
-            Ok(list) => notes.push(format!(
-                "{name} left as is: {} entries, not {count}",
-                list.len()
-            )),
-            Err(e) => notes.push(format!("{name} left as is: {e}")),
-        }
-    }
-    (others, notes)
-}
-
-/// One task, as slurmstepd sees it in `task_init`.
-pub struct TaskInputs<'a> {
-    pub node: &'a str,
-    pub local_id: usize,
-    pub local_count: usize,
-    pub rank: u32,
-    /// `CUDA_VISIBLE_DEVICES` in the task's environment now.
-    pub cuda: Option<&'a str>,
-    /// `SLURMD_TRES_BIND` in the task's environment: Slurm's own binding.
-    pub tres_bind: Option<&'a str>,
-}
-
-/// What to do to one task.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct TaskOutcome {
-    /// Variables to remove first.
-    pub unset: Vec<String>,
-    /// Variables to set, in order.
-    pub set: Vec<(String, String)>,
-    /// Lines for the task's stderr.
-    pub say: Vec<String>,
-}
-
-/// What to do to one task of a step planned as `plan`.
-pub fn task_outcome(plan: &StepPlan, task: &TaskInputs) -> TaskOutcome {
-    match plan {
-        StepPlan::Untouched => TaskOutcome::default(),
-        StepPlan::Unmapped(unmapped) => unmapped_task(unmapped, task.node, task.local_id),
-        StepPlan::Map(map) => map_task(map, task),
-    }
-}
-
-/// A task whose ids could not be read: it runs unmapped, and says why.
-pub fn unreadable_task(plan: &StepPlan, node: &str, why: &str) -> TaskOutcome {
-    match plan {
-        StepPlan::Untouched => TaskOutcome::default(),
-        StepPlan::Unmapped(unmapped) => TaskOutcome {
-            unset: unmapped.clear.clone(),
-            ..TaskOutcome::default()
-        },
-        StepPlan::Map(map) => TaskOutcome {
-            unset: stale_names(&map.flag),
-            set: Vec::new(),
-            say: vec![aside_line(node, &format!("{why}; task left unchanged"))],
-        },
-    }
-}
-
-/// A task of an unmapped step: stale flags go; the node's first task
-/// (local id 0) says why, so that each node says it once.
-fn unmapped_task(unmapped: &Unmapped, node: &str, local_id: usize) -> TaskOutcome {
-    let say = match &unmapped.why {
-        Some(why) if local_id == 0 => vec![aside_line(node, why)],
-        _ => Vec::new(),
-    };
-    TaskOutcome {
-        unset: unmapped.clear.clone(),
-        set: Vec::new(),
-        say,
-    }
-}
-
-/// Maps one task of a mapped step.
-pub fn map_task(map: &StepMap, task: &TaskInputs) -> TaskOutcome {
-    let mut out = TaskOutcome::default();
-    if let Some(why) = slurm_bound_task(map, task) {
-        let why = format!("{why}; keeping Slurm's binding");
-        let unmapped = Unmapped {
-            why: Some(why),
-            clear: stale_names(&map.flag),
-        };
-        return unmapped_task(&unmapped, task.node, task.local_id);
-    }
-    let p = match position(map.method, task.local_id, task.local_count, map.gpus.len()) {
-        Ok(p) => p,
-        Err(e) => {
-            out.unset = stale_names(&map.flag);
-            out.say
-                .push(aside_line(task.node, &format!("{e}; task left unchanged")));
-            return out;
-        }
-    };
-    let visible = visible_list(&map.gpus, p, map.rendering.visible);
-    let lists = StepLists {
-        gpus: &map.gpus,
-        from_slurm: map.cuda.is_some(),
-        others: &map.others,
-    };
-    out.set.extend(render(&map.rendering, &lists, p));
-    out.set
-        .push((env::METHOD.to_string(), map.method.name().to_string()));
-    out.set
-        .push((env::NODE_GPUS.to_string(), map.gpus.len().to_string()));
-    // Last: a task whose variables could not all be set gets no flag.
-    out.set.push((map.flag.clone(), "1".to_string()));
-    if map.verbose {
-        out.say.push(verbose_line(map, task, &visible));
-        if task.local_id == 0 {
-            out.say
-                .extend(map.notes.iter().map(|n| aside_line(task.node, n)));
-        }
-    }
-    out
-}
-
-/// Says why Slurm's own per-task binding applies to this task, if it does.
-/// slurmstepd binds after `user_init`, so only the task's environment
-/// shows it: `SLURMD_TRES_BIND`, or a list that differs from the step's.
-/// `--gpu-bind=none` (`gpu:none`) removes the list without binding: the
-/// step's list, as Slurm allocated it, is then mapped.
-fn slurm_bound_task(map: &StepMap, task: &TaskInputs) -> Option<String> {
-    match task.tres_bind.map(parse_gpu_bind) {
-        Some(GpuBind::Unbound) => return None,
-        Some(GpuBind::PerTask(how)) => {
-            return Some(format!(
-                "Slurm binds GPUs per task ({}={how})",
-                env::TRES_BIND
-            ))
-        }
-        None => {}
-    }
-    if map.cuda.as_deref() == task.cuda {
-        return None;
-    }
-    Some(format!(
-        "Slurm narrowed {} per task (now {})",
-        env::CUDA,
-        task.cuda.map_or_else(|| "unset".to_string(), quote)
-    ))
-}
-
-/// The `verbose` report: one `key=value` line per task.
-fn verbose_line(map: &StepMap, task: &TaskInputs, visible: &[&str]) -> String {
-    format!(
-        "desi-gpu-map: node={} rank={} local={}/{} gpu={} visible={} gpus={} method={} source={}",
-        task.node,
-        task.rank,
-        task.local_id,
-        task.local_count,
-        visible.first().copied().unwrap_or("-"),
-        join(visible),
-        join(&map.gpus),
-        map.method.name(),
-        if map.cuda.is_some() { "slurm" } else { "nvml" },
-    )
-}
-
-/// The line a task prints when its step stands aside (local task 0 only,
-/// so each node says it once).
-pub fn aside_line(node: &str, why: &str) -> String {
-    format!("desi-gpu-map: node {node}: {why}")
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+    use crate::config::parse_args;
+    use crate::error::ArgProblem;
+    use crate::step::testing::*;
+
+    #[test]
+    fn off_steps_only_lose_stale_flags_and_special_steps_are_untouched() {
+        let config = Config::default();
+        let (p, calls) = plan_with(&config, Choice::Off, &SLURM_4, Ok(vec![]));
+        let u = quiet(p);
+        assert_eq!(
+            u.clear,
+            [
+                "DESI_GPU_MAPPED",
+                "DESI_GPU_MAP_METHOD",
+                "DESI_GPU_MAP_NODE_GPUS"
+            ]
+        );
+        assert_eq!(calls, 0);
+        let (p, _) = plan_req(&config, None, &SLURM_4, Ok(vec![]));
+        quiet(p);
+        let custom = parse_args(&["flag=MY_FLAG"]).unwrap();
+        let (p, _) = plan_req(&custom, None, &[], Ok(vec![]));
+        assert_eq!(quiet(p).clear[0], "MY_FLAG");
+        for step_id in [0xffff_fffa, 0xffff_fffb, 0xffff_fffc] {
+            let c = Some(asking(Choice::Map(Method::Contiguous)));
+            let (p, _) = plan_step_id(step_id, &config, c, &SLURM_4, Ok(vec![]));
+            assert_eq!(p, StepPlan::Untouched, "step {step_id:#x}");
+            let out = task_outcome(&p, &task(0, 1, Some("0,1,2,3")));
+            assert_eq!(out, TaskOutcome::default());
+        }
+    }
+
+    #[test]
+    fn unreadable_facts_stand_aside_with_the_reason() {
+        let vars = env_of(&SLURM_4);
+        let lookup = |name: &str| vars.get(name).cloned();
+        let bad_config = Err(Error::BadArgument {
+            arg: "x".to_string(),
+            why: ArgProblem::Unknown("x".to_string()),
+        });
+        let bad_request = Err(Error::BadOption {
+            value: "y".to_string(),
+        });
+        let config = Ok(Config::default());
+        let cases: [(StepFacts, Aside); 4] = [
+            (
+                StepFacts {
+                    step_id: Err("no id".to_string()),
+                    config: Some(&config),
+                    request: None,
+                    vendor: &|_| nvidia(),
+                },
+                Aside::UnreadableStepId("no id".to_string()),
+            ),
+            (
+                StepFacts {
+                    step_id: Ok(1),
+                    config: Some(&bad_config),
+                    request: None,
+                    vendor: &|_| nvidia(),
+                },
+                Aside::Misconfigured(bad_config.clone().unwrap_err()),
+            ),
+            (
+                StepFacts {
+                    step_id: Ok(1),
+                    config: None,
+                    request: None,
+                    vendor: &|_| nvidia(),
+                },
+                Aside::NotInitialised,
+            ),
+            (
+                StepFacts {
+                    step_id: Ok(1),
+                    config: Some(&config),
+                    request: Some(&bad_request),
+                    vendor: &|_| nvidia(),
+                },
+                Aside::BadRequest(bad_request.clone().unwrap_err()),
+            ),
+        ];
+        for (facts, want) in cases {
+            let why = aside(plan_step(&facts, &lookup, &mut |_| Ok(vec![])));
+            assert_eq!(why, want);
+        }
+    }
+
+    #[test]
+    fn each_stand_aside_in_words() {
+        let bad = Error::BadOption {
+            value: "y".to_string(),
+        };
+        for (why, want) in [
+            (
+                Aside::UnreadableStepId("no id".to_string()),
+                "cannot read the step id (no id); tasks left unchanged".to_string(),
+            ),
+            (
+                Aside::Misconfigured(Error::NvmlOff),
+                "plugin misconfigured, ask your administrators: NVML discovery is off (nvml=off)"
+                    .to_string(),
+            ),
+            (
+                Aside::NotInitialised,
+                "plugin not initialised; tasks left unchanged".to_string(),
+            ),
+            (
+                Aside::BadRequest(bad.clone()),
+                format!("{bad}; tasks left unchanged"),
+            ),
+            (
+                Aside::SlurmBindsStep {
+                    request: "SLURM_GPU_BIND",
+                    value: "map_gpu:0,1".to_string(),
+                },
+                "Slurm binds GPUs per task in this step (SLURM_GPU_BIND=\"map_gpu:0,1\"); \
+                 keeping Slurm's binding"
+                    .to_string(),
+            ),
+            (
+                Aside::NoList(Unlisted::NoGpus { inherited: None }),
+                "no GPUs are allocated to this step on this node; tasks left unchanged".to_string(),
+            ),
+        ] {
+            assert_eq!(why.to_string(), want);
+        }
+    }
+
+    #[test]
+    fn resolve_prefers_the_user() {
+        let config = parse_args(&["default=roundrobin"]).unwrap();
+        let rr = Choice::Map(Method::RoundRobin);
+        let c = Choice::Map(Method::Contiguous);
+        let got = |request: Option<Request>| {
+            let r = resolve(request, &config);
+            (r.choice, r.verbose, r.asked)
+        };
+        assert_eq!(got(None), (rr, false, false));
+        assert_eq!(got(Some(asking(Choice::Off))), (Choice::Off, false, false));
+        let verbose = |choice| Request::Use {
+            choice,
+            verbose: true,
+        };
+        assert_eq!(got(Some(verbose(Some(c)))), (c, true, true));
+        assert_eq!(got(Some(verbose(None))), (rr, true, true));
+    }
+}

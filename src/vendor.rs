@@ -33,6 +33,7 @@ use crate::env;
 use crate::error::quote;
 use crate::gpus::join;
 use crate::mapping::visible_list;
+use crate::names::{named, Named};
 use std::path::Path;
 
 /// The GPU vendor whose runtimes read the lists on a node.
@@ -70,18 +71,23 @@ pub enum VendorSetting {
     Fixed(Vendor),
 }
 
-pub fn parse_vendor(value: &str) -> Result<VendorSetting, String> {
-    match value {
-        "auto" => Ok(VendorSetting::Auto),
-        "nvidia" => Ok(VendorSetting::Fixed(Vendor::Nvidia)),
-        "amd" => Ok(VendorSetting::Fixed(Vendor::Amd)),
-        "intel" => Ok(VendorSetting::Fixed(Vendor::Intel)),
-        _ => Err(format!(
-            "vendor must be auto, nvidia, amd or intel, not {}",
-            quote(value)
-        )),
+impl Named for VendorSetting {
+    const ALL: &'static [Self] = &[
+        VendorSetting::Auto,
+        VendorSetting::Fixed(Vendor::Nvidia),
+        VendorSetting::Fixed(Vendor::Amd),
+        VendorSetting::Fixed(Vendor::Intel),
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            VendorSetting::Auto => "auto",
+            VendorSetting::Fixed(vendor) => vendor.name(),
+        }
     }
 }
+
+named!(from_str VendorSetting);
 
 /// A node's vendor, and why, for the verbose report.
 #[derive(Debug, Clone, PartialEq, Eq)]

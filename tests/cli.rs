@@ -81,6 +81,10 @@ fn plan_errors_name_the_bad_value() {
             "invalid --method \"contigous\"",
         ),
         (
+            &["plan", "--method", "verbose,roundrobin"][..],
+            "invalid --method \"verbose,roundrobin\"",
+        ),
+        (
             &["plan", "-N", "2", "--gpus", "4,4,2"][..],
             "--gpus has 3 values for 2 nodes",
         ),

@@ -11,8 +11,8 @@ proptest! {
     #[test]
     fn option_parser_never_panics(s in any::<String>()) {
         if let Err(e) = parse_option(&s) {
-            prop_assert!(e.message().contains("valid values"));
-            prop_assert!(e.message().len() < 512, "one short line");
+            prop_assert!(e.to_string().contains("valid values"));
+            prop_assert!(e.to_string().len() < 512, "one short line");
         }
     }
 
@@ -24,8 +24,8 @@ proptest! {
     #[test]
     fn plugstack_parser_never_panics(args in proptest::collection::vec(any::<String>(), 0..6)) {
         if let Err(e) = parse_args(&args) {
-            prop_assert!(e.message().starts_with("bad plugstack argument"));
-            prop_assert!(e.message().len() < 512, "one short line");
+            prop_assert!(e.to_string().starts_with("bad plugstack argument"));
+            prop_assert!(e.to_string().len() < 512, "one short line");
         }
     }
 
@@ -39,8 +39,8 @@ proptest! {
         match parse_gpu_list(&s) {
             Ok(list) => prop_assert!(!list.is_empty()),
             Err(e) => {
-                prop_assert!(e.message().starts_with("GPU list"));
-                prop_assert!(e.message().len() < 512, "one short line");
+                prop_assert!(e.to_string().starts_with("GPU list"));
+                prop_assert!(e.to_string().len() < 512, "one short line");
             }
         }
     }

@@ -7,6 +7,6 @@ fuzz_target!(|data: &[u8]| {
     let line = String::from_utf8_lossy(data);
     let args: Vec<&str> = line.split(' ').collect();
     if let Err(e) = desi_gpu_map::config::parse_args(&args) {
-        assert!(e.message().starts_with("bad plugstack argument"));
+        assert!(e.to_string().starts_with("bad plugstack argument"));
     }
 });

@@ -16,7 +16,7 @@ pub fn plugin_args(spank: &SpankHandle) -> Result<Vec<String>, Error> {
     spank
         .plugin_argv()
         .map(|args| args.iter().map(|a| a.to_string()).collect())
-        .map_err(|e| Error::new(format!("bad plugstack argument: {e}")))
+        .map_err(|e| Error::UnreadableArguments(e.to_string()))
 }
 
 /// The option's value, if the user gave the option. Bytes that are not
@@ -29,17 +29,16 @@ pub fn option_value(spank: &SpankHandle, name: &str) -> Option<String> {
 /// an `nvmlInit` that blocks (a GPU fell off the bus) must not hold the step.
 fn nvml_within_deadline(config: &Config) -> Result<Vec<String>, Error> {
     let source = &config.nvml;
-    let work = || nvml::uuids(source).map_err(|e| e.message().to_string());
+    let work = || nvml::uuids(source).map_err(|e| e.to_string());
     deadline::lines_within(config.nvml_timeout, work).map_err(|failure| match failure {
         Failure::TimedOut => {
-            let why = format!(
-                "NVML did not answer within {} s (nvml_timeout)",
-                config.nvml_timeout.as_secs()
-            );
-            log::warn!("{why}; the discovery process was killed");
-            Error::new(why)
+            let timed_out = Error::NvmlTimedOut {
+                seconds: config.nvml_timeout.as_secs(),
+            };
+            log::warn!("{timed_out}; the discovery process was killed");
+            timed_out
         }
-        Failure::Failed(why) => Error::new(why),
+        Failure::Failed(why) => Error::Discovery(why),
     })
 }
 
@@ -55,18 +54,10 @@ pub fn plan(
         request,
         vendor: &node_vendor,
     };
-    // NVML is asked only for a step whose configuration could be read.
-    let nvml_config = match config {
-        Some(Ok(config)) => Some(config),
-        _ => None,
-    };
     let env = |name: &str| spank.getenv_lossy(name).ok().flatten();
-    let mut nvml = || {
+    let mut nvml = |config: &Config| {
         let started = Instant::now();
-        let found = match nvml_config {
-            Some(config) => nvml_within_deadline(config),
-            None => Err(Error::new("NVML: the plugin is not configured")),
-        };
+        let found = nvml_within_deadline(config);
         log::debug!("NVML discovery took {} us", started.elapsed().as_micros());
         found
     };

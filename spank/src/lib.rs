@@ -12,6 +12,12 @@
 //! fails the job, so every problem becomes a message and the task runs as
 //! Slurm made it.
 
+// Slurm's processes host the plugin: outside tests nothing may panic, and
+// every unsafe block says why it is sound.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod deadline;
 mod exports;
 mod gather;
@@ -19,7 +25,9 @@ mod logger;
 mod task;
 
 use desi_gpu_map::config::{parse_args, Config};
-use desi_gpu_map::method::{check_help_source, parse_option, usage, Request, ENV_FORM};
+use desi_gpu_map::method::{
+    check_help_source, option_form, parse_option, usage, Request, ENV_FORM,
+};
 use desi_gpu_map::step::StepPlan;
 use desi_gpu_map::Error;
 use slurm_spank::{Context, Plugin, SpankHandle, SpankOption};
@@ -86,14 +94,16 @@ unsafe impl Plugin for DesiGpuMap {
             log::info!("loaded twice by plugstack.conf; the second line stands aside");
             return Ok(());
         }
-        let registered = spank.register_option(
-            SpankOption::new(OPTION)
-                .takes_value("[verbose,]contiguous|roundrobin|none|help")
-                .usage("Bind each task to one GPU of its node before it starts (see --desi-gpu-map=help)"),
-        );
+        let registered =
+            spank.register_option(SpankOption::new(OPTION).takes_value(&option_form()).usage(
+                "Bind each task to one GPU of its node before it starts (see --desi-gpu-map=help)",
+            ));
         let config = gather::plugin_args(spank).and_then(|args| parse_args(&args));
         if is_client(spank) {
-            registered.map_err(|e| Error::new(format!("cannot register --{OPTION}: {e}")))?;
+            registered.map_err(|e| Error::CannotRegister {
+                option: OPTION.to_string(),
+                why: e.to_string(),
+            })?;
             self.config = Some(Ok(config?));
             return Ok(());
         }

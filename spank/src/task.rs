@@ -2,7 +2,7 @@
 
 use desi_gpu_map::env;
 use desi_gpu_map::step::{
-    aside_line, task_outcome, unreadable_task, StepPlan, TaskInputs, TaskOutcome,
+    carry_out, task_outcome, unreadable_task, StepPlan, TaskInputs, TaskOutcome,
 };
 use slurm_spank::SpankHandle;
 use std::io::Write;
@@ -60,25 +60,14 @@ fn task_inputs(spank: &SpankHandle) -> Result<Ids, String> {
     })
 }
 
-/// Removes, then sets the variables in order and prints the lines; a
-/// failure stops the rest, since a half-set environment is better than a
-/// wrong flag (the flag is set last).
+/// Changes the task's environment as the core says, and prints the lines.
 fn apply_outcome(spank: &SpankHandle, outcome: &TaskOutcome, node: &str) {
-    let mut lines = outcome.say.clone();
-    for name in &outcome.unset {
-        if let Err(e) = spank.unsetenv(name) {
-            lines.push(aside_line(node, &format!("cannot unset {name}: {e}")));
-        }
-    }
-    for (name, value) in &outcome.set {
-        if let Err(e) = spank.setenv(name, value, true) {
-            lines.push(aside_line(
-                node,
-                &format!("cannot set {name}: {e}; later variables not set"),
-            ));
-            break;
-        }
-    }
+    let lines = carry_out(
+        outcome,
+        node,
+        &mut |name| spank.unsetenv(name).map_err(|e| e.to_string()),
+        &mut |name, value| spank.setenv(name, value, true).map_err(|e| e.to_string()),
+    );
     // A stand-aside line also goes to slurmd's log, for the admin.
     for line in &lines {
         if outcome.set.is_empty() {

@@ -1,0 +1,143 @@
+//! When Slurm's own GPU binding wins: Slurm narrows each task's GPUs itself
+//! under `--gpus-per-task`, `--ntasks-per-gpu` and any `--gpu-bind` but
+//! `none` (its grammar is read in [`crate::bind`]), and the plugin then
+//! keeps Slurm's binding.
+
+use super::{Aside, StepMap, TaskInputs};
+use crate::bind::{parse_gpu_bind, GpuBind};
+use crate::env;
+use crate::error::quote;
+
+/// Names the request under which Slurm already narrows GPUs per task.
+/// `--gpus-per-task` and `--ntasks-per-gpu` always bind; a bind request
+/// binds unless it is `none` (see [`crate::bind`]).
+pub(super) fn slurm_binds_per_task(env: &dyn Fn(&str) -> Option<String>) -> Option<Aside> {
+    for request in env::PER_TASK_REQUESTS {
+        let Some(value) = env(request) else { continue };
+        let binds = !env::BIND_REQUESTS.contains(&request)
+            || matches!(parse_gpu_bind(&value), GpuBind::PerTask(_));
+        if binds {
+            return Some(Aside::SlurmBindsStep { request, value });
+        }
+    }
+    None
+}
+
+/// Says why Slurm's own per-task binding applies to this task, if it does.
+/// slurmstepd binds after `user_init`, so only the task's environment
+/// shows it: `SLURMD_TRES_BIND`, or a list that differs from the step's.
+/// `--gpu-bind=none` binds nothing (`gpu:none` from 22.05 and 23.02, which
+/// also remove the list from each task; `gres/gpu:none` from 23.11, which
+/// keep it): the step's list, as Slurm allocated it, is then mapped.
+pub(super) fn slurm_bound_task(map: &StepMap, task: &TaskInputs) -> Option<String> {
+    match task.tres_bind.map(parse_gpu_bind) {
+        Some(GpuBind::Unbound) => return None,
+        Some(GpuBind::PerTask(how)) => {
+            return Some(format!(
+                "Slurm binds GPUs per task ({}={how})",
+                env::TRES_BIND
+            ))
+        }
+        None => {}
+    }
+    if map.cuda.as_deref() == task.cuda {
+        return None;
+    }
+    Some(format!(
+        "Slurm narrowed {} per task (now {})",
+        env::CUDA,
+        task.cuda.map_or_else(|| "unset".to_string(), quote)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::step::testing::*;
+    use crate::step::*;
+
+    #[test]
+    fn per_task_binding_by_slurm_is_kept() {
+        for (var, value) in [
+            ("SLURM_GPUS_PER_TASK", "1"),
+            ("SLURM_NTASKS_PER_GPU", "2"),
+            ("SLURM_GPU_BIND", "map_gpu:0,1"),
+            ("SLURM_TRES_BIND", "gres/gpu:single:1"),
+        ] {
+            let mut pairs = SLURM_4.to_vec();
+            pairs.push((var, value));
+            assert_eq!(
+                aside(plan(&pairs)),
+                Aside::SlurmBindsStep {
+                    request: var,
+                    value: value.to_string()
+                }
+            );
+        }
+        for (var, value) in [
+            ("SLURM_GPU_BIND", "none"),
+            ("SLURM_GPU_BIND", "verbose,none"),
+            ("SLURM_TRES_BIND", "gres/gpu:none"),
+        ] {
+            let mut pairs = SLURM_4.to_vec();
+            pairs.push((var, value));
+            mapped(plan(&pairs));
+        }
+    }
+
+    #[test]
+    fn task_narrowed_by_slurm_is_left_alone() {
+        let map = mapped(plan(&SLURM_4));
+        let out = map_task(&map, &task(0, 4, Some("1")));
+        assert!(out.set.is_empty());
+        assert_eq!(out.say.len(), 1);
+        assert!(
+            out.say[0].contains("keeping Slurm's binding"),
+            "{:?}",
+            out.say
+        );
+        let out = map_task(&map, &task(1, 4, Some("1")));
+        assert!(
+            out.set.is_empty() && out.say.is_empty(),
+            "said once per node"
+        );
+    }
+
+    #[test]
+    fn slurm_tres_binding_is_kept_but_gpu_bind_none_is_mapped() {
+        let map = mapped(plan(&SLURM_4));
+        for bind in [
+            "gpu:closest",
+            "gpu:per_task:1",
+            "gpu:map_gpu:1,0",
+            "gres/gpu:single:1",
+            "gres/gpu:map:1,0",
+        ] {
+            let t = TaskInputs {
+                tres_bind: Some(bind),
+                ..task(0, 4, Some("0,1,2,3"))
+            };
+            let out = map_task(&map, &t);
+            assert!(out.set.is_empty(), "{bind}");
+            assert!(
+                out.say[0].contains(bind) && out.say[0].contains("keeping Slurm's binding"),
+                "{:?}",
+                out.say
+            );
+        }
+        // --gpu-bind=none: 22.05 removes the list from each task and writes
+        // `gpu:none`; 23.11 and later keep it and write `gres/gpu:none`.
+        for (bind, cuda) in [
+            ("gpu:none", None),
+            ("gpu:verbose,none", None),
+            ("gres/gpu:none", Some("0,1,2,3")),
+            ("gres/gpu:verbose,none", Some("0,1,2,3")),
+        ] {
+            let t = TaskInputs {
+                tres_bind: Some(bind),
+                ..task(1, 4, cuda)
+            };
+            let out = map_task(&map, &t);
+            assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("1"), "{bind}");
+        }
+    }
+}

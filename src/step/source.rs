@@ -1,0 +1,430 @@
+//! Where a step's GPU list comes from: Slurm's `CUDA_VISIBLE_DEVICES`, where
+//! Slurm set it for the step, else NVML's list, where Slurm's count (or the
+//! site's `untracked=whole-node`) proves it is the step's.
+
+use crate::config::{Config, NvmlSource, Untracked};
+use crate::env;
+use crate::error::{quote, Error};
+use crate::gpus::{check_list, parse_gpu_list};
+use std::fmt;
+
+/// Why a step gets no GPU list.
+pub(super) enum NoList {
+    /// Slurm gave the step no GPUs on this node: said only when asked.
+    NoGpus(Unlisted),
+    /// It has GPUs, but they cannot be named safely.
+    Failed(Unlisted),
+}
+
+/// What stands between a step and its GPU list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unlisted {
+    /// Slurm allocated the step no GPUs here; `inherited` is a
+    /// `CUDA_VISIBLE_DEVICES` the step has all the same, not Slurm's.
+    NoGpus {
+        inherited: Option<String>,
+    },
+    /// Slurm's `CUDA_VISIBLE_DEVICES` is no usable list.
+    BadSlurmList(Error),
+    /// Slurm's list and count disagree.
+    CountMismatch {
+        cuda: String,
+        listed: usize,
+        count: usize,
+    },
+    /// `SLURM_GPUS_ON_NODE` is no count.
+    BadCount(String),
+    /// Only NVML could tell, and it is off.
+    NvmlOff,
+    /// Only NVML could tell, and it failed.
+    Nvml(Error),
+    /// NVML's list is no usable list.
+    BadNvmlList(Error),
+    NvmlFindsNone,
+    /// NVML finds another number of GPUs than Slurm counts.
+    NvmlCountMismatch {
+        found: usize,
+        count: usize,
+    },
+}
+
+impl fmt::Display for Unlisted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (cuda, count_var) = (env::CUDA, env::GPUS_ON_NODE);
+        match self {
+            Unlisted::NoGpus { inherited } => {
+                f.write_str("no GPUs are allocated to this step on this node")?;
+                match inherited {
+                    Some(list) => write!(
+                        f,
+                        " ({cuda}={} was inherited, not set by Slurm)",
+                        quote(list)
+                    ),
+                    None => Ok(()),
+                }
+            }
+            Unlisted::BadSlurmList(e) => write!(f, "{cuda}: {e}"),
+            Unlisted::CountMismatch {
+                cuda: list,
+                listed,
+                count,
+            } => write!(
+                f,
+                "{cuda}={} lists {listed} GPUs but {count_var}={count}",
+                quote(list)
+            ),
+            Unlisted::BadCount(value) => write!(f, "{count_var}={} is not a count", quote(value)),
+            Unlisted::NvmlOff => write!(
+                f,
+                "Slurm set no {cuda} and NVML discovery is off (nvml=off)"
+            ),
+            Unlisted::Nvml(e) => write!(f, "Slurm set no {cuda}, and {e}"),
+            Unlisted::BadNvmlList(e) => write!(f, "NVML's device list is unusable: {e}"),
+            Unlisted::NvmlFindsNone => f.write_str("NVML finds no GPU on this node"),
+            Unlisted::NvmlCountMismatch { found, count } => write!(
+                f,
+                "NVML finds {found} GPUs but {count_var}={count}, so the step's GPUs cannot be \
+                 told apart"
+            ),
+        }
+    }
+}
+
+pub(super) type Listed = Result<(Vec<String>, Option<String>), NoList>;
+
+/// The GPU list from `CUDA_VISIBLE_DEVICES`, where Slurm set it for this
+/// step (`None` otherwise). Slurm overwrites the user's value in every step
+/// with GPUs, except on nodes whose gres.conf says `Flags=no_gpu_env`: there
+/// a value the user exported survives. So the list is Slurm's only where it
+/// agrees with `SLURM_STEP_GPUS`, Slurm's own list, entry for entry, or
+/// reads `0..n-1` as Slurm renumbers under cgroup device constraint, with
+/// Slurm's companion lists renumbered alike (see [`renumbered_by_slurm`]),
+/// and where `SLURM_GPUS_ON_NODE` counts the step's GPUs.
+pub(super) fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Option<Listed> {
+    let cuda = env(env::CUDA)?;
+    // Slurm sets the count in every step with GPUs and removes it from every
+    // other step, even when the user exported one (measured on 22.05).
+    let count = env(env::GPUS_ON_NODE)?.trim().parse::<usize>().ok()?;
+    let step = parse_gpu_list(&env(env::STEP_GPUS)?).ok()?;
+    let gpus = match parse_gpu_list(&cuda) {
+        Ok(gpus) => gpus,
+        Err(e) => return Some(Err(NoList::Failed(Unlisted::BadSlurmList(e)))),
+    };
+    if gpus != step && !renumbered_by_slurm(&gpus, step.len(), &cuda, env) {
+        return None;
+    }
+    if count != gpus.len() {
+        return Some(Err(NoList::Failed(Unlisted::CountMismatch {
+            listed: gpus.len(),
+            cuda,
+            count,
+        })));
+    }
+    Some(Ok((gpus, Some(cuda))))
+}
+
+/// True when `gpus` is `0..n-1` and one of the lists Slurm sets beside it
+/// (`ROCR_VISIBLE_DEVICES`, `GPU_DEVICE_ORDINAL`, `ZE_AFFINITY_MASK`) reads
+/// the same: Slurm renumbers them all together under device constraint,
+/// while a stray export of the user's is, in practice, one variable. A
+/// renumbered list that Slurm sets alone (gres.conf `Flags=nvidia_gpu_env`)
+/// is left to NVML, which under device constraint sees the step's GPUs only.
+pub(super) fn renumbered_by_slurm(
+    gpus: &[String],
+    count: usize,
+    cuda: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> bool {
+    let renumbered =
+        gpus.len() == count && gpus.iter().cloned().eq((0..count).map(|i| i.to_string()));
+    renumbered
+        && env::OTHER_LISTS
+            .iter()
+            .any(|name| env(name).is_some_and(|v| v.trim() == cuda.trim()))
+}
+
+/// The GPU list from NVML, where Slurm names no list it set itself. Used
+/// only when Slurm's count proves NVML's list is the step's, or where the
+/// site declared that Slurm tracks no GPUs (`untracked=whole-node`).
+pub(super) fn from_nvml(
+    config: &Config,
+    env: &dyn Fn(&str) -> Option<String>,
+    nvml: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
+) -> Listed {
+    let count = match env(env::GPUS_ON_NODE) {
+        Some(v) => match v.trim().parse::<usize>() {
+            Ok(0) => return Err(NoList::NoGpus(no_gpus(env))),
+            Ok(count) => Some(count),
+            Err(_) => return Err(NoList::Failed(Unlisted::BadCount(v))),
+        },
+        None if config.untracked == Untracked::WholeNode => None,
+        None => return Err(NoList::NoGpus(no_gpus(env))),
+    };
+    // Without a count from Slurm, no answer from NVML just means no GPUs.
+    let fail = |why: Unlisted| match count {
+        Some(_) => NoList::Failed(why),
+        None => NoList::NoGpus(why),
+    };
+    if config.nvml == NvmlSource::Off {
+        return Err(fail(Unlisted::NvmlOff));
+    }
+    let uuids = nvml(config).map_err(|e| fail(Unlisted::Nvml(e)))?;
+    check_list(&uuids).map_err(|e| fail(Unlisted::BadNvmlList(e)))?;
+    match count {
+        _ if uuids.is_empty() => Err(fail(Unlisted::NvmlFindsNone)),
+        Some(count) if count != uuids.len() => Err(fail(Unlisted::NvmlCountMismatch {
+            found: uuids.len(),
+            count,
+        })),
+        _ => Ok((uuids, None)),
+    }
+}
+
+/// The step has no GPUs here; a list it has is not Slurm's.
+fn no_gpus(env: &dyn Fn(&str) -> Option<String>) -> Unlisted {
+    Unlisted::NoGpus {
+        inherited: env(env::CUDA),
+    }
+}
+
+/// The other GPU lists Slurm set that can be narrowed alongside
+/// `CUDA_VISIBLE_DEVICES` (those with `count` entries), and a note for each
+/// one left as is.
+pub(super) type OtherLists = (Vec<(&'static str, Vec<String>)>, Vec<String>);
+
+pub(super) fn other_lists(env: &dyn Fn(&str) -> Option<String>, count: usize) -> OtherLists {
+    let (mut others, mut notes) = (Vec::new(), Vec::new());
+    for name in env::OTHER_LISTS {
+        let Some(value) = env(name) else { continue };
+        match parse_gpu_list(&value) {
+            Ok(list) if list.len() == count => others.push((name, list)),
+            Ok(list) => notes.push(format!(
+                "{name} left as is: {} entries, not {count}",
+                list.len()
+            )),
+            Err(e) => notes.push(format!("{name} left as is: {e}")),
+        }
+    }
+    (others, notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{parse_args, Config, NvmlSource};
+    use crate::error::ListProblem;
+    use crate::method::{Choice, Method};
+    use crate::step::testing::*;
+    use crate::step::*;
+
+    #[test]
+    fn inherited_or_odd_lists_are_not_trusted() {
+        let why = unlisted(plan(&[("CUDA_VISIBLE_DEVICES", "0,1")]));
+        assert_eq!(why, gpus_none(Some("0,1")));
+        assert_eq!(
+            why.to_string(),
+            "no GPUs are allocated to this step on this node \
+             (CUDA_VISIBLE_DEVICES=\"0,1\" was inherited, not set by Slurm)"
+        );
+        let bad_list = |cuda: &str, problem| {
+            let pairs = [
+                ("CUDA_VISIBLE_DEVICES", cuda),
+                ("SLURM_GPUS_ON_NODE", "1"),
+                ("SLURM_STEP_GPUS", "0"),
+            ];
+            let want = Unlisted::BadSlurmList(Error::BadGpuList {
+                list: cuda.to_string(),
+                why: problem,
+            });
+            assert_eq!(unlisted(plan(&pairs)), want);
+        };
+        bad_list("", ListProblem::Empty);
+        bad_list("NoDevFiles", ListProblem::NoDevFiles);
+        let why = unlisted(plan(&[
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+            ("SLURM_GPUS_ON_NODE", "4"),
+            ("SLURM_STEP_GPUS", "0,1"),
+        ]));
+        let want = Unlisted::CountMismatch {
+            cuda: "0,1".to_string(),
+            listed: 2,
+            count: 4,
+        };
+        assert_eq!(why, want);
+        assert_eq!(
+            why.to_string(),
+            "CUDA_VISIBLE_DEVICES=\"0,1\" lists 2 GPUs but SLURM_GPUS_ON_NODE=4"
+        );
+        assert_eq!(unlisted(plan(&[])), gpus_none(None));
+        let why = unlisted(plan(&[("SLURM_GPUS_ON_NODE", "two")]));
+        assert_eq!(why, Unlisted::BadCount("two".to_string()));
+    }
+
+    #[test]
+    fn other_list_of_another_length_is_left_alone() {
+        let map = mapped(plan(&[
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+            ("SLURM_GPUS_ON_NODE", "2"),
+            ("SLURM_STEP_GPUS", "0,1"),
+            ("ZE_AFFINITY_MASK", "0"),
+        ]));
+        assert!(map.others.is_empty());
+        assert!(
+            map.notes
+                .iter()
+                .any(|n| n == "ZE_AFFINITY_MASK left as is: 1 entries, not 2"),
+            "{:?}",
+            map.notes
+        );
+        let out = map_task(&map, &task(1, 2, Some("0,1")));
+        assert_eq!(get(&out, "ZE_AFFINITY_MASK"), None);
+    }
+
+    #[test]
+    fn nvml_is_used_only_when_its_count_matches() {
+        let config = Config::default();
+        let c = Choice::Map(Method::RoundRobin);
+        let (p, calls) = plan_with(&config, c, &[("SLURM_GPUS_ON_NODE", "4")], Ok(uuids(4)));
+        let map = mapped(p);
+        assert_eq!(calls, 1);
+        assert_eq!(map.cuda, None);
+        let out = map_task(&map, &task(5, 8, None));
+        assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("GPU-fake-n1-1"));
+
+        let (p, _) = plan_with(&config, c, &[("SLURM_GPUS_ON_NODE", "4")], Ok(uuids(2)));
+        let why = unlisted(p);
+        assert_eq!(why, Unlisted::NvmlCountMismatch { found: 2, count: 4 });
+        assert_eq!(
+            why.to_string(),
+            "NVML finds 2 GPUs but SLURM_GPUS_ON_NODE=4, so the step's GPUs cannot be told apart"
+        );
+        let (p, _) = plan_with(
+            &config,
+            c,
+            &[("SLURM_GPUS_ON_NODE", "4")],
+            Err(Error::Discovery("NVML: init failed".into())),
+        );
+        let failed = Error::Discovery("NVML: init failed".into());
+        assert_eq!(unlisted(p), Unlisted::Nvml(failed));
+        let (p, calls) = plan_with(&config, c, &[("SLURM_GPUS_ON_NODE", "0")], Ok(uuids(4)));
+        assert_eq!(unlisted(p), gpus_none(None));
+        assert_eq!(calls, 0);
+        let (p, calls) = plan_with(&config, c, &[], Ok(uuids(4)));
+        assert_eq!(unlisted(p), gpus_none(None));
+        assert_eq!(
+            calls, 0,
+            "no count and not the whole node: NVML is not even loaded"
+        );
+
+        let off = Config {
+            nvml: NvmlSource::Off,
+            ..Config::default()
+        };
+        let (p, calls) = plan_with(&off, c, &[("SLURM_GPUS_ON_NODE", "4")], Ok(uuids(4)));
+        assert_eq!(unlisted(p), Unlisted::NvmlOff);
+        assert_eq!(calls, 0);
+    }
+
+    #[test]
+    fn without_a_count_nvml_is_used_only_where_the_site_opts_in() {
+        let c = Choice::Map(Method::Contiguous);
+        // A CPU-only step beside a working NVML: no GPUs, NVML not even loaded.
+        let (p, calls) = plan_with(&Config::default(), c, &[], Ok(uuids(4)));
+        assert_eq!(unlisted(p), gpus_none(None));
+        assert_eq!(calls, 0);
+        // Not asked (a site default): silent.
+        let site = parse_args(&["default=contiguous"]).unwrap();
+        let (p, calls) = plan_req(&site, None, &[], Ok(uuids(4)));
+        quiet(p);
+        assert_eq!(calls, 0);
+        // untracked=whole-node: every GPU NVML finds.
+        let whole = parse_args(&["untracked=whole-node"]).unwrap();
+        let (p, calls) = plan_with(&whole, c, &[], Ok(uuids(2)));
+        assert_eq!(mapped(p).gpus, uuids(2));
+        assert_eq!(calls, 1);
+        // ... and on a node without NVML, silence unless asked.
+        let whole_default = parse_args(&["untracked=whole-node", "default=contiguous"]).unwrap();
+        let (p, _) = plan_req(
+            &whole_default,
+            None,
+            &[],
+            Err(Error::Discovery("NVML: no library".into())),
+        );
+        quiet(p);
+        let no_library = Error::Discovery("NVML: no library".into());
+        let (p, _) = plan_with(&whole, c, &[], Err(no_library.clone()));
+        assert_eq!(unlisted(p), Unlisted::Nvml(no_library));
+        // A count of zero is no GPUs, whatever the site says.
+        let (p, calls) = plan_with(&whole, c, &[("SLURM_GPUS_ON_NODE", "0")], Ok(uuids(2)));
+        assert_eq!(unlisted(p), gpus_none(None));
+        assert_eq!(calls, 0);
+    }
+
+    #[test]
+    fn nvml_lists_are_checked_like_slurm_lists() {
+        let c = Choice::Map(Method::Contiguous);
+        let config = Config::default();
+        let count = [("SLURM_GPUS_ON_NODE", "2")];
+        for bad in [
+            vec!["GPU-x,100".to_string(), "GPU-y".to_string()],
+            vec!["GPU-a".to_string(), "GPU-a".to_string()],
+        ] {
+            let (p, _) = plan_with(&config, c, &count, Ok(bad.clone()));
+            let why = unlisted(p);
+            assert!(matches!(why, Unlisted::BadNvmlList(_)), "{why:?}");
+        }
+    }
+
+    #[test]
+    fn a_list_the_user_exported_on_a_no_gpu_env_node_is_not_trusted() {
+        let c = Choice::Map(Method::Contiguous);
+        let config = Config::default();
+        // Flags=no_gpu_env: Slurm sets only the count and its own list; the
+        // user's CUDA_VISIBLE_DEVICES survives (measured on 22.05). The step
+        // has GPUs 2,3; the user's list names others.
+        for user in ["0,1,2,3", "3,2", "1,2", "0"] {
+            let pairs = [
+                ("SLURM_GPUS_ON_NODE", "2"),
+                ("SLURM_STEP_GPUS", "2,3"),
+                ("CUDA_VISIBLE_DEVICES", user),
+            ];
+            let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));
+            assert_eq!(calls, 1, "{user}: NVML, not the user's list");
+            assert_eq!(mapped(p).gpus, uuids(2), "{user}");
+        }
+        // Slurm's list and a matching CUDA list exported into a step without a
+        // count from Slurm (Slurm removes the user's count): no GPUs.
+        let pairs = [("SLURM_STEP_GPUS", "0,1"), ("CUDA_VISIBLE_DEVICES", "0,1")];
+        let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));
+        assert_eq!(unlisted(p), gpus_none(Some("0,1")));
+        assert_eq!(calls, 0);
+        // Without Slurm's own list, a list is never Slurm's.
+        let pairs = [("SLURM_GPUS_ON_NODE", "2"), ("CUDA_VISIBLE_DEVICES", "0,1")];
+        let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));
+        assert_eq!((mapped(p).gpus, calls), (uuids(2), 1));
+        // 0..n-1 alone is not Slurm's renumbering: the user's 0 on a step
+        // granted GPU 1 (the cluster test's case).
+        let pairs = [
+            ("SLURM_GPUS_ON_NODE", "1"),
+            ("SLURM_STEP_GPUS", "1"),
+            ("CUDA_VISIBLE_DEVICES", "0"),
+        ];
+        let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(1)));
+        assert_eq!((mapped(p).gpus, calls), (uuids(1), 1));
+        // A list that agrees with Slurm's is Slurm's, and so is 0..n-1 with
+        // Slurm's companion list renumbered alike, as under cgroup device
+        // constraint.
+        for (cuda, rocr) in [("2,3", "2,3"), ("2,3", "x"), ("0,1", "0,1")] {
+            let pairs = [
+                ("SLURM_GPUS_ON_NODE", "2"),
+                ("SLURM_STEP_GPUS", "2,3"),
+                ("CUDA_VISIBLE_DEVICES", cuda),
+                ("ROCR_VISIBLE_DEVICES", rocr),
+            ];
+            let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));
+            let map = mapped(p);
+            assert_eq!(calls, 0, "{cuda}");
+            assert_eq!(map.cuda.as_deref(), Some(cuda));
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! What each task of a step gets: its GPU, what stays visible, and the
+//! variables written into its environment, or why it is left alone.
+
+use super::binding::slurm_bound_task;
+use super::{stale_names, Aside, StepMap, StepPlan, Unmapped};
+use crate::env;
+use crate::error::Error;
+use crate::gpus::join;
+use crate::mapping::{position, visible_list};
+use crate::vendor::{render, StepLists};
+
+/// One task, as slurmstepd sees it in `task_init`.
+pub struct TaskInputs<'a> {
+    pub node: &'a str,
+    pub local_id: usize,
+    pub local_count: usize,
+    pub rank: u32,
+    /// `CUDA_VISIBLE_DEVICES` in the task's environment now.
+    pub cuda: Option<&'a str>,
+    /// `SLURMD_TRES_BIND` in the task's environment: Slurm's own binding.
+    pub tres_bind: Option<&'a str>,
+}
+
+/// What to do to one task.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaskOutcome {
+    /// Variables to remove first.
+    pub unset: Vec<String>,
+    /// Variables to set, in order.
+    pub set: Vec<(String, String)>,
+    /// Lines for the task's stderr.
+    pub say: Vec<String>,
+}
+
+/// What to do to one task of a step planned as `plan`.
+pub fn task_outcome(plan: &StepPlan, task: &TaskInputs) -> TaskOutcome {
+    match plan {
+        StepPlan::Untouched => TaskOutcome::default(),
+        StepPlan::Unmapped(unmapped) => unmapped_task(unmapped, task.node, task.local_id),
+        StepPlan::Map(map) => map_task(map, task),
+    }
+}
+
+/// Carries `outcome` out through `unset` and `set`, which change the task's
+/// environment, and returns the lines the task says. Removals come first,
+/// then each variable in order; a failed one stops the rest, since a
+/// half-set environment is better than a wrong flag (the flag is set last).
+pub fn carry_out(
+    outcome: &TaskOutcome,
+    node: &str,
+    unset: &mut dyn FnMut(&str) -> Result<(), String>,
+    set: &mut dyn FnMut(&str, &str) -> Result<(), String>,
+) -> Vec<String> {
+    let mut lines = outcome.say.clone();
+    for name in &outcome.unset {
+        if let Err(e) = unset(name) {
+            lines.push(aside_line(node, &format!("cannot unset {name}: {e}")));
+        }
+    }
+    for (name, value) in &outcome.set {
+        if let Err(e) = set(name, value) {
+            let why = format!("cannot set {name}: {e}; later variables not set");
+            lines.push(aside_line(node, &why));
+            break;
+        }
+    }
+    lines
+}
+
+/// A task whose ids could not be read: it runs unmapped, and says why.
+pub fn unreadable_task(plan: &StepPlan, node: &str, why: &str) -> TaskOutcome {
+    match plan {
+        StepPlan::Untouched => TaskOutcome::default(),
+        StepPlan::Unmapped(unmapped) => TaskOutcome {
+            unset: unmapped.clear.clone(),
+            ..TaskOutcome::default()
+        },
+        StepPlan::Map(map) => TaskOutcome {
+            unset: stale_names(&map.flag),
+            set: Vec::new(),
+            say: vec![aside_line(node, &format!("{why}; task left unchanged"))],
+        },
+    }
+}
+
+/// A task of an unmapped step: stale flags go; the node's first task
+/// (local id 0) says why, so that each node says it once.
+fn unmapped_task(unmapped: &Unmapped, node: &str, local_id: usize) -> TaskOutcome {
+    let say = match &unmapped.why {
+        Some(why) if local_id == 0 => vec![aside_line(node, &why.to_string())],
+        _ => Vec::new(),
+    };
+    TaskOutcome {
+        unset: unmapped.clear.clone(),
+        set: Vec::new(),
+        say,
+    }
+}
+
+/// What one task of a mapped step gets: the one result that both the
+/// plugin ([`map_task`]) and `desi-gpu-map plan` read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    /// The task's place in the step's GPU lists.
+    pub position: usize,
+    /// The task's GPU, as the step's list names it.
+    pub gpu: String,
+    /// The step's GPUs that stay visible to the task, its own first.
+    pub visible: Vec<String>,
+}
+
+/// The GPU one task of a mapped step gets, and what it keeps visible; or
+/// why it keeps what Slurm gave it: Slurm bound it itself
+/// ([`Error::SlurmBound`]), or its ids fit no position.
+pub fn assign(map: &StepMap, task: &TaskInputs) -> Result<Assignment, Error> {
+    if let Some(why) = slurm_bound_task(map, task) {
+        return Err(Error::SlurmBound(why));
+    }
+    let position = position(map.method, task.local_id, task.local_count, map.gpus.len())?;
+    let visible: Vec<String> = visible_list(&map.gpus, position, map.rendering.visible)
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let gpu = visible.first().cloned().unwrap_or_default();
+    Ok(Assignment {
+        position,
+        gpu,
+        visible,
+    })
+}
+
+/// Maps one task of a mapped step.
+pub fn map_task(map: &StepMap, task: &TaskInputs) -> TaskOutcome {
+    match assign(map, task) {
+        Ok(assignment) => mapped_task(map, task, &assignment),
+        // Said once per node, like a step's stand-aside.
+        Err(bound @ Error::SlurmBound(_)) => {
+            let unmapped = Unmapped {
+                why: Some(Aside::SlurmBoundTasks(bound)),
+                clear: stale_names(&map.flag),
+            };
+            unmapped_task(&unmapped, task.node, task.local_id)
+        }
+        Err(e) => TaskOutcome {
+            unset: stale_names(&map.flag),
+            set: Vec::new(),
+            say: vec![aside_line(task.node, &format!("{e}; task left unchanged"))],
+        },
+    }
+}
+
+/// The variables a mapped task gets, and its `verbose` lines.
+fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> TaskOutcome {
+    let mut say = Vec::new();
+    if map.verbose {
+        say.push(verbose_line(map, task, assignment));
+        if task.local_id == 0 {
+            say.extend(map.notes.iter().map(|n| aside_line(task.node, n)));
+        }
+    }
+    TaskOutcome {
+        unset: Vec::new(),
+        set: variables(map, assignment),
+        say,
+    }
+}
+
+/// Every variable a mapped task gets, in the order they are set: the GPU
+/// lists for the node's vendor, then the plugin's own.
+pub fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, String)> {
+    let lists = StepLists {
+        gpus: &map.gpus,
+        from_slurm: map.cuda.is_some(),
+        others: &map.others,
+    };
+    let mut set = render(&map.rendering, &lists, assignment.position);
+    set.push((env::METHOD.to_string(), map.method.to_string()));
+    set.push((env::NODE_GPUS.to_string(), map.gpus.len().to_string()));
+    // Last: a task whose variables could not all be set gets no flag.
+    set.push((map.flag.clone(), "1".to_string()));
+    set
+}
+
+/// The `verbose` report: one `key=value` line per task.
+fn verbose_line(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> String {
+    format!(
+        "desi-gpu-map: node={} rank={} local={}/{} gpu={} visible={} gpus={} method={} source={}",
+        task.node,
+        task.rank,
+        task.local_id,
+        task.local_count,
+        if assignment.gpu.is_empty() {
+            "-"
+        } else {
+            &assignment.gpu
+        },
+        join(&assignment.visible),
+        join(&map.gpus),
+        map.method,
+        if map.cuda.is_some() { "slurm" } else { "nvml" },
+    )
+}
+
+/// The line a task prints when its step stands aside (local task 0 only,
+/// so each node says it once).
+pub fn aside_line(node: &str, why: &str) -> String {
+    format!("desi-gpu-map: node {node}: {why}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{parse_args, Config};
+    use crate::method::{Choice, Method};
+    use crate::step::testing::*;
+    use crate::step::*;
+
+    #[test]
+    fn slurm_list_is_mapped_and_other_vendors_lists_are_left() {
+        let map = mapped(plan(&SLURM_4));
+        assert_eq!(map.gpus, ["0", "1", "2", "3"]);
+        let cvd: Vec<String> = (0..6)
+            .map(|l| {
+                let out = map_task(&map, &task(l, 6, Some("0,1,2,3")));
+                // NVIDIA: only CUDA's list carries the GPU; ROCm's lists stay
+                // as Slurm set them, and ZE_AFFINITY_MASK is never added.
+                assert_eq!(get(&out, "ROCR_VISIBLE_DEVICES"), None);
+                assert_eq!(get(&out, "GPU_DEVICE_ORDINAL"), None);
+                assert_eq!(get(&out, "ZE_AFFINITY_MASK"), None);
+                assert_eq!(get(&out, "CUDA_DEVICE_ORDER"), Some("PCI_BUS_ID"));
+                assert_eq!(get(&out, "DESI_GPU_MAPPED"), Some("1"));
+                assert_eq!(get(&out, "DESI_GPU_MAP_METHOD"), Some("contiguous"));
+                assert_eq!(get(&out, "DESI_GPU_MAP_NODE_GPUS"), Some("4"));
+                get(&out, "CUDA_VISIBLE_DEVICES").unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(cvd, ["0", "0", "1", "1", "2", "3"]);
+    }
+
+    #[test]
+    fn partial_allocation_keeps_slurm_tokens() {
+        let map = mapped(plan(&[
+            ("CUDA_VISIBLE_DEVICES", "2,3"),
+            ("SLURM_GPUS_ON_NODE", "2"),
+            ("SLURM_STEP_GPUS", "2,3"),
+        ]));
+        let out = map_task(&map, &task(2, 3, Some("2,3")));
+        assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("3"));
+        let out = map_task(&map, &task(0, 3, Some("2,3")));
+        assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("2"));
+    }
+
+    #[test]
+    fn rotate_and_custom_flag() {
+        let config = parse_args(&["visible=rotate", "flag=MY_FLAG"]).unwrap();
+        let map = mapped_4(&config, Method::RoundRobin);
+        let out = map_task(&map, &task(2, 4, Some("0,1,2,3")));
+        assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("2,3,0,1"));
+        assert_eq!(get(&out, "ROCR_VISIBLE_DEVICES"), None);
+        assert_eq!(get(&out, "MY_FLAG"), Some("1"));
+        assert_eq!(get(&out, "DESI_GPU_MAPPED"), None);
+    }
+
+    #[test]
+    fn unmapped_tasks_lose_the_flag_and_the_first_says_why() {
+        let plan = StepPlan::aside("DESI_GPU_MAPPED", Aside::NotInitialised);
+        let first = task_outcome(&plan, &task(0, 2, None));
+        assert_eq!(
+            first.say,
+            ["desi-gpu-map: node n1: plugin not initialised; tasks left unchanged"]
+        );
+        assert!(first.set.is_empty());
+        assert_eq!(first.unset[0], "DESI_GPU_MAPPED");
+        let second = task_outcome(&plan, &task(1, 2, None));
+        assert!(second.say.is_empty());
+        assert_eq!(second.unset, first.unset);
+        let out = unreadable_task(&plan, "n1", "cannot read");
+        assert_eq!(out.unset, first.unset);
+    }
+
+    #[test]
+    fn verbose_reports_each_task() {
+        let config = Config {
+            verbose: true,
+            ..Config::default()
+        };
+        let want = resolve(None, &config);
+        assert_eq!(
+            (want.choice, want.verbose, want.asked),
+            (Choice::Off, true, false)
+        );
+        let map = mapped_4(&config, Method::Contiguous);
+        assert!(map.verbose);
+        let out = map_task(
+            &map,
+            &TaskInputs {
+                node: "n2",
+                local_id: 3,
+                local_count: 4,
+                rank: 7,
+                cuda: Some("0,1,2,3"),
+                tres_bind: None,
+            },
+        );
+        assert_eq!(
+            out.say,
+            ["desi-gpu-map: node=n2 rank=7 local=3/4 gpu=3 visible=3 gpus=0,1,2,3 method=contiguous source=slurm"]
+        );
+    }
+
+    #[test]
+    fn a_failed_variable_stops_the_rest_and_is_said() {
+        let outcome = TaskOutcome {
+            unset: vec!["A".to_string()],
+            set: vec![
+                ("B".to_string(), "1".to_string()),
+                ("C".to_string(), "2".to_string()),
+                ("FLAG".to_string(), "1".to_string()),
+            ],
+            say: vec!["first".to_string()],
+        };
+        let mut done = Vec::new();
+        let lines = carry_out(
+            &outcome,
+            "n1",
+            &mut |_| Err("no".to_string()),
+            &mut |name, _| match name {
+                "C" => Err("full".to_string()),
+                _ => {
+                    done.push(name.to_string());
+                    Ok(())
+                }
+            },
+        );
+        assert_eq!(done, ["B"], "nothing after the failure, the flag least");
+        assert_eq!(
+            lines,
+            [
+                "first",
+                "desi-gpu-map: node n1: cannot unset A: no",
+                "desi-gpu-map: node n1: cannot set C: full; later variables not set"
+            ]
+        );
+    }
+
+    #[test]
+    fn one_assignment_per_task_feeds_the_variables() {
+        let config = parse_args(&["visible=rotate"]).unwrap();
+        let map = mapped_4(&config, Method::RoundRobin);
+        let t = task(2, 4, Some("0,1,2,3"));
+        let got = assign(&map, &t).unwrap();
+        let want: Vec<String> = ["2", "3", "0", "1"].map(String::from).to_vec();
+        assert_eq!((got.position, got.gpu.as_str()), (2, "2"));
+        assert_eq!(got.visible, want);
+        let out = map_task(&map, &t);
+        assert_eq!(out.set, variables(&map, &got));
+        assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("2,3,0,1"));
+        assert!(matches!(
+            assign(&map, &task(0, 4, Some("1"))),
+            Err(Error::SlurmBound(_))
+        ));
+        assert!(matches!(
+            assign(&map, &task(4, 4, Some("0,1,2,3"))),
+            Err(Error::LocalIdOutOfRange { .. })
+        ));
+    }
+}

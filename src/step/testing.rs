@@ -1,0 +1,161 @@
+//! Fixtures shared by the step's unit tests (each module's tests stand
+//! beside it): a step planned from a few variables, and a task of it.
+
+use super::{
+    plan_step, Aside, StepFacts, StepMap, StepPlan, TaskInputs, TaskOutcome, Unlisted, Unmapped,
+};
+use crate::config::Config;
+use crate::error::Error;
+use crate::method::{Choice, Method, Request};
+use crate::vendor::{Chosen, Vendor};
+use std::collections::HashMap;
+
+/// Every case here renders for NVIDIA; src/vendor/tests.rs covers the others.
+pub(crate) fn nvidia() -> Chosen {
+    Chosen {
+        vendor: Vendor::Nvidia,
+        why: "test".to_string(),
+    }
+}
+
+pub(crate) fn env_of(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The user's option giving `choice`.
+pub(crate) fn asking(choice: Choice) -> Request {
+    Request::Use {
+        choice: Some(choice),
+        verbose: false,
+    }
+}
+
+/// Plans step 0 with `request`; returns the plan and how often NVML was
+/// called.
+pub(crate) fn plan_req(
+    config: &Config,
+    request: Option<Request>,
+    pairs: &[(&str, &str)],
+    nvml: Result<Vec<String>, Error>,
+) -> (StepPlan, usize) {
+    plan_step_id(0, config, request, pairs, nvml)
+}
+
+pub(crate) fn plan_step_id(
+    step_id: u32,
+    config: &Config,
+    request: Option<Request>,
+    pairs: &[(&str, &str)],
+    nvml: Result<Vec<String>, Error>,
+) -> (StepPlan, usize) {
+    let vars = env_of(pairs);
+    let lookup = |name: &str| vars.get(name).cloned();
+    let mut calls = 0;
+    let mut nvml_fn = |_: &Config| {
+        calls += 1;
+        nvml.clone()
+    };
+    let config = Ok(config.clone());
+    let request = request.map(Ok);
+    let facts = StepFacts {
+        step_id: Ok(step_id),
+        config: Some(&config),
+        request: request.as_ref(),
+        vendor: &|_| nvidia(),
+    };
+    let plan = plan_step(&facts, &lookup, &mut nvml_fn);
+    (plan, calls)
+}
+
+/// Plans with the user asking for `choice`.
+pub(crate) fn plan_with(
+    config: &Config,
+    choice: Choice,
+    pairs: &[(&str, &str)],
+    nvml: Result<Vec<String>, Error>,
+) -> (StepPlan, usize) {
+    plan_req(config, Some(asking(choice)), pairs, nvml)
+}
+
+pub(crate) fn plan(pairs: &[(&str, &str)]) -> StepPlan {
+    let config = Config::default();
+    plan_with(&config, Choice::Map(Method::Contiguous), pairs, Ok(vec![])).0
+}
+
+/// The mapped plan of Slurm's four GPUs (SLURM_4) with `method`.
+pub(crate) fn mapped_4(config: &Config, method: Method) -> StepMap {
+    mapped(plan_with(config, Choice::Map(method), &SLURM_4, Ok(vec![])).0)
+}
+
+pub(crate) fn mapped(plan: StepPlan) -> StepMap {
+    match plan {
+        StepPlan::Map(map) => map,
+        other => panic!("expected a mapping, got {other:?}"),
+    }
+}
+
+/// The reason a step stands aside with; panics when it maps or is silent.
+pub(crate) fn aside(plan: StepPlan) -> Aside {
+    match plan {
+        StepPlan::Unmapped(Unmapped { why: Some(why), .. }) => why,
+        other => panic!("expected to stand aside, got {other:?}"),
+    }
+}
+
+/// Why a step has no list to map; panics when it maps or says another thing.
+pub(crate) fn unlisted(plan: StepPlan) -> Unlisted {
+    match aside(plan) {
+        Aside::NoList(why) => why,
+        other => panic!("expected no list, got {other:?}"),
+    }
+}
+
+/// The step's stand-aside for a step without GPUs here.
+pub(crate) fn gpus_none(inherited: Option<&str>) -> Unlisted {
+    Unlisted::NoGpus {
+        inherited: inherited.map(String::from),
+    }
+}
+
+pub(crate) fn quiet(plan: StepPlan) -> Unmapped {
+    match plan {
+        StepPlan::Unmapped(u) if u.why.is_none() => u,
+        other => panic!("expected a silent stand-aside, got {other:?}"),
+    }
+}
+
+pub(crate) fn task(local_id: usize, local_count: usize, cuda: Option<&str>) -> TaskInputs<'_> {
+    TaskInputs {
+        node: "n1",
+        local_id,
+        local_count,
+        rank: local_id as u32,
+        cuda,
+        tres_bind: None,
+    }
+}
+
+pub(crate) fn get<'a>(out: &'a TaskOutcome, name: &str) -> Option<&'a str> {
+    out.set
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// What Slurm 22.05 sets for `--gpus-per-node=4` (measured on the test
+/// cluster; it also sets ZE_AFFINITY_MASK, left out here to test that
+/// lists are narrowed only where Slurm set them).
+pub(crate) const SLURM_4: [(&str, &str); 5] = [
+    ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+    ("GPU_DEVICE_ORDINAL", "0,1,2,3"),
+    ("ROCR_VISIBLE_DEVICES", "0,1,2,3"),
+    ("SLURM_GPUS_ON_NODE", "4"),
+    ("SLURM_STEP_GPUS", "0,1,2,3"),
+];
+
+pub(crate) fn uuids(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("GPU-fake-n1-{i}")).collect()
+}

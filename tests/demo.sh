@@ -3,12 +3,7 @@
 # GPUs per node, srun -N2 -n8 with each method, and the map each produced.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-harness=tests/cluster/cluster.sh
-so=$PWD/target/release/libdesi_gpu_map_spank.so
-[ -f "$so" ] || { echo "demo: build first (make build)" >&2; exit 1; }
-trap 'bash "$harness" down >/dev/null 2>&1 || true' EXIT
-trap 'exit 130' INT TERM
-bash "$harness" down >/dev/null 2>&1
+. tests/cluster/session.sh
 echo "== bringing up nodes n1, n2 (4 fake GPUs each) on 127.0.0.1"
 bash "$harness" up 4 4
 bash "$harness" plugin required "$so"

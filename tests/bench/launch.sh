@@ -12,12 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-15}
-harness=tests/cluster/cluster.sh
-so=$PWD/target/release/libdesi_gpu_map_spank.so
-[ -f "$so" ] || { echo "bench: run make build first" >&2; exit 1; }
-trap 'bash "$harness" down >/dev/null 2>&1 || true' EXIT
-trap 'exit 130' INT TERM
-bash "$harness" down >/dev/null 2>&1
+. tests/cluster/session.sh
 DGM_SLURM_DEBUG=debug bash "$harness" up 4 4 >/dev/null
 eval "$(bash "$harness" env)"
 work=$DGM_CLUSTER_DIR/bench

@@ -19,11 +19,14 @@ pub const STEP_GPUS: &str = "SLURM_STEP_GPUS";
 /// Set by slurmstepd when Slurm binds GPUs per task itself.
 pub const TRES_BIND: &str = "SLURMD_TRES_BIND";
 /// Requests under which Slurm binds GPUs per task itself (srun exports them).
-pub const PER_TASK_REQUESTS: [&str; 3] = [
+pub const PER_TASK_REQUESTS: [&str; 4] = [
     "SLURM_GPUS_PER_TASK",
     "SLURM_NTASKS_PER_GPU",
     "SLURM_GPU_BIND",
+    "SLURM_TRES_BIND",
 ];
+/// Those of them that may ask for no binding (`none`).
+pub const BIND_REQUESTS: [&str; 2] = ["SLURM_GPU_BIND", "SLURM_TRES_BIND"];
 
 /// Exported to every mapped task.
 pub const METHOD: &str = "DESI_GPU_MAP_METHOD";

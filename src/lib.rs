@@ -2,6 +2,7 @@
 //! `desi-gpu-map` command make, as plain functions over plain data.
 //!
 //! - [`method`]: the user's `--desi-gpu-map` value;
+//! - [`bind`]: Slurm's own GPU binding requests;
 //! - [`config`]: the site's plugstack arguments;
 //! - [`gpus`]: GPU lists as Slurm writes them;
 //! - [`mapping`]: which GPU a node-local task gets;
@@ -9,6 +10,7 @@
 //! - [`layout`]: where srun places tasks, for `desi-gpu-map plan`;
 //! - [`nvml`]: the node's GPUs as NVML lists them.
 
+pub mod bind;
 pub mod config;
 pub mod env;
 pub mod error;

@@ -2,6 +2,7 @@
 //!
 //! Pure: the plugin hands in what Slurm told it, and applies what comes back.
 
+use crate::bind::{parse_gpu_bind, GpuBind};
 use crate::config::{Config, Visible};
 use crate::env;
 use crate::error::{quote, Error};
@@ -108,24 +109,18 @@ pub fn plan_step(
 }
 
 /// Names the request under which Slurm already narrows GPUs per task.
+/// `--gpus-per-task` and `--ntasks-per-gpu` always bind; a bind request
+/// binds unless it is `none` (see [`crate::bind`]).
 fn slurm_binds_per_task(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     for name in env::PER_TASK_REQUESTS {
-        match env(name) {
-            Some(value) if !is_no_binding(&value) => {
-                return Some(format!("{name}={}", quote(&value)))
-            }
-            _ => {}
+        let Some(value) = env(name) else { continue };
+        let binds = !env::BIND_REQUESTS.contains(&name)
+            || matches!(parse_gpu_bind(&value), GpuBind::PerTask(_));
+        if binds {
+            return Some(format!("{name}={}", quote(&value)));
         }
     }
     None
-}
-
-/// `--gpu-bind=none` asks for no binding; Slurm writes it as `none` or
-/// `gpu:none`, possibly with `verbose,`.
-fn is_no_binding(value: &str) -> bool {
-    let value = value.strip_prefix("gpu:").unwrap_or(value);
-    let value = value.strip_prefix("verbose,").unwrap_or(value);
-    value == "none"
 }
 
 type Listed = Result<(Vec<String>, Option<String>), String>;
@@ -297,13 +292,12 @@ pub fn map_task(map: &StepMap, task: &TaskInputs) -> TaskOutcome {
 /// `--gpu-bind=none` (`gpu:none`) removes the list without binding: the
 /// step's list, as Slurm allocated it, is then mapped.
 fn slurm_bound_task(map: &StepMap, task: &TaskInputs) -> Option<String> {
-    match task.tres_bind {
-        Some(bind) if is_no_binding(bind) => return None,
-        Some(bind) => {
+    match task.tres_bind.map(parse_gpu_bind) {
+        Some(GpuBind::Unbound) => return None,
+        Some(GpuBind::PerTask(how)) => {
             return Some(format!(
-                "Slurm binds GPUs per task ({}={})",
-                env::TRES_BIND,
-                quote(bind)
+                "Slurm binds GPUs per task ({}={how})",
+                env::TRES_BIND
             ))
         }
         None => {}

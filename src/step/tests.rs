@@ -159,6 +159,7 @@ fn per_task_binding_by_slurm_is_kept() {
         ("SLURM_GPUS_PER_TASK", "1"),
         ("SLURM_NTASKS_PER_GPU", "2"),
         ("SLURM_GPU_BIND", "map_gpu:0,1"),
+        ("SLURM_TRES_BIND", "gres/gpu:single:1"),
     ] {
         let mut pairs = SLURM_4.to_vec();
         pairs.push((var, value));
@@ -168,9 +169,15 @@ fn per_task_binding_by_slurm_is_kept() {
             "{why}"
         );
     }
-    let mut pairs = SLURM_4.to_vec();
-    pairs.push(("SLURM_GPU_BIND", "none"));
-    mapped(plan(&pairs));
+    for (var, value) in [
+        ("SLURM_GPU_BIND", "none"),
+        ("SLURM_GPU_BIND", "verbose,none"),
+        ("SLURM_TRES_BIND", "gres/gpu:none"),
+    ] {
+        let mut pairs = SLURM_4.to_vec();
+        pairs.push((var, value));
+        mapped(plan(&pairs));
+    }
 }
 
 #[test]
@@ -194,7 +201,13 @@ fn task_narrowed_by_slurm_is_left_alone() {
 #[test]
 fn slurm_tres_binding_is_kept_but_gpu_bind_none_is_mapped() {
     let map = mapped(plan(&SLURM_4));
-    for bind in ["gpu:closest", "gpu:per_task:1", "gpu:map_gpu:1,0"] {
+    for bind in [
+        "gpu:closest",
+        "gpu:per_task:1",
+        "gpu:map_gpu:1,0",
+        "gres/gpu:single:1",
+        "gres/gpu:map:1,0",
+    ] {
         let t = TaskInputs {
             tres_bind: Some(bind),
             ..task(0, 4, Some("0,1,2,3"))
@@ -207,11 +220,17 @@ fn slurm_tres_binding_is_kept_but_gpu_bind_none_is_mapped() {
             out.say
         );
     }
-    // --gpu-bind=none: slurmstepd removes the list from each task.
-    for bind in ["gpu:none", "gpu:verbose,none"] {
+    // --gpu-bind=none: 22.05 removes the list from each task and writes
+    // `gpu:none`; 23.11 and later keep it and write `gres/gpu:none`.
+    for (bind, cuda) in [
+        ("gpu:none", None),
+        ("gpu:verbose,none", None),
+        ("gres/gpu:none", Some("0,1,2,3")),
+        ("gres/gpu:verbose,none", Some("0,1,2,3")),
+    ] {
         let t = TaskInputs {
             tres_bind: Some(bind),
-            ..task(1, 4, None)
+            ..task(1, 4, cuda)
         };
         let out = map_task(&map, &t);
         assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("1"), "{bind}");

@@ -88,7 +88,9 @@ pub fn configure(mode: &str, args: &[&str]) {
 /// The Debian root whose Slurm runs the cluster (`DGM_SLURM_ROOT`, see
 /// tests/cluster/slurm-root.sh), or None for the host's Slurm.
 pub fn slurm_root() -> Option<String> {
-    std::env::var("DGM_SLURM_ROOT").ok().filter(|r| !r.is_empty())
+    std::env::var("DGM_SLURM_ROOT")
+        .ok()
+        .filter(|r| !r.is_empty())
 }
 
 /// The Slurm release series under test, e.g. "22.05" or "24.11", from

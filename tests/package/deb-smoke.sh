@@ -20,10 +20,11 @@ if [ -n "$root" ]; then
 else
     bash packaging/apt-need.sh man:man-db groff:groff-base
 fi
-# in_root CMD...: CMD where Slurm runs
-dpkg() { "${in_root[@]}" dpkg "$@"; }
-srun() { "${in_root[@]}" srun "$@"; }
-man() { "${in_root[@]}" man "$@"; }
+# where_slurm CMD...: the command CMD (never a function) where Slurm runs
+where_slurm() { if [ -n "$root" ]; then "${in_root[@]}" "$@"; else command "$@"; fi; }
+dpkg() { where_slurm dpkg "$@"; }
+srun() { where_slurm srun "$@"; }
+man() { where_slurm man "$@"; }
 pass=0 failed=0
 check() { if "${@:2}"; then pass=$((pass + 1)); echo "ok   $1"; else failed=$((failed + 1)); echo "FAIL $1"; fi; }
 

@@ -181,8 +181,8 @@ bind_into_root() {
 # mount_root: what daemons and clients need inside the root. Recorded
 # first, so that `down` after a failed `up` still finds the root.
 mount_root() {
-    echo "$ROOT" >"$D/slurm-root"
     [ -z "$(mounts_below)" ] || die "$ROOT already has mounts (another cluster uses it?): $(mounts_below | tr '\n' ' ')"
+    echo "$ROOT" >"$D/slurm-root"
     local d
     for d in /proc /sys /dev /etc/hosts; do bind_into_root "$d" "$d"; done
     # slurmctld and the clients share this /run; every slurmd covers its
@@ -196,13 +196,18 @@ mount_root() {
 # unmount_root: undo mount_root; safe to repeat, and after a failed `up`
 unmount_root() {
     local m i
+    [ -n "$ROOT" ] || return 0
     for ((i = 0; i < 5; i++)); do
-        [ -n "$(mounts_below)" ] || return 0
+        [ -n "$(mounts_below)" ] || break
         for m in $(mounts_below); do
             umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
         done
     done
-    [ -z "$(mounts_below)" ] || log "WARNING: still mounted in $ROOT: $(mounts_below | tr '\n' ' ')"
+    if [ -n "$(mounts_below)" ]; then
+        log "WARNING: still mounted in $ROOT (kept for the next down): $(mounts_below | tr '\n' ' ')"
+    else
+        rm -f "$D/slurm-root"
+    fi
 }
 node_count() { wc -l <"$D/nodes" | tr -d ' '; }
 
@@ -498,7 +503,8 @@ ns_pids() {
 
 do_down() {
     local pids=() f pid ctld_alive=0 any=0
-    [ -d "$D/pids" ] || return 0
+    # no daemon was started (an `up` that failed early): only the mounts
+    [ -d "$D/pids" ] || { unmount_root; return 0; }
     for f in "$D"/pids/*.pid; do [ -e "$f" ] && any=1; done
     [ -s "$D/pids/uts-namespaces" ] && any=1
     [ -s "$D/pids/reapers" ] && any=1
@@ -556,10 +562,7 @@ do_down() {
     fi
     rm -f "$D/pids/reapers"
     # the root's mounts, once nothing runs in it
-    if [ -n "$ROOT" ]; then
-        unmount_root
-        rm -f "$D/slurm-root"
-    fi
+    unmount_root
     # restore what we changed outside the state dir
     if [ -e "$D/pids/created-munge-key" ]; then
         rm -f /etc/munge/munge.key

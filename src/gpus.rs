@@ -41,6 +41,31 @@ pub fn parse_gpu_list(value: &str) -> Result<Vec<String>, Error> {
     Ok(gpus)
 }
 
+/// Checks a list that arrives as separate entries (NVML's UUIDs) by the
+/// same rules as [`parse_gpu_list`]: a library returning `GPU-x,100` or the
+/// same UUID twice must not give a task two devices, or every task one.
+pub fn check_list(gpus: &[String]) -> Result<(), Error> {
+    let shown = || quote(&join(gpus));
+    if gpus.len() > MAX_GPUS {
+        return Err(Error::new(format!(
+            "GPU list {} has {} entries, more than the {MAX_GPUS} any node holds",
+            shown(),
+            gpus.len()
+        )));
+    }
+    for (i, token) in gpus.iter().enumerate() {
+        check_token(token).map_err(|why| Error::new(format!("GPU list {} {why}", shown())))?;
+        if gpus.iter().take(i).any(|g| g == token) {
+            return Err(Error::new(format!(
+                "GPU list {} names {} twice",
+                shown(),
+                quote(token)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Accepts an index, `INDEX.SUBDEVICE`, or a `GPU-`/`MIG-` UUID.
 fn check_token(token: &str) -> Result<(), String> {
     let valid = "entries must be indices (3, or 0.1) or GPU-/MIG- UUIDs";
@@ -153,6 +178,22 @@ mod tests {
         assert!(err.message().len() < 300);
         let fine: Vec<String> = (0..MAX_GPUS).map(|i| i.to_string()).collect();
         assert_eq!(ok(&fine.join(",")).len(), MAX_GPUS);
+    }
+
+    #[test]
+    fn separate_entries_follow_the_same_rules() {
+        let list = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(check_list(&list(&["GPU-a", "GPU-b"])).is_ok());
+        assert!(check_list(&[]).is_ok());
+        for (bad, want) in [
+            (list(&["GPU-x,100"]), "has the entry \"GPU-x,100\""),
+            (list(&["GPU-a", "GPU-a"]), "names \"GPU-a\" twice"),
+            (list(&["GPU-a", ""]), "empty entry"),
+            (list(&["GPU-a b"]), "has the entry"),
+        ] {
+            let err = check_list(&bad).expect_err(want);
+            assert!(err.message().contains(want), "{err}");
+        }
     }
 
     #[test]

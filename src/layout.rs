@@ -8,6 +8,7 @@ use crate::error::Error;
 use crate::gpus::join;
 use crate::method::Method;
 use crate::step::{map_task, StepMap, TaskInputs};
+use crate::vendor::{Rendering, Vendor};
 
 /// srun's `-m` task distribution over nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +115,12 @@ fn node_rows(
         cuda: Some(cuda.clone()),
         others: Vec::new(),
         notes: Vec::new(),
+        // `plan` previews CUDA_VISIBLE_DEVICES, as on NVIDIA nodes.
+        rendering: Rendering {
+            vendor: Vendor::Nvidia,
+            visible,
+            pci_order: false,
+        },
     };
     let name = format!("node{node}");
     let mut rows = Vec::with_capacity(ranks.len());

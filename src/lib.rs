@@ -8,7 +8,9 @@
 //! - [`mapping`]: which GPU a node-local task gets;
 //! - [`step`]: the decision for a step and its tasks on one node;
 //! - [`layout`]: where srun places tasks, for `desi-gpu-map plan`;
-//! - [`nvml`]: the node's GPUs as NVML lists them.
+//! - [`nvml`]: the node's GPUs as NVML lists them;
+//! - [`vendor`]: whose runtime reads the lists on a node, and how each is
+//!   written.
 
 pub mod bind;
 pub mod config;
@@ -20,5 +22,6 @@ pub mod mapping;
 pub mod method;
 pub mod nvml;
 pub mod step;
+pub mod vendor;
 
 pub use error::Error;

@@ -88,6 +88,26 @@ pub fn parse_option(value: &str) -> Result<Request, Error> {
     })
 }
 
+/// The environment form of the option, as Slurm reads it: the plugin's
+/// and the option's names with `-` turned into `_`.
+pub const ENV_FORM: &str = "SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gpu_map";
+
+/// `help` prints the usage and exits 0 without running anything: right when
+/// typed, wrong from the environment form, where it would replace every
+/// `srun` of a job script with the usage. `env_form` is that variable's
+/// value, `args` the client's command line.
+pub fn check_help_source(env_form: Option<&str>, args: &[String]) -> Result<(), Error> {
+    let from_env = env_form.is_some_and(|v| parse_option(v) == Ok(Request::Help));
+    let typed = args.iter().any(|a| a.starts_with("--desi-gpu-map"));
+    if from_env && !typed {
+        return Err(Error::new(format!(
+            "{ENV_FORM}=help: help is for the command line (srun --desi-gpu-map=help true); \
+             in the environment give a method; valid values: {VALID_VALUES}"
+        )));
+    }
+    Ok(())
+}
+
 fn bad_value(value: &str) -> Error {
     let what = if value.is_empty() {
         "an empty value".to_string()
@@ -116,7 +136,9 @@ METHOD:
   verbose      prefix: each task reports its GPU on stderr; alone, it
                reports with the site default method
 
+srun, sbatch and salloc need a command: srun --desi-gpu-map=help true
 Environment form: SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gpu_map=VALUE
+(a method or verbose; help only on the command line).
 See desi_gpu_map(8) and `desi-gpu-map plan --help`.
 "
     .to_string()
@@ -181,6 +203,28 @@ mod tests {
         assert!(err.message().contains("\"contigous\""), "{err}");
         let err = parse_option("").unwrap_err();
         assert!(err.message().contains("an empty value"), "{err}");
+    }
+
+    #[test]
+    fn help_only_from_the_command_line() {
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let typed = args(&["srun", "--desi-gpu-map=help", "true"]);
+        let plain = args(&["srun", "true"]);
+        assert!(check_help_source(None, &typed).is_ok());
+        assert!(check_help_source(None, &plain).is_ok(), "#SBATCH line");
+        assert!(check_help_source(Some("help"), &typed).is_ok());
+        assert!(check_help_source(Some("contiguous"), &plain).is_ok());
+        let spaced = args(&["srun", "--desi-gpu-map", "help", "true"]);
+        assert!(check_help_source(Some("help"), &spaced).is_ok());
+        for env_form in ["help", "verbose,help"] {
+            let err = check_help_source(Some(env_form), &plain).unwrap_err();
+            assert!(
+                err.message().contains("help is for the command line"),
+                "{err}"
+            );
+            assert!(err.message().contains(ENV_FORM), "{err}");
+            assert!(err.message().contains("contiguous, roundrobin"), "{err}");
+        }
     }
 
     #[test]

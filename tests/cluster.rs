@@ -249,10 +249,68 @@ fn rotate_keeps_peers_visible() {
     );
 }
 
-#[test]
-fn other_gpu_variables_are_narrowed_too() {
-    let _c = setup("required", &[]);
+// ------------------------------------------------------------ GPU vendors
+//
+// Slurm 22.05 sets CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES,
+// GPU_DEVICE_ORDINAL and ZE_AFFINITY_MASK to the same list on this cluster
+// (gres.conf names no env flags). Each vendor's runtime reads them in its own
+// way (src/vendor.rs): each case writes out every variable per task.
+
+/// Each task prints `V local CUDA ROCR GDO ZE HIP CUDA_DEVICE_ORDER flag`.
+const GPU_VARS: &str = r#"echo "V $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${ROCR_VISIBLE_DEVICES-unset} ${GPU_DEVICE_ORDINAL-unset} ${ZE_AFFINITY_MASK-unset} ${HIP_VISIBLE_DEVICES-unset} ${CUDA_DEVICE_ORDER-unset} ${DESI_GPU_MAPPED-unset}""#;
+
+/// Two round-robin tasks on n1 with `gpus` (an srun GPU request): their
+/// `V` lines, sorted, and the step's stderr.
+fn gpu_vars(gpus: &str, option: &str) -> (Vec<String>, String) {
     let out = run(
+        "srun",
+        &[
+            "-N1", "-n2", "-w", "n1", gpus, option, "bash", "-c", GPU_VARS,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    (
+        sorted_lines(&out.stdout, |l| l.starts_with("V ")),
+        text(&out.stderr),
+    )
+}
+
+#[test]
+fn auto_on_this_host_is_nvidia_and_leaves_the_other_lists() {
+    // This host has no GPU on PCI and no GPU driver: NVIDIA semantics.
+    let _c = setup("required", &[]);
+    let (lines, err) = gpu_vars("--gpus-per-node=4", "--desi-gpu-map=verbose,roundrobin");
+    assert_eq!(
+        lines,
+        [
+            "V 0 0 0,1,2,3 0,1,2,3 0,1,2,3 unset PCI_BUS_ID 1",
+            "V 1 1 0,1,2,3 0,1,2,3 0,1,2,3 unset PCI_BUS_ID 1"
+        ],
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "desi-gpu-map: node n1: GPU lists written for nvidia runtimes \
+             (no GPU vendor detected; NVIDIA by default)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn vendor_nvidia_narrows_cuda_visible_devices_only() {
+    let _c = setup("required", &["vendor=nvidia"]);
+    let (lines, err) = gpu_vars("--gpus-per-node=4", "--desi-gpu-map=roundrobin");
+    assert_eq!(
+        lines,
+        [
+            "V 0 0 0,1,2,3 0,1,2,3 0,1,2,3 unset PCI_BUS_ID 1",
+            "V 1 1 0,1,2,3 0,1,2,3 0,1,2,3 unset PCI_BUS_ID 1"
+        ],
+        "{err}"
+    );
+    // The user's own CUDA_DEVICE_ORDER is kept.
+    let out = slurm(
         "srun",
         &[
             "-N1",
@@ -260,19 +318,106 @@ fn other_gpu_variables_are_narrowed_too() {
             "-w",
             "n1",
             "--gpus-per-node=4",
-            "--desi-gpu-map=roundrobin",
+            "--desi-gpu-map=verbose,roundrobin",
             "bash",
             "-c",
-            r#"echo "V $SLURM_LOCALID $GPU_DEVICE_ORDINAL ${ROCR_VISIBLE_DEVICES-unset} ${ZE_AFFINITY_MASK-unset} $DESI_GPU_MAP_METHOD $DESI_GPU_MAP_NODE_GPUS""#,
+            GPU_VARS,
         ],
-    );
-    let lines = sorted_lines(&out.stdout, |l| l.starts_with("V "));
+    )
+    .env("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+    .output()
+    .expect("run srun");
     assert_eq!(
-        lines,
-        ["V 0 0 0 0 roundrobin 4", "V 1 1 1 1 roundrobin 4"],
+        sorted_lines(&out.stdout, |l| l.starts_with("V ")),
+        [
+            "V 0 0 0,1,2,3 0,1,2,3 0,1,2,3 unset FASTEST_FIRST 1",
+            "V 1 1 0,1,2,3 0,1,2,3 0,1,2,3 unset FASTEST_FIRST 1"
+        ],
         "{}",
         show(&out)
     );
+    assert!(
+        text(&out.stderr).contains(
+            "desi-gpu-map: node n1: CUDA_DEVICE_ORDER=\"FASTEST_FIRST\" kept as set; \
+             Slurm's indices follow the PCI bus order"
+        ),
+        "{}",
+        show(&out)
+    );
+    // Beside another job, the step has GPUs 2 and 3.
+    let _held = hold("n1", "gpu:2");
+    let (lines, err) = gpu_vars("--gres=gpu:2", "--desi-gpu-map=roundrobin");
+    assert_eq!(
+        lines,
+        [
+            "V 0 2 2,3 2,3 2,3 unset PCI_BUS_ID 1",
+            "V 1 3 2,3 2,3 2,3 unset PCI_BUS_ID 1"
+        ],
+        "{err}"
+    );
+}
+
+#[test]
+fn vendor_amd_puts_the_gpu_in_rocr_visible_devices() {
+    let _c = setup("required", &["vendor=amd"]);
+    // ROCR carries the GPU; the index lists HIP and OpenCL apply on top of
+    // it name its first device. ZE_AFFINITY_MASK stays as Slurm set it.
+    let (lines, err) = gpu_vars("--gpus-per-node=4", "--desi-gpu-map=verbose,roundrobin");
+    assert_eq!(
+        lines,
+        [
+            "V 0 0 0 0 0,1,2,3 unset unset 1",
+            "V 1 0 1 0 0,1,2,3 unset unset 1"
+        ],
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "desi-gpu-map: node n1: GPU lists written for amd runtimes \
+             (vendor=amd in plugstack.conf)"
+        ),
+        "{err}"
+    );
+    let _held = hold("n1", "gpu:2");
+    let (lines, err) = gpu_vars("--gres=gpu:2", "--desi-gpu-map=roundrobin");
+    assert_eq!(
+        lines,
+        ["V 0 0 2 0 2,3 unset unset 1", "V 1 0 3 0 2,3 unset unset 1"],
+        "{err}"
+    );
+}
+
+#[test]
+fn vendor_amd_rotate_reorders_rocr_only() {
+    // ROCR reorders the devices it keeps, so the index lists stay 0,1.
+    let _c = setup("required", &["vendor=amd", "visible=rotate"]);
+    let _held = hold("n1", "gpu:2");
+    let (lines, err) = gpu_vars("--gres=gpu:2", "--desi-gpu-map=roundrobin");
+    assert_eq!(
+        lines,
+        [
+            "V 0 0,1 2,3 0,1 2,3 unset unset 1",
+            "V 1 0,1 3,2 0,1 2,3 unset unset 1"
+        ],
+        "{err}"
+    );
+}
+
+#[test]
+fn vendor_intel_puts_the_gpu_in_ze_affinity_mask() {
+    // Level Zero does not reorder by the mask: rotate falls back to single.
+    let _c = setup("required", &["vendor=intel", "visible=rotate"]);
+    let _held = hold("n1", "gpu:2");
+    let (lines, err) = gpu_vars("--gres=gpu:2", "--desi-gpu-map=verbose,roundrobin");
+    assert_eq!(
+        lines,
+        [
+            "V 0 2 2,3 2,3 2 unset unset 1",
+            "V 1 3 2,3 2,3 3 unset unset 1"
+        ],
+        "{err}"
+    );
+    assert!(err.contains("visible=rotate cannot apply"), "{err}");
 }
 
 // ------------------------------------------------------------ user interface
@@ -655,37 +800,6 @@ fn nvml_uuids_when_slurm_sets_only_a_count() {
         inits.lines().filter(|l| l.starts_with("init n4 ")).count(),
         1,
         "{inits}"
-    );
-}
-
-#[test]
-fn nvml_uuids_when_slurm_names_no_gpus_on_a_whole_node() {
-    // An exclusive job that asked for no GPU: Slurm sets no list, the job
-    // holds the whole node, so NVML's list (the fake library's) is mapped.
-    let nvml = format!("nvml={}", fake_nvml());
-    let _c = setup("required", &[&nvml]);
-    cluster(&["nvml", "clear-log"]);
-    let got = srun_map(&[
-        "-N1",
-        "-n3",
-        "-w",
-        "n3",
-        "--exclusive",
-        "--desi-gpu-map=roundrobin",
-    ]);
-    assert_eq!(
-        got,
-        rows(&[
-            "0 n3 0 GPU-fake-n3-0 1",
-            "1 n3 1 GPU-fake-n3-1 1",
-            "2 n3 2 GPU-fake-n3-0 1"
-        ])
-    );
-    let inits = cluster(&["nvml", "log"]);
-    assert_eq!(
-        inits.lines().filter(|l| l.starts_with("init n3 ")).count(),
-        1,
-        "one NVML init per step per node:\n{inits}"
     );
 }
 

@@ -8,6 +8,7 @@ mod common;
 use common::*;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, Instant};
 
 /// The lines the plugin printed on the tasks' stderr.
 fn said(out: &std::process::Output) -> Vec<String> {
@@ -120,7 +121,9 @@ fn assert_unchanged_with_one_line(out: &std::process::Output, want: &str) {
 
 #[test]
 fn nvml_counts_one_initialisation_per_node_per_step() {
-    let _c = setup("required", &[]);
+    // Whole nodes without a GPU request: NVML's list, where the site says
+    // Slurm tracks no GPUs.
+    let _c = setup("required", &["untracked=whole-node"]);
     cluster(&["nvml", "clear-log"]);
     let out = run(
         "srun",
@@ -235,6 +238,111 @@ fn nvml_cannot_tell_a_partial_allocation_apart() {
     );
 }
 
+/// n4, where NVML is asked, with a fake NVML whose nvmlInit sleeps 120 s
+/// and a 2 s deadline.
+fn hung_nvml() -> std::sync::MutexGuard<'static, ()> {
+    let nvml = format!("nvml={}", fake_nvml());
+    let guard = setup("required", &[&nvml, "nvml_timeout=2"]);
+    cluster(&["nvml", "set", "hang.n4=120"]);
+    cluster(&["nvml", "clear-log"]);
+    guard
+}
+
+#[test]
+fn a_hung_nvml_is_given_up_at_the_deadline() {
+    let _c = hung_nvml();
+    let started = Instant::now();
+    let out = run(
+        "srun",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n4",
+            "--gpus-per-node=2",
+            "--desi-gpu-map=contiguous",
+            "bash",
+            "-c",
+            PROBE,
+        ],
+    );
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(30),
+        "took {took:?}: {}",
+        show(&out)
+    );
+    assert_unchanged_with_one_line(&out, "NVML did not answer within 2 s");
+    // NVML was really asked (and hung), and slurmd's log says so too.
+    assert!(
+        took >= Duration::from_secs(2),
+        "took {took:?}: {}",
+        show(&out)
+    );
+    let inits = cluster(&["nvml", "log"]);
+    assert!(inits.contains("init n4 "), "{inits}");
+    let log =
+        std::fs::read_to_string(format!("{}/log/slurmd-n4.log", state_dir())).unwrap_or_default();
+    assert!(
+        log.contains("NVML did not answer within 2 s"),
+        "slurmd-n4.log: {}",
+        log.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn scancel_ends_a_job_whose_nvml_hangs() {
+    let _c = hung_nvml();
+    let out = run(
+        "sbatch",
+        &[
+            "--parsable",
+            "-o",
+            "/dev/null",
+            "-w",
+            "n4",
+            "-n1",
+            "--gpus-per-node=2",
+            "--wrap",
+            "srun --desi-gpu-map=contiguous sleep 300",
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let id = text(&out.stdout).trim().to_string();
+    let _held = Held(id.clone());
+    // Cancel once the step's NVML discovery on n4 has begun (and hangs).
+    let asked = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        cluster(&["nvml", "log"]).contains("init n4 ")
+    });
+    assert!(asked, "the step never asked NVML on n4");
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    let cancelled = run("scancel", &[&id]);
+    assert!(cancelled.status.success(), "{}", show(&cancelled));
+    let gone = loop {
+        let left = run("squeue", &["-h", "-j", &id, "-o", "%t"]);
+        if text(&left.stdout).trim().is_empty() {
+            break true;
+        }
+        if started.elapsed() > Duration::from_secs(40) {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let took = started.elapsed();
+    assert!(
+        gone && took < Duration::from_secs(20),
+        "job {id} still listed {took:?} after scancel"
+    );
+    let state = run("sinfo", &["-h", "-n", "n4", "-o", "%t"]);
+    assert!(
+        !text(&state.stdout).contains("drain"),
+        "n4: {}",
+        show(&state)
+    );
+}
+
 // ------------------------------------------------------------ bad input
 
 #[test]
@@ -284,7 +392,13 @@ fn every_plugstack_typo_is_named() {
         ),
         ("visible=all", "visible must be single or rotate"),
         ("nvml=libnvidia-ml.so.1", "absolute library path"),
-        ("flag=1X", "environment variable name"),
+        ("flag=1X", "upper-case variable name"),
+        ("flag=LD_AUDIT", "must not be LD_AUDIT"),
+        ("untracked=all", "untracked must be ignore or whole-node"),
+        (
+            "nvml_timeout=0",
+            "nvml_timeout must be whole seconds from 1 to 300",
+        ),
         ("verbose=1", "verbose takes no value"),
         ("default=none default=roundrobin", "given twice"),
     ] {
@@ -445,44 +559,60 @@ fn export_none_still_carries_the_option() {
 
 #[test]
 fn user_environment_cannot_widen_a_partial_allocation() {
-    let _c = setup("required", &["visible=rotate"]);
-    let _held = hold("n1", "gpu:2");
-    let mut c = slurm(
-        "srun",
-        &[
-            "-N1",
-            "-n4",
-            "-w",
-            "n1",
-            "--gres=gpu:2",
-            "--desi-gpu-map=roundrobin",
-            "bash",
-            "-c",
-            r#"echo "S $SLURM_LOCALID $CUDA_VISIBLE_DEVICES ${ROCR_VISIBLE_DEVICES-unset} ${GPU_DEVICE_ORDINAL-unset} ${ZE_AFFINITY_MASK-unset}""#,
-        ],
-    );
-    for var in [
-        "CUDA_VISIBLE_DEVICES",
-        "ROCR_VISIBLE_DEVICES",
-        "GPU_DEVICE_ORDINAL",
-        "ZE_AFFINITY_MASK",
-        "SLURM_STEP_GPUS",
-    ] {
-        c.env(var, "0,1");
+    // Every list a task ends up with stays within Slurm's grant (GPUs 2,3),
+    // whichever vendor's lists carry the GPU (src/vendor.rs). On AMD the
+    // filter is ROCR_VISIBLE_DEVICES; CUDA_VISIBLE_DEVICES and
+    // GPU_DEVICE_ORDINAL are indices into it, not the user's 0,1.
+    let cases: [(&str, [&str; 4]); 2] = [
+        (
+            "vendor=nvidia",
+            [
+                "S 0 2,3 2,3 2,3 2,3",
+                "S 1 3,2 2,3 2,3 2,3",
+                "S 2 2,3 2,3 2,3 2,3",
+                "S 3 3,2 2,3 2,3 2,3",
+            ],
+        ),
+        (
+            "vendor=amd",
+            [
+                "S 0 0,1 2,3 0,1 2,3",
+                "S 1 0,1 3,2 0,1 2,3",
+                "S 2 0,1 2,3 0,1 2,3",
+                "S 3 0,1 3,2 0,1 2,3",
+            ],
+        ),
+    ];
+    for (vendor, want) in cases {
+        let _c = setup("required", &["visible=rotate", vendor]);
+        let _held = hold("n1", "gpu:2");
+        let mut c = slurm(
+            "srun",
+            &[
+                "-N1",
+                "-n4",
+                "-w",
+                "n1",
+                "--gres=gpu:2",
+                "--desi-gpu-map=roundrobin",
+                "bash",
+                "-c",
+                r#"echo "S $SLURM_LOCALID $CUDA_VISIBLE_DEVICES ${ROCR_VISIBLE_DEVICES-unset} ${GPU_DEVICE_ORDINAL-unset} ${ZE_AFFINITY_MASK-unset}""#,
+            ],
+        );
+        for var in [
+            "CUDA_VISIBLE_DEVICES",
+            "ROCR_VISIBLE_DEVICES",
+            "GPU_DEVICE_ORDINAL",
+            "ZE_AFFINITY_MASK",
+            "SLURM_STEP_GPUS",
+        ] {
+            c.env(var, "0,1");
+        }
+        c.env("SLURM_GPUS_ON_NODE", "4");
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{vendor}: {}", show(&out));
+        let lines = sorted_lines(&out.stdout, |l| l.starts_with("S "));
+        assert_eq!(lines, want, "{vendor}: {}", show(&out));
     }
-    c.env("SLURM_GPUS_ON_NODE", "4");
-    let out = c.output().unwrap();
-    assert!(out.status.success(), "{}", show(&out));
-    let lines = sorted_lines(&out.stdout, |l| l.starts_with("S "));
-    assert_eq!(
-        lines,
-        [
-            "S 0 2,3 2,3 2,3 2,3",
-            "S 1 3,2 3,2 3,2 3,2",
-            "S 2 2,3 2,3 2,3 2,3",
-            "S 3 3,2 3,2 3,2 3,2"
-        ],
-        "{}",
-        show(&out)
-    );
 }

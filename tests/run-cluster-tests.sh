@@ -6,9 +6,11 @@
 # For each series: the plugin and the .deb built against that series'
 # headers, the local test cluster up (n1, n2 with 4 fake GPUs, n3 with 2, n4
 # with 2 that Slurm names by count only), the installed .deb smoke
-# (tests/package/deb-smoke.sh), tests/cluster.rs, tests/faults.rs, and the
-# cluster torn down. Prints one summary line per series; each series' full
-# output is in target/cluster-tests/SERIES.log, and a failing one's is shown.
+# (tests/package/deb-smoke.sh), tests/cluster.rs (the mapping),
+# tests/faults.rs (load, faults, security), tests/promises.rs (issue 8's
+# promises), and the cluster torn down. Prints one summary line per series;
+# each series' full output is in target/cluster-tests/SERIES.log, and a
+# failing one's is shown.
 # Fails, never skips, when a cluster cannot start or any series fails.
 # DGM_CLUSTER_LOCK=FILE: hold flock(FILE) over each up..down span only.
 set -euo pipefail
@@ -88,7 +90,7 @@ run_series() {
     local rc=0
     bash tests/package/deb-smoke.sh "$deb" || rc=1
     cargo test --locked --features cluster-tests --no-fail-fast \
-        --test cluster --test faults -- --test-threads=1 || rc=1
+        --test cluster --test faults --test promises -- --test-threads=1 || rc=1
     return $rc
 }
 if [ "${1:-}" = --one ]; then
@@ -97,7 +99,7 @@ if [ "${1:-}" = --one ]; then
 fi
 
 # The tests drive the cluster from the host; build them once.
-cargo test --locked --features cluster-tests --test cluster --test faults --no-run 2>&1 | tail -n 1
+cargo test --locked --features cluster-tests --test cluster --test faults --test promises --no-run 2>&1 | tail -n 1
 mkdir -p "$logs"
 
 failed=0 summary=()
@@ -109,9 +111,10 @@ for s in "${wanted[@]}"; do
     bash "$0" --one "$s" >"$log" 2>&1 || rc=$?
     took=$(($(date +%s) - t0))
     v=$(sed -n 's/^series [0-9.]*: Slurm \([0-9.]*\).*/\1/p' "$log" | head -n 1)
-    # cargo runs the test binaries in name order: cluster, then faults
-    line="series ${v:-$s}: $(result cluster 'test result:' <(sed -n '/Running tests\/cluster.rs/,/test result:/p' "$log")),"
-    line+=" $(result faults 'test result:' <(sed -n '/Running tests\/faults.rs/,/test result:/p' "$log")),"
+    line="series ${v:-$s}:"
+    for suite in cluster faults promises; do
+        line+=" $(result $suite 'test result:' <(sed -n "/Running tests\/$suite.rs/,/test result:/p" "$log")),"
+    done
     line+=" $(result deb '^deb-smoke:' "$log"); ${took} s"
     line+=" (build $(phase prepared "$log") s, cluster and tests $(phase 'cluster and tests took' "$log") s)"
     if [ $rc != 0 ]; then

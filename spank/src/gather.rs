@@ -1,11 +1,14 @@
 //! Reads what the core needs from Slurm: plugstack arguments, the option
 //! value, and the step's environment on this node.
 
+use crate::deadline::{self, Failure};
 use desi_gpu_map::config::Config;
 use desi_gpu_map::method::Request;
-use desi_gpu_map::step::{is_special_step, plan_step, resolve, StepInputs, StepPlan};
+use desi_gpu_map::step::{plan_step, StepFacts, StepPlan};
+use desi_gpu_map::vendor::{choose, Chosen, VendorSetting};
 use desi_gpu_map::{nvml, Error};
 use slurm_spank::SpankHandle;
+use std::path::Path;
 use std::time::Instant;
 
 /// The words after the plugin's path on its plugstack.conf line.
@@ -22,63 +25,64 @@ pub fn option_value(spank: &SpankHandle, name: &str) -> Option<String> {
     spank.get_option_value_lossy(name).map(|v| v.into_owned())
 }
 
+/// NVML's UUIDs, asked in a child process that is killed at the deadline:
+/// an `nvmlInit` that blocks (a GPU fell off the bus) must not hold the step.
+fn nvml_within_deadline(config: &Config) -> Result<Vec<String>, Error> {
+    let source = &config.nvml;
+    let work = || nvml::uuids(source).map_err(|e| e.message().to_string());
+    deadline::lines_within(config.nvml_timeout, work).map_err(|failure| match failure {
+        Failure::TimedOut => {
+            let why = format!(
+                "NVML did not answer within {} s (nvml_timeout)",
+                config.nvml_timeout.as_secs()
+            );
+            log::warn!("{why}; the discovery process was killed");
+            Error::new(why)
+        }
+        Failure::Failed(why) => Error::new(why),
+    })
+}
+
 /// Plans the step on this node: once, in `user_init`.
 pub fn plan(
     spank: &SpankHandle,
     config: Option<&Result<Config, Error>>,
     request: Option<&Result<Request, Error>>,
 ) -> StepPlan {
-    let step_id = match spank.job_stepid() {
-        Ok(id) => id,
-        Err(e) => {
-            return StepPlan::Aside(format!(
-                "cannot read the step id ({e}); tasks left unchanged"
-            ))
-        }
-    };
-    // The batch, extern and interactive steps are never touched, nor told.
-    if is_special_step(step_id) {
-        return StepPlan::Idle;
-    }
-    let config = match config {
-        Some(Ok(config)) => config,
-        Some(Err(e)) => {
-            return StepPlan::Aside(format!(
-                "plugin misconfigured, ask your administrators: {e}"
-            ))
-        }
-        None => return StepPlan::Aside("plugin not initialised; tasks left unchanged".to_string()),
-    };
-    let request = match request {
-        Some(Ok(request)) => Some(*request),
-        Some(Err(e)) => return StepPlan::Aside(format!("{e}; tasks left unchanged")),
-        None => None,
-    };
-    let (choice, verbose) = resolve(request, config);
-    let inputs = StepInputs {
-        step_id,
-        choice,
-        verbose,
+    let facts = StepFacts {
+        step_id: spank.job_stepid().map_err(|e| e.to_string()),
         config,
-        whole_node: holds_whole_node(spank),
+        request,
+        vendor: &node_vendor,
+    };
+    // NVML is asked only for a step whose configuration could be read.
+    let nvml_config = match config {
+        Some(Ok(config)) => Some(config),
+        _ => None,
     };
     let env = |name: &str| spank.getenv_lossy(name).ok().flatten();
     let mut nvml = || {
         let started = Instant::now();
-        let found = nvml::uuids(&config.nvml);
+        let found = match nvml_config {
+            Some(config) => nvml_within_deadline(config),
+            None => Err(Error::new("NVML: the plugin is not configured")),
+        };
         log::debug!("NVML discovery took {} us", started.elapsed().as_micros());
         found
     };
-    plan_step(&inputs, &env, &mut nvml)
+    plan_step(&facts, &env, &mut nvml)
 }
 
-/// True when the job holds every CPU of this node, and so every GPU: the one
-/// case in which NVML's full list is the step's without a count from Slurm.
-fn holds_whole_node(spank: &SpankHandle) -> bool {
-    // SAFETY: sysconf only reads a system constant; it has no preconditions.
-    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    match spank.job_ncpus() {
-        Ok(ncpus) => online > 0 && i64::from(ncpus) >= i64::from(online as i32),
-        Err(_) => false,
-    }
+/// The node's GPU vendor, read from `/sys` and `/dev` (only for steps that
+/// get mapped).
+fn node_vendor(setting: VendorSetting) -> Chosen {
+    let started = Instant::now();
+    let chosen = choose(setting, Path::new("/"));
+    log::debug!(
+        "vendor {} ({}) in {} us",
+        chosen.vendor.name(),
+        chosen.why,
+        started.elapsed().as_micros()
+    );
+    chosen
 }

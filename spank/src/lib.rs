@@ -5,19 +5,21 @@
 //! - srun, sbatch, salloc: `init` reads the plugstack arguments and registers
 //!   `--desi-gpu-map`; `init_post_opt` checks its value before any allocation.
 //! - slurmstepd: `user_init` plans the step once per node (NVML, if needed,
-//!   is loaded there), `task_init` maps each task before it execs.
+//!   is asked in a child process with a deadline), `task_init` maps each
+//!   task before it execs.
 //!
 //! In slurmstepd nothing may fail: a failing hook there drains the node or
 //! fails the job, so every problem becomes a message and the task runs as
 //! Slurm made it.
 
+mod deadline;
 mod exports;
 mod gather;
 mod logger;
 mod task;
 
 use desi_gpu_map::config::{parse_args, Config};
-use desi_gpu_map::method::{parse_option, usage, Request};
+use desi_gpu_map::method::{check_help_source, parse_option, usage, Request, ENV_FORM};
 use desi_gpu_map::step::StepPlan;
 use desi_gpu_map::Error;
 use slurm_spank::{Context, Plugin, SpankHandle, SpankOption};
@@ -42,6 +44,19 @@ pub(crate) struct DesiGpuMap {
     request: Option<Result<Request, Error>>,
     /// The step's plan on this node, made once in `user_init`.
     plan: Option<StepPlan>,
+    /// True when plugstack.conf loads the plugin twice (see `is_repeat`).
+    loaded_twice: bool,
+    post_opt_calls: u32,
+    user_init_calls: u32,
+    task_init_calls: u32,
+}
+
+/// With the `.so` on two plugstack lines, both share this process's state
+/// and Slurm calls each hook twice in a row, first for the first line: only
+/// that call acts, so that nothing runs twice on the same task.
+fn is_repeat(loaded_twice: bool, calls: &mut u32) -> bool {
+    *calls = calls.wrapping_add(1);
+    loaded_twice && *calls % 2 == 0
 }
 
 /// True where a hook's failure is the right way to stop the user: srun,
@@ -52,15 +67,25 @@ fn is_client(spank: &SpankHandle) -> bool {
 
 // SAFETY: slurm-spank requires the plugin to be safe to use across the
 // fork that turns slurmstepd into tasks. The plugin starts no thread, and
-// NVML, the one library that might, is opened and shut down again inside
-// user_init, before any task is forked.
+// NVML, the one library that might, is loaded only in a short-lived child
+// process of user_init (see deadline.rs), never in slurmstepd itself.
 unsafe impl Plugin for DesiGpuMap {
     fn setup(&mut self, spank: &mut SpankHandle) -> HookResult {
         logger::install(is_client(spank));
+        // A panic is caught and becomes an error line; the default hook
+        // would also print it (and a backtrace) on the user's terminal. The
+        // hook stays silent: it may run in the NVML child, where Slurm's log
+        // lock may be held by a thread that did not survive the fork.
+        std::panic::set_hook(Box::new(|_| {}));
         Ok(())
     }
 
     fn init(&mut self, spank: &mut SpankHandle) -> HookResult {
+        if self.config.is_some() {
+            self.loaded_twice = true;
+            log::info!("loaded twice by plugstack.conf; the second line stands aside");
+            return Ok(());
+        }
         let registered = spank.register_option(
             SpankOption::new(OPTION)
                 .takes_value("[verbose,]contiguous|roundrobin|none|help")
@@ -83,11 +108,19 @@ unsafe impl Plugin for DesiGpuMap {
     }
 
     fn init_post_opt(&mut self, spank: &mut SpankHandle) -> HookResult {
+        if is_repeat(self.loaded_twice, &mut self.post_opt_calls) {
+            return Ok(());
+        }
         let request = gather::option_value(spank, OPTION)
             .map(|v| parse_option(&v))
             .transpose();
         if is_client(spank) {
             if let Ok(Some(Request::Help)) = request {
+                let args: Vec<String> = std::env::args_os()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect();
+                let env_form = std::env::var(ENV_FORM).ok();
+                check_help_source(env_form.as_deref(), &args)?;
                 // Like srun's own --gpu-bind=help: the usage, then exit 0.
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(usage().as_bytes()).and_then(|()| out.flush());
@@ -101,6 +134,9 @@ unsafe impl Plugin for DesiGpuMap {
     }
 
     fn user_init(&mut self, spank: &mut SpankHandle) -> HookResult {
+        if is_repeat(self.loaded_twice, &mut self.user_init_calls) {
+            return Ok(());
+        }
         let started = Instant::now();
         self.plan = Some(gather::plan(
             spank,
@@ -112,6 +148,9 @@ unsafe impl Plugin for DesiGpuMap {
     }
 
     fn task_init(&mut self, spank: &mut SpankHandle) -> HookResult {
+        if is_repeat(self.loaded_twice, &mut self.task_init_calls) {
+            return Ok(());
+        }
         let started = Instant::now();
         if let Some(plan) = &self.plan {
             task::apply(spank, plan);

@@ -1,33 +1,22 @@
 //! Applies a step's plan to one task, in `task_init`, just before it execs.
 
 use desi_gpu_map::env;
-use desi_gpu_map::step::{aside_line, map_task, StepPlan, TaskInputs, TaskOutcome};
+use desi_gpu_map::step::{
+    aside_line, task_outcome, unreadable_task, StepPlan, TaskInputs, TaskOutcome,
+};
 use slurm_spank::SpankHandle;
 use std::io::Write;
 
 pub fn apply(spank: &SpankHandle, plan: &StepPlan) {
-    match plan {
-        StepPlan::Idle => {}
-        StepPlan::Aside(why) => {
-            // One line per node: only the node's first task says it.
-            if matches!(spank.task_id(), Ok(0)) {
-                let line = aside_line(&node_name(spank), why);
-                log::info!("{line}");
-                say(&[line]);
-            }
-        }
-        StepPlan::Map(map) => {
-            let node = node_name(spank);
-            let outcome = match task_inputs(spank) {
-                Ok(inputs) => map_task(map, &inputs.with_node(&node)),
-                Err(e) => TaskOutcome {
-                    set: Vec::new(),
-                    say: vec![aside_line(&node, &format!("{e}; task left unchanged"))],
-                },
-            };
-            set_all(spank, &outcome, &node);
-        }
+    if *plan == StepPlan::Untouched {
+        return;
     }
+    let node = node_name(spank);
+    let outcome = match task_inputs(spank) {
+        Ok(ids) => task_outcome(plan, &ids.with_node(&node)),
+        Err(e) => unreadable_task(plan, &node, &e),
+    };
+    apply_outcome(spank, &outcome, &node);
 }
 
 /// The task's ids, read from Slurm; the node name is filled in after.
@@ -71,10 +60,16 @@ fn task_inputs(spank: &SpankHandle) -> Result<Ids, String> {
     })
 }
 
-/// Sets the variables in order and prints the lines; a failure stops the
-/// rest, since a half-set environment is better than a wrong flag.
-fn set_all(spank: &SpankHandle, outcome: &TaskOutcome, node: &str) {
+/// Removes, then sets the variables in order and prints the lines; a
+/// failure stops the rest, since a half-set environment is better than a
+/// wrong flag (the flag is set last).
+fn apply_outcome(spank: &SpankHandle, outcome: &TaskOutcome, node: &str) {
     let mut lines = outcome.say.clone();
+    for name in &outcome.unset {
+        if let Err(e) = spank.unsetenv(name) {
+            lines.push(aside_line(node, &format!("cannot unset {name}: {e}")));
+        }
+    }
     for (name, value) in &outcome.set {
         if let Err(e) = spank.setenv(name, value, true) {
             lines.push(aside_line(
@@ -84,8 +79,13 @@ fn set_all(spank: &SpankHandle, outcome: &TaskOutcome, node: &str) {
             break;
         }
     }
+    // A stand-aside line also goes to slurmd's log, for the admin.
     for line in &lines {
-        log::debug!("{line}");
+        if outcome.set.is_empty() {
+            log::info!("{line}");
+        } else {
+            log::debug!("{line}");
+        }
     }
     say(&lines);
 }

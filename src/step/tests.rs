@@ -2,7 +2,16 @@
 
 use super::*;
 use crate::config::{parse_args, NvmlSource};
+use crate::vendor::{Chosen, Vendor};
 use std::collections::HashMap;
+
+/// Every case here renders for NVIDIA; src/vendor/tests.rs covers the others.
+fn nvidia() -> Chosen {
+    Chosen {
+        vendor: Vendor::Nvidia,
+        why: "test".to_string(),
+    }
+}
 
 fn env_of(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs
@@ -11,9 +20,29 @@ fn env_of(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         .collect()
 }
 
-fn plan_with(
+/// The user's option giving `choice`.
+fn asking(choice: Choice) -> Request {
+    Request::Use {
+        choice: Some(choice),
+        verbose: false,
+    }
+}
+
+/// Plans step 0 with `request`; returns the plan and how often NVML was
+/// called.
+fn plan_req(
     config: &Config,
-    choice: Choice,
+    request: Option<Request>,
+    pairs: &[(&str, &str)],
+    nvml: Result<Vec<String>, Error>,
+) -> (StepPlan, usize) {
+    plan_step_id(0, config, request, pairs, nvml)
+}
+
+fn plan_step_id(
+    step_id: u32,
+    config: &Config,
+    request: Option<Request>,
     pairs: &[(&str, &str)],
     nvml: Result<Vec<String>, Error>,
 ) -> (StepPlan, usize) {
@@ -24,15 +53,26 @@ fn plan_with(
         calls += 1;
         nvml.clone()
     };
-    let step = StepInputs {
-        step_id: 0,
-        choice,
-        verbose: false,
-        config,
-        whole_node: false,
+    let config = Ok(config.clone());
+    let request = request.map(Ok);
+    let facts = StepFacts {
+        step_id: Ok(step_id),
+        config: Some(&config),
+        request: request.as_ref(),
+        vendor: &|_| nvidia(),
     };
-    let plan = plan_step(&step, &lookup, &mut nvml_fn);
+    let plan = plan_step(&facts, &lookup, &mut nvml_fn);
     (plan, calls)
+}
+
+/// Plans with the user asking for `choice`.
+fn plan_with(
+    config: &Config,
+    choice: Choice,
+    pairs: &[(&str, &str)],
+    nvml: Result<Vec<String>, Error>,
+) -> (StepPlan, usize) {
+    plan_req(config, Some(asking(choice)), pairs, nvml)
 }
 
 fn plan(pairs: &[(&str, &str)]) -> StepPlan {
@@ -47,10 +87,18 @@ fn mapped(plan: StepPlan) -> StepMap {
     }
 }
 
+/// The reason a step stands aside with; panics when it maps or is silent.
 fn aside(plan: StepPlan) -> String {
     match plan {
-        StepPlan::Aside(why) => why,
+        StepPlan::Unmapped(Unmapped { why: Some(why), .. }) => why,
         other => panic!("expected to stand aside, got {other:?}"),
+    }
+}
+
+fn quiet(plan: StepPlan) -> Unmapped {
+    match plan {
+        StepPlan::Unmapped(u) if u.why.is_none() => u,
+        other => panic!("expected a silent stand-aside, got {other:?}"),
     }
 }
 
@@ -72,29 +120,30 @@ fn get<'a>(out: &'a TaskOutcome, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-const SLURM_4: [(&str, &str); 4] = [
+/// What Slurm 22.05 sets for `--gpus-per-node=4` (measured on the test
+/// cluster; it also sets ZE_AFFINITY_MASK, left out here to test that
+/// lists are narrowed only where Slurm set them).
+const SLURM_4: [(&str, &str); 5] = [
     ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
     ("GPU_DEVICE_ORDINAL", "0,1,2,3"),
     ("ROCR_VISIBLE_DEVICES", "0,1,2,3"),
     ("SLURM_GPUS_ON_NODE", "4"),
+    ("SLURM_STEP_GPUS", "0,1,2,3"),
 ];
 
 #[test]
-fn slurm_list_is_mapped_and_other_lists_follow() {
+fn slurm_list_is_mapped_and_other_vendors_lists_are_left() {
     let map = mapped(plan(&SLURM_4));
     assert_eq!(map.gpus, ["0", "1", "2", "3"]);
     let cvd: Vec<String> = (0..6)
         .map(|l| {
             let out = map_task(&map, &task(l, 6, Some("0,1,2,3")));
-            assert_eq!(
-                get(&out, "ROCR_VISIBLE_DEVICES"),
-                get(&out, "CUDA_VISIBLE_DEVICES")
-            );
-            assert_eq!(
-                get(&out, "GPU_DEVICE_ORDINAL"),
-                get(&out, "CUDA_VISIBLE_DEVICES")
-            );
-            assert_eq!(get(&out, "ZE_AFFINITY_MASK"), None, "never added");
+            // NVIDIA: only CUDA's list carries the GPU; ROCm's lists stay
+            // as Slurm set them, and ZE_AFFINITY_MASK is never added.
+            assert_eq!(get(&out, "ROCR_VISIBLE_DEVICES"), None);
+            assert_eq!(get(&out, "GPU_DEVICE_ORDINAL"), None);
+            assert_eq!(get(&out, "ZE_AFFINITY_MASK"), None);
+            assert_eq!(get(&out, "CUDA_DEVICE_ORDER"), Some("PCI_BUS_ID"));
             assert_eq!(get(&out, "DESI_GPU_MAPPED"), Some("1"));
             assert_eq!(get(&out, "DESI_GPU_MAP_METHOD"), Some("contiguous"));
             assert_eq!(get(&out, "DESI_GPU_MAP_NODE_GPUS"), Some("4"));
@@ -109,6 +158,7 @@ fn partial_allocation_keeps_slurm_tokens() {
     let map = mapped(plan(&[
         ("CUDA_VISIBLE_DEVICES", "2,3"),
         ("SLURM_GPUS_ON_NODE", "2"),
+        ("SLURM_STEP_GPUS", "2,3"),
     ]));
     let out = map_task(&map, &task(2, 3, Some("2,3")));
     assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("3"));
@@ -128,28 +178,101 @@ fn rotate_and_custom_flag() {
     let map = mapped(plan);
     let out = map_task(&map, &task(2, 4, Some("0,1,2,3")));
     assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("2,3,0,1"));
-    assert_eq!(get(&out, "ROCR_VISIBLE_DEVICES"), Some("2,3,0,1"));
+    assert_eq!(get(&out, "ROCR_VISIBLE_DEVICES"), None);
     assert_eq!(get(&out, "MY_FLAG"), Some("1"));
     assert_eq!(get(&out, "DESI_GPU_MAPPED"), None);
 }
 
 #[test]
-fn off_and_special_steps_are_idle() {
+fn off_steps_only_lose_stale_flags_and_special_steps_are_untouched() {
     let config = Config::default();
     let (p, calls) = plan_with(&config, Choice::Off, &SLURM_4, Ok(vec![]));
-    assert_eq!(p, StepPlan::Idle);
+    let u = quiet(p);
+    assert_eq!(
+        u.clear,
+        [
+            "DESI_GPU_MAPPED",
+            "DESI_GPU_MAP_METHOD",
+            "DESI_GPU_MAP_NODE_GPUS"
+        ]
+    );
     assert_eq!(calls, 0);
+    let (p, _) = plan_req(&config, None, &SLURM_4, Ok(vec![]));
+    quiet(p);
+    let custom = parse_args(&["flag=MY_FLAG"]).unwrap();
+    let (p, _) = plan_req(&custom, None, &[], Ok(vec![]));
+    assert_eq!(quiet(p).clear[0], "MY_FLAG");
     for step_id in [0xffff_fffa, 0xffff_fffb, 0xffff_fffc] {
-        let vars = env_of(&SLURM_4);
-        let step = StepInputs {
-            step_id,
-            choice: Choice::Map(Method::Contiguous),
-            verbose: true,
-            config: &config,
-            whole_node: true,
-        };
-        let plan = plan_step(&step, &|n: &str| vars.get(n).cloned(), &mut || Ok(vec![]));
-        assert_eq!(plan, StepPlan::Idle, "step {step_id:#x}");
+        let c = Some(asking(Choice::Map(Method::Contiguous)));
+        let (p, _) = plan_step_id(step_id, &config, c, &SLURM_4, Ok(vec![]));
+        assert_eq!(p, StepPlan::Untouched, "step {step_id:#x}");
+        let out = task_outcome(&p, &task(0, 1, Some("0,1,2,3")));
+        assert_eq!(out, TaskOutcome::default());
+    }
+}
+
+#[test]
+fn unmapped_tasks_lose_the_flag_and_the_first_says_why() {
+    let plan = StepPlan::aside("DESI_GPU_MAPPED", "because".to_string());
+    let first = task_outcome(&plan, &task(0, 2, None));
+    assert_eq!(first.say, ["desi-gpu-map: node n1: because"]);
+    assert!(first.set.is_empty());
+    assert_eq!(first.unset[0], "DESI_GPU_MAPPED");
+    let second = task_outcome(&plan, &task(1, 2, None));
+    assert!(second.say.is_empty());
+    assert_eq!(second.unset, first.unset);
+    let out = unreadable_task(&plan, "n1", "cannot read");
+    assert_eq!(out.unset, first.unset);
+}
+
+#[test]
+fn unreadable_facts_stand_aside_with_the_reason() {
+    let vars = env_of(&SLURM_4);
+    let lookup = |name: &str| vars.get(name).cloned();
+    let bad_config = Err(Error::new("bad plugstack argument \"x\""));
+    let bad_request = Err(Error::new("invalid --desi-gpu-map value \"y\""));
+    let config = Ok(Config::default());
+    let cases: [(StepFacts, &str); 4] = [
+        (
+            StepFacts {
+                step_id: Err("no id".to_string()),
+                config: Some(&config),
+                request: None,
+                vendor: &|_| nvidia(),
+            },
+            "cannot read the step id (no id)",
+        ),
+        (
+            StepFacts {
+                step_id: Ok(1),
+                config: Some(&bad_config),
+                request: None,
+                vendor: &|_| nvidia(),
+            },
+            "plugin misconfigured, ask your administrators: bad plugstack argument",
+        ),
+        (
+            StepFacts {
+                step_id: Ok(1),
+                config: None,
+                request: None,
+                vendor: &|_| nvidia(),
+            },
+            "plugin not initialised",
+        ),
+        (
+            StepFacts {
+                step_id: Ok(1),
+                config: Some(&config),
+                request: Some(&bad_request),
+                vendor: &|_| nvidia(),
+            },
+            "invalid --desi-gpu-map value \"y\"; tasks left unchanged",
+        ),
+    ];
+    for (facts, want) in cases {
+        let why = aside(plan_step(&facts, &lookup, &mut || Ok(vec![])));
+        assert!(why.contains(want), "{why}");
     }
 }
 
@@ -234,7 +357,6 @@ fn slurm_tres_binding_is_kept_but_gpu_bind_none_is_mapped() {
         };
         let out = map_task(&map, &t);
         assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("1"), "{bind}");
-        assert_eq!(get(&out, "ROCR_VISIBLE_DEVICES"), Some("1"), "{bind}");
     }
 }
 
@@ -245,11 +367,13 @@ fn inherited_or_odd_lists_are_not_trusted() {
     let why = aside(plan(&[
         ("CUDA_VISIBLE_DEVICES", ""),
         ("SLURM_GPUS_ON_NODE", "2"),
+        ("SLURM_STEP_GPUS", "0,1"),
     ]));
     assert!(why.contains("is empty"), "{why}");
     let why = aside(plan(&[
         ("CUDA_VISIBLE_DEVICES", "0,1"),
         ("SLURM_GPUS_ON_NODE", "4"),
+        ("SLURM_STEP_GPUS", "0,1"),
     ]));
     assert!(
         why.contains("lists 2 GPUs but SLURM_GPUS_ON_NODE=4"),
@@ -258,6 +382,7 @@ fn inherited_or_odd_lists_are_not_trusted() {
     let why = aside(plan(&[
         ("CUDA_VISIBLE_DEVICES", "NoDevFiles"),
         ("SLURM_STEP_GPUS", "0"),
+        ("SLURM_GPUS_ON_NODE", "1"),
     ]));
     assert!(why.contains("NoDevFiles"), "{why}");
     let why = aside(plan(&[]));
@@ -269,10 +394,17 @@ fn other_list_of_another_length_is_left_alone() {
     let map = mapped(plan(&[
         ("CUDA_VISIBLE_DEVICES", "0,1"),
         ("SLURM_GPUS_ON_NODE", "2"),
+        ("SLURM_STEP_GPUS", "0,1"),
         ("ZE_AFFINITY_MASK", "0"),
     ]));
     assert!(map.others.is_empty());
-    assert_eq!(map.notes.len(), 1);
+    assert!(
+        map.notes
+            .iter()
+            .any(|n| n == "ZE_AFFINITY_MASK left as is: 1 entries, not 2"),
+        "{:?}",
+        map.notes
+    );
     let out = map_task(&map, &task(1, 2, Some("0,1")));
     assert_eq!(get(&out, "ZE_AFFINITY_MASK"), None);
 }
@@ -321,17 +453,105 @@ fn nvml_is_used_only_when_its_count_matches() {
 }
 
 #[test]
-fn nvml_for_a_whole_node_without_a_count() {
+fn without_a_count_nvml_is_used_only_where_the_site_opts_in() {
+    let c = Choice::Map(Method::Contiguous);
+    // A CPU-only step beside a working NVML: no GPUs, NVML not even loaded.
+    let (p, calls) = plan_with(&Config::default(), c, &[], Ok(uuids(4)));
+    assert!(aside(p).contains("no GPUs are allocated"));
+    assert_eq!(calls, 0);
+    // Not asked (a site default): silent.
+    let site = parse_args(&["default=contiguous"]).unwrap();
+    let (p, calls) = plan_req(&site, None, &[], Ok(uuids(4)));
+    quiet(p);
+    assert_eq!(calls, 0);
+    // untracked=whole-node: every GPU NVML finds.
+    let whole = parse_args(&["untracked=whole-node"]).unwrap();
+    let (p, calls) = plan_with(&whole, c, &[], Ok(uuids(2)));
+    assert_eq!(mapped(p).gpus, uuids(2));
+    assert_eq!(calls, 1);
+    // ... and on a node without NVML, silence unless asked.
+    let whole_default = parse_args(&["untracked=whole-node", "default=contiguous"]).unwrap();
+    let (p, _) = plan_req(
+        &whole_default,
+        None,
+        &[],
+        Err(Error::new("NVML: no library")),
+    );
+    quiet(p);
+    let (p, _) = plan_with(&whole, c, &[], Err(Error::new("NVML: no library")));
+    assert!(aside(p).contains("NVML: no library"));
+    // A count of zero is no GPUs, whatever the site says.
+    let (p, calls) = plan_with(&whole, c, &[("SLURM_GPUS_ON_NODE", "0")], Ok(uuids(2)));
+    assert!(aside(p).contains("no GPUs"));
+    assert_eq!(calls, 0);
+}
+
+#[test]
+fn nvml_lists_are_checked_like_slurm_lists() {
+    let c = Choice::Map(Method::Contiguous);
     let config = Config::default();
-    let step = StepInputs {
-        step_id: 3,
-        choice: Choice::Map(Method::Contiguous),
-        verbose: false,
-        config: &config,
-        whole_node: true,
-    };
-    let plan = plan_step(&step, &|_: &str| None, &mut || Ok(uuids(2)));
-    assert_eq!(mapped(plan).gpus, uuids(2));
+    let count = [("SLURM_GPUS_ON_NODE", "2")];
+    for bad in [
+        vec!["GPU-x,100".to_string(), "GPU-y".to_string()],
+        vec!["GPU-a".to_string(), "GPU-a".to_string()],
+    ] {
+        let (p, _) = plan_with(&config, c, &count, Ok(bad.clone()));
+        let why = aside(p);
+        assert!(why.contains("NVML's device list is unusable"), "{why}");
+    }
+}
+
+#[test]
+fn a_list_the_user_exported_on_a_no_gpu_env_node_is_not_trusted() {
+    let c = Choice::Map(Method::Contiguous);
+    let config = Config::default();
+    // Flags=no_gpu_env: Slurm sets only the count and its own list; the
+    // user's CUDA_VISIBLE_DEVICES survives (measured on 22.05). The step
+    // has GPUs 2,3; the user's list names others.
+    for user in ["0,1,2,3", "3,2", "1,2", "0"] {
+        let pairs = [
+            ("SLURM_GPUS_ON_NODE", "2"),
+            ("SLURM_STEP_GPUS", "2,3"),
+            ("CUDA_VISIBLE_DEVICES", user),
+        ];
+        let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));
+        assert_eq!(calls, 1, "{user}: NVML, not the user's list");
+        assert_eq!(mapped(p).gpus, uuids(2), "{user}");
+    }
+    // Slurm's list and a matching CUDA list exported into a step without a
+    // count from Slurm (Slurm removes the user's count): no GPUs.
+    let pairs = [("SLURM_STEP_GPUS", "0,1"), ("CUDA_VISIBLE_DEVICES", "0,1")];
+    let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));
+    assert!(aside(p).contains("no GPUs are allocated"));
+    assert_eq!(calls, 0);
+    // Without Slurm's own list, a list is never Slurm's.
+    let pairs = [("SLURM_GPUS_ON_NODE", "2"), ("CUDA_VISIBLE_DEVICES", "0,1")];
+    let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));
+    assert_eq!((mapped(p).gpus, calls), (uuids(2), 1));
+    // 0..n-1 alone is not Slurm's renumbering: the user's 0 on a step
+    // granted GPU 1 (the cluster test's case).
+    let pairs = [
+        ("SLURM_GPUS_ON_NODE", "1"),
+        ("SLURM_STEP_GPUS", "1"),
+        ("CUDA_VISIBLE_DEVICES", "0"),
+    ];
+    let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(1)));
+    assert_eq!((mapped(p).gpus, calls), (uuids(1), 1));
+    // A list that agrees with Slurm's is Slurm's, and so is 0..n-1 with
+    // Slurm's companion list renumbered alike, as under cgroup device
+    // constraint.
+    for (cuda, rocr) in [("2,3", "2,3"), ("2,3", "x"), ("0,1", "0,1")] {
+        let pairs = [
+            ("SLURM_GPUS_ON_NODE", "2"),
+            ("SLURM_STEP_GPUS", "2,3"),
+            ("CUDA_VISIBLE_DEVICES", cuda),
+            ("ROCR_VISIBLE_DEVICES", rocr),
+        ];
+        let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));
+        let map = mapped(p);
+        assert_eq!(calls, 0, "{cuda}");
+        assert_eq!(map.cuda.as_deref(), Some(cuda));
+    }
 }
 
 #[test]
@@ -340,22 +560,19 @@ fn verbose_reports_each_task() {
         verbose: true,
         ..Config::default()
     };
-    let (choice, verbose) = resolve(None, &config);
-    assert_eq!(choice, Choice::Off);
-    assert!(verbose);
-    let vars = env_of(&SLURM_4);
-    let step = StepInputs {
-        step_id: 1,
-        choice: Choice::Map(Method::Contiguous),
-        verbose,
-        config: &config,
-        whole_node: false,
-    };
-    let map = mapped(plan_step(
-        &step,
-        &|n: &str| vars.get(n).cloned(),
-        &mut || Ok(vec![]),
-    ));
+    let want = resolve(None, &config);
+    assert_eq!(
+        (want.choice, want.verbose, want.asked),
+        (Choice::Off, true, false)
+    );
+    let (p, _) = plan_with(
+        &config,
+        Choice::Map(Method::Contiguous),
+        &SLURM_4,
+        Ok(vec![]),
+    );
+    let map = mapped(p);
+    assert!(map.verbose);
     let out = map_task(
         &map,
         &TaskInputs {
@@ -378,35 +595,16 @@ fn resolve_prefers_the_user() {
     let config = parse_args(&["default=roundrobin"]).unwrap();
     let rr = Choice::Map(Method::RoundRobin);
     let c = Choice::Map(Method::Contiguous);
-    assert_eq!(resolve(None, &config), (rr, false));
-    assert_eq!(
-        resolve(
-            Some(Request::Use {
-                choice: Some(Choice::Off),
-                verbose: false
-            }),
-            &config
-        ),
-        (Choice::Off, false)
-    );
-    assert_eq!(
-        resolve(
-            Some(Request::Use {
-                choice: Some(c),
-                verbose: true
-            }),
-            &config
-        ),
-        (c, true)
-    );
-    assert_eq!(
-        resolve(
-            Some(Request::Use {
-                choice: None,
-                verbose: true
-            }),
-            &config
-        ),
-        (rr, true)
-    );
+    let got = |request: Option<Request>| {
+        let r = resolve(request, &config);
+        (r.choice, r.verbose, r.asked)
+    };
+    assert_eq!(got(None), (rr, false, false));
+    assert_eq!(got(Some(asking(Choice::Off))), (Choice::Off, false, false));
+    let verbose = |choice| Request::Use {
+        choice,
+        verbose: true,
+    };
+    assert_eq!(got(Some(verbose(Some(c)))), (c, true, true));
+    assert_eq!(got(Some(verbose(None))), (rr, true, true));
 }

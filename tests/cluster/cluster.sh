@@ -319,6 +319,8 @@ EOF
     done <"$D/nodes" >>"$D/slurm.conf"
     csv=$(IFS=,; echo "${names[*]}")
     echo "PartitionName=debug Nodes=$csv Default=YES MaxTime=INFINITE State=UP" >>"$D/slurm.conf"
+    # A site's shared queue: jobs share nodes, CPUs oversubscribed up to 4 times.
+    echo "PartitionName=shared Nodes=$csv Default=NO MaxTime=INFINITE State=UP OverSubscribe=FORCE:4" >>"$D/slurm.conf"
 
     write_plugstack "$D/plugstack.conf.d"
     echo "$D/plugstack.conf.d" >"$D/plugstack-include"

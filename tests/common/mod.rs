@@ -190,9 +190,16 @@ impl Drop for Held {
 
 /// Submits a job that holds `gres` on `node`, and waits until it runs.
 pub fn hold(node: &str, gres: &str) -> Held {
+    hold_in("debug", node, gres)
+}
+
+/// [`hold`] in `partition`.
+pub fn hold_in(partition: &str, node: &str, gres: &str) -> Held {
     let out = run(
         "sbatch",
         &[
+            "-p",
+            partition,
             "--parsable",
             "-o",
             "/dev/null",

@@ -36,6 +36,15 @@
  *                  handle nvmlDeviceGetHandleBy* returns NVML_ERROR_UNKNOWN
  *                  none   (clears a generic fail= line for one host)
  *                Several fail= lines for the same scope replace each other.
+ *     uuids=STYLE  odd UUIDs: `comma` makes device 0's `GPU-fake-HOST-0,100`,
+ *                `duplicate` gives every device `GPU-fake-HOST-dup`.
+ *
+ *   Built with -DFAKE_NVML_NO_SHUTDOWN, the library lacks nvmlShutdown, on
+ *   which nvml-wrapper panics when it drops its handle.
+ *     hang=S     make every nvmlInit* sleep S seconds (after logging its
+ *                `init` line, before answering), as real NVML blocks when a
+ *                GPU has fallen off the bus.  The sleep is interruptible
+ *                (SIGKILL ends it); `hang=0` (the default) does not sleep.
  *
  * LOG FILE
  *   `fake-nvml.log` in the directory of the control file.  Every nvmlInit*
@@ -55,6 +64,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef FAKE_NVML_CONF
@@ -122,6 +132,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_refcount;
 static unsigned int dev_count; /* what nvmlDeviceGetCount reports */
 static unsigned int fail_mask;
+static char uuid_style[128];  /* uuids=: "", "comma" or "duplicate" */
+static unsigned int hang_secs; /* how long nvmlInit* sleeps */
 static char host[256];
 
 struct setting {
@@ -182,7 +194,8 @@ static unsigned int parse_fail(const char *v)
 
 static void read_conf(void)
 {
-    struct setting count = {0, "4"}, report = {0, ""}, fail = {0, ""};
+    struct setting count = {0, "4"}, report = {0, ""}, fail = {0, ""}, uuids = {0, ""},
+                   hang = {0, "0"};
     char line[512];
     FILE *f = fopen(conf_path(), "re");
 
@@ -207,11 +220,25 @@ static void read_conf(void)
                 set(&report, prio, val);
             else if (!strcmp(key, "fail"))
                 set(&fail, prio, val);
+            else if (!strcmp(key, "uuids"))
+                set(&uuids, prio, val);
+            else if (!strcmp(key, "hang"))
+                set(&hang, prio, val);
         }
         fclose(f);
     }
     dev_count = (unsigned int)strtoul(report.prio ? report.value : count.value, NULL, 10);
     fail_mask = parse_fail(fail.value);
+    snprintf(uuid_style, sizeof uuid_style, "%s", uuids.value);
+    hang_secs = (unsigned int)strtoul(hang.value, NULL, 10);
+}
+
+/* Sleeps `secs` seconds in full, resuming after signals that are caught. */
+static void hang_for(unsigned int secs)
+{
+    struct timespec left = {(time_t)secs, 0};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR)
+        ;
 }
 
 static void log_init(void)
@@ -238,10 +265,16 @@ static void log_init(void)
 static nvmlReturn_t do_init(void)
 {
     nvmlReturn_t ret = NVML_SUCCESS;
+    unsigned int hang;
     pthread_mutex_lock(&lock);
     get_host();
     read_conf();
     log_init();
+    hang = hang_secs;
+    pthread_mutex_unlock(&lock);
+    if (hang)
+        hang_for(hang);
+    pthread_mutex_lock(&lock);
     if (fail_mask & FAIL_INIT)
         ret = NVML_ERROR_DRIVER_NOT_LOADED;
     else
@@ -291,6 +324,7 @@ EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
     return do_init();
 }
 
+#ifndef FAKE_NVML_NO_SHUTDOWN
 EXPORT nvmlReturn_t nvmlShutdown(void)
 {
     nvmlReturn_t ret = NVML_SUCCESS;
@@ -302,6 +336,7 @@ EXPORT nvmlReturn_t nvmlShutdown(void)
     pthread_mutex_unlock(&lock);
     return ret;
 }
+#endif
 
 EXPORT const char *nvmlErrorString(nvmlReturn_t r)
 {
@@ -367,7 +402,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t 
 
 static void fake_uuid(unsigned long idx, char *buf, size_t len)
 {
-    snprintf(buf, len, "GPU-fake-%s-%lu", host, idx);
+    if (!strcmp(uuid_style, "duplicate"))
+        snprintf(buf, len, "GPU-fake-%s-dup", host);
+    else if (!strcmp(uuid_style, "comma") && idx == 0)
+        snprintf(buf, len, "GPU-fake-%s-0,100", host);
+    else
+        snprintf(buf, len, "GPU-fake-%s-%lu", host, idx);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)

@@ -1,0 +1,518 @@
+//! The plugin's promises where they broke before (issue 8): never a GPU
+//! outside the step's grant, `DESI_GPU_MAPPED=1` only where the plugin
+//! mapped the task, and clear errors for bad site or user input. Run on the
+//! local test cluster by `tests/run-cluster-tests.sh`; each case failed
+//! against the plugin before the fix.
+//!
+//! The test nodes declare 64 CPUs on a 2-CPU host: exactly the regime in
+//! which "the job holds every CPU" once passed for "the job holds the node".
+#![cfg(feature = "cluster-tests")]
+
+mod common;
+use common::*;
+use std::process::Output;
+
+/// Each task prints `T rank node local CUDA_VISIBLE_DEVICES flag method gpus`.
+const FULL_PROBE: &str = r#"echo "T $SLURM_PROCID $(hostname) $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAPPED-unset} ${DESI_GPU_MAP_METHOD-unset} ${DESI_GPU_MAP_NODE_GPUS-unset}""#;
+
+/// The lines the plugin printed.
+fn said(out: &Output) -> Vec<String> {
+    sorted_lines(&out.stderr, |l| l.starts_with("desi-gpu-map: "))
+}
+
+/// `srun ARGS bash -c FULL_PROBE`, which must succeed.
+fn probe(args: &[&str]) -> Output {
+    let out = run("srun", &[args, &["bash", "-c", FULL_PROBE]].concat());
+    assert!(out.status.success(), "srun {args:?}:\n{}", show(&out));
+    out
+}
+
+fn nvml_arg() -> String {
+    format!("nvml={}", fake_nvml())
+}
+
+// ------------------------------------------------ no GPUs, no mapping
+
+#[test]
+fn cpu_only_steps_beside_a_working_nvml_get_no_gpu() {
+    let _c = setup("required", &[&nvml_arg()]);
+    // A whole node without a GPU request (it once got every NVML GPU),
+    // and a small step on a node with GPUs.
+    for args in [
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n3",
+            "--exclusive",
+            "--desi-gpu-map=contiguous",
+        ][..],
+        &["-N1", "-n2", "-w", "n1", "--desi-gpu-map=contiguous"][..],
+    ] {
+        let out = probe(args);
+        let node = if args.contains(&"n3") { "n3" } else { "n1" };
+        assert_eq!(
+            probe_rows(&text(&out.stdout)),
+            rows(&[
+                &format!("0 {node} 0 unset unset unset unset"),
+                &format!("1 {node} 1 unset unset unset unset"),
+            ]),
+            "{args:?}"
+        );
+        assert_eq!(
+            said(&out),
+            [format!(
+                "desi-gpu-map: node {node}: no GPUs are allocated to this step on this node; tasks left unchanged"
+            )],
+            "the user asked, so one line per node"
+        );
+    }
+}
+
+#[test]
+fn gpu_variables_exported_into_a_cpu_only_step_grant_nothing() {
+    let _c = setup("required", &[&nvml_arg()]);
+    let mut c = slurm(
+        "srun",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n1",
+            "--desi-gpu-map=contiguous",
+            "bash",
+            "-c",
+            FULL_PROBE,
+        ],
+    );
+    for (name, value) in [
+        ("CUDA_VISIBLE_DEVICES", "0,1"),
+        ("SLURM_STEP_GPUS", "0,1"),
+        ("SLURM_GPUS_ON_NODE", "2"),
+        ("ROCR_VISIBLE_DEVICES", "0,1"),
+    ] {
+        c.env(name, value);
+    }
+    let out = c.output().expect("srun");
+    assert!(out.status.success(), "{}", show(&out));
+    let rows_got = probe_rows(&text(&out.stdout));
+    for row in rows_got.lines() {
+        let fields: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            fields.get(4..),
+            Some(&["unset", "unset", "unset"][..]),
+            "{}",
+            show(&out)
+        );
+        assert_ne!(fields.get(3), Some(&"0"), "{}", show(&out));
+    }
+}
+
+#[test]
+fn cpu_only_job_in_a_shared_partition_beside_a_gpu_job_gets_no_gpu() {
+    let _c = setup("required", &[&nvml_arg()]);
+    // Job A holds all four GPUs of n1 in a partition with OverSubscribe=FORCE.
+    let _a = hold_in("shared", "n1", "gpu:4");
+    let out = probe(&[
+        "-p",
+        "shared",
+        "-w",
+        "n1",
+        "-n2",
+        "--desi-gpu-map=contiguous",
+    ]);
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&[
+            "0 n1 0 unset unset unset unset",
+            "1 n1 1 unset unset unset unset"
+        ]),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn a_step_without_gpus_inside_a_gpu_allocation_gets_none() {
+    let _c = setup("required", &[&nvml_arg()]);
+    // The allocation holds n1's 4 GPUs; the step asks for none (22.05
+    // refuses --gres=none once the job used --gpus-per-node, so the
+    // allocation asks with --gres).
+    let script = format!("srun -n2 --gres=none bash -c '{FULL_PROBE}'");
+    let out = run(
+        "salloc",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n1",
+            "--gres=gpu:4",
+            "--desi-gpu-map=contiguous",
+            "bash",
+            "-c",
+            &script,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&[
+            "0 n1 0 unset unset unset unset",
+            "1 n1 1 unset unset unset unset"
+        ]),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn a_site_default_is_silent_on_cpu_only_steps() {
+    let _c = setup("required", &["default=contiguous", &nvml_arg()]);
+    let out = probe(&["-N1", "-n2", "-w", "n1"]);
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&[
+            "0 n1 0 unset unset unset unset",
+            "1 n1 1 unset unset unset unset"
+        ])
+    );
+    assert_eq!(said(&out), Vec::<String>::new(), "{}", show(&out));
+    // The same default still maps a GPU step.
+    let out = probe(&["-N1", "-n2", "-w", "n1", "--gpus-per-node=4"]);
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 n1 0 0 1 contiguous 4", "1 n1 1 1 1 contiguous 4"])
+    );
+}
+
+#[test]
+fn untracked_whole_node_maps_nvml_only_where_the_site_opts_in() {
+    let _c = setup("required", &["untracked=whole-node", &nvml_arg()]);
+    cluster(&["nvml", "clear-log"]);
+    let out = probe(&[
+        "-N1",
+        "-n3",
+        "-w",
+        "n3",
+        "--exclusive",
+        "--desi-gpu-map=roundrobin",
+    ]);
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&[
+            "0 n3 0 GPU-fake-n3-0 1 roundrobin 2",
+            "1 n3 1 GPU-fake-n3-1 1 roundrobin 2",
+            "2 n3 2 GPU-fake-n3-0 1 roundrobin 2",
+        ])
+    );
+    let inits = cluster(&["nvml", "log"]);
+    assert_eq!(
+        inits.lines().filter(|l| l.starts_with("init n3 ")).count(),
+        1,
+        "one NVML init per step per node:\n{inits}"
+    );
+}
+
+// ------------------------------------------------ stale flags
+
+#[test]
+fn a_step_nested_in_a_mapped_task_drops_the_inherited_flag() {
+    let _c = setup("required", &[]);
+    // The outer task is mapped (GPU 0, flag set); the inner srun, without
+    // the option, must not claim a mapping it did not get.
+    let inner = format!("srun --overlap -n1 bash -c '{FULL_PROBE}'");
+    let out = run(
+        "srun",
+        &[
+            "-N1",
+            "-n1",
+            "-w",
+            "n1",
+            "--gpus-per-node=4",
+            "--desi-gpu-map=contiguous",
+            "bash",
+            "-c",
+            &inner,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let rows_got = probe_rows(&text(&out.stdout));
+    let fields: Vec<&str> = rows_got.split_whitespace().collect();
+    assert_eq!(
+        fields.get(4..),
+        Some(&["unset", "unset", "unset"][..]),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn a_flag_in_the_users_environment_is_removed_where_nothing_is_mapped() {
+    let _c = setup("required", &[]);
+    for option in ["--desi-gpu-map=none", "--gpus-per-node=4"] {
+        let mut c = slurm(
+            "srun",
+            &[
+                "-N1",
+                "-n2",
+                "-w",
+                "n1",
+                "--gpus-per-node=4",
+                option,
+                "bash",
+                "-c",
+                FULL_PROBE,
+            ],
+        );
+        c.env("DESI_GPU_MAPPED", "1")
+            .env("DESI_GPU_MAP_METHOD", "contiguous")
+            .env("DESI_GPU_MAP_NODE_GPUS", "4");
+        let out = c.output().expect("srun");
+        assert_eq!(
+            probe_rows(&text(&out.stdout)),
+            rows(&[
+                "0 n1 0 0,1,2,3 unset unset unset",
+                "1 n1 1 0,1,2,3 unset unset unset"
+            ]),
+            "{option}: {}",
+            show(&out)
+        );
+    }
+}
+
+// ------------------------------------------------ the user's list
+
+#[test]
+fn a_list_exported_on_a_no_gpu_env_node_is_not_taken_for_slurms() {
+    let _c = setup("required", &[&nvml_arg()]);
+    // n4 says Flags=no_gpu_env: Slurm sets only SLURM_GPUS_ON_NODE and
+    // SLURM_STEP_GPUS, so a CUDA_VISIBLE_DEVICES the user exports survives.
+    // Job A holds GPU 0; the step gets GPU 1 and exports 0.
+    let _a = hold("n4", "gpu:1");
+    let mut c = slurm(
+        "srun",
+        &[
+            "-N1",
+            "-n1",
+            "-w",
+            "n4",
+            "--gres=gpu:1",
+            "--desi-gpu-map=contiguous",
+            "bash",
+            "-c",
+            FULL_PROBE,
+        ],
+    );
+    c.env("CUDA_VISIBLE_DEVICES", "0");
+    let out = c.output().expect("srun");
+    assert!(out.status.success(), "{}", show(&out));
+    // NVML sees both GPUs of n4 and cannot tell which is the step's: the
+    // task runs as the user made it, without the flag.
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 n4 0 0 unset unset unset"]),
+        "{}",
+        show(&out)
+    );
+    let lines = said(&out);
+    assert_eq!(lines.len(), 1, "{}", show(&out));
+    assert!(
+        lines[0].contains("NVML finds 2 GPUs but SLURM_GPUS_ON_NODE=1"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn nvml_lists_with_commas_or_duplicates_are_refused() {
+    let _c = setup("required", &[&nvml_arg()]);
+    for (style, want) in [
+        ("comma", "has the entry \\\"GPU-fake-n4-0,100\\\""),
+        ("duplicate", "names \\\"GPU-fake-n4-dup\\\" twice"),
+    ] {
+        cluster(&["nvml", "set", &format!("uuids.n4={style}")]);
+        let out = probe(&[
+            "-N1",
+            "-n2",
+            "-w",
+            "n4",
+            "--gres=gpu:2",
+            "--desi-gpu-map=contiguous",
+        ]);
+        assert_eq!(
+            probe_rows(&text(&out.stdout)),
+            rows(&[
+                "0 n4 0 unset unset unset unset",
+                "1 n4 1 unset unset unset unset"
+            ]),
+            "{style}: {}",
+            show(&out)
+        );
+        let lines = said(&out);
+        assert_eq!(lines.len(), 1, "{}", show(&out));
+        let want = want.replace('\\', "");
+        assert!(
+            lines[0].contains("NVML's device list is unusable") && lines[0].contains(&want),
+            "{style}: {lines:?}"
+        );
+    }
+    cluster(&["nvml", "reset"]);
+}
+
+// ------------------------------------------------ site and user input
+
+#[test]
+fn a_flag_that_a_loader_reads_is_refused() {
+    for flag in ["flag=LD_AUDIT", "flag=BASH_ENV", "flag=lowercase"] {
+        let _c = setup("required", &[flag]);
+        let out = run("srun", &["-N1", "-n1", "-w", "n1", "true"]);
+        assert!(!out.status.success(), "{flag}: {}", show(&out));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!("bad plugstack argument \"{flag}\""))
+                && err.contains("valid arguments"),
+            "{flag}: {err}"
+        );
+        drop(_c);
+    }
+    let _c = setup("required", &[]);
+    assert!(
+        run("srun", &["-N4", "-n4", "true"]).status.success(),
+        "no node drained"
+    );
+}
+
+#[test]
+fn help_works_as_documented_and_only_on_the_command_line() {
+    let _c = setup("required", &[]);
+    let before = job_count();
+    // The documented form: srun needs a command, none is run.
+    let out = run("srun", &["--desi-gpu-map=help", "true"]);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        text(&out.stdout).contains("Usage: --desi-gpu-map="),
+        "{}",
+        show(&out)
+    );
+    // The environment form is no place for help: a clear error, no job.
+    for cmd in ["srun", "sbatch"] {
+        let args: &[&str] = if cmd == "srun" {
+            &["-n1", "true"]
+        } else {
+            &["--wrap", "true", "-o", "/dev/null"]
+        };
+        let mut c = slurm(cmd, args);
+        c.env(OPTION_ENV, "help");
+        let out = c.output().expect("client");
+        assert!(!out.status.success(), "{cmd}: {}", show(&out));
+        assert!(
+            text(&out.stderr).contains("help is for the command line"),
+            "{cmd}: {}",
+            show(&out)
+        );
+    }
+    assert_eq!(job_count(), before, "no job was created");
+}
+
+#[test]
+fn the_plugin_loaded_twice_maps_once() {
+    let _c = setup("required", &[]);
+    let second = format!("{}/plugstack.conf.d/desi-gpu-map-second.conf", state_dir());
+    std::fs::write(&second, format!("required {}\n", so())).expect("second plugstack line");
+    let _remove = RemoveOnDrop(second);
+    let out = run(
+        "srun",
+        &[
+            "-N1",
+            "-n4",
+            "-w",
+            "n1",
+            "--gpus-per-node=4",
+            "--desi-gpu-map=verbose,contiguous",
+            "bash",
+            "-c",
+            FULL_PROBE,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&[
+            "0 n1 0 0 1 contiguous 4",
+            "1 n1 1 1 1 contiguous 4",
+            "2 n1 2 2 1 contiguous 4",
+            "3 n1 3 3 1 contiguous 4",
+        ])
+    );
+    let lines = said(&out);
+    let reports = lines.iter().filter(|l| l.contains(" rank=")).count();
+    assert_eq!(reports, 4, "one report per task: {lines:?}");
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("narrowed") || l.contains("keeping Slurm's")),
+        "the second line took the first one's mapping for Slurm's: {lines:?}"
+    );
+}
+
+#[test]
+fn a_panic_inside_nvml_is_one_line_not_a_backtrace() {
+    // A library without nvmlShutdown makes nvml-wrapper panic on drop.
+    let dir = format!("{}/nvml/noshutdown", state_dir());
+    let lib = format!("{dir}/libnvidia-ml.so.1");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let built = std::process::Command::new("cc")
+        .args([
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-DFAKE_NVML_NO_SHUTDOWN",
+            "-o",
+            &lib,
+        ])
+        .arg(repo().join("tests/nvml/fake_nvml.c"))
+        .arg(format!(
+            "-DFAKE_NVML_CONF=\"{}/nvml/fake-nvml.conf\"",
+            state_dir()
+        ))
+        .status()
+        .expect("cc");
+    assert!(built.success());
+    let _c = setup("required", &[&format!("nvml={lib}")]);
+    let mut c = slurm(
+        "srun",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n4",
+            "--gres=gpu:2",
+            "--desi-gpu-map=contiguous",
+            "bash",
+            "-c",
+            FULL_PROBE,
+        ],
+    );
+    c.env("RUST_BACKTRACE", "1");
+    let out = c.output().expect("srun");
+    assert!(out.status.success(), "{}", show(&out));
+    let err = text(&out.stderr);
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
+    let lines = said(&out);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("NVML: the library misbehaved"),
+        "{lines:?}"
+    );
+}
+
+/// Removes a file when dropped, even when the test fails.
+struct RemoveOnDrop(String);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

@@ -5,8 +5,11 @@
 CARGO ?= cargo
 PREFIX ?= /usr/local
 DESTDIR ?=
-SO := target/release/libdesi_gpu_map_spank.so
-BIN := target/release/desi-gpu-map
+# cargo's CARGO_TARGET_DIR (packaging/deb/build-deb.sh builds each Slurm
+# series in its own) decides where `make install` takes the build from.
+TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
+SO := $(TARGET_DIR)/release/libdesi_gpu_map_spank.so
+BIN := $(TARGET_DIR)/release/desi-gpu-map
 
 .PHONY: all build deps demo test check unit cluster-test clean
 
@@ -32,8 +35,10 @@ check: deps
 unit: deps
 	$(CARGO) test --workspace --locked
 
+# SERIES=22.05 (or "22.05,24.11") runs only those Slurm series; default all:
+# 22.05 (the host's), 24.11 and 26.05 (Debian roots; tests/run-cluster-tests.sh).
 cluster-test: build
-	bash tests/run-cluster-tests.sh
+	SERIES="$(SERIES)" bash tests/run-cluster-tests.sh
 
 clean:
 	$(CARGO) clean

@@ -664,8 +664,10 @@ fn bad_plugstack_argument_is_a_clear_error_and_never_drains_a_node() {
 
 #[test]
 fn gpu_bind_none_maps_the_list_slurm_allocated() {
-    // slurmstepd drops CUDA_VISIBLE_DEVICES from each task under
-    // --gpu-bind=none; the step's list, seen before the tasks fork, is mapped.
+    // Under --gpu-bind=none slurmstepd drops CUDA_VISIBLE_DEVICES from each
+    // task (22.05) or keeps the step's list in every task (23.11+), and
+    // writes SLURMD_TRES_BIND as gpu:none (22.05) or gres/gpu:none (23.11+);
+    // either way the step's list is mapped.
     let _c = setup("required", &[]);
     let got = srun_map(&[
         "-N1",
@@ -679,6 +681,93 @@ fn gpu_bind_none_maps_the_list_slurm_allocated() {
     assert_eq!(
         got,
         rows(&["0 n1 0 0 1", "1 n1 1 1 1", "2 n1 2 2 1", "3 n1 3 0 1"])
+    );
+}
+
+/// The GPU variables Slurm itself gives each task of
+/// `srun -n NTASKS -w n1 --gpus-per-node=4 EXTRA`, plugin loaded but not
+/// asked, one line per task, sorted.
+fn slurm_gpu_variables(ntasks: &str, extra: &[&str]) -> Vec<String> {
+    const NAMES: [&str; 9] = [
+        "CUDA_VISIBLE_DEVICES",
+        "GPU_DEVICE_ORDINAL",
+        "ROCR_VISIBLE_DEVICES",
+        "ZE_AFFINITY_MASK",
+        "SLURM_STEP_GPUS",
+        "SLURM_GPUS_ON_NODE",
+        "SLURM_GPUS_PER_NODE",
+        "SLURMD_TRES_BIND",
+        "SLURM_TRES_BIND",
+    ];
+    let probe: String = NAMES
+        .iter()
+        .map(|n| format!("${{{n}+{n}=${n} }}"))
+        .collect();
+    let script = format!("echo \"G {probe}\"");
+    let mut args = vec!["-N1", "-n", ntasks, "-w", "n1", "--gpus-per-node=4"];
+    args.extend_from_slice(extra);
+    args.extend(["bash", "-c", &script]);
+    let mut c = slurm("srun", &args);
+    for name in NAMES {
+        c.env_remove(name);
+    }
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    sorted_lines(&out.stdout, |l| l.starts_with("G "))
+}
+
+#[test]
+fn what_slurm_sets_for_a_gpu_step_by_series() {
+    // The README's notes on the series, measured on Debian's 22.05.8,
+    // 24.11.5 and 26.05.5. Where a change lies between two of those, the
+    // series named is the one Slurm built from source showed (issue 9).
+    let _c = setup("required", &[]);
+    let (since_23_11, since_24_11) = (series_at_least("23.11"), series_at_least("24.11"));
+    // line(lists, SLURMD_TRES_BIND, SLURM_TRES_BIND): one task's probe line
+    let line = |lists: bool, slurmd_bind: bool, tres_bind: bool| {
+        let mut l = String::from("G ");
+        if lists {
+            l += "CUDA_VISIBLE_DEVICES=0,1,2,3 GPU_DEVICE_ORDINAL=0,1,2,3 \
+                  ROCR_VISIBLE_DEVICES=0,1,2,3 ZE_AFFINITY_MASK=0,1,2,3 SLURM_STEP_GPUS=0,1,2,3 ";
+        }
+        l += "SLURM_GPUS_ON_NODE=4 ";
+        if since_24_11 {
+            l += "SLURM_GPUS_PER_NODE=4 ";
+        }
+        if slurmd_bind {
+            l += if since_23_11 {
+                "SLURMD_TRES_BIND=gres/gpu:none "
+            } else {
+                "SLURMD_TRES_BIND=gpu:none "
+            };
+        }
+        if tres_bind {
+            l += "SLURM_TRES_BIND=gres/gpu:none ";
+        }
+        l
+    };
+    let at = |what: &str| format!("Slurm {}: {what}", series());
+    assert_eq!(
+        slurm_gpu_variables("1", &[]),
+        [line(true, false, false)],
+        "{}",
+        at("one task")
+    );
+    // One task: slurmstepd binds nothing per task before 25.11.
+    assert_eq!(
+        slurm_gpu_variables("1", &["--gpu-bind=none"]),
+        [line(true, series_at_least("25.11"), since_24_11)],
+        "{}",
+        at("one task, --gpu-bind=none")
+    );
+    // Two tasks: 22.05 takes every list away; 23.11+ leaves each task the
+    // step's list.
+    let two = line(since_23_11, true, since_24_11);
+    assert_eq!(
+        slurm_gpu_variables("2", &["--gpu-bind=none"]),
+        [two.clone(), two],
+        "{}",
+        at("two tasks, --gpu-bind=none")
     );
 }
 

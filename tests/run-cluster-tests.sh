@@ -1,17 +1,130 @@
 #!/usr/bin/env bash
-# Brings up the local test cluster (n1, n2 with 4 fake GPUs, n3 with 2, n4
-# with 2 that Slurm names by count only: gres.conf Flags=no_gpu_env),
-# runs the integration suites against it (tests/cluster.rs: the mapping;
-# tests/faults.rs: load, faults, security; the installed .deb smoke), and
-# always tears it down.
-# Fails, never skips, when the cluster cannot start.
+# Runs the integration suite against every Slurm release series in SERIES
+# (default "22.05 24.11 26.05"; commas or spaces), each with Debian's own
+# packages: 22.05 is the host's (bookworm), 24.11 trixie's and 26.05 sid's,
+# each in a cached root made by tests/cluster/slurm-root.sh.
+# For each series: the plugin and the .deb built against that series'
+# headers, the local test cluster up (n1, n2 with 4 fake GPUs, n3 with 2, n4
+# with 2 that Slurm names by count only), the installed .deb smoke
+# (tests/package/deb-smoke.sh), tests/cluster.rs (the mapping),
+# tests/faults.rs (load, faults, security), tests/promises.rs (issue 8's
+# promises), and the cluster torn down. Prints one summary line per series;
+# each series' full output is in target/cluster-tests/SERIES.log, and a
+# failing one's is shown.
+# Fails, never skips, when a cluster cannot start or any series fails.
+# DGM_CLUSTER_LOCK=FILE: hold flock(FILE) over each up..down span only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 harness=tests/cluster/cluster.sh
-# Quiet unless it fails, so that the test runner's summary closes the output.
-trap 'log=$(bash "$harness" down 2>&1) || { echo "$log" >&2; exit 1; }' EXIT
-trap 'exit 130' INT TERM
-bash "$harness" down
-bash "$harness" up 4 4 2 2:noenv
-bash tests/package/deb-smoke.sh
-cargo test --locked --features cluster-tests --test cluster --test faults --test promises -- --test-threads=1
+logs=target/cluster-tests
+
+# series -> Debian suite ("host": the machine's own Slurm)
+suite_of() {
+    case $1 in
+        22.05) echo host ;;
+        24.11) echo trixie ;;
+        26.05) echo sid ;;
+        *) echo "run-cluster-tests.sh: no Debian suite for Slurm series '$1'; choose from 22.05, 24.11, 26.05" >&2; return 1 ;;
+    esac
+}
+read -r -a wanted <<<"$(tr ',' ' ' <<<"${SERIES:-22.05 24.11 26.05}")"
+[ ${#wanted[@]} -gt 0 ] || { echo "run-cluster-tests.sh: SERIES is empty" >&2; exit 2; }
+for s in "${wanted[@]}"; do suite_of "$s" >/dev/null || exit 2; done
+
+# result NAME LOG: "NAME N passed[, M failed]" from the suite's result line.
+result() {
+    local line
+    line=$(grep -E "$2" "$3" | tail -n 1) || { echo "$1 did not run"; return; }
+    local pass fail
+    pass=$(grep -oE '[0-9]+ passed' <<<"$line" | cut -d' ' -f1)
+    fail=$(grep -oE '[0-9]+ failed' <<<"$line" | cut -d' ' -f1)
+    if [ "${fail:-0}" = 0 ]; then echo "$1 $pass passed"; else echo "$1 $pass passed, $fail FAILED"; fi
+}
+
+# phase WORDS LOG: the seconds that LOG's "series S: WORDS N s" line gives.
+phase() { sed -n "s/^series [0-9.]*: $1 \(in \)\{0,1\}\([0-9]*\) s.*/\2/p" "$2" | tail -n 1; }
+
+# prepare SERIES: builds the plugin and the .deb for it; sets root, so, deb, version.
+prepare() {
+    local s=$1 suite
+    suite=$(suite_of "$s")
+    if [ "$suite" = host ]; then
+        root=''
+        version=$(/usr/sbin/slurmd -V | awk '{print $2}')
+        cargo build --release --workspace --locked
+        bash packaging/deb/build-deb.sh
+        so=$PWD/target/release/libdesi_gpu_map_spank.so
+    else
+        root=$(bash tests/cluster/slurm-root.sh "$suite")
+        version=$(chroot "$root" /usr/sbin/slurmd -V | awk '{print $2}')
+        SLURM_INCLUDE_DIR=$root/usr/include CARGO_TARGET_DIR=target/series/$s \
+            bash packaging/deb/build-deb.sh
+        so=$PWD/target/series/$s/release/libdesi_gpu_map_spank.so
+    fi
+    case $version in
+        "$s".*) ;;
+        *) echo "Debian's $suite now ships Slurm $version, not $s: update suite_of in $0" >&2; return 1 ;;
+    esac
+    deb=$(ls -t "$PWD"/target/package/desi-gpu-map_*+slurm"$s"_*.deb | head -n 1)
+}
+
+# run_series SERIES: everything for one series (run as `$0 --one SERIES`, so
+# that errexit holds throughout).
+run_series() {
+    s=$1 # global, as t0: the EXIT trap reads them
+    t0=$(date +%s)
+    prepare "$s"
+    export DGM_SLURM_ROOT=$root DGM_SLURM_SERIES=$s DGM_PLUGIN_SO=$so
+    echo "series $s: Slurm $version${root:+ in $root}; plugin $so; package $deb"
+    echo "series $s: prepared in $(($(date +%s) - t0)) s"
+    if [ -n "${DGM_CLUSTER_LOCK:-}" ]; then
+        t0=$(date +%s)
+        exec 8>"$DGM_CLUSTER_LOCK" && flock 8
+        echo "series $s: waited $(($(date +%s) - t0)) s for $DGM_CLUSTER_LOCK"
+    fi
+    t0=$(date +%s)
+    trap 'bash "$harness" down; echo "series $s: cluster and tests took $(($(date +%s) - t0)) s"' EXIT
+    trap 'exit 130' INT TERM
+    bash "$harness" down
+    bash "$harness" up 4 4 2 2:noenv
+    local rc=0
+    bash tests/package/deb-smoke.sh "$deb" || rc=1
+    cargo test --locked --features cluster-tests --no-fail-fast \
+        --test cluster --test faults --test promises -- --test-threads=1 || rc=1
+    return $rc
+}
+if [ "${1:-}" = --one ]; then
+    run_series "$2"
+    exit
+fi
+
+# The tests drive the cluster from the host; build them once.
+cargo test --locked --features cluster-tests --test cluster --test faults --test promises --no-run 2>&1 | tail -n 1
+mkdir -p "$logs"
+
+failed=0 summary=()
+for s in "${wanted[@]}"; do
+    log=$logs/$s.log
+    t0=$(date +%s)
+    echo "run-cluster-tests: Slurm $s ..."
+    rc=0
+    bash "$0" --one "$s" >"$log" 2>&1 || rc=$?
+    took=$(($(date +%s) - t0))
+    v=$(sed -n 's/^series [0-9.]*: Slurm \([0-9.]*\).*/\1/p' "$log" | head -n 1)
+    line="series ${v:-$s}:"
+    for suite in cluster faults promises; do
+        line+=" $(result $suite 'test result:' <(sed -n "/Running tests\/$suite.rs/,/test result:/p" "$log")),"
+    done
+    line+=" $(result deb '^deb-smoke:' "$log"); ${took} s"
+    line+=" (build $(phase prepared "$log") s, cluster and tests $(phase 'cluster and tests took' "$log") s)"
+    if [ $rc != 0 ]; then
+        failed=1
+        line+=" -- FAILED (log: $log)"
+        echo "----- $log -----"
+        cat "$log"
+        echo "----- end of $log -----"
+    fi
+    summary+=("$line")
+done
+printf '%s\n' "${summary[@]}"
+exit $failed

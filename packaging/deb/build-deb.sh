@@ -2,7 +2,9 @@
 # Builds target/package/desi-gpu-map_VERSION+slurmSERIES_ARCH.deb for the Slurm
 # whose headers are in ${SLURM_INCLUDE_DIR:-/usr/include}, with dpkg-deb only.
 # Environment:
-#   SLURM_INCLUDE_DIR  directory holding slurm/slurm_version.h (default /usr/include)
+#   SLURM_INCLUDE_DIR  directory holding slurm/slurm_version.h (default /usr/include);
+#                      when set, the build goes to target/series/SERIES
+#   CARGO_TARGET_DIR   cargo's build directory (default target, or as above)
 #   SLURM_PLUGIN_DIR   where the plugin goes (default /usr/lib/TRIPLET/slurm-wlm)
 #   DEB_DEPENDS        replaces the Slurm dependency (for a Slurm not from Debian)
 #   DEB_MAINTAINER     the Maintainer field
@@ -20,6 +22,10 @@ triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multi
 plugin_dir=${SLURM_PLUGIN_DIR:-/usr/lib/$triplet/slurm-wlm}
 debversion=$version+slurm$series
 
+# Another series' plugin must not replace target/release's (the host's).
+if [ -n "${SLURM_INCLUDE_DIR:-}" ] && [ -z "${CARGO_TARGET_DIR:-}" ]; then
+    export CARGO_TARGET_DIR=target/series/$series
+fi
 cargo build --release --workspace --locked
 
 out=target/package

@@ -8,6 +8,12 @@
 # ${DGM_CLUSTER_DIR:-/tmp/desi-gpu-map-cluster}; daemons are started with
 # -f <statedir>/slurm.conf and clients need SLURM_CONF (see `cluster.sh env`).
 #
+# With DGM_SLURM_ROOT=DIR (a Debian root from slurm-root.sh) the cluster runs
+# that root's Slurm: daemons and clients run under `chroot DIR`, with /proc,
+# /sys, /dev, /etc/hosts, the state dir and the repo bound into it at the
+# same paths, a tmpfs on its /run, and auth/slurm instead of munge (see
+# README.md here). `down` undoes every mount.
+#
 # Must run as root.  Only one Slurm cluster may run on the machine at a time.
 set -euo pipefail
 
@@ -24,6 +30,9 @@ SLURMD_LD_LIBRARY_PATH=${DGM_SLURMD_LD_LIBRARY_PATH-$D/nvml}
 MARKER=.desi-gpu-map-cluster
 REAPER=$D/bin/dgm-reaper
 SHORT_HOST=$(hostname -s)
+# The root of the running cluster is recorded at `up`; other commands use it.
+ROOT=$(cat "$D/slurm-root" 2>/dev/null || echo "${DGM_SLURM_ROOT:-}")
+IN=() # the prefix that runs a Slurm command: (chroot ROOT) or nothing
 
 export SLURM_CONF=$D/slurm.conf
 
@@ -54,6 +63,7 @@ usage: cluster.sh COMMAND [ARGS]
   nvml log                  print the fake NVML init log
   nvml clear-log            empty the fake NVML init log
 State dir: $D  (DGM_CLUSTER_DIR)
+Slurm root: DGM_SLURM_ROOT=DIR at 'up' runs DIR's Slurm under chroot (tests/cluster/slurm-root.sh)
 EOF
 }
 
@@ -106,6 +116,11 @@ port_listening() { # PORT -> true if something listens on it (IPv4/IPv6)
 
 ensure_packages() {
     local missing=0 b
+    if [ -n "$ROOT" ]; then
+        # Slurm is the root's; the host needs only the compiler and util-linux
+        bash "$REPO_DIR/packaging/apt-need.sh" cc:gcc unshare:util-linux nsenter:util-linux
+        return 0
+    fi
     for b in slurmd slurmctld slurmstepd munged munge unmunge srun sbatch scontrol sinfo squeue scancel; do
         command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] || missing=1
     done
@@ -121,6 +136,79 @@ ensure_packages() {
 }
 
 node_names() { awk '{print $1}' "$D/nodes"; }
+
+# ---------------------------------------------------------------- Slurm root
+
+use_root() { # DIR or empty: run Slurm from DIR (chroot) or from the host
+    ROOT=$1
+    if [ -n "$ROOT" ]; then IN=(chroot "$ROOT"); else IN=(); fi
+}
+
+check_root_path() {
+    case "$ROOT" in
+        /?*) ;;
+        *) die "DGM_SLURM_ROOT must be an absolute path (got '$ROOT')" ;;
+    esac
+    [ "$(cd "$ROOT" 2>/dev/null && pwd -P)" != / ] || die "DGM_SLURM_ROOT must not be /"
+    [ -x "$ROOT/usr/sbin/slurmd" ] || die "$ROOT has no /usr/sbin/slurmd (make one with tests/cluster/slurm-root.sh SUITE)"
+}
+
+# slurm_version: the running Slurm's version, e.g. 24.11.5
+slurm_version() { "${IN[@]}" /usr/sbin/slurmd -V | awk '{print $2}'; }
+
+# at_least VERSION MAJOR.MINOR: VERSION is that series or later
+at_least() {
+    local have=$1 want=$2
+    [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -n 1)" = "$want" ]
+}
+
+# mounts_below: every mount point in the root, deepest first
+mounts_below() {
+    [ -n "$ROOT" ] || return 0
+    awk -v r="$ROOT/" 'index($5, r) == 1 {print $5}' /proc/self/mountinfo | sort -r
+}
+
+# bind SRC DIR-IN-ROOT [ro]: SRC at the same path inside the root; a slave
+# mount, so that unmounting it never reaches the host's own mounts
+bind_into_root() {
+    local src=$1 dst=$ROOT$2
+    if [ -d "$src" ]; then mkdir -p "$dst"; else [ -e "$dst" ] || : >"$dst"; fi
+    mount --rbind "$src" "$dst"
+    mount --make-rslave "$dst"
+    [ "${3:-}" != ro ] || mount -o remount,bind,ro "$dst"
+}
+
+# mount_root: what daemons and clients need inside the root. Recorded
+# first, so that `down` after a failed `up` still finds the root.
+mount_root() {
+    [ -z "$(mounts_below)" ] || die "$ROOT already has mounts (another cluster uses it?): $(mounts_below | tr '\n' ' ')"
+    echo "$ROOT" >"$D/slurm-root"
+    local d
+    for d in /proc /sys /dev /etc/hosts; do bind_into_root "$d" "$d"; done
+    # slurmctld and the clients share this /run; every slurmd covers its
+    # /run/slurm with its own (see start_slurmd)
+    mount -t tmpfs -o mode=0755,size=16m dgm-run "$ROOT/run"
+    mkdir -p "$ROOT/run/slurm"
+    bind_into_root "$D" "$D"
+    bind_into_root "$REPO_DIR" "$REPO_DIR" ro
+}
+
+# unmount_root: undo mount_root; safe to repeat, and after a failed `up`
+unmount_root() {
+    local m i
+    [ -n "$ROOT" ] || return 0
+    for ((i = 0; i < 5; i++)); do
+        [ -n "$(mounts_below)" ] || break
+        for m in $(mounts_below); do
+            umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+        done
+    done
+    if [ -n "$(mounts_below)" ]; then
+        log "WARNING: still mounted in $ROOT (kept for the next down): $(mounts_below | tr '\n' ' ')"
+    else
+        rm -f "$D/slurm-root"
+    fi
+}
 node_count() { wc -l <"$D/nodes" | tr -d ' '; }
 
 # ---------------------------------------------------------------- config
@@ -168,16 +256,27 @@ write_config() {
         fi
     done
 
+    # auth/slurm from 23.11: the nodes share one host, and with one munged
+    # for them all, multi-node steps fail ("Replayed credential").
+    # slurm.key, next to slurm.conf, is where auth/slurm looks for it.
+    local auth=munge switch="SwitchType=switch/none"
+    if at_least "$(cat "$D/version")" 23.11; then
+        auth=slurm
+        head -c 1024 /dev/urandom >"$D/slurm.key"
+        chmod 0600 "$D/slurm.key"
+        switch="# SwitchType: none is the default; 23.11+ have no switch/none plugin"
+    fi
     cat >"$D/slurm.conf" <<EOF
 # generated by tests/cluster/cluster.sh - throw-away test cluster
+# Slurm $(cat "$D/version")${ROOT:+ from $ROOT}
 ClusterName=dgmtest
 SlurmctldHost=$SHORT_HOST(127.0.0.1)
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=$NODE_PORT_BASE
 SlurmUser=root
 SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
+AuthType=auth/$auth
+CredType=cred/$auth
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -185,7 +284,7 @@ SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
 SchedulerParameters=batch_sched_delay=0,bf_interval=1,sched_min_interval=0
 MpiDefault=none
-SwitchType=switch/none
+$switch
 MailProg=/bin/true
 SlurmdParameters=config_overrides
 ReturnToService=2
@@ -264,6 +363,7 @@ live_pids() {
 munge_ok() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
 
 start_munge() {
+    grep -qx 'AuthType=auth/munge' "$D/slurm.conf" || return 0
     if munge_ok; then
         log "using the munged that is already running (not ours: it will be left alone)"
         return 0
@@ -301,13 +401,13 @@ start_munge() {
 }
 
 start_slurmctld() {
-    launch "$D/pids/slurmctld.pid" "$D/log/slurmctld.stderr" /usr/sbin/slurmctld -D -f "$D/slurm.conf"
+    launch "$D/pids/slurmctld.pid" "$D/log/slurmctld.stderr" "${IN[@]}" /usr/sbin/slurmctld -D -f "$D/slurm.conf"
     local i pid
     pid=$(cat "$D/pids/slurmctld.pid")
     for ((i = 0; i < 200; i++)); do
         [ -e "/proc/$pid" ] || die "slurmctld exited at once"
         pid_is "$pid" slurmctld || { sleep 0.05; continue; }
-        if timeout 5 scontrol ping 2>/dev/null | grep -q 'is UP'; then return 0; fi
+        if timeout 5 "${IN[@]}" scontrol ping 2>/dev/null | grep -q 'is UP'; then return 0; fi
         sleep 0.05
     done
     die "slurmctld did not come up"
@@ -315,13 +415,23 @@ start_slurmctld() {
 
 # start_slurmd NAME: start one node in its own UTS and mount namespaces (the
 # latter so that `hide` can make a file vanish on this node alone), record
-# pid and namespace
+# pid and namespace. In a root, the node also gets its own /run/slurm: every
+# slurmd of 23.11+ listens on /run/slurm/sack.socket (auth/slurm).
 start_slurmd() {
     local name=$1 pid i ns
-    launch "$D/pids/slurmd-$name.pid" "$D/log/slurmd-$name.stderr" \
-        env ${SLURMD_LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$SLURMD_LD_LIBRARY_PATH"} \
-        unshare --uts --mount --propagation private sh -c 'hostname "$1" && exec /usr/sbin/slurmd -D -N "$1" -f "$2"' \
-        sh "$name" "$D/slurm.conf"
+    if [ -n "$ROOT" ]; then
+        launch "$D/pids/slurmd-$name.pid" "$D/log/slurmd-$name.stderr" \
+            env ${SLURMD_LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$SLURMD_LD_LIBRARY_PATH"} \
+            unshare --uts --mount --propagation private sh -c 'hostname "$1" &&
+                mount -t tmpfs -o mode=0755,size=1m dgm-run-slurm "$3/run/slurm" &&
+                exec chroot "$3" /usr/sbin/slurmd -D -N "$1" -f "$2"' \
+            sh "$name" "$D/slurm.conf" "$ROOT"
+    else
+        launch "$D/pids/slurmd-$name.pid" "$D/log/slurmd-$name.stderr" \
+            env ${SLURMD_LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$SLURMD_LD_LIBRARY_PATH"} \
+            unshare --uts --mount --propagation private sh -c 'hostname "$1" && exec /usr/sbin/slurmd -D -N "$1" -f "$2"' \
+            sh "$name" "$D/slurm.conf"
+    fi
     pid=$(cat "$D/pids/slurmd-$name.pid")
     for ((i = 0; i < 200; i++)); do
         pid_is "$pid" slurmd && break
@@ -342,7 +452,7 @@ wait_idle() {
     [ ${#want[@]} -gt 0 ] || mapfile -t want < <(node_names)
     deadline=$(($(date +%s) + t))
     while :; do
-        out=$(timeout 5 sinfo -h -N -o '%N %t' 2>/dev/null || true)
+        out=$(timeout 5 "${IN[@]}" sinfo -h -N -o '%N %t' 2>/dev/null || true)
         bad=0
         for n in "${want[@]}"; do
             grep -qx "$n idle" <<<"$out" || bad=1
@@ -395,7 +505,8 @@ ns_pids() {
 
 do_down() {
     local pids=() f pid ctld_alive=0 any=0
-    [ -d "$D/pids" ] || return 0
+    # no daemon was started (an `up` that failed early): only the mounts
+    [ -d "$D/pids" ] || { unmount_root; return 0; }
     for f in "$D"/pids/*.pid; do [ -e "$f" ] && any=1; done
     [ -s "$D/pids/uts-namespaces" ] && any=1
     [ -s "$D/pids/reapers" ] && any=1
@@ -405,19 +516,19 @@ do_down() {
     if [ $ctld_alive = 1 ]; then
         # cancel jobs, then ask Slurm to shut down controller and all slurmd
         local jobs
-        jobs=$(timeout 5 squeue -h -o %A 2>/dev/null || true)
+        jobs=$(timeout 5 "${IN[@]}" squeue -h -o %A 2>/dev/null || true)
         if [ -n "$jobs" ]; then
             # shellcheck disable=SC2086
-            timeout 5 scancel $jobs 2>/dev/null || true
+            timeout 5 "${IN[@]}" scancel $jobs 2>/dev/null || true
             # slurmd with running steps ignores the shutdown request for a
             # while, so give the cancelled jobs a moment to end
             local i
             for ((i = 0; i < 50; i++)); do
-                [ -z "$(timeout 5 squeue -h -o %A 2>/dev/null || true)" ] && break
+                [ -z "$(timeout 5 "${IN[@]}" squeue -h -o %A 2>/dev/null || true)" ] && break
                 sleep 0.1
             done
         fi
-        timeout 5 scontrol shutdown >/dev/null 2>&1 || true
+        timeout 5 "${IN[@]}" scontrol shutdown >/dev/null 2>&1 || true
     fi
     # wait for slurm daemons, then TERM/KILL leftovers
     for f in "$D"/pids/slurmctld.pid "$D"/pids/slurmd-*.pid; do
@@ -452,6 +563,8 @@ do_down() {
         fi
     fi
     rm -f "$D/pids/reapers"
+    # the root's mounts, once nothing runs in it
+    unmount_root
     # restore what we changed outside the state dir
     if [ -e "$D/pids/created-munge-key" ]; then
         rm -f /etc/munge/munge.key
@@ -474,7 +587,6 @@ cmd_up() {
     [ $# -gt 0 ] || set -- 4 4
     local t0 n names got
     t0=$(date +%s%N)
-    ensure_packages
     # stop a previous cluster of ours, then refuse if some other Slurm runs
     if [ -d "$D" ]; then
         [ -e "$D/$MARKER" ] || [ -z "$(ls -A "$D")" ] ||
@@ -485,6 +597,9 @@ cmd_up() {
     if [ -n "$(live_pids slurmctld)$(live_pids slurmd)" ]; then
         die "another Slurm is running (slurmctld: $(live_pids slurmctld | tr '\n' ' ') slurmd: $(live_pids slurmd | tr '\n' ' ')); refusing to start a second one"
     fi
+    use_root "${DGM_SLURM_ROOT:-}"
+    [ -z "$ROOT" ] || check_root_path
+    ensure_packages
     local p
     for p in "$CTLD_PORT" $(seq "$NODE_PORT_BASE" $((NODE_PORT_BASE + $# - 1))); do
         ! port_listening "$p" || die "TCP port $p is already in use"
@@ -497,6 +612,8 @@ cmd_up() {
     trap 'rc=$?; trap - EXIT; if [ $rc -ne 0 ]; then log "up failed; daemon logs:"; show_logs 30 >&2 || true; do_down || true; fi; exit $rc' EXIT
     trap 'exit 130' INT TERM
 
+    [ -z "$ROOT" ] || mount_root
+    slurm_version >"$D/version" || die "cannot run slurmd -V${ROOT:+ in $ROOT}"
     write_config "$@"
     build_helpers
     start_munge
@@ -506,11 +623,11 @@ cmd_up() {
 
     n=$(node_count)
     names=$(node_names | sort | tr '\n' ' ')
-    got=$(timeout 30 srun -N"$n" -n"$n" hostname 2>&1 | sort | tr '\n' ' ') ||
+    got=$(timeout 30 "${IN[@]}" srun -N"$n" -n"$n" hostname 2>&1 | sort | tr '\n' ' ') ||
         die "first srun failed: $got"
     [ "$got" = "$names" ] || die "srun -N$n -n$n hostname printed '$got', expected '$names'"
     trap - EXIT INT TERM
-    log "cluster up in $D: $(tr '\n' ';' <"$D/nodes" | sed 's/;$//') (name gpus port); took $((($(date +%s%N) - t0) / 1000000)) ms"
+    log "cluster up in $D: Slurm $(cat "$D/version")${ROOT:+ in $ROOT}; $(tr '\n' ';' <"$D/nodes" | sed 's/;$//') (name gpus port); took $((($(date +%s%N) - t0) / 1000000)) ms"
     log "use: eval \"\$($0 env)\""
 }
 
@@ -533,6 +650,7 @@ cmd_env() {
     echo "export DGM_FAKE_NVML=$D/nvml/libnvidia-ml.so.1"
     echo "export DGM_FAKE_NVML_CONF=$D/nvml/fake-nvml.conf"
     echo "export DGM_FAKE_NVML_LOG=$D/nvml/fake-nvml.log"
+    echo "export DGM_SLURM_ROOT=$ROOT"
 }
 
 cmd_plugin() {
@@ -592,7 +710,7 @@ cmd_resume() {
     require_up
     local nodes
     if [ $# -gt 0 ]; then nodes=$(IFS=,; echo "$*"); else nodes=$(node_names | paste -sd, -); fi
-    timeout 10 scontrol update nodename="$nodes" state=resume 2>/dev/null || true
+    timeout 10 "${IN[@]}" scontrol update nodename="$nodes" state=resume 2>/dev/null || true
     # shellcheck disable=SC2086
     wait_idle 30 ${nodes//,/ } || die "nodes $nodes did not become idle"
 }
@@ -606,8 +724,8 @@ cmd_status() {
         comm=$(cat "/proc/$pid/comm" 2>/dev/null || echo dead)
         echo "$(basename "$f" .pid): pid $pid ($comm)"
     done
-    timeout 5 sinfo -N -o '%N %t %G' || true
-    timeout 5 squeue || true
+    timeout 5 "${IN[@]}" sinfo -N -o '%N %t %G' || true
+    timeout 5 "${IN[@]}" squeue || true
 }
 
 cmd_nvml() {
@@ -647,7 +765,7 @@ cmd_hide() {
     case "$2" in "$D"/?*) ;; *) die "hide: $2 is not under $D" ;; esac
     pid=$(cat "$D/pids/slurmd-$1.pid" 2>/dev/null) || die "no node $1"
     pid_is "$pid" slurmd || die "slurmd $1 is not running"
-    nsenter -t "$pid" -m mount -t tmpfs -o size=1m dgm-hidden "$2"
+    nsenter -t "$pid" -m mount -t tmpfs -o size=1m dgm-hidden "$ROOT$2"
 }
 
 # unhide nI DIR: undo `hide`.
@@ -658,11 +776,12 @@ cmd_unhide() {
     local pid
     pid=$(cat "$D/pids/slurmd-$1.pid" 2>/dev/null) || die "no node $1"
     pid_is "$pid" slurmd || die "slurmd $1 is not running"
-    nsenter -t "$pid" -m umount "$2"
+    nsenter -t "$pid" -m umount "$ROOT$2"
 }
 
 main() {
     local cmd=${1:-}
+    use_root "$ROOT"
     [ $# -gt 0 ] && shift
     case "$cmd" in
         up) cmd_up "$@" ;;

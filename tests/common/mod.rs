@@ -85,11 +85,41 @@ pub fn configure(mode: &str, args: &[&str]) {
     cluster(&["nvml", "lib", "on"]);
 }
 
+/// The Debian root whose Slurm runs the cluster (`DGM_SLURM_ROOT`, see
+/// tests/cluster/slurm-root.sh), or None for the host's Slurm.
+pub fn slurm_root() -> Option<String> {
+    std::env::var("DGM_SLURM_ROOT")
+        .ok()
+        .filter(|r| !r.is_empty())
+}
+
+/// The Slurm release series under test, e.g. "22.05" or "24.11", from
+/// `DGM_SLURM_SERIES` (set by tests/run-cluster-tests.sh); the host's
+/// 22.05 when unset.
+pub fn series() -> String {
+    std::env::var("DGM_SLURM_SERIES").unwrap_or_else(|_| "22.05".to_string())
+}
+
+/// The series under test is `major.minor` or later.
+pub fn series_at_least(major_minor: &str) -> bool {
+    let number = |s: &str| -> (u32, u32) {
+        let mut parts = s.split('.').map(|p| p.parse().unwrap_or(0));
+        (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+    };
+    number(&series()) >= number(major_minor)
+}
+
 /// A Slurm client command with a clean environment: no option or GPU list
-/// inherited from whoever runs the tests.
+/// inherited from whoever runs the tests. With a Slurm root the command
+/// runs inside it (`chroot`), where the state dir and the repo have the
+/// same paths as here.
 pub fn slurm(cmd: &str, args: &[&str]) -> Command {
     let mut c = Command::new("timeout");
-    c.arg("120").arg(cmd).args(args);
+    c.arg("120");
+    if let Some(root) = slurm_root() {
+        c.arg("chroot").arg(root);
+    }
+    c.arg(cmd).args(args);
     c.env("SLURM_CONF", format!("{}/slurm.conf", state_dir()));
     for var in [
         OPTION_ENV,

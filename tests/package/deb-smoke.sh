@@ -5,22 +5,36 @@
 # Assumes `tests/cluster/cluster.sh up` (nodes n1, n2 with 4 GPUs each) has
 # run; leaves the cluster up, the package not installed and the cluster's
 # plugstack include at its default. Builds the .deb if DEB is not given.
+# When the cluster runs from a Debian root (cluster.sh env: DGM_SLURM_ROOT),
+# the package is built for that root's Slurm, and dpkg, srun and man run
+# inside the root.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 harness=tests/cluster/cluster.sh
 eval "$(bash "$harness" env)"
 export SLURM_CONF
-
-bash packaging/apt-need.sh man:man-db groff:groff-base
+root=${DGM_SLURM_ROOT:-} # prefix of every file path below
+in_root=()
+if [ -n "$root" ]; then
+    in_root=(chroot "$root") # slurm-root.sh put man-db and groff-base there
+else
+    bash packaging/apt-need.sh man:man-db groff:groff-base
+fi
+# where_slurm CMD...: the command CMD (never a function) where Slurm runs
+where_slurm() { if [ -n "$root" ]; then "${in_root[@]}" "$@"; else command "$@"; fi; }
+dpkg() { where_slurm dpkg "$@"; }
+srun() { where_slurm srun "$@"; }
+man() { where_slurm man "$@"; }
 pass=0 failed=0
 check() { if "${@:2}"; then pass=$((pass + 1)); echo "ok   $1"; else failed=$((failed + 1)); echo "FAIL $1"; fi; }
 
 if [ $# -ge 1 ]; then
     deb=$1
 else
-    bash packaging/deb/build-deb.sh
+    SLURM_INCLUDE_DIR=${root:+$root/usr/include} bash packaging/deb/build-deb.sh
     deb=$(ls -t target/package/desi-gpu-map_*.deb | head -n 1)
 fi
+deb=$(realpath "$deb") # the repo has the same path inside the root
 triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
 so=/usr/lib/$triplet/slurm-wlm/desi_gpu_map.so
 conf_dir=/etc/slurm/plugstack.conf.d
@@ -31,7 +45,8 @@ if dpkg -s desi-gpu-map >/dev/null 2>&1; then
     echo "deb-smoke.sh: dpkg already knows desi-gpu-map; purge it first" >&2
     exit 1
 fi
-tmp=$(mktemp -d)
+# under the state dir, which has the same path inside the root
+tmp=$(mktemp -d "$DGM_CLUSTER_DIR/deb-smoke.XXXXXX")
 cleanup() {
     rm -rf "$tmp"
     dpkg --purge desi-gpu-map >/dev/null 2>&1 || true
@@ -66,8 +81,8 @@ renders() {
 # No active plugstack line anywhere in the include dir names the plugin, and
 # a plain srun still runs (a stale `required` line would abort it).
 nothing_left() {
-    [ ! -e "$so" ] || { echo "  $so is still there"; return 1; }
-    if grep -ls desi_gpu_map "$conf_dir"/*.conf; then
+    [ ! -e "$root$so" ] || { echo "  $so is still there"; return 1; }
+    if grep -ls desi_gpu_map "$root$conf_dir"/*.conf; then
         echo "  a *.conf in $conf_dir still names the plugin"
         return 1
     fi
@@ -75,7 +90,7 @@ nothing_left() {
 }
 
 check "installed .deb maps 8 tasks on n1,n2 round-robin from $conf" maps_two_nodes
-if grep -rqs '^path-exclude=/usr/share/man' /etc/dpkg/dpkg.cfg.d/; then
+if grep -rqs '^path-exclude=/usr/share/man' "$root/etc/dpkg/dpkg.cfg.d/"; then
     # Minimal container images tell dpkg not to unpack man pages at all.
     echo "note: dpkg excludes /usr/share/man here (path-exclude); checking the .deb's pages"
     dpkg-deb -x "$deb" "$tmp"
@@ -88,21 +103,21 @@ fi
 check "installed man pages render without warnings" eval \
     'renders $man_root/usr/share/man/man1/desi-gpu-map.1.gz && renders $man_root/usr/share/man/man8/desi_gpu_map.8.gz'
 
-echo "# site edit" >>"$conf"
+echo "# site edit" >>"$root$conf"
 dpkg -r desi-gpu-map >/dev/null
 check "dpkg -r: plugin gone, no *.conf names it, srun runs" nothing_left
 check "dpkg -r: the edited snippet is kept aside as $conf.dpkg-disabled" \
-    grep -q "site edit" "$conf.dpkg-disabled"
+    grep -q "site edit" "$root$conf.dpkg-disabled"
 
 dpkg -i "$deb" >/dev/null
 check "reinstall after dpkg -r: the edited snippet is back in use" eval \
-    '[ ! -e "$conf.dpkg-disabled" ] && grep -q "site edit" "$conf" && maps_one_node'
+    '[ ! -e "$root$conf.dpkg-disabled" ] && grep -q "site edit" "$root$conf" && maps_one_node'
 
 dpkg -r desi-gpu-map >/dev/null
 dpkg --purge desi-gpu-map >/dev/null
 check "dpkg --purge: plugin gone, no *.conf names it, srun runs" nothing_left
 check "dpkg --purge: no snippet or set-aside copy left, package unknown to dpkg" eval \
-    '! ls "$conf"* >/dev/null 2>&1 && ! dpkg -s desi-gpu-map >/dev/null 2>&1'
+    '! ls "$root$conf"* >/dev/null 2>&1 && ! dpkg -s desi-gpu-map >/dev/null 2>&1'
 
 bash "$harness" plugstack-include default
 echo "deb-smoke: $pass passed, $failed failed"

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# slurm-root.sh SUITE  Prints the path of a Debian SUITE root (trixie, sid)
+# holding Debian's own Slurm, made with mmdebstrap on first use and cached in
+# ${DGM_SERIES_CACHE:-/var/tmp/desi-gpu-map-series}/SUITE.
+# The cache is keyed on what goes into the root (suite, packages, options,
+# this script's format); a root with another key, or one whose slurmd no
+# longer runs, is made again. A root is never removed while anything is
+# mounted below it (cluster.sh binds the repo and the state dir into it).
+# Must run as root; installs mmdebstrap from Debian if it is missing.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+die() { echo "slurm-root.sh: $*" >&2; exit 1; }
+[ $# = 1 ] || die "usage: slurm-root.sh SUITE"
+suite=$1
+[[ "$suite" =~ ^[a-z]+$ ]] || die "SUITE must be a Debian suite name such as trixie or sid (got '$suite')"
+[ "$(id -u)" = 0 ] || die "must run as root (mmdebstrap and chroot)"
+cache=${DGM_SERIES_CACHE:-/var/tmp/desi-gpu-map-series}
+case "$cache" in /?*) ;; *) die "DGM_SERIES_CACHE must be an absolute path (got '$cache')" ;; esac
+root=$cache/$suite
+
+# Slurm and what tests/package/deb-smoke.sh runs inside the root (man).
+packages=slurm-wlm,libslurm-dev,man-db,groff-base
+# sid's Release file may be past its Valid-Until on a mirror snapshot.
+aptopt='Acquire::Check-Valid-Until "false"'
+key=$(printf 'format 1\nsuite %s\npackages %s\naptopt %s\n' "$suite" "$packages" "$aptopt" | sha256sum | cut -c1-16)
+
+# mounted_below DIR: something is mounted at DIR or below it.
+mounted_below() {
+    awk -v d="$1" '$5 == d || index($5, d "/") == 1 {f = 1} END {exit !f}' /proc/self/mountinfo
+}
+usable() {
+    [ "$(cat "$root/.dgm-root-key" 2>/dev/null)" = "$key" ] &&
+        [ -f "$root/usr/include/slurm/slurm_version.h" ] &&
+        chroot "$root" /usr/sbin/slurmd -V >/dev/null 2>&1
+}
+
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+flock 9
+if ! usable; then
+    bash packaging/apt-need.sh mmdebstrap:mmdebstrap
+    for d in "$root" "$root.new"; do
+        ! mounted_below "$d" || die "$d is stale but has mounts below it (a cluster is up? run cluster.sh down)"
+    done
+    rm -rf "$root.new"
+    echo "slurm-root.sh: making the $suite root in $root (mmdebstrap, about 30 s)" >&2
+    t0=$(date +%s)
+    mmdebstrap --quiet --variant=apt --aptopt="$aptopt" --include="$packages" \
+        "$suite" "$root.new" >&2 || die "mmdebstrap $suite failed"
+    echo "$key" >"$root.new/.dgm-root-key"
+    rm -rf "$root"
+    mv "$root.new" "$root"
+    echo "slurm-root.sh: $suite root ready in $(($(date +%s) - t0)) s: $(chroot "$root" /usr/sbin/slurmd -V)" >&2
+fi
+echo "$root"

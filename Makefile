@@ -31,6 +31,7 @@ test: check unit package-test cluster-test
 check: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --locked --features cluster-tests -- -D warnings
 
 unit: deps
 	$(CARGO) test --workspace --locked

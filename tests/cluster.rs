@@ -16,237 +16,134 @@ mod common;
 use common::*;
 
 // ------------------------------------------------------------ the methods
+//
+// Each case: srun's arguments as one string, the plugstack arguments, a GPU
+// request another job holds first, and each task's probe row
+// `rank node local CUDA_VISIBLE_DEVICES flag`, written out by hand.
 
-#[test]
-fn both_methods_two_nodes_eight_tasks() {
-    // 4 tasks on each node's 4 GPUs: both methods give each task its own GPU.
-    let _c = setup("required", &[]);
-    for method in ["--desi-gpu-map=contiguous", "--desi-gpu-map=roundrobin"] {
-        let got = srun_map(&[&TWO_NODES_EIGHT_TASKS[..], &[method]].concat());
-        assert_eq!(got, rows(&EIGHT_ONE_GPU_EACH), "{method}");
+struct Case {
+    srun: &'static str,
+    plugstack: &'static [&'static str],
+    held: Option<(&'static str, &'static str)>,
+    rows: &'static [&'static str],
+}
+
+/// A case on whole allocations with the default plugstack line.
+const fn case(srun: &'static str, rows: &'static [&'static str]) -> Case {
+    Case {
+        srun,
+        plugstack: &[],
+        held: None,
+        rows,
+    }
+}
+
+/// Runs each case on the cluster and compares every task's row.
+fn check(cases: &[Case]) {
+    for case in cases {
+        let _c = setup("required", case.plugstack);
+        let _held = case.held.map(|(node, gres)| hold(node, gres));
+        let args: Vec<&str> = case.srun.split_whitespace().collect();
+        assert_eq!(srun_map(&args), rows(case.rows), "srun {}", case.srun);
     }
 }
 
 #[test]
-fn uneven_counts_more_tasks_than_gpus() {
-    let _c = setup("required", &[]);
-    // 11 tasks on 2 nodes: 6 on n1, 5 on n2, 4 GPUs each.
-    let args = [
-        "-N2",
-        "-n11",
-        "--exclusive",
-        "-w",
-        "n[1-2]",
-        "--gpus-per-node=4",
-    ];
-    let got = srun_map(&[&args[..], &["--desi-gpu-map=contiguous"]].concat());
-    assert_eq!(
-        got,
-        rows(&[
-            "0 n1 0 0 1",
-            "1 n1 1 0 1",
-            "2 n1 2 1 1",
-            "3 n1 3 1 1",
-            "4 n1 4 2 1",
-            "5 n1 5 3 1",
-            "6 n2 0 0 1",
-            "7 n2 1 0 1",
-            "8 n2 2 1 1",
-            "9 n2 3 2 1",
-            "10 n2 4 3 1",
-        ])
-    );
-    let got = srun_map(&[&args[..], &["--desi-gpu-map=roundrobin"]].concat());
-    assert_eq!(
-        got,
-        rows(&[
-            "0 n1 0 0 1",
-            "1 n1 1 1 1",
-            "2 n1 2 2 1",
-            "3 n1 3 3 1",
-            "4 n1 4 0 1",
-            "5 n1 5 1 1",
-            "6 n2 0 0 1",
-            "7 n2 1 1 1",
-            "8 n2 2 2 1",
-            "9 n2 3 3 1",
-            "10 n2 4 0 1",
-        ])
-    );
+fn both_methods_in_every_layout() {
+    check(&[
+        // 4 tasks on each node's 4 GPUs: both methods give each task its own GPU.
+        case(
+            "-N2 -n8 --ntasks-per-node=4 -w n[1-2] --gpus-per-node=4 --desi-gpu-map=contiguous",
+            &EIGHT_ONE_GPU_EACH,
+        ),
+        case(
+            "-N2 -n8 --ntasks-per-node=4 -w n[1-2] --gpus-per-node=4 --desi-gpu-map=roundrobin",
+            &EIGHT_ONE_GPU_EACH,
+        ),
+        // 11 tasks on 2 whole nodes: 6 on n1, 5 on n2.
+        case(
+            "-N2 -n11 --exclusive -w n[1-2] --gpus-per-node=4 --desi-gpu-map=contiguous",
+            &[
+                "0 n1 0 0 1", "1 n1 1 0 1", "2 n1 2 1 1", "3 n1 3 1 1", "4 n1 4 2 1",
+                "5 n1 5 3 1", "6 n2 0 0 1", "7 n2 1 0 1", "8 n2 2 1 1", "9 n2 3 2 1",
+                "10 n2 4 3 1",
+            ],
+        ),
+        case(
+            "-N2 -n11 --exclusive -w n[1-2] --gpus-per-node=4 --desi-gpu-map=roundrobin",
+            &[
+                "0 n1 0 0 1", "1 n1 1 1 1", "2 n1 2 2 1", "3 n1 3 3 1", "4 n1 4 0 1",
+                "5 n1 5 1 1", "6 n2 0 0 1", "7 n2 1 1 1", "8 n2 2 2 1", "9 n2 3 3 1",
+                "10 n2 4 0 1",
+            ],
+        ),
+        case(
+            "-N2 -n5 --exclusive -w n[1-2] --gpus-per-node=2 --desi-gpu-map=contiguous",
+            &["0 n1 0 0 1", "1 n1 1 0 1", "2 n1 2 1 1", "3 n2 0 0 1", "4 n2 1 1 1"],
+        ),
+        // -m cyclic: even ranks on n1, odd ranks on n2; local ids follow rank order.
+        case(
+            "-N2 -n10 --ntasks-per-node=5 -m cyclic -w n[1-2] --gpus-per-node=4 --desi-gpu-map=contiguous",
+            &[
+                "0 n1 0 0 1", "1 n2 0 0 1", "2 n1 1 0 1", "3 n2 1 0 1", "4 n1 2 1 1",
+                "5 n2 2 1 1", "6 n1 3 2 1", "7 n2 3 2 1", "8 n1 4 3 1", "9 n2 4 3 1",
+            ],
+        ),
+        case(
+            "-N2 -n10 --ntasks-per-node=5 -m cyclic -w n[1-2] --gpus-per-node=4 --desi-gpu-map=roundrobin",
+            &[
+                "0 n1 0 0 1", "1 n2 0 0 1", "2 n1 1 1 1", "3 n2 1 1 1", "4 n1 2 2 1",
+                "5 n2 2 2 1", "6 n1 3 3 1", "7 n2 3 3 1", "8 n1 4 0 1", "9 n2 4 0 1",
+            ],
+        ),
+        // Fewer tasks than GPUs.
+        case(
+            "-N1 -n3 -w n1 --gpus-per-node=4 --desi-gpu-map=contiguous",
+            &["0 n1 0 0 1", "1 n1 1 1 1", "2 n1 2 2 1"],
+        ),
+        case(
+            "-N1 -n3 -w n1 --gpus-per-node=4 --desi-gpu-map=roundrobin",
+            &["0 n1 0 0 1", "1 n1 1 1 1", "2 n1 2 2 1"],
+        ),
+        // n2 has 4 GPUs, n3 has 2: --gpus=6 takes all of both.
+        case(
+            "-N2 -n8 --ntasks-per-node=4 -w n[2-3] --gpus=6 --desi-gpu-map=contiguous",
+            &[
+                "0 n2 0 0 1", "1 n2 1 1 1", "2 n2 2 2 1", "3 n2 3 3 1", "4 n3 0 0 1",
+                "5 n3 1 0 1", "6 n3 2 1 1", "7 n3 3 1 1",
+            ],
+        ),
+    ]);
 }
 
 #[test]
-fn uneven_five_tasks_on_two_nodes() {
-    let _c = setup("required", &[]);
-    let got = srun_map(&[
-        "-N2",
-        "-n5",
-        "--exclusive",
-        "-w",
-        "n[1-2]",
-        "--gpus-per-node=2",
-        "--desi-gpu-map=contiguous",
+fn partial_allocations_and_rotate() {
+    check(&[
+        case(
+            "-N1 -n3 -w n1 --gres=gpu:2 --desi-gpu-map=contiguous",
+            &["0 n1 0 0 1", "1 n1 1 0 1", "2 n1 2 1 1"],
+        ),
+        // Another job holds GPUs 0 and 1: Slurm's tokens are kept.
+        Case {
+            held: Some(("n1", "gpu:2")),
+            ..case(
+                "-N1 -n3 -w n1 --gres=gpu:2 --desi-gpu-map=contiguous",
+                &["0 n1 0 2 1", "1 n1 1 2 1", "2 n1 2 3 1"],
+            )
+        },
+        Case {
+            plugstack: &["visible=rotate"],
+            ..case(
+                "-N1 -n4 -w n1 --gpus-per-node=4 --desi-gpu-map=roundrobin",
+                &[
+                    "0 n1 0 0,1,2,3 1",
+                    "1 n1 1 1,2,3,0 1",
+                    "2 n1 2 2,3,0,1 1",
+                    "3 n1 3 3,0,1,2 1",
+                ],
+            )
+        },
     ]);
-    assert_eq!(
-        got,
-        rows(&[
-            "0 n1 0 0 1",
-            "1 n1 1 0 1",
-            "2 n1 2 1 1",
-            "3 n2 0 0 1",
-            "4 n2 1 1 1"
-        ])
-    );
-}
-
-#[test]
-fn cyclic_distribution() {
-    let _c = setup("required", &[]);
-    // -m cyclic: even ranks on n1, odd ranks on n2; local ids follow rank order.
-    let args = [
-        "-N2",
-        "-n10",
-        "--ntasks-per-node=5",
-        "-m",
-        "cyclic",
-        "-w",
-        "n[1-2]",
-        "--gpus-per-node=4",
-    ];
-    let got = srun_map(&[&args[..], &["--desi-gpu-map=contiguous"]].concat());
-    assert_eq!(
-        got,
-        rows(&[
-            "0 n1 0 0 1",
-            "1 n2 0 0 1",
-            "2 n1 1 0 1",
-            "3 n2 1 0 1",
-            "4 n1 2 1 1",
-            "5 n2 2 1 1",
-            "6 n1 3 2 1",
-            "7 n2 3 2 1",
-            "8 n1 4 3 1",
-            "9 n2 4 3 1",
-        ])
-    );
-    let got = srun_map(&[&args[..], &["--desi-gpu-map=roundrobin"]].concat());
-    assert_eq!(
-        got,
-        rows(&[
-            "0 n1 0 0 1",
-            "1 n2 0 0 1",
-            "2 n1 1 1 1",
-            "3 n2 1 1 1",
-            "4 n1 2 2 1",
-            "5 n2 2 2 1",
-            "6 n1 3 3 1",
-            "7 n2 3 3 1",
-            "8 n1 4 0 1",
-            "9 n2 4 0 1",
-        ])
-    );
-}
-
-#[test]
-fn fewer_tasks_than_gpus() {
-    let _c = setup("required", &[]);
-    let got = srun_map(&[
-        "-N1",
-        "-n3",
-        "-w",
-        "n1",
-        "--gpus-per-node=4",
-        "--desi-gpu-map=contiguous",
-    ]);
-    assert_eq!(got, rows(&["0 n1 0 0 1", "1 n1 1 1 1", "2 n1 2 2 1"]));
-    let got = srun_map(&[
-        "-N1",
-        "-n3",
-        "-w",
-        "n1",
-        "--gpus-per-node=4",
-        "--desi-gpu-map=roundrobin",
-    ]);
-    assert_eq!(got, rows(&["0 n1 0 0 1", "1 n1 1 1 1", "2 n1 2 2 1"]));
-}
-
-#[test]
-fn nodes_with_different_gpu_counts() {
-    let _c = setup("required", &[]);
-    // n2 has 4 GPUs, n3 has 2: --gpus=6 takes all of both.
-    let got = srun_map(&[
-        "-N2",
-        "-n8",
-        "--ntasks-per-node=4",
-        "-w",
-        "n[2-3]",
-        "--gpus=6",
-        "--desi-gpu-map=contiguous",
-    ]);
-    assert_eq!(
-        got,
-        rows(&[
-            "0 n2 0 0 1",
-            "1 n2 1 1 1",
-            "2 n2 2 2 1",
-            "3 n2 3 3 1",
-            "4 n3 0 0 1",
-            "5 n3 1 0 1",
-            "6 n3 2 1 1",
-            "7 n3 3 1 1",
-        ])
-    );
-}
-
-#[test]
-fn partial_allocation() {
-    let _c = setup("required", &[]);
-    let got = srun_map(&[
-        "-N1",
-        "-n3",
-        "-w",
-        "n1",
-        "--gres=gpu:2",
-        "--desi-gpu-map=contiguous",
-    ]);
-    assert_eq!(got, rows(&["0 n1 0 0 1", "1 n1 1 0 1", "2 n1 2 1 1"]));
-}
-
-#[test]
-fn partial_allocation_beside_another_job() {
-    let _c = setup("required", &[]);
-    let _held = hold("n1", "gpu:2");
-    let got = srun_map(&[
-        "-N1",
-        "-n3",
-        "-w",
-        "n1",
-        "--gres=gpu:2",
-        "--desi-gpu-map=contiguous",
-    ]);
-    assert_eq!(got, rows(&["0 n1 0 2 1", "1 n1 1 2 1", "2 n1 2 3 1"]));
-}
-
-#[test]
-fn rotate_keeps_peers_visible() {
-    let _c = setup("required", &["visible=rotate"]);
-    let got = srun_map(&[
-        "-N1",
-        "-n4",
-        "-w",
-        "n1",
-        "--gpus-per-node=4",
-        "--desi-gpu-map=roundrobin",
-    ]);
-    assert_eq!(
-        got,
-        rows(&[
-            "0 n1 0 0,1,2,3 1",
-            "1 n1 1 1,2,3,0 1",
-            "2 n1 2 2,3,0,1 1",
-            "3 n1 3 3,0,1,2 1"
-        ])
-    );
 }
 
 // ------------------------------------------------------------ GPU vendors

@@ -20,11 +20,25 @@ fn said(out: &Output) -> Vec<String> {
     sorted_lines(&out.stderr, |l| l.starts_with("desi-gpu-map: "))
 }
 
-/// `srun ARGS bash -c FULL_PROBE`, which must succeed.
-fn probe(args: &[&str]) -> Output {
-    let out = run("srun", &[args, &["bash", "-c", FULL_PROBE]].concat());
-    assert!(out.status.success(), "srun {args:?}:\n{}", show(&out));
+/// `srun ARGS bash -c FULL_PROBE`, ARGS as one string; it must succeed.
+fn probe(srun: &str) -> Output {
+    let args: Vec<&str> = srun.split_whitespace().collect();
+    let out = run("srun", &[&args[..], &["bash", "-c", FULL_PROBE]].concat());
+    assert!(out.status.success(), "srun {srun}:\n{}", show(&out));
     out
+}
+
+/// Asserts that the two tasks on `node` ran without GPU or flag.
+fn assert_two_unmapped(out: &Output, node: &str) {
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&[
+            &format!("0 {node} 0 unset unset unset unset"),
+            &format!("1 {node} 1 unset unset unset unset"),
+        ]),
+        "{}",
+        show(out)
+    );
 }
 
 fn nvml_arg() -> String {
@@ -38,27 +52,12 @@ fn cpu_only_steps_beside_a_working_nvml_get_no_gpu() {
     let _c = setup("required", &[&nvml_arg()]);
     // A whole node without a GPU request (it once got every NVML GPU),
     // and a small step on a node with GPUs.
-    for args in [
-        &[
-            "-N1",
-            "-n2",
-            "-w",
-            "n3",
-            "--exclusive",
-            "--desi-gpu-map=contiguous",
-        ][..],
-        &["-N1", "-n2", "-w", "n1", "--desi-gpu-map=contiguous"][..],
+    for (node, srun) in [
+        ("n3", "-N1 -n2 -w n3 --exclusive --desi-gpu-map=contiguous"),
+        ("n1", "-N1 -n2 -w n1 --desi-gpu-map=contiguous"),
     ] {
-        let out = probe(args);
-        let node = if args.contains(&"n3") { "n3" } else { "n1" };
-        assert_eq!(
-            probe_rows(&text(&out.stdout)),
-            rows(&[
-                &format!("0 {node} 0 unset unset unset unset"),
-                &format!("1 {node} 1 unset unset unset unset"),
-            ]),
-            "{args:?}"
-        );
+        let out = probe(srun);
+        assert_two_unmapped(&out, node);
         assert_eq!(
             said(&out),
             [format!(
@@ -113,23 +112,8 @@ fn cpu_only_job_in_a_shared_partition_beside_a_gpu_job_gets_no_gpu() {
     let _c = setup("required", &[&nvml_arg()]);
     // Job A holds all four GPUs of n1 in a partition with OverSubscribe=FORCE.
     let _a = hold_in("shared", "n1", "gpu:4");
-    let out = probe(&[
-        "-p",
-        "shared",
-        "-w",
-        "n1",
-        "-n2",
-        "--desi-gpu-map=contiguous",
-    ]);
-    assert_eq!(
-        probe_rows(&text(&out.stdout)),
-        rows(&[
-            "0 n1 0 unset unset unset unset",
-            "1 n1 1 unset unset unset unset"
-        ]),
-        "{}",
-        show(&out)
-    );
+    let out = probe("-p shared -w n1 -n2 --desi-gpu-map=contiguous");
+    assert_two_unmapped(&out, "n1");
 }
 
 #[test]
@@ -154,31 +138,17 @@ fn a_step_without_gpus_inside_a_gpu_allocation_gets_none() {
         ],
     );
     assert!(out.status.success(), "{}", show(&out));
-    assert_eq!(
-        probe_rows(&text(&out.stdout)),
-        rows(&[
-            "0 n1 0 unset unset unset unset",
-            "1 n1 1 unset unset unset unset"
-        ]),
-        "{}",
-        show(&out)
-    );
+    assert_two_unmapped(&out, "n1");
 }
 
 #[test]
 fn a_site_default_is_silent_on_cpu_only_steps() {
     let _c = setup("required", &["default=contiguous", &nvml_arg()]);
-    let out = probe(&["-N1", "-n2", "-w", "n1"]);
-    assert_eq!(
-        probe_rows(&text(&out.stdout)),
-        rows(&[
-            "0 n1 0 unset unset unset unset",
-            "1 n1 1 unset unset unset unset"
-        ])
-    );
+    let out = probe("-N1 -n2 -w n1");
+    assert_two_unmapped(&out, "n1");
     assert_eq!(said(&out), Vec::<String>::new(), "{}", show(&out));
     // The same default still maps a GPU step.
-    let out = probe(&["-N1", "-n2", "-w", "n1", "--gpus-per-node=4"]);
+    let out = probe("-N1 -n2 -w n1 --gpus-per-node=4");
     assert_eq!(
         probe_rows(&text(&out.stdout)),
         rows(&["0 n1 0 0 1 contiguous 4", "1 n1 1 1 1 contiguous 4"])
@@ -189,14 +159,7 @@ fn a_site_default_is_silent_on_cpu_only_steps() {
 fn untracked_whole_node_maps_nvml_only_where_the_site_opts_in() {
     let _c = setup("required", &["untracked=whole-node", &nvml_arg()]);
     cluster(&["nvml", "clear-log"]);
-    let out = probe(&[
-        "-N1",
-        "-n3",
-        "-w",
-        "n3",
-        "--exclusive",
-        "--desi-gpu-map=roundrobin",
-    ]);
+    let out = probe("-N1 -n3 -w n3 --exclusive --desi-gpu-map=roundrobin");
     assert_eq!(
         probe_rows(&text(&out.stdout)),
         rows(&[
@@ -330,14 +293,7 @@ fn nvml_lists_with_commas_or_duplicates_are_refused() {
         ("duplicate", "names \\\"GPU-fake-n4-dup\\\" twice"),
     ] {
         cluster(&["nvml", "set", &format!("uuids.n4={style}")]);
-        let out = probe(&[
-            "-N1",
-            "-n2",
-            "-w",
-            "n4",
-            "--gres=gpu:2",
-            "--desi-gpu-map=contiguous",
-        ]);
+        let out = probe("-N1 -n2 -w n4 --gres=gpu:2 --desi-gpu-map=contiguous");
         assert_eq!(
             probe_rows(&text(&out.stdout)),
             rows(&[

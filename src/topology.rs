@@ -1,0 +1,286 @@
+//! A node's GPUs and the CPUs local to each: what `closest` matches a
+//! task's CPUs against. The plugin reads it from NVML or the kernel; the
+//! `desi-gpu-map plan` preview reads it from a file or a named preset.
+//!
+//! The file format, one GPU per line, `#` starts a comment:
+//!
+//! ```text
+//! # TOKEN  NUMA  LOCAL-CPUS
+//! 0        3     48-63,112-127
+//! 1        2     32-47,96-111
+//! ```
+//!
+//! TOKEN is the GPU as the step's list names it (an index or a UUID), NUMA
+//! its NUMA node or `-` when the firmware reports none (`-1`), LOCAL-CPUS a
+//! cpulist or `-` when unknown. An optional line `cpus CPULIST` gives the
+//! node's CPUs (otherwise the union of the GPUs' local CPUs).
+
+use crate::cpuset::CpuSet;
+use crate::error::quote;
+use crate::names::named;
+use std::fmt;
+
+/// At most this many GPUs per node, as for GPU lists.
+pub const MAX_GPUS: usize = 64;
+
+/// One GPU and where it sits. `None`: not known (the firmware reported
+/// NUMA node -1, or the driver said "N/A").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuPlace {
+    pub token: String,
+    pub numa: Option<u32>,
+    pub cpus: Option<CpuSet>,
+}
+
+/// A node's CPUs and its GPUs' places, in the node's GPU order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topology {
+    pub cpus: CpuSet,
+    pub gpus: Vec<GpuPlace>,
+}
+
+/// Why a topology file cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadTopology {
+    pub line: usize,
+    pub why: String,
+}
+
+impl fmt::Display for BadTopology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "topology line {}: {}; each line is TOKEN NUMA LOCAL-CPUS (`-` for unknown) \
+             or `cpus CPULIST`",
+            self.line, self.why
+        )
+    }
+}
+
+impl std::error::Error for BadTopology {}
+
+impl Topology {
+    /// Reads the file format above.
+    pub fn parse(text: &str) -> Result<Topology, BadTopology> {
+        let mut gpus: Vec<GpuPlace> = Vec::new();
+        let mut node: Option<CpuSet> = None;
+        for (i, raw) in text.lines().enumerate() {
+            let line = i + 1;
+            let fail = |why: String| BadTopology { line, why };
+            let content = raw.split('#').next().unwrap_or_default().trim();
+            let words: Vec<&str> = content.split_whitespace().collect();
+            match words.as_slice() {
+                [] => {}
+                ["cpus", list] => {
+                    let set = CpuSet::parse_list(list).map_err(|e| fail(e.to_string()))?;
+                    node = Some(set);
+                }
+                [token, numa, cpus] => {
+                    if gpus.iter().any(|g| g.token == *token) {
+                        return Err(fail(format!("GPU {} is listed twice", quote(token))));
+                    }
+                    if gpus.len() >= MAX_GPUS {
+                        return Err(fail(format!("more than {MAX_GPUS} GPUs")));
+                    }
+                    gpus.push(GpuPlace {
+                        token: (*token).to_string(),
+                        numa: parse_numa(numa).map_err(fail)?,
+                        cpus: parse_cpus(cpus).map_err(|e| fail(e.to_string()))?,
+                    });
+                }
+                _ => return Err(fail(format!("cannot read {}", quote(content)))),
+            }
+        }
+        if gpus.is_empty() {
+            return Err(BadTopology {
+                line: 0,
+                why: "no GPU is listed".to_string(),
+            });
+        }
+        let cpus = node.unwrap_or_else(|| union_of(&gpus));
+        Ok(Topology { cpus, gpus })
+    }
+
+    /// The place of the GPU the step's list calls `token`.
+    pub fn place(&self, token: &str) -> Option<&GpuPlace> {
+        self.gpus.iter().find(|g| g.token == token)
+    }
+
+    /// The node's GPU tokens, in order.
+    pub fn tokens(&self) -> Vec<String> {
+        self.gpus.iter().map(|g| g.token.clone()).collect()
+    }
+}
+
+fn parse_numa(text: &str) -> Result<Option<u32>, String> {
+    match text {
+        "-" | "-1" | "N/A" => Ok(None),
+        _ => text
+            .parse::<u32>()
+            .map(Some)
+            .map_err(|_| format!("NUMA node {} is not a number or -", quote(text))),
+    }
+}
+
+fn parse_cpus(text: &str) -> Result<Option<CpuSet>, crate::cpuset::BadCpuSet> {
+    match text {
+        "-" | "N/A" => Ok(None),
+        _ => CpuSet::parse_list(text).map(Some),
+    }
+}
+
+fn union_of(gpus: &[GpuPlace]) -> CpuSet {
+    gpus.iter()
+        .filter_map(|g| g.cpus.as_ref())
+        .fold(CpuSet::new(), |all, c| all.union(c))
+}
+
+/// Machines whose GPU-to-CPU wiring is public, for `desi-gpu-map plan`
+/// and the tests. Local CPUs are what the kernel reports
+/// (`local_cpulist`: the GPU's NUMA node, hyperthreads included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preset {
+    /// NERSC Perlmutter GPU node: one 64-core EPYC 7763, 4 NUMA nodes of 16
+    /// cores (+64 hyperthreads), GPU i on NUMA node 3-i.
+    Perlmutter,
+    /// ALCF Polaris: one 32-core EPYC 7543P, 4 domains of 8 cores (+32),
+    /// GPU i on domain 3-i.
+    Polaris,
+    /// LUMI-G: one 64-core EPYC 7A53, 4 NUMA nodes of 2 CCDs each (+64), 8
+    /// GCDs; CCD c's nearest GCD is 4,5,2,3,6,7,0,1 (c = 0..7).
+    LumiG,
+    /// DGX A100: two 64-core EPYC 7742, 8 NUMA nodes of 16 cores (+128);
+    /// GPUs 0-7 on NUMA nodes 2,3,0,1,6,7,4,5.
+    DgxA100,
+    /// Aurora-like: two 52-core sockets (+104), one NUMA node each, GPUs
+    /// 0-5 on socket 0 and 6-11 on socket 1.
+    Aurora,
+}
+
+named!(Preset {
+    Perlmutter => "perlmutter",
+    Polaris => "polaris",
+    LumiG => "lumi-g",
+    DgxA100 => "dgx-a100",
+    Aurora => "aurora",
+});
+
+/// NUMA node `n` of `nodes`, each `cores` wide, hyperthreads following all
+/// the cores: `n*cores..` and `nodes*cores + n*cores..`.
+fn numa_cpus(n: usize, cores: usize, nodes: usize) -> CpuSet {
+    let first = n * cores;
+    let second = nodes * cores + first;
+    let cores_part = CpuSet::range(first, first + cores - 1).unwrap_or_default();
+    let threads = CpuSet::range(second, second + cores - 1).unwrap_or_default();
+    cores_part.union(&threads)
+}
+
+impl Preset {
+    /// The preset's topology: per GPU, its NUMA node (`numa_of[gpu]`) over
+    /// `nodes` NUMA nodes of `cores` cores.
+    pub fn topology(self) -> Topology {
+        let (numa_of, cores, nodes): (&[usize], usize, usize) = match self {
+            Preset::Perlmutter => (&[3, 2, 1, 0], 16, 4),
+            Preset::Polaris => (&[3, 2, 1, 0], 8, 4),
+            Preset::LumiG => (&[3, 3, 1, 1, 0, 0, 2, 2], 16, 4),
+            Preset::DgxA100 => (&[2, 3, 0, 1, 6, 7, 4, 5], 16, 8),
+            Preset::Aurora => (&[0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1], 52, 2),
+        };
+        let gpus = numa_of
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| GpuPlace {
+                token: i.to_string(),
+                numa: u32::try_from(n).ok(),
+                cpus: Some(numa_cpus(n, cores, nodes)),
+            })
+            .collect();
+        let cpus = CpuSet::range(0, 2 * nodes * cores - 1).unwrap_or_default();
+        Topology { cpus, gpus }
+    }
+
+    /// The node's physical cores (hyperthreads left out), the CPUs Slurm
+    /// binds tasks to first.
+    pub fn cores(self) -> CpuSet {
+        let count = match self {
+            Preset::Perlmutter | Preset::LumiG => 64,
+            Preset::Polaris => 32,
+            Preset::DgxA100 => 128,
+            Preset::Aurora => 104,
+        };
+        CpuSet::range(0, count - 1).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::parse_name;
+
+    #[test]
+    fn presets_match_the_published_wiring() {
+        let p = Preset::Perlmutter.topology();
+        assert_eq!(p.gpus.len(), 4);
+        let shown: Vec<String> = p
+            .gpus
+            .iter()
+            .map(|g| format!("{} {:?} {}", g.token, g.numa, g.cpus.clone().unwrap()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "0 Some(3) 48-63,112-127",
+                "1 Some(2) 32-47,96-111",
+                "2 Some(1) 16-31,80-95",
+                "3 Some(0) 0-15,64-79"
+            ]
+        );
+        assert_eq!(p.cpus.to_string(), "0-127");
+        let d = Preset::DgxA100.topology();
+        assert_eq!(d.gpus[0].cpus.clone().unwrap().to_string(), "32-47,160-175");
+        assert_eq!(d.cpus.len(), 256);
+        let a = Preset::Aurora.topology();
+        assert_eq!(
+            a.gpus[6].cpus.clone().unwrap().to_string(),
+            "52-103,156-207"
+        );
+        let l = Preset::LumiG.topology();
+        assert_eq!(l.gpus[4].cpus.clone().unwrap().to_string(), "0-15,64-79");
+        assert_eq!(parse_name::<Preset>("lumi-g"), Ok(Preset::LumiG));
+        assert_eq!(Preset::Polaris.cores().to_string(), "0-31");
+    }
+
+    #[test]
+    fn files_parse() {
+        let t = Topology::parse(
+            "# a test node\ncpus 0-7\n0 1 4-7   # far\n1 0 0-3\nGPU-ab -1 -\n2 N/A N/A\n",
+        )
+        .unwrap();
+        assert_eq!(t.cpus.to_string(), "0-7");
+        assert_eq!(t.tokens(), ["0", "1", "GPU-ab", "2"]);
+        assert_eq!(t.place("0").unwrap().numa, Some(1));
+        assert_eq!(t.place("GPU-ab").unwrap().cpus, None);
+        assert_eq!(t.place("2").unwrap().numa, None);
+        assert!(t.place("9").is_none());
+        let t = Topology::parse("0 0 0-3\n1 1 4-7\n").unwrap();
+        assert_eq!(t.cpus.to_string(), "0-7");
+    }
+
+    #[test]
+    fn bad_files_name_the_line() {
+        for (text, line, part) in [
+            ("", 0, "no GPU is listed"),
+            ("0 0 0-3\n0 1 4-7\n", 2, "listed twice"),
+            ("0 x 0-3\n", 1, "NUMA node \"x\""),
+            ("0 0 0-z\n", 1, "CPU set \"0-z\""),
+            ("0 0\n", 1, "cannot read \"0 0\""),
+            ("cpus a\n0 0 0\n", 1, "CPU set \"a\""),
+        ] {
+            let err = Topology::parse(text).unwrap_err();
+            assert_eq!(err.line, line, "{text}");
+            assert!(err.to_string().contains(part), "{err}");
+        }
+        let many: String = (0..65).map(|i| format!("{i} 0 0\n")).collect();
+        assert!(Topology::parse(&many).is_err());
+    }
+}

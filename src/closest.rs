@@ -82,19 +82,33 @@ pub fn candidates(task: &CpuSet, near: &[CpuSet]) -> Vec<usize> {
 /// Every task's position in the step's GPU list, from every task's CPUs
 /// (local-id order): the same answer in every task.
 pub fn closest_all(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<usize>, Error> {
+    let groups = groups(tasks, near)?;
+    (0..tasks.len()).map(|l| pick_of(&groups, l)).collect()
+}
+
+/// Task `local_id`'s entry of [`closest_all`], computed alone: what each
+/// task does in `task_init`.
+pub fn closest_of(tasks: &[CpuSet], near: &[CpuSet], local_id: usize) -> Result<usize, Error> {
+    pick_of(&groups(tasks, near)?, local_id)
+}
+
+/// Each task's candidates.
+fn groups(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<Vec<usize>>, Error> {
     if near.is_empty() {
         return Err(Error::NoGpusToMap);
     }
-    let groups: Vec<Vec<usize>> = tasks.iter().map(|t| candidates(t, near)).collect();
-    groups
-        .iter()
-        .enumerate()
-        .map(|(l, group)| {
-            let rank = groups.iter().take(l).filter(|g| *g == group).count();
-            let size = groups.iter().filter(|g| *g == group).count();
-            pick(group, rank, size)
-        })
-        .collect()
+    Ok(tasks.iter().map(|t| candidates(t, near)).collect())
+}
+
+/// Task `l`'s block among the tasks with its candidates.
+fn pick_of(groups: &[Vec<usize>], l: usize) -> Result<usize, Error> {
+    let group = groups.get(l).ok_or(Error::LocalIdOutOfRange {
+        local_id: l,
+        local_count: groups.len(),
+    })?;
+    let rank = groups.iter().take(l).filter(|g| *g == group).count();
+    let size = groups.iter().filter(|g| *g == group).count();
+    pick(group, rank, size)
 }
 
 /// One task's position from its own CPUs only (Slurm gave no per-task
@@ -198,7 +212,7 @@ mod tests {
     /// `n` tasks bound to equal consecutive blocks of the node's cores, as
     /// task/affinity does with `--cpu-bind=cores -c cores/n`.
     fn blocks(preset: Preset, n: usize) -> Vec<CpuSet> {
-        let cores: Vec<usize> = preset.cores().cpus().collect();
+        let cores: Vec<usize> = preset.topology().cpus.cpus().collect();
         let each = cores.len() / n;
         (0..n)
             .map(|l| CpuSet::of(&cores[l * each..(l + 1) * each]).unwrap())
@@ -337,7 +351,7 @@ mod tests {
 
     #[test]
     fn unbound_tasks_are_contiguous() {
-        let all = Preset::Perlmutter.topology().cpus;
+        let all = CpuSet::range(0, 127).unwrap();
         let near = near(Preset::Perlmutter);
         for n in [1, 2, 4, 6, 8, 16] {
             let tasks = vec![all.clone(); n];

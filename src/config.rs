@@ -439,8 +439,8 @@ mod tests {
         let err = parse_args(&["default=x"]).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "bad plugstack argument \"default=x\": default must be contiguous, roundrobin or none, \
-             not \"x\"; valid arguments: default=contiguous|roundrobin|none, flag=NAME, \
+            "bad plugstack argument \"default=x\": default must be contiguous, roundrobin, closest or \
+             none, not \"x\"; valid arguments: default=contiguous|roundrobin|closest|none, flag=NAME, \
              visible=single|rotate, nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..300, \
              untracked=ignore|whole-node, vendor=auto|nvidia|amd|intel, verbose"
         );

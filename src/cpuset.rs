@@ -134,6 +134,23 @@ impl CpuSet {
         })
     }
 
+    /// The hex mask form, as Slurm writes `SLURM_CPU_BIND_LIST` entries:
+    /// `0xff00`; `0x0` for the empty set.
+    pub fn to_mask(&self) -> String {
+        let mut digits = String::new();
+        for word in self.words.iter().rev() {
+            if digits.is_empty() {
+                digits = format!("{word:x}");
+            } else {
+                digits += &format!("{word:016x}");
+            }
+        }
+        if digits.is_empty() {
+            digits.push('0');
+        }
+        format!("0x{digits}")
+    }
+
     /// Parses a cpulist (`0-3,8,10-11`), as the kernel writes
     /// `local_cpulist` and `Cpus_allowed_list`. An empty text (or only a
     /// newline) is the empty set.
@@ -270,6 +287,11 @@ mod tests {
         );
         assert_eq!(CpuSet::parse("0x000").unwrap(), CpuSet::new());
         assert_eq!(CpuSet::parse("4-5").unwrap().to_string(), "4-5");
+        assert_eq!(
+            CpuSet::parse("8-15,64").unwrap().to_mask(),
+            "0x1000000000000ff00"
+        );
+        assert_eq!(CpuSet::new().to_mask(), "0x0");
     }
 
     #[test]
@@ -314,6 +336,7 @@ mod tests {
             distinct.dedup();
             prop_assert_eq!(set.len(), distinct.len());
             prop_assert_eq!(set.cpus().collect::<Vec<_>>(), distinct);
+            prop_assert_eq!(CpuSet::parse_mask(&set.to_mask()).unwrap(), set);
         }
 
         #[test]

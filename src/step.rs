@@ -17,13 +17,16 @@ mod testing;
 
 pub use task::{
     aside_line, assign, carry_out, map_task, task_outcome, unreadable_task, variables, Assignment,
-    TaskInputs, TaskOutcome,
+    Closeness, TaskCpus, TaskInputs, TaskOutcome,
 };
 
+use crate::closest::{near_cpus, Fallback};
 use crate::config::{Config, Visible};
+use crate::cpuset::CpuSet;
 use crate::env;
 use crate::error::{quote, Error};
 use crate::method::{Choice, Method, Request};
+use crate::topology::Topology;
 use crate::vendor::{Chosen, Rendering, StepLists, VendorSetting};
 use binding::slurm_binds_per_task;
 use source::{from_nvml, from_slurm, other_lists, NoList};
@@ -176,6 +179,46 @@ pub struct StepMap {
     pub notes: Vec<String>,
     /// How the lists are written for the node's GPU vendor.
     pub rendering: Rendering,
+    /// Where the step's GPUs sit, for `closest`.
+    pub near: Near,
+}
+
+/// The local CPUs of the step's GPUs, for `closest`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Near {
+    /// Another method: not needed.
+    Unused,
+    /// Each step GPU's local CPUs, in the step's order.
+    Located(Vec<CpuSet>),
+    /// Unknown: the step maps as `contiguous`, and its first task says why.
+    Fallback(Fallback),
+}
+
+impl Near {
+    /// Before [`locate`] runs: a `closest` step knows nothing yet.
+    fn for_method(method: Method) -> Near {
+        match method {
+            Method::Closest => Near::Fallback(Fallback::Unreadable(
+                "the GPUs' local CPUs were not read".to_string(),
+            )),
+            Method::Contiguous | Method::RoundRobin => Near::Unused,
+        }
+    }
+}
+
+/// Locates a `closest` step's GPUs in the node's topology (read once per
+/// step per node, or why it could not be read); other steps are left.
+pub fn locate(map: &mut StepMap, topology: Result<&Topology, String>) {
+    if map.method != Method::Closest {
+        return;
+    }
+    map.near = match topology {
+        Ok(topology) => match near_cpus(&map.gpus, topology) {
+            Ok(near) => Near::Located(near),
+            Err(why) => Near::Fallback(why),
+        },
+        Err(why) => Near::Fallback(Fallback::Unreadable(why)),
+    };
 }
 
 /// What the plugin knows of a step on this node, each part possibly
@@ -258,6 +301,7 @@ fn plan_mapping(
             );
             StepPlan::Map(StepMap {
                 method,
+                near: Near::for_method(method),
                 visible: config.visible,
                 verbose: want.verbose,
                 flag: config.flag.clone(),

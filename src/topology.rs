@@ -13,7 +13,8 @@
 //! TOKEN is the GPU as the step's list names it (an index or a UUID), NUMA
 //! its NUMA node or `-` when the firmware reports none (`-1`), LOCAL-CPUS a
 //! cpulist or `-` when unknown. An optional line `cpus CPULIST` gives the
-//! node's CPUs (otherwise the union of the GPUs' local CPUs).
+//! CPUs srun binds tasks to, in order (otherwise the union of the GPUs'
+//! local CPUs).
 
 use crate::cpuset::CpuSet;
 use crate::error::quote;
@@ -35,6 +36,8 @@ pub struct GpuPlace {
 /// A node's CPUs and its GPUs' places, in the node's GPU order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
+    /// The CPUs srun binds tasks to first, in order (the physical cores):
+    /// the `plan` preview splits them into equal consecutive blocks.
     pub cpus: CpuSet,
     pub gpus: Vec<GpuPlace>,
 }
@@ -195,20 +198,9 @@ impl Preset {
                 cpus: Some(numa_cpus(n, cores, nodes)),
             })
             .collect();
-        let cpus = CpuSet::range(0, 2 * nodes * cores - 1).unwrap_or_default();
+        // The physical cores, hyperthreads left out.
+        let cpus = CpuSet::range(0, nodes * cores - 1).unwrap_or_default();
         Topology { cpus, gpus }
-    }
-
-    /// The node's physical cores (hyperthreads left out), the CPUs Slurm
-    /// binds tasks to first.
-    pub fn cores(self) -> CpuSet {
-        let count = match self {
-            Preset::Perlmutter | Preset::LumiG => 64,
-            Preset::Polaris => 32,
-            Preset::DgxA100 => 128,
-            Preset::Aurora => 104,
-        };
-        CpuSet::range(0, count - 1).unwrap_or_default()
     }
 }
 
@@ -235,10 +227,10 @@ mod tests {
                 "3 Some(0) 0-15,64-79"
             ]
         );
-        assert_eq!(p.cpus.to_string(), "0-127");
+        assert_eq!(p.cpus.to_string(), "0-63");
         let d = Preset::DgxA100.topology();
         assert_eq!(d.gpus[0].cpus.clone().unwrap().to_string(), "32-47,160-175");
-        assert_eq!(d.cpus.len(), 256);
+        assert_eq!(d.cpus.len(), 128);
         let a = Preset::Aurora.topology();
         assert_eq!(
             a.gpus[6].cpus.clone().unwrap().to_string(),
@@ -247,7 +239,7 @@ mod tests {
         let l = Preset::LumiG.topology();
         assert_eq!(l.gpus[4].cpus.clone().unwrap().to_string(), "0-15,64-79");
         assert_eq!(parse_name::<Preset>("lumi-g"), Ok(Preset::LumiG));
-        assert_eq!(Preset::Polaris.cores().to_string(), "0-31");
+        assert_eq!(Preset::Polaris.topology().cpus.to_string(), "0-31");
     }
 
     #[test]

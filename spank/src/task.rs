@@ -2,7 +2,7 @@
 
 use desi_gpu_map::env;
 use desi_gpu_map::step::{
-    carry_out, task_outcome, unreadable_task, StepPlan, TaskInputs, TaskOutcome,
+    carry_out, task_outcome, unreadable_task, StepPlan, TaskCpus, TaskInputs, TaskOutcome,
 };
 use slurm_spank::SpankHandle;
 use std::io::Write;
@@ -37,6 +37,7 @@ impl Ids {
             rank: self.rank,
             cuda: self.cuda.as_deref(),
             tres_bind: self.tres_bind.as_deref(),
+            cpus: TaskCpus::default(),
         }
     }
 }

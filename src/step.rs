@@ -206,6 +206,23 @@ impl Near {
     }
 }
 
+/// A `closest` step's GPUs located through the kernel files under the
+/// site's `kernel_root` (see [`crate::topology::resolve_tokens`] for how a
+/// token names a device). `env` reads the step's environment.
+pub fn step_topology(
+    config: &Config,
+    map: &StepMap,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Topology, String> {
+    if map.cuda.is_none() {
+        return Err(
+            "the GPUs were found through NVML, whose CPU affinity is not read yet".to_string(),
+        );
+    }
+    let absolute = env(env::STEP_GPUS).and_then(|l| crate::gpus::parse_gpu_list(&l).ok());
+    crate::topology::from_kernel(&config.kernel_root, &map.gpus, absolute.as_deref())
+}
+
 /// Locates a `closest` step's GPUs in the node's topology (read once per
 /// step per node, or why it could not be read); other steps are left.
 pub fn locate(map: &mut StepMap, topology: Result<&Topology, String>) {

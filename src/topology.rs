@@ -20,6 +20,8 @@ use crate::cpuset::CpuSet;
 use crate::error::quote;
 use crate::names::named;
 use std::fmt;
+use std::io::Read;
+use std::path::Path;
 
 /// At most this many GPUs per node, as for GPU lists.
 pub const MAX_GPUS: usize = 64;
@@ -204,6 +206,173 @@ impl Preset {
     }
 }
 
+/// How the kernel locates a GPU: its PCI bus id and device minor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelGpu {
+    /// As sysfs names it: `0000:c1:00.0`.
+    pub bus_id: String,
+    /// `Device Minor` in the NVIDIA driver's information file
+    /// (`/dev/nvidiaN`).
+    pub minor: u32,
+}
+
+/// Resolves each token of the step's list to a GPU of `devices` (the
+/// node's NVIDIA GPUs), and refuses to guess:
+///
+/// - An index `i` is absolute when the step's list equals Slurm's own
+///   (`SLURM_STEP_GPUS`, `absolute`): it names the `i`-th GPU in PCI bus
+///   order, the order CUDA reads it in (the plugin sets
+///   `CUDA_DEVICE_ORDER=PCI_BUS_ID`). Slurm's index is a position in
+///   gres.conf's `File=` list, so it is accepted only when that GPU's
+///   device minor is also `i` (`File=/dev/nvidia[0-N]` in bus order);
+///   otherwise the two orders may differ and the token is refused.
+/// - Under device constraint Slurm renumbers the list from 0 (`0..n`)
+///   while `SLURM_STEP_GPUS` keeps the absolute indices: relative index `j`
+///   is the `j`-th smallest absolute index (the task sees its GPUs in bus
+///   order), resolved as above. Any other shape is refused.
+/// - A UUID (`GPU-...`, `MIG-...`) needs NVML to be located: refused here.
+pub fn resolve_tokens<S: AsRef<str>>(
+    tokens: &[S],
+    absolute: Option<&[String]>,
+    devices: &[KernelGpu],
+) -> Result<Vec<KernelGpu>, String> {
+    let mut by_bus: Vec<&KernelGpu> = devices.iter().collect();
+    by_bus.sort_by(|a, b| a.bus_id.cmp(&b.bus_id));
+    let tokens: Vec<&str> = tokens.iter().map(AsRef::as_ref).collect();
+    let same = absolute.is_some_and(|a| a.iter().map(String::as_str).eq(tokens.iter().copied()));
+    let indices: Vec<usize> = match absolute {
+        Some(abs) if !same => relative(&tokens, abs)?,
+        _ => tokens.iter().map(|t| index(t)).collect::<Result<_, _>>()?,
+    };
+    indices
+        .iter()
+        .map(|&i| {
+            let gpu = by_bus
+                .get(i)
+                .ok_or_else(|| format!("GPU index {i} is past the node's {} GPUs", by_bus.len()))?;
+            if usize::try_from(gpu.minor).ok() != Some(i) {
+                return Err(format!(
+                    "GPU index {i} is {} in PCI order but has device minor {}:                      gres.conf's order is unknown",
+                    gpu.bus_id, gpu.minor
+                ));
+            }
+            Ok((*gpu).clone())
+        })
+        .collect()
+}
+
+fn index(token: &str) -> Result<usize, String> {
+    if token.starts_with("GPU-") || token.starts_with("MIG-") {
+        return Err(format!(
+            "GPU {} is a UUID, which only NVML can locate",
+            quote(token)
+        ));
+    }
+    token
+        .parse::<usize>()
+        .map_err(|_| format!("cannot locate GPU {}", quote(token)))
+}
+
+/// Relative tokens `0..n` under device constraint, as absolute indices.
+fn relative(tokens: &[&str], absolute: &[String]) -> Result<Vec<usize>, String> {
+    let mut sorted: Vec<usize> = absolute
+        .iter()
+        .map(|a| index(a))
+        .collect::<Result<_, _>>()?;
+    sorted.sort_unstable();
+    let renumbered =
+        tokens.len() == sorted.len() && tokens.iter().enumerate().all(|(j, t)| *t == j.to_string());
+    if !renumbered {
+        return Err(format!(
+            "the step's GPUs {} are neither Slurm's {} nor renumbered from 0",
+            quote(&tokens.join(",")),
+            quote(&absolute.join(","))
+        ));
+    }
+    Ok(sorted)
+}
+
+/// The most GPUs and the longest file read from the kernel.
+const MAX_FILE: u64 = 65_536;
+
+/// Reads the node's NVIDIA GPUs as the driver lists them under `root`
+/// (`/` in production): each `proc/driver/nvidia/gpus/<bus id>/information`
+/// with its `Device Minor`.
+pub fn kernel_gpus(root: &Path) -> Result<Vec<KernelGpu>, String> {
+    let dir = root.join("proc/driver/nvidia/gpus");
+    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut gpus = Vec::new();
+    for entry in entries.take(MAX_GPUS + 1) {
+        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let bus_id = entry.file_name().to_string_lossy().to_lowercase();
+        let info = read_small(&entry.path().join("information"))?;
+        let minor = info
+            .lines()
+            .find_map(|l| l.strip_prefix("Device Minor:"))
+            .and_then(|m| m.trim().parse::<u32>().ok())
+            .ok_or_else(|| format!("{}: no Device Minor", entry.path().display()))?;
+        gpus.push(KernelGpu { bus_id, minor });
+    }
+    if gpus.len() > MAX_GPUS {
+        return Err(format!("more than {MAX_GPUS} GPUs in {}", dir.display()));
+    }
+    Ok(gpus)
+}
+
+/// A GPU's place from sysfs under `root`: `numa_node` (-1: none, so no
+/// affinity) and `local_cpulist`.
+pub fn kernel_place(root: &Path, token: &str, bus_id: &str) -> Result<GpuPlace, String> {
+    let dir = root.join("sys/bus/pci/devices").join(bus_id);
+    let numa_text = read_small(&dir.join("numa_node"))?;
+    let numa = numa_text.trim().parse::<i64>().map_err(|_| {
+        format!(
+            "{}: odd NUMA node {}",
+            dir.display(),
+            quote(numa_text.trim())
+        )
+    })?;
+    let numa = u32::try_from(numa).ok();
+    let cpus = match numa {
+        None => None,
+        Some(_) => {
+            let list = read_small(&dir.join("local_cpulist"))?;
+            Some(CpuSet::parse_list(list.trim()).map_err(|e| e.to_string())?)
+        }
+    };
+    Ok(GpuPlace {
+        token: token.to_string(),
+        numa,
+        cpus,
+    })
+}
+
+/// The step's GPUs located through the kernel under `root`, without NVML
+/// (see [`resolve_tokens`]).
+pub fn from_kernel<S: AsRef<str>>(
+    root: &Path,
+    tokens: &[S],
+    absolute: Option<&[String]>,
+) -> Result<Topology, String> {
+    let devices = kernel_gpus(root)?;
+    let resolved = resolve_tokens(tokens, absolute, &devices)?;
+    let gpus = tokens
+        .iter()
+        .zip(&resolved)
+        .map(|(token, gpu)| kernel_place(root, token.as_ref(), &gpu.bus_id))
+        .collect::<Result<Vec<_>, _>>()?;
+    let cpus = union_of(&gpus);
+    Ok(Topology { cpus, gpus })
+}
+
+fn read_small(path: &Path) -> Result<String, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut text = String::new();
+    file.take(MAX_FILE)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,5 +443,88 @@ mod tests {
         }
         let many: String = (0..65).map(|i| format!("{i} 0 0\n")).collect();
         assert!(Topology::parse(&many).is_err());
+    }
+
+    fn gpu(bus_id: &str, minor: u32) -> KernelGpu {
+        KernelGpu {
+            bus_id: bus_id.to_string(),
+            minor,
+        }
+    }
+
+    #[test]
+    fn tokens_resolve_or_are_refused() {
+        let node = [
+            gpu("0000:c1:00.0", 0),
+            gpu("0000:03:00.0", 1),
+            gpu("0000:41:00.0", 2),
+            gpu("0000:81:00.0", 3),
+        ];
+        // Minors in bus order: 03 has minor 1, but sorts first: refused.
+        let err = resolve_tokens(&["0"], None, &node).unwrap_err();
+        assert!(err.contains("has device minor 1"), "{err}");
+        let node = [
+            gpu("0000:c1:00.0", 3),
+            gpu("0000:03:00.0", 0),
+            gpu("0000:41:00.0", 1),
+            gpu("0000:81:00.0", 2),
+        ];
+        let bus = |r: Vec<KernelGpu>| -> Vec<String> { r.into_iter().map(|g| g.bus_id).collect() };
+        let abs: Vec<String> = vec!["2".into(), "3".into()];
+        assert_eq!(
+            bus(resolve_tokens(&["2", "3"], Some(&abs), &node).unwrap()),
+            ["0000:81:00.0", "0000:c1:00.0"]
+        );
+        // Under device constraint: 0,1 stand for Slurm's 3,2 sorted.
+        let abs: Vec<String> = vec!["3".into(), "2".into()];
+        assert_eq!(
+            bus(resolve_tokens(&["0", "1"], Some(&abs), &node).unwrap()),
+            ["0000:81:00.0", "0000:c1:00.0"]
+        );
+        assert!(resolve_tokens(&["1", "0"], Some(&abs), &node).is_err());
+        assert!(resolve_tokens(&["5"], None, &node)
+            .unwrap_err()
+            .contains("past the node's 4"));
+        let err = resolve_tokens(&["GPU-abc"], None, &node).unwrap_err();
+        assert!(err.contains("only NVML can locate"), "{err}");
+    }
+
+    #[test]
+    fn the_kernel_files_under_a_root() {
+        let root = std::env::temp_dir().join(format!("dgm-kernel-{}", std::process::id()));
+        let put = |path: &str, text: &str| {
+            let p = root.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        for (bus, minor, numa, cpus) in [
+            ("0000:03:00.0", 0, "1", "4-7\n"),
+            ("0000:41:00.0", 1, "0", "0-3\n"),
+            ("0000:81:00.0", 2, "-1", "0-7\n"),
+        ] {
+            put(
+                &format!("proc/driver/nvidia/gpus/{bus}/information"),
+                &format!("Model: Fake\nDevice Minor: {minor}\nBus Location: {bus}\n"),
+            );
+            put(
+                &format!("sys/bus/pci/devices/{bus}/numa_node"),
+                &format!("{numa}\n"),
+            );
+            put(&format!("sys/bus/pci/devices/{bus}/local_cpulist"), cpus);
+        }
+        let t = from_kernel(&root, &["0", "1"], None).unwrap();
+        assert_eq!(
+            t.place("0").unwrap().cpus.as_ref().unwrap().to_string(),
+            "4-7"
+        );
+        assert_eq!(t.place("1").unwrap().numa, Some(0));
+        assert_eq!(t.cpus.to_string(), "0-7");
+        let t = from_kernel(&root, &["2"], None).unwrap();
+        assert_eq!(t.gpus[0].cpus, None, "NUMA -1: no affinity");
+        let none = root.join("nothing");
+        assert!(from_kernel(&none, &["0"], None)
+            .unwrap_err()
+            .contains("nothing/proc/driver/nvidia/gpus"));
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -3,8 +3,9 @@
 
 use crate::deadline::{self, Failure};
 use desi_gpu_map::config::Config;
+use desi_gpu_map::method::Method;
 use desi_gpu_map::method::Request;
-use desi_gpu_map::step::{plan_step, StepFacts, StepPlan};
+use desi_gpu_map::step::{locate, plan_step, step_topology, StepFacts, StepPlan};
 use desi_gpu_map::vendor::{choose, Chosen, VendorSetting};
 use desi_gpu_map::{nvml, Error};
 use slurm_spank::SpankHandle;
@@ -61,7 +62,17 @@ pub fn plan(
         log::debug!("NVML discovery took {} us", started.elapsed().as_micros());
         found
     };
-    plan_step(&facts, &env, &mut nvml)
+    let mut plan = plan_step(&facts, &env, &mut nvml);
+    if let (StepPlan::Map(map), Some(Ok(config))) = (&mut plan, config) {
+        if map.method == Method::Closest {
+            // Once per step per node: tasks then do only set arithmetic.
+            let started = Instant::now();
+            let topology = step_topology(config, map, &env);
+            locate(map, topology.as_ref().map_err(Clone::clone));
+            log::debug!("GPU locations read in {} us", started.elapsed().as_micros());
+        }
+    }
+    plan
 }
 
 /// The node's GPU vendor, read from `/sys` and `/dev` (only for steps that

@@ -364,6 +364,19 @@ pub fn from_kernel<S: AsRef<str>>(
     Ok(Topology { cpus, gpus })
 }
 
+/// NVML's PCI bus id (`00000000:C1:00.0`, an 8-digit domain) as sysfs
+/// names the device (`0000:c1:00.0`).
+pub fn sysfs_bus_id(nvml: &str) -> Option<String> {
+    let (domain, rest) = nvml.split_once(':')?;
+    let domain = u32::from_str_radix(domain, 16).ok()?;
+    let rest = rest.to_lowercase();
+    let ok = rest.len() == 7
+        && rest
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
+    ok.then(|| format!("{domain:04x}:{rest}"))
+}
+
 fn read_small(path: &Path) -> Result<String, String> {
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut text = String::new();
@@ -487,6 +500,20 @@ mod tests {
             .contains("past the node's 4"));
         let err = resolve_tokens(&["GPU-abc"], None, &node).unwrap_err();
         assert!(err.contains("only NVML can locate"), "{err}");
+    }
+
+    #[test]
+    fn nvml_bus_ids_as_sysfs_names_them() {
+        assert_eq!(
+            sysfs_bus_id("00000000:C1:00.0").as_deref(),
+            Some("0000:c1:00.0")
+        );
+        assert_eq!(
+            sysfs_bus_id("0001:03:00.0").as_deref(),
+            Some("0001:03:00.0")
+        );
+        assert_eq!(sysfs_bus_id("C1:00.0"), None);
+        assert_eq!(sysfs_bus_id("0000:../../x"), None);
     }
 
     #[test]

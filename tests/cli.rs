@@ -117,6 +117,14 @@ fn show_outside_a_task_says_not_mapped() {
     let text = stdout(&out);
     assert!(text.starts_with("mapped by desi-gpu-map: no\n"), "{text}");
     assert!(text.contains("cuda_visible_devices: 1\n"), "{text}");
+    // The task's CPUs, as the kernel reports the child's (inherited) mask.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let mine = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    assert!(text.contains(&format!("cpus: {mine}\n")), "{text}");
 }
 
 #[test]

@@ -74,8 +74,11 @@ fn task_inputs(spank: &SpankHandle) -> Result<Ids, String> {
 
 /// The CPUs this task may run on. slurmstepd has already applied the task
 /// plugin's binding: `exec_task()` in `src/slurmd/slurmstepd/task.c` calls
-/// `task_g_pre_launch()` before `spank_user_task()` (seen in 22.05 and
-/// 24.11), and `task_init` runs in the forked task.
+/// `setup_env()` (which writes `SLURM_CPU_BIND_*`), then
+/// `task_g_pre_launch()` (task/affinity binds), then `spank_user_task()`
+/// (our `task_init`), in this order in the Slurm sources read for 19.05,
+/// 23.x and 24.11.7; on 22.05 the test cluster sees the bound masks
+/// (tests/closest.rs).
 fn own_cpus() -> Option<CpuSet> {
     // SAFETY: cpu_set_t is plain bits, for which all zeroes is valid.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };

@@ -377,6 +377,70 @@ pub fn sysfs_bus_id(nvml: &str) -> Option<String> {
     ok.then(|| format!("{domain:04x}:{rest}"))
 }
 
+/// The step's GPUs located from NVML's answer ([`crate::nvml::places`]
+/// lines: `UUID BUS-ID MINOR CPULIST`). A UUID token names its device
+/// directly; an index resolves as in [`resolve_tokens`], with NVML's bus
+/// ids and minors. An empty affinity (`-`) is unknown.
+pub fn from_nvml_lines<S: AsRef<str>>(
+    lines: &[String],
+    tokens: &[S],
+    absolute: Option<&[String]>,
+) -> Result<Topology, String> {
+    let mut found: Vec<(String, KernelGpu, Option<CpuSet>)> = Vec::new();
+    for line in lines.iter().take(MAX_GPUS + 1) {
+        let bad = || format!("NVML gave the odd line {}", quote(line));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let [uuid, bus, minor, cpus] = words.as_slice() else {
+            return Err(bad());
+        };
+        let bus_id = sysfs_bus_id(bus).ok_or_else(bad)?;
+        let minor = minor.parse::<u32>().map_err(|_| bad())?;
+        let cpus = match *cpus {
+            "-" => None,
+            list => Some(CpuSet::parse_list(list).map_err(|e| e.to_string())?),
+        };
+        found.push(((*uuid).to_string(), KernelGpu { bus_id, minor }, cpus));
+    }
+    let tokens: Vec<&str> = tokens.iter().map(AsRef::as_ref).collect();
+    let all_uuids = tokens
+        .iter()
+        .all(|t| t.starts_with("GPU-") || t.starts_with("MIG-"));
+    let buses: Vec<String> = if all_uuids {
+        tokens
+            .iter()
+            .map(|t| {
+                found
+                    .iter()
+                    .find(|(uuid, _, _)| uuid == t)
+                    .map(|(_, g, _)| g.bus_id.clone())
+                    .ok_or_else(|| format!("NVML does not list GPU {}", quote(t)))
+            })
+            .collect::<Result<_, _>>()?
+    } else {
+        let devices: Vec<KernelGpu> = found.iter().map(|(_, g, _)| g.clone()).collect();
+        resolve_tokens(&tokens, absolute, &devices)?
+            .into_iter()
+            .map(|g| g.bus_id)
+            .collect()
+    };
+    let gpus: Vec<GpuPlace> = tokens
+        .iter()
+        .zip(&buses)
+        .map(|(token, bus)| GpuPlace {
+            token: (*token).to_string(),
+            numa: None,
+            cpus: found
+                .iter()
+                .find(|(_, g, _)| &g.bus_id == bus)
+                .and_then(|(_, _, c)| c.clone()),
+        })
+        .collect();
+    Ok(Topology {
+        cpus: union_of(&gpus),
+        gpus,
+    })
+}
+
 fn read_small(path: &Path) -> Result<String, String> {
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut text = String::new();
@@ -500,6 +564,32 @@ mod tests {
             .contains("past the node's 4"));
         let err = resolve_tokens(&["GPU-abc"], None, &node).unwrap_err();
         assert!(err.contains("only NVML can locate"), "{err}");
+    }
+
+    #[test]
+    fn nvml_answers_locate_uuids_and_indices() {
+        let lines: Vec<String> = [
+            "GPU-a 00000000:01:00.0 0 1",
+            "GPU-b 00000000:02:00.0 1 1",
+            "GPU-c 00000000:03:00.0 2 0",
+            "GPU-d 00000000:04:00.0 3 -",
+        ]
+        .map(String::from)
+        .to_vec();
+        let t = from_nvml_lines(&lines, &["GPU-c", "GPU-a"], None).unwrap();
+        assert_eq!(t.tokens(), ["GPU-c", "GPU-a"]);
+        assert_eq!(t.gpus[0].cpus.as_ref().unwrap().to_string(), "0");
+        assert_eq!(t.gpus[1].cpus.as_ref().unwrap().to_string(), "1");
+        let t = from_nvml_lines(&lines, &["2", "3"], None).unwrap();
+        assert_eq!(t.gpus[0].cpus.as_ref().unwrap().to_string(), "0");
+        assert_eq!(t.gpus[1].cpus, None, "no affinity");
+        assert!(from_nvml_lines(&lines, &["GPU-x"], None)
+            .unwrap_err()
+            .contains("does not list"));
+        let odd = vec!["GPU-a 1 2".to_string()];
+        assert!(from_nvml_lines(&odd, &["0"], None)
+            .unwrap_err()
+            .contains("odd line"));
     }
 
     #[test]

@@ -164,7 +164,8 @@ fn unbound_tasks_and_partial_steps_are_contiguous_where_nothing_is_nearer() {
 
 #[test]
 fn unknown_gpu_locations_fall_back_in_one_line() {
-    // No kernel_root: this host has no NVIDIA driver files.
+    // No kernel_root (this host has no NVIDIA driver files), and the fake
+    // NVML reports no CPU affinity (no affinity= line).
     let _c = setup("required", &[]);
     let (got, err) = srun_cpus(&[
         "-n2",
@@ -175,9 +176,34 @@ fn unknown_gpu_locations_fall_back_in_one_line() {
     assert_eq!(got, rows(&["0 0 0 0", "1 1 1 1"]), "{err}");
     let lines: Vec<&str> = err.lines().filter(|l| l.contains("closest:")).collect();
     assert_eq!(lines.len(), 1, "{err}");
-    assert!(
-        lines[0].starts_with("desi-gpu-map: node n1: closest: ")
-            && lines[0].ends_with("; using contiguous"),
-        "{err}"
+    assert_eq!(
+        lines[0],
+        "desi-gpu-map: node n1: closest: no CPU affinity is known for GPU \"0\"; using contiguous"
     );
+}
+
+#[test]
+fn nvml_locates_the_gpus_where_the_kernel_files_fail() {
+    // No kernel_root (this host has no NVIDIA driver files): NVML's CPU
+    // affinity, from the fake library, places GPUs 0,1 at CPU 1, 2,3 at 0.
+    let _c = setup("required", &[]);
+    cluster(&["nvml", "set", "affinity=0x2,0x2,0x1,0x1"]);
+    let (got, err) = srun_cpus(&[
+        "-n2",
+        "--gpus-per-node=4",
+        "--cpu-bind=cores",
+        "--desi-gpu-map=verbose,closest",
+    ]);
+    assert_eq!(got, rows(&["0 0 2 0", "1 1 0 1"]), "{err}");
+    assert!(err.contains("gpu_cpus=0 near=yes"), "{err}");
+    // NVML fails the call: the step falls back, in one line.
+    cluster(&["nvml", "set", "fail=affinity"]);
+    let (got, err) = srun_cpus(&[
+        "-n2",
+        "--gpus-per-node=4",
+        "--cpu-bind=cores",
+        "--desi-gpu-map=closest",
+    ]);
+    assert_eq!(got, rows(&["0 0 0 0", "1 1 1 1"]), "{err}");
+    assert!(err.contains("nvmlDeviceGetCpuAffinity failed"), "{err}");
 }

@@ -20,6 +20,15 @@ pub fn run(args: &PlanArgs) -> Result<String, Box<dyn std::error::Error>> {
         Some(t) if args.gpus.is_empty() && args.devices.is_empty() => vec![t.tokens(); args.nodes],
         _ => gpu_lists(args)?,
     };
+    if let (Method::Closest, Some(t)) = (method, &topology) {
+        // The plugin says this once per node; the preview says it on stderr.
+        for (node, list) in gpus.iter().enumerate() {
+            if let Err(why) = desi_gpu_map::closest::near_cpus(list, t) {
+                let line = format!("desi-gpu-map plan: node {node}: {why}\n");
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            }
+        }
+    }
     let ranks = place(&per_node, args.distribution);
     let rows = preview(&ranks, &gpus, method, visible, topology.as_ref())?;
     let loads = loads(&rows, &gpus);

@@ -508,7 +508,7 @@ mod tests {
             ])
         };
         let no_files = parse_args(&["kernel_root=/nonexistent"]).unwrap();
-        let vars = env_of(&[]);
+        let vars = env_of(&[("SLURM_STEP_GPUS", "0,1")]);
         let env = |name: &str| vars.get(name).cloned();
         let (p, _) = plan_with(
             &no_files,

@@ -220,7 +220,7 @@ pub struct KernelGpu {
 /// node's NVIDIA GPUs), and refuses to guess:
 ///
 /// - An index `i` is absolute when the step's list equals Slurm's own
-///   (`SLURM_STEP_GPUS`, `absolute`): it names the `i`-th GPU in PCI bus
+///   (`SLURM_STEP_GPUS`, `absolute`; without it nothing is resolved): it names the `i`-th GPU in PCI bus
 ///   order, the order CUDA reads it in (the plugin sets
 ///   `CUDA_DEVICE_ORDER=PCI_BUS_ID`). Slurm's index is a position in
 ///   gres.conf's `File=` list, so it is accepted only when that GPU's
@@ -239,10 +239,20 @@ pub fn resolve_tokens<S: AsRef<str>>(
     let mut by_bus: Vec<&KernelGpu> = devices.iter().collect();
     by_bus.sort_by(|a, b| a.bus_id.cmp(&b.bus_id));
     let tokens: Vec<&str> = tokens.iter().map(AsRef::as_ref).collect();
-    let same = absolute.is_some_and(|a| a.iter().map(String::as_str).eq(tokens.iter().copied()));
-    let indices: Vec<usize> = match absolute {
-        Some(abs) if !same => relative(&tokens, abs)?,
-        _ => tokens.iter().map(|t| index(t)).collect::<Result<_, _>>()?,
+    let Some(absolute) = absolute else {
+        return Err(format!(
+            "{} is not set: cannot tell absolute indices from renumbered ones",
+            crate::env::STEP_GPUS
+        ));
+    };
+    let same = absolute
+        .iter()
+        .map(String::as_str)
+        .eq(tokens.iter().copied());
+    let indices: Vec<usize> = if same {
+        tokens.iter().map(|t| index(t)).collect::<Result<_, _>>()?
+    } else {
+        relative(&tokens, absolute)?
     };
     indices
         .iter()
@@ -538,8 +548,11 @@ mod tests {
             gpu("0000:81:00.0", 3),
         ];
         // Minors in bus order: 03 has minor 1, but sorts first: refused.
-        let err = resolve_tokens(&["0"], None, &node).unwrap_err();
+        let zero: Vec<String> = vec!["0".into()];
+        let err = resolve_tokens(&["0"], Some(&zero), &node).unwrap_err();
         assert!(err.contains("has device minor 1"), "{err}");
+        let err = resolve_tokens(&["0"], None, &node).unwrap_err();
+        assert!(err.starts_with("SLURM_STEP_GPUS is not set"), "{err}");
         let node = [
             gpu("0000:c1:00.0", 3),
             gpu("0000:03:00.0", 0),
@@ -559,10 +572,11 @@ mod tests {
             ["0000:81:00.0", "0000:c1:00.0"]
         );
         assert!(resolve_tokens(&["1", "0"], Some(&abs), &node).is_err());
-        assert!(resolve_tokens(&["5"], None, &node)
-            .unwrap_err()
-            .contains("past the node's 4"));
-        let err = resolve_tokens(&["GPU-abc"], None, &node).unwrap_err();
+        let five: Vec<String> = vec!["5".into()];
+        let err = resolve_tokens(&["5"], Some(&five), &node).unwrap_err();
+        assert!(err.contains("past the node's 4"), "{err}");
+        let uuid: Vec<String> = vec!["GPU-abc".into()];
+        let err = resolve_tokens(&["GPU-abc"], Some(&uuid), &node).unwrap_err();
         assert!(err.contains("only NVML can locate"), "{err}");
     }
 
@@ -580,7 +594,8 @@ mod tests {
         assert_eq!(t.tokens(), ["GPU-c", "GPU-a"]);
         assert_eq!(t.gpus[0].cpus.as_ref().unwrap().to_string(), "0");
         assert_eq!(t.gpus[1].cpus.as_ref().unwrap().to_string(), "1");
-        let t = from_nvml_lines(&lines, &["2", "3"], None).unwrap();
+        let abs: Vec<String> = vec!["2".into(), "3".into()];
+        let t = from_nvml_lines(&lines, &["2", "3"], Some(&abs)).unwrap();
         assert_eq!(t.gpus[0].cpus.as_ref().unwrap().to_string(), "0");
         assert_eq!(t.gpus[1].cpus, None, "no affinity");
         assert!(from_nvml_lines(&lines, &["GPU-x"], None)
@@ -629,14 +644,15 @@ mod tests {
             );
             put(&format!("sys/bus/pci/devices/{bus}/local_cpulist"), cpus);
         }
-        let t = from_kernel(&root, &["0", "1"], None).unwrap();
+        let abs = |l: &[&str]| -> Vec<String> { l.iter().map(|s| s.to_string()).collect() };
+        let t = from_kernel(&root, &["0", "1"], Some(&abs(&["0", "1"]))).unwrap();
         assert_eq!(
             t.place("0").unwrap().cpus.as_ref().unwrap().to_string(),
             "4-7"
         );
         assert_eq!(t.place("1").unwrap().numa, Some(0));
         assert_eq!(t.cpus.to_string(), "0-7");
-        let t = from_kernel(&root, &["2"], None).unwrap();
+        let t = from_kernel(&root, &["2"], Some(&abs(&["2"]))).unwrap();
         assert_eq!(t.gpus[0].cpus, None, "NUMA -1: no affinity");
         let none = root.join("nothing");
         assert!(from_kernel(&none, &["0"], None)

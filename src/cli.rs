@@ -34,7 +34,14 @@ pub enum Command {
 Examples:
   desi-gpu-map plan -N 2 -n 8 --method contiguous
   desi-gpu-map plan -N 2 -n 5 -m cyclic --gpus 4,2 --method roundrobin
-  desi-gpu-map plan -N 1 -n 3 --devices 2,3 --visible rotate --json")]
+  desi-gpu-map plan -N 1 -n 3 --devices 2,3 --visible rotate --json
+  desi-gpu-map plan -n 8 --method closest --topology perlmutter
+
+Topology file (--topology FILE), one GPU a line, # comments:
+  cpus 0-63          # optional: the CPUs tasks are bound to, in order
+  0  3  48-63,112-127
+  1  2  32-47,96-111
+  (TOKEN as in CUDA_VISIBLE_DEVICES, NUMA node, local cpulist; - if unknown)")]
 pub struct PlanArgs {
     /// Number of nodes (srun -N).
     #[arg(short = 'N', long, default_value_t = 1)]
@@ -64,6 +71,11 @@ pub struct PlanArgs {
         help = format!("Mapping method: {}", method_names())
     )]
     pub method: Method,
+    /// The node's GPUs and their local CPUs, for --method closest: a preset
+    /// (perlmutter, polaris, lumi-g, dgx-a100, aurora) or a topology file.
+    /// Tasks are previewed bound to equal blocks of the node's cores.
+    #[arg(long, value_name = "PRESET|FILE")]
+    pub topology: Option<String>,
     /// What stays visible to each task.
     #[arg(long, default_value = "single", value_parser = one_of::<Visible>())]
     pub visible: Visible,

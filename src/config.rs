@@ -63,6 +63,10 @@ pub struct Config {
     /// Whose runtime reads the GPU lists on the node (see `vendor`).
     pub vendor: VendorSetting,
     pub verbose: bool,
+    /// Where `closest` reads the kernel's GPU files (`proc/driver/nvidia`,
+    /// `sys/bus/pci`): `/`, or a fake tree in tests. Only plugstack.conf
+    /// sets it, so no user can point the plugin at files of their own.
+    pub kernel_root: std::path::PathBuf,
 }
 
 impl Default for Config {
@@ -76,6 +80,7 @@ impl Default for Config {
             nvml_timeout: Duration::from_secs(DEFAULT_NVML_TIMEOUT_S),
             vendor: VendorSetting::Auto,
             verbose: false,
+            kernel_root: std::path::PathBuf::from("/"),
         }
     }
 }
@@ -90,7 +95,7 @@ const NVML_TIMEOUT_RANGE_S: std::ops::RangeInclusive<u64> = 1..=300;
 pub(crate) fn keys() -> String {
     format!(
         "default={}, flag=NAME, visible={}, nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..300, \
-         untracked={}, vendor={}, verbose",
+         untracked={}, vendor={}, verbose, kernel_root=/ABSOLUTE/PATH",
         names::<Choice>().join("|"),
         names::<Visible>().join("|"),
         names::<Untracked>().join("|"),
@@ -130,15 +135,31 @@ fn apply(config: &mut Config, key: &str, value: Option<&str>) -> Result<(), ArgP
         ("untracked", Some(v)) => config.untracked = named("untracked", v)?,
         ("vendor", Some(v)) => config.vendor = named("vendor", v)?,
         ("nvml_timeout", Some(v)) => config.nvml_timeout = parse_nvml_timeout(v)?,
+        ("kernel_root", Some(v)) => config.kernel_root = parse_root(v)?,
         ("verbose", None) => config.verbose = true,
         ("verbose", Some(_)) => return Err(ArgProblem::TakesNoValue(key.to_string())),
         (
-            "default" | "flag" | "visible" | "nvml" | "nvml_timeout" | "untracked" | "vendor",
+            "default" | "flag" | "visible" | "nvml" | "nvml_timeout" | "untracked" | "vendor"
+            | "kernel_root",
             None,
         ) => return Err(ArgProblem::NeedsValue(key.to_string())),
         _ => return Err(ArgProblem::Unknown(key.to_string())),
     }
     Ok(())
+}
+
+/// `kernel_root`: an absolute path.
+fn parse_root(value: &str) -> Result<std::path::PathBuf, ArgProblem> {
+    let path = std::path::PathBuf::from(value);
+    if path.is_absolute() {
+        Ok(path)
+    } else {
+        Err(bad_value(
+            "kernel_root",
+            value,
+            "an absolute path".to_string(),
+        ))
+    }
 }
 
 /// A value outside what `key` accepts.
@@ -439,11 +460,21 @@ mod tests {
         let err = parse_args(&["default=x"]).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "bad plugstack argument \"default=x\": default must be contiguous, roundrobin or none, \
-             not \"x\"; valid arguments: default=contiguous|roundrobin|none, flag=NAME, \
+            "bad plugstack argument \"default=x\": default must be contiguous, roundrobin, closest or \
+             none, not \"x\"; valid arguments: default=contiguous|roundrobin|closest|none, flag=NAME, \
              visible=single|rotate, nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..300, \
-             untracked=ignore|whole-node, vendor=auto|nvidia|amd|intel, verbose"
+             untracked=ignore|whole-node, vendor=auto|nvidia|amd|intel, verbose, \
+             kernel_root=/ABSOLUTE/PATH"
         );
+        let err = parse_args(&["kernel_root=tmp"]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("kernel_root must be an absolute path, not \"tmp\""),
+            "{err}"
+        );
+        let c = parse_args(&["kernel_root=/tmp/fake"]).unwrap();
+        assert_eq!(c.kernel_root, std::path::PathBuf::from("/tmp/fake"));
+        assert_eq!(Config::default().kernel_root, std::path::PathBuf::from("/"));
     }
 
     #[test]

@@ -26,6 +26,10 @@ pub const GPUS_ON_NODE: &str = "SLURM_GPUS_ON_NODE";
 pub const STEP_GPUS: &str = "SLURM_STEP_GPUS";
 /// Set by slurmstepd when Slurm binds GPUs per task itself.
 pub const TRES_BIND: &str = "SLURMD_TRES_BIND";
+/// task/affinity's binding in each task's environment: its kind
+/// (`mask_cpu:`, `map_cpu:`, ...) and every task's entry.
+pub const CPU_BIND_TYPE: &str = "SLURM_CPU_BIND_TYPE";
+pub const CPU_BIND_LIST: &str = "SLURM_CPU_BIND_LIST";
 /// Requests under which Slurm binds GPUs per task itself (srun exports them).
 pub const PER_TASK_REQUESTS: [&str; 4] = [
     "SLURM_GPUS_PER_TASK",

@@ -3,11 +3,13 @@
 //! [`assign`].
 
 use crate::config::{Visible, DEFAULT_FLAG};
+use crate::cpuset::CpuSet;
 use crate::error::Error;
 use crate::gpus::join;
 use crate::method::Method;
 use crate::names::named;
-use crate::step::{assign, StepMap, TaskInputs};
+use crate::step::{assign, locate, Near, StepMap, TaskCpus, TaskInputs};
+use crate::topology::Topology;
 use crate::vendor::{Rendering, Vendor};
 
 /// srun's `-m` task distribution over nodes.
@@ -80,6 +82,9 @@ pub struct Row {
     /// The task's GPU: the first entry of `visible`.
     pub gpu: String,
     pub visible: String,
+    /// `closest`: the CPUs the task is bound to in the preview.
+    #[cfg_attr(feature = "cli", serde(skip_serializing_if = "Option::is_none"))]
+    pub cpus: Option<String>,
 }
 
 /// The whole step: each node's GPU list, and what each task gets from the
@@ -89,6 +94,7 @@ pub fn preview(
     gpus: &[Vec<String>],
     method: Method,
     visible: Visible,
+    topology: Option<&Topology>,
 ) -> Result<Vec<Row>, Error> {
     if gpus.len() != ranks.len() {
         return Err(Error::ListsPerNode {
@@ -98,7 +104,9 @@ pub fn preview(
     }
     let mut rows = Vec::new();
     for (node, (node_ranks, node_gpus)) in ranks.iter().zip(gpus).enumerate() {
-        rows.extend(node_rows(node, node_ranks, node_gpus, method, visible)?);
+        rows.extend(node_rows(
+            node, node_ranks, node_gpus, method, visible, topology,
+        )?);
     }
     rows.sort_by_key(|row| row.rank);
     Ok(rows)
@@ -110,9 +118,10 @@ fn node_rows(
     gpus: &[String],
     method: Method,
     visible: Visible,
+    topology: Option<&Topology>,
 ) -> Result<Vec<Row>, Error> {
     let cuda = join(gpus);
-    let map = StepMap {
+    let mut map = StepMap {
         method,
         visible,
         verbose: false,
@@ -127,7 +136,24 @@ fn node_rows(
             visible,
             pci_order: false,
         },
+        near: Near::Unused,
     };
+    let bound = match (method, topology) {
+        (Method::Closest, Some(topology)) => {
+            locate(&mut map, Ok(topology));
+            bind_blocks(&topology.cpus, ranks.len())
+        }
+        (Method::Closest, None) => {
+            locate(&mut map, Err("no topology was given".to_string()));
+            Vec::new()
+        }
+        _ => Vec::new(),
+    };
+    let bind_list = bound
+        .iter()
+        .map(CpuSet::to_mask)
+        .collect::<Vec<_>>()
+        .join(",");
     let name = format!("node{node}");
     let mut rows = Vec::with_capacity(ranks.len());
     for (local_id, &rank) in ranks.iter().enumerate() {
@@ -138,6 +164,13 @@ fn node_rows(
             rank: u32::try_from(rank).unwrap_or(u32::MAX),
             cuda: Some(&cuda),
             tres_bind: None,
+            cpus: TaskCpus {
+                own: bound.get(local_id).cloned(),
+                bind_type: Some("mask_cpu:"),
+                bind_list: Some(&bind_list)
+                    .filter(|l| !l.is_empty())
+                    .map(String::as_str),
+            },
         };
         let got = assign(&map, &task)?;
         rows.push(Row {
@@ -147,9 +180,30 @@ fn node_rows(
             local_count: ranks.len(),
             gpu: got.gpu,
             visible: join(&got.visible),
+            cpus: bound.get(local_id).map(ToString::to_string),
         });
     }
     Ok(rows)
+}
+
+/// Binds `count` tasks to equal consecutive blocks of `cpus`, as
+/// task/affinity does with `--cpu-bind=cores -c` (all CPUs / tasks); with
+/// more tasks than CPUs, one CPU each, wrapping round.
+pub fn bind_blocks(cpus: &CpuSet, count: usize) -> Vec<CpuSet> {
+    let all: Vec<usize> = cpus.cpus().collect();
+    if all.is_empty() || count == 0 {
+        return Vec::new();
+    }
+    let each = (all.len() / count).max(1);
+    (0..count)
+        .map(|l| {
+            let first = (l * each) % all.len();
+            let block = all
+                .get(first..(first + each).min(all.len()))
+                .unwrap_or_default();
+            CpuSet::of(block).unwrap_or_default()
+        })
+        .collect()
 }
 
 /// How many tasks of a previewed step share one GPU.
@@ -217,7 +271,7 @@ mod tests {
     fn preview_of_two_uneven_nodes() {
         let ranks = place(&[3, 2], Distribution::Cyclic);
         let g = [gpus(4), gpus(2)];
-        let rows = preview(&ranks, &g, Method::Contiguous, Visible::Single).unwrap();
+        let rows = preview(&ranks, &g, Method::Contiguous, Visible::Single, None).unwrap();
         let table: Vec<(usize, usize, usize, &str)> = rows
             .iter()
             .map(|r| (r.rank, r.node, r.local_id, r.gpu.as_str()))
@@ -249,9 +303,69 @@ mod tests {
             &[gpus(2)],
             Method::RoundRobin,
             Visible::Rotate,
+            None,
         )
         .unwrap();
         assert_eq!(rows[1].visible, "1,0");
         assert_eq!(rows[1].gpu, "1");
+    }
+
+    #[test]
+    fn closest_preview_uses_the_topology() {
+        use crate::topology::Preset;
+        let t = Preset::Perlmutter.topology();
+        let rows = preview(
+            &[(0..8).collect()],
+            &[t.tokens()],
+            Method::Closest,
+            Visible::Single,
+            Some(&t),
+        )
+        .unwrap();
+        let got: Vec<(&str, &str)> = rows
+            .iter()
+            .map(|r| (r.gpu.as_str(), r.cpus.as_deref().unwrap()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("3", "0-7"),
+                ("3", "8-15"),
+                ("2", "16-23"),
+                ("2", "24-31"),
+                ("1", "32-39"),
+                ("1", "40-47"),
+                ("0", "48-55"),
+                ("0", "56-63")
+            ]
+        );
+        // Without a topology: contiguous, no CPUs shown.
+        let rows = preview(
+            &[vec![0, 1]],
+            &[gpus(4)],
+            Method::Closest,
+            Visible::Single,
+            None,
+        )
+        .unwrap();
+        assert_eq!((rows[1].gpu.as_str(), rows[1].cpus.as_deref()), ("1", None));
+    }
+
+    #[test]
+    fn blocks_like_task_affinity() {
+        let cpus = CpuSet::parse("0-7").unwrap();
+        let shown = |n| -> Vec<String> {
+            bind_blocks(&cpus, n)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert_eq!(shown(2), ["0-3", "4-7"]);
+        assert_eq!(shown(3), ["0-1", "2-3", "4-5"]);
+        assert_eq!(
+            shown(10),
+            ["0", "1", "2", "3", "4", "5", "6", "7", "0", "1"]
+        );
+        assert!(bind_blocks(&CpuSet::new(), 2).is_empty());
     }
 }

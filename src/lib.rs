@@ -7,6 +7,8 @@
 //! - [`config`]: the site's plugstack arguments;
 //! - [`gpus`]: GPU lists as Slurm writes them;
 //! - [`mapping`]: which GPU a node-local task gets;
+//! - [`closest`], [`cpuset`], [`topology`]: the `closest` rule, the CPU
+//!   sets it compares and the node's GPU places;
 //! - [`step`]: the decision for a step and its tasks on one node;
 //! - [`layout`]: where srun places tasks, for `desi-gpu-map plan`;
 //! - [`nvml`]: the node's GPUs as NVML lists them;
@@ -19,7 +21,9 @@
 #![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]
 
 pub mod bind;
+pub mod closest;
 pub mod config;
+pub mod cpuset;
 pub mod env;
 pub mod error;
 pub mod gpus;
@@ -29,6 +33,7 @@ pub mod method;
 pub mod names;
 pub mod nvml;
 pub mod step;
+pub mod topology;
 pub mod vendor;
 
 pub use error::Error;

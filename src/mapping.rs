@@ -23,7 +23,9 @@ pub fn position(
     }
     match method {
         Method::RoundRobin => Ok(local_id % gpu_count),
-        Method::Contiguous => Ok(block_of(local_id, local_count, gpu_count)),
+        // Without the CPUs of the task and its GPUs, `closest` is
+        // `contiguous` (crate::closest works with them).
+        Method::Contiguous | Method::Closest => Ok(block_of(local_id, local_count, gpu_count)),
     }
 }
 

@@ -11,11 +11,15 @@ pub enum Method {
     Contiguous,
     /// Local task `l` gets GPU `l mod k`.
     RoundRobin,
+    /// A GPU attached to the task's own CPUs, balanced within each domain
+    /// (see [`crate::closest`]); contiguous where that is unknown.
+    Closest,
 }
 
 named!(Method {
     Contiguous => "contiguous",
     RoundRobin => "roundrobin" | "round-robin",
+    Closest => "closest",
 });
 
 impl Method {
@@ -27,6 +31,11 @@ impl Method {
                 "(numpy.array_split order: 6 tasks on 4 GPUs -> 0 0 1 1 2 3)",
             ],
             Method::RoundRobin => &["node-local task l gets GPU l mod k"],
+            Method::Closest => &[
+                "a GPU attached to the task's own CPUs, split in blocks",
+                "among the tasks near the same GPUs; contiguous when a",
+                "GPU's CPUs are unknown (said in one line)",
+            ],
         }
     }
 }
@@ -54,6 +63,7 @@ impl Named for Choice {
     const ALL: &'static [Self] = &[
         Choice::Map(Method::Contiguous),
         Choice::Map(Method::RoundRobin),
+        Choice::Map(Method::Closest),
         Choice::Off,
     ];
 
@@ -84,7 +94,7 @@ impl Choice {
 named!(from_str Choice);
 
 /// The option's value as the plugin registers it with Slurm:
-/// `[verbose,]contiguous|roundrobin|none|help`.
+/// `[verbose,]contiguous|roundrobin|closest|none|help`.
 pub fn option_form() -> String {
     format!("[verbose,]{}|help", names::<Choice>().join("|"))
 }
@@ -102,7 +112,7 @@ pub enum Request {
 }
 
 /// The values listed in every error message about the option:
-/// `contiguous, roundrobin (or round-robin), none, help, each optionally
+/// `contiguous, roundrobin (or round-robin), closest, none, help, each optionally
 /// after "verbose,"`.
 pub fn valid_values() -> String {
     format!(
@@ -216,6 +226,9 @@ mod tests {
         assert_eq!(parse_option("roundrobin"), Ok(use_(r, false)));
         assert_eq!(parse_option("round-robin"), Ok(use_(r, false)));
         assert_eq!(parse_option("none"), Ok(use_(Choice::Off, false)));
+        let near = Choice::Map(Method::Closest);
+        assert_eq!(parse_option("closest"), Ok(use_(near, false)));
+        assert_eq!(parse_option("verbose,closest"), Ok(use_(near, true)));
         assert_eq!(parse_option("verbose,contiguous"), Ok(use_(c, true)));
         assert_eq!(parse_option("verbose,round-robin"), Ok(use_(r, true)));
         assert_eq!(parse_option("verbose,none"), Ok(use_(Choice::Off, true)));
@@ -258,7 +271,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "invalid --desi-gpu-map value \"contigous\"; valid values: contiguous, roundrobin \
-             (or round-robin), none, help, each optionally after \"verbose,\""
+             (or round-robin), closest, none, help, each optionally after \"verbose,\""
         );
         let err = parse_option("").unwrap_err();
         assert!(err.to_string().contains("an empty value"), "{err}");
@@ -287,12 +300,19 @@ mod tests {
 
     #[test]
     fn names_are_defined_once() {
-        assert_eq!(method_names(), "contiguous, roundrobin (or round-robin)");
-        assert_eq!(option_form(), "[verbose,]contiguous|roundrobin|none|help");
+        assert_eq!(
+            method_names(),
+            "contiguous, roundrobin (or round-robin), closest"
+        );
+        assert_eq!(
+            option_form(),
+            "[verbose,]contiguous|roundrobin|closest|none|help"
+        );
         assert_eq!(
             valid_values(),
-            "contiguous, roundrobin (or round-robin), none, help, each optionally after \"verbose,\""
+            "contiguous, roundrobin (or round-robin), closest, none, help, each optionally after \"verbose,\""
         );
+        assert_eq!("closest".parse(), Ok(Method::Closest));
         assert_eq!("round-robin".parse(), Ok(Method::RoundRobin));
         assert_eq!("none".parse(), Ok(Choice::Off));
         for bad in ["none", "verbose,roundrobin", "help", ""] {
@@ -313,6 +333,9 @@ METHOD:
   contiguous   consecutive blocks of node-local tasks share a GPU
                (numpy.array_split order: 6 tasks on 4 GPUs -> 0 0 1 1 2 3)
   roundrobin   node-local task l gets GPU l mod k (also: round-robin)
+  closest      a GPU attached to the task's own CPUs, split in blocks
+               among the tasks near the same GPUs; contiguous when a
+               GPU's CPUs are unknown (said in one line)
   none         no mapping, even if the site set a default
   help         print this text and exit
   verbose      prefix: each task reports its GPU on stderr; alone, it

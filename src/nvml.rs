@@ -23,6 +23,46 @@ pub fn uuids(source: &NvmlSource) -> Result<Vec<String>, Error> {
     })
 }
 
+/// The longest CPU mask asked of NVML, in 64-bit words: [`crate::cpuset::MAX_CPUS`].
+const AFFINITY_WORDS: usize = crate::cpuset::MAX_CPUS / 64;
+
+/// Every GPU as `closest` locates it, one line each: `UUID BUS-ID MINOR
+/// CPULIST` (the CPUs of `nvmlDeviceGetCpuAffinity`, `-` when empty), read
+/// by [`crate::topology::from_nvml_lines`].
+pub fn places(source: &NvmlSource) -> Result<Vec<String>, Error> {
+    each_device(source, |_, d| {
+        let uuid = d.uuid().map_err(|e| failed("nvmlDeviceGetUUID", e))?;
+        let pci = d
+            .pci_info()
+            .map_err(|e| failed("nvmlDeviceGetPciInfo", e))?;
+        let minor = d
+            .minor_number()
+            .map_err(|e| failed("nvmlDeviceGetMinorNumber", e))?;
+        let words = d
+            .cpu_affinity(AFFINITY_WORDS)
+            .map_err(|e| failed("nvmlDeviceGetCpuAffinity", e))?;
+        let cpus: Vec<usize> = words
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &w)| {
+                // c_ulong: 64 bits here, 32 on some targets.
+                #[allow(clippy::useless_conversion)]
+                let w = u64::from(w);
+                (0..64)
+                    .filter(move |b| w & (1u64 << b) != 0)
+                    .map(move |b| i * 64 + b)
+            })
+            .collect();
+        let set = crate::cpuset::CpuSet::of(&cpus).unwrap_or_default();
+        let shown = if set.is_empty() {
+            "-".to_string()
+        } else {
+            set.to_string()
+        };
+        Ok(format!("{uuid} {} {minor} {shown}", pci.bus_id))
+    })
+}
+
 /// Every GPU with its PCI bus id and memory use.
 pub fn devices(source: &NvmlSource) -> Result<Vec<Device>, Error> {
     each_device(source, |index, d| {

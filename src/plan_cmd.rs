@@ -6,7 +6,8 @@ use desi_gpu_map::config::Visible;
 use desi_gpu_map::gpus::parse_gpu_list;
 use desi_gpu_map::layout::{even_split, loads, place, preview, Load, Row};
 use desi_gpu_map::method::Method;
-use desi_gpu_map::names::Named;
+use desi_gpu_map::names::{names, parse_name, Named};
+use desi_gpu_map::topology::{Preset, Topology};
 use desi_gpu_map::Error;
 use serde::Serialize;
 use std::fmt::Write;
@@ -14,14 +15,64 @@ use std::fmt::Write;
 pub fn run(args: &PlanArgs) -> Result<String, Box<dyn std::error::Error>> {
     let (method, visible) = (args.method, args.visible);
     let per_node = tasks_per_node(args)?;
-    let gpus = gpu_lists(args)?;
-    let rows = preview(&place(&per_node, args.distribution), &gpus, method, visible)?;
+    let topology = topology(args)?;
+    let gpus = match &topology {
+        Some(t) if args.gpus.is_empty() && args.devices.is_empty() => vec![t.tokens(); args.nodes],
+        _ => gpu_lists(args)?,
+    };
+    if let (Method::Closest, Some(t)) = (method, &topology) {
+        // The plugin says this once per node; the preview says it on stderr.
+        for (node, list) in gpus.iter().enumerate() {
+            if let Err(why) = desi_gpu_map::closest::near_cpus(list, t) {
+                let line = format!("desi-gpu-map plan: node {node}: {why}\n");
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            }
+        }
+    }
+    let ranks = place(&per_node, args.distribution);
+    let rows = preview(&ranks, &gpus, method, visible, topology.as_ref())?;
     let loads = loads(&rows, &gpus);
     if args.json {
         Ok(to_json(method, visible, &rows, &loads)?)
     } else {
         Ok(to_text(method, visible, &rows, &loads))
     }
+}
+
+/// The largest topology file read.
+const MAX_TOPOLOGY_BYTES: u64 = 1 << 20;
+
+/// `--topology`: a preset's name, or a file in the format of
+/// [`desi_gpu_map::topology`]. `closest` needs one.
+fn topology(args: &PlanArgs) -> Result<Option<Topology>, Box<dyn std::error::Error>> {
+    let Some(given) = &args.topology else {
+        if args.method == Method::Closest {
+            return Err(format!(
+                "--method closest needs --topology PRESET|FILE (presets: {})",
+                names::<Preset>().join(", ")
+            )
+            .into());
+        }
+        return Ok(None);
+    };
+    if let Ok(preset) = parse_name::<Preset>(given) {
+        return Ok(Some(preset.topology()));
+    }
+    let file = std::fs::File::open(given).map_err(|e| {
+        format!(
+            "--topology {}: {e}; give a file or a preset ({})",
+            desi_gpu_map::error::quote(given),
+            names::<Preset>().join(", ")
+        )
+    })?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(file, MAX_TOPOLOGY_BYTES),
+        &mut text,
+    )?;
+    let topology = Topology::parse(&text)
+        .map_err(|e| format!("--topology {}: {e}", desi_gpu_map::error::quote(given)))?;
+    Ok(Some(topology))
 }
 
 /// One value per node, or one value for every node.
@@ -84,9 +135,13 @@ fn to_text(method: Method, visible: Visible, rows: &[Row], loads: &[Load]) -> St
     );
     for r in rows {
         let local = format!("{}/{}", r.local_id, r.local_count);
+        let cpus = r
+            .cpus
+            .as_ref()
+            .map_or(String::new(), |c| format!("  cpus {c}"));
         let _ = writeln!(
             out,
-            "{:>6} {:>5} {:>9} {:>8}  {}",
+            "{:>6} {:>5} {:>9} {:>8}  {}{cpus}",
             r.rank, r.node, local, r.gpu, r.visible
         );
     }

@@ -4,9 +4,11 @@
 use crate::cli::ShowArgs;
 use crate::json;
 use desi_gpu_map::config::NvmlSource;
+use desi_gpu_map::cpuset::CpuSet;
 use desi_gpu_map::env;
 use desi_gpu_map::gpus::parse_gpu_list;
 use desi_gpu_map::nvml::{devices, Device};
+use desi_gpu_map::topology::{kernel_place, sysfs_bus_id};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use std::fmt::Write;
@@ -28,6 +30,7 @@ pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
         ("method", var(env::METHOD)),
         ("node_gpus", var(env::NODE_GPUS)),
         ("cuda_visible_devices", visible.clone()),
+        ("cpus", own_cpus().map(|c| c.to_string())),
     ];
     let matched: Vec<(String, Option<&Device>)> = match (&tokens, &found) {
         (Some(Ok(list)), Ok(devs)) => list.iter().map(|t| (t.clone(), find(devs, t))).collect(),
@@ -43,6 +46,37 @@ pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
     } else {
         Ok(to_text(&args.flag, &facts, &matched, nvml_note.as_deref()))
     }
+}
+
+/// This task's CPUs, as the kernel reports them (`Cpus_allowed_list`).
+fn own_cpus() -> Option<CpuSet> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+    CpuSet::parse_list(list.trim()).ok()
+}
+
+/// Where a device sits: its NUMA node and local CPUs from sysfs, and
+/// whether they overlap the task's CPUs.
+struct Near {
+    numa: Option<u32>,
+    cpus: Option<CpuSet>,
+    near: Option<bool>,
+}
+
+fn near_of(device: &Device, own: Option<&CpuSet>) -> Option<Near> {
+    let bus = sysfs_bus_id(&device.pci_bus_id)?;
+    let place = kernel_place(std::path::Path::new("/"), &bus, &bus).ok()?;
+    let near = match (own, &place.cpus) {
+        (Some(own), Some(local)) => Some(own.overlap(local) > 0),
+        _ => None,
+    };
+    Some(Near {
+        numa: place.numa,
+        cpus: place.cpus,
+        near,
+    })
 }
 
 /// The NVML device a token names: by UUID, or by index in NVML's order.
@@ -85,6 +119,19 @@ fn to_text(
                     d.memory_used / MIB,
                     d.memory_total / MIB
                 );
+                if let Some(n) = near_of(d, own_cpus().as_ref()) {
+                    let _ = writeln!(
+                        out,
+                        "device {i}: numa node {} local cpus {} near this task's cpus: {}",
+                        n.numa.map_or("-".to_string(), |n| n.to_string()),
+                        n.cpus.map_or("-".to_string(), |c| c.to_string()),
+                        match n.near {
+                            Some(true) => "yes",
+                            Some(false) => "no",
+                            None => "unknown",
+                        }
+                    );
+                }
             }
             None => {
                 let _ = writeln!(out, "device {i}: {token} (not found through NVML)");
@@ -117,6 +164,12 @@ struct DeviceReport<'a> {
     memory_used: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     memory_total: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    numa_node: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    local_cpus: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    near: Option<bool>,
 }
 
 impl Serialize for Report<'_> {
@@ -138,14 +191,23 @@ fn to_json(
     matched: &[(String, Option<&Device>)],
     note: Option<&str>,
 ) -> Result<String, serde_json::Error> {
+    let own = own_cpus();
     let devices = matched
         .iter()
-        .map(|(token, device)| DeviceReport {
-            token,
-            uuid: device.map(|d| d.uuid.as_str()),
-            pci_bus_id: device.map(|d| d.pci_bus_id.as_str()),
-            memory_used: device.map(|d| d.memory_used),
-            memory_total: device.map(|d| d.memory_total),
+        .map(|(token, device)| {
+            let near = device.and_then(|d| near_of(d, own.as_ref()));
+            DeviceReport {
+                token,
+                uuid: device.map(|d| d.uuid.as_str()),
+                pci_bus_id: device.map(|d| d.pci_bus_id.as_str()),
+                memory_used: device.map(|d| d.memory_used),
+                memory_total: device.map(|d| d.memory_total),
+                numa_node: near.as_ref().and_then(|n| n.numa),
+                local_cpus: near
+                    .as_ref()
+                    .and_then(|n| n.cpus.as_ref().map(ToString::to_string)),
+                near: near.and_then(|n| n.near),
+            }
         })
         .collect();
     json::line(&Report {

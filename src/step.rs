@@ -17,13 +17,16 @@ mod testing;
 
 pub use task::{
     aside_line, assign, carry_out, map_task, task_outcome, unreadable_task, variables, Assignment,
-    TaskInputs, TaskOutcome,
+    Closeness, TaskCpus, TaskInputs, TaskOutcome,
 };
 
+use crate::closest::{near_cpus, Fallback};
 use crate::config::{Config, Visible};
+use crate::cpuset::CpuSet;
 use crate::env;
 use crate::error::{quote, Error};
 use crate::method::{Choice, Method, Request};
+use crate::topology::Topology;
 use crate::vendor::{Chosen, Rendering, StepLists, VendorSetting};
 use binding::slurm_binds_per_task;
 use source::{from_nvml, from_slurm, other_lists, NoList};
@@ -176,6 +179,75 @@ pub struct StepMap {
     pub notes: Vec<String>,
     /// How the lists are written for the node's GPU vendor.
     pub rendering: Rendering,
+    /// Where the step's GPUs sit, for `closest`.
+    pub near: Near,
+}
+
+/// The local CPUs of the step's GPUs, for `closest`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Near {
+    /// Another method: not needed.
+    Unused,
+    /// Each step GPU's local CPUs, in the step's order.
+    Located(Vec<CpuSet>),
+    /// Unknown: the step maps as `contiguous`, and its first task says why.
+    Fallback(Fallback),
+}
+
+impl Near {
+    /// Before [`locate`] runs: a `closest` step knows nothing yet.
+    fn for_method(method: Method) -> Near {
+        match method {
+            Method::Closest => Near::Fallback(Fallback::Unreadable(
+                "the GPUs' local CPUs were not read".to_string(),
+            )),
+            Method::Contiguous | Method::RoundRobin => Near::Unused,
+        }
+    }
+}
+
+/// A `closest` step's GPUs located: through the kernel files under the
+/// site's `kernel_root` for Slurm's own list, and through NVML (`places`,
+/// [`crate::nvml::places`] lines) for a list NVML gave, or where the kernel
+/// files fail and NVML is on. See [`crate::topology::resolve_tokens`] for how
+/// a token names a device. `env` reads the step's environment.
+pub fn step_topology(
+    config: &Config,
+    map: &StepMap,
+    env: &dyn Fn(&str) -> Option<String>,
+    places: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
+) -> Result<Topology, String> {
+    let absolute = env(env::STEP_GPUS).and_then(|l| crate::gpus::parse_gpu_list(&l).ok());
+    let absolute = absolute.as_deref();
+    let from_nvml = |places: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>| {
+        let lines = places(config).map_err(|e| e.to_string())?;
+        crate::topology::from_nvml_lines(&lines, &map.gpus, absolute)
+    };
+    if map.cuda.is_none() {
+        return from_nvml(places);
+    }
+    match crate::topology::from_kernel(&config.kernel_root, &map.gpus, absolute) {
+        Ok(topology) => Ok(topology),
+        Err(kernel) if config.nvml != crate::config::NvmlSource::Off => {
+            from_nvml(places).map_err(|nvml| format!("{kernel}; NVML: {nvml}"))
+        }
+        Err(kernel) => Err(kernel),
+    }
+}
+
+/// Locates a `closest` step's GPUs in the node's topology (read once per
+/// step per node, or why it could not be read); other steps are left.
+pub fn locate(map: &mut StepMap, topology: Result<&Topology, String>) {
+    if map.method != Method::Closest {
+        return;
+    }
+    map.near = match topology {
+        Ok(topology) => match near_cpus(&map.gpus, topology) {
+            Ok(near) => Near::Located(near),
+            Err(why) => Near::Fallback(why),
+        },
+        Err(why) => Near::Fallback(Fallback::Unreadable(why)),
+    };
 }
 
 /// What the plugin knows of a step on this node, each part possibly
@@ -258,6 +330,7 @@ fn plan_mapping(
             );
             StepPlan::Map(StepMap {
                 method,
+                near: Near::for_method(method),
                 visible: config.visible,
                 verbose: want.verbose,
                 flag: config.flag.clone(),
@@ -424,5 +497,48 @@ mod tests {
         };
         assert_eq!(got(Some(verbose(Some(c)))), (c, true, true));
         assert_eq!(got(Some(verbose(None))), (rr, true, true));
+    }
+
+    #[test]
+    fn closest_locates_through_the_kernel_then_nvml() {
+        let lines = || -> Result<Vec<String>, Error> {
+            Ok(vec![
+                "GPU-a 00000000:01:00.0 0 1".to_string(),
+                "GPU-b 00000000:02:00.0 1 0".to_string(),
+            ])
+        };
+        let no_files = parse_args(&["kernel_root=/nonexistent"]).unwrap();
+        let vars = env_of(&[("SLURM_STEP_GPUS", "0,1")]);
+        let env = |name: &str| vars.get(name).cloned();
+        let (p, _) = plan_with(
+            &no_files,
+            Choice::Map(Method::Closest),
+            &[
+                ("CUDA_VISIBLE_DEVICES", "0,1"),
+                ("SLURM_STEP_GPUS", "0,1"),
+                ("SLURM_GPUS_ON_NODE", "2"),
+            ],
+            Ok(vec![]),
+        );
+        let map = mapped(p);
+        let mut calls = 0;
+        let mut places = |_: &Config| {
+            calls += 1;
+            lines()
+        };
+        let t = step_topology(&no_files, &map, &env, &mut places).unwrap();
+        assert_eq!(t.gpus[1].cpus.as_ref().unwrap().to_string(), "0");
+        assert_eq!(calls, 1, "NVML asked once, after the kernel files failed");
+        let off = parse_args(&["kernel_root=/nonexistent", "nvml=off"]).unwrap();
+        let err = step_topology(&off, &map, &env, &mut |_| lines()).unwrap_err();
+        assert!(
+            err.starts_with("/nonexistent/proc/driver/nvidia/gpus"),
+            "{err}"
+        );
+        let err = step_topology(&no_files, &map, &env, &mut |_| Err(Error::NvmlOff)).unwrap_err();
+        assert!(
+            err.ends_with("; NVML: NVML discovery is off (nvml=off)"),
+            "{err}"
+        );
     }
 }

@@ -117,6 +117,14 @@ fn show_outside_a_task_says_not_mapped() {
     let text = stdout(&out);
     assert!(text.starts_with("mapped by desi-gpu-map: no\n"), "{text}");
     assert!(text.contains("cuda_visible_devices: 1\n"), "{text}");
+    // The task's CPUs, as the kernel reports the child's (inherited) mask.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let mine = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    assert!(text.contains(&format!("cpus: {mine}\n")), "{text}");
 }
 
 #[test]
@@ -137,4 +145,100 @@ fn show_reports_the_mapping_it_finds() {
         text.contains("\"cuda_visible_devices\": \"GPU-fake-n1-2\""),
         "{text}"
     );
+}
+
+#[test]
+fn plan_closest_with_a_preset() {
+    let out = run(&[
+        "plan",
+        "-n",
+        "4",
+        "--method",
+        "closest",
+        "--topology",
+        "perlmutter",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let want = "\
+method closest visible single
+  rank  node     local      gpu  visible
+     0     0       0/4        3  3  cpus 0-15
+     1     0       1/4        2  2  cpus 16-31
+     2     0       2/4        1  1  cpus 32-47
+     3     0       3/4        0  0  cpus 48-63
+
+load per GPU
+ node      gpu  tasks
+    0        0      1
+    0        1      1
+    0        2      1
+    0        3      1
+";
+    assert_eq!(stdout(&out), want);
+}
+
+#[test]
+fn plan_closest_with_a_file_and_a_partial_step() {
+    let dir = std::env::temp_dir().join(format!("dgm-topology-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("node.topo");
+    // Two sockets of 4 CPUs; GPUs 0,1 on socket 1, GPUs 2,3 on socket 0.
+    std::fs::write(&file, "cpus 0-7\n0 1 4-7\n1 1 4-7\n2 0 0-3\n3 0 0-3\n").unwrap();
+    let path = file.to_str().unwrap();
+    let gpus = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["plan", "--method", "closest", "--topology", path, "--json"];
+        all.extend(args);
+        let out = run(&all);
+        assert!(out.status.success(), "{out:?}");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                format!(
+                    "{}@{}",
+                    t["gpu"].as_str().unwrap(),
+                    t["cpus"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(gpus(&["-n", "4"]), ["2@0-1", "3@2-3", "0@4-5", "1@6-7"]);
+    // The step holds GPUs 0 and 2 only: one per socket.
+    assert_eq!(
+        gpus(&["-n", "4", "--devices", "0,2"]),
+        ["2@0-1", "2@2-3", "0@4-5", "0@6-7"]
+    );
+    // A GPU without known affinity: the step previews as contiguous.
+    std::fs::write(&file, "0 - -\n1 0 0-3\n").unwrap();
+    let out = run(&["plan", "-n", "2", "--method", "closest", "--topology", path]);
+    assert!(out.status.success());
+    assert!(
+        stdout(&out).contains("     1     0       1/2        1  1"),
+        "{}",
+        stdout(&out)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn plan_closest_needs_a_topology_and_names_bad_ones() {
+    let out = run(&["plan", "--method", "closest"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--method closest needs --topology PRESET|FILE (presets: perlmutter, polaris, lumi-g, dgx-a100, aurora)"),
+        "{err}"
+    );
+    let out = run(&[
+        "plan",
+        "--method",
+        "closest",
+        "--topology",
+        "/nonexistent/x",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--topology \"/nonexistent/x\""), "{err}");
 }

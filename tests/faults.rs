@@ -388,7 +388,7 @@ fn every_plugstack_typo_is_named() {
         ("defualt=contiguous", "unknown argument \"defualt\""),
         (
             "default=contigous",
-            "default must be contiguous, roundrobin or none",
+            "default must be contiguous, roundrobin, closest or none",
         ),
         ("visible=all", "visible must be single or rotate"),
         ("nvml=libnvidia-ml.so.1", "absolute library path"),

@@ -8,7 +8,9 @@
 # with 2 that Slurm names by count only), the installed .deb smoke
 # (tests/package/deb-smoke.sh), tests/cluster.rs (the mapping),
 # tests/faults.rs (load, faults, security), tests/promises.rs (issue 8's
-# promises), and the cluster torn down. Prints one summary line per series;
+# promises), the cluster torn down; then one node with task/affinity and the
+# host's real CPU count (DGM_TASK_AFFINITY=1) for tests/closest.rs, and that
+# cluster torn down. Prints one summary line per series;
 # each series' full output is in target/cluster-tests/SERIES.log, and a
 # failing one's is shown.
 # Fails, never skips, when a cluster cannot start or any series fails.
@@ -91,6 +93,11 @@ run_series() {
     bash tests/package/deb-smoke.sh "$deb" || rc=1
     cargo test --locked --features cluster-tests --no-fail-fast \
         --test cluster --test faults --test promises -- --test-threads=1 || rc=1
+    # closest with real CPU binding: one node, task/affinity, the host's CPUs.
+    bash "$harness" down
+    DGM_TASK_AFFINITY=1 bash "$harness" up 4
+    cargo test --locked --features cluster-tests --no-fail-fast \
+        --test closest -- --test-threads=1 || rc=1
     return $rc
 }
 if [ "${1:-}" = --one ]; then
@@ -99,7 +106,7 @@ if [ "${1:-}" = --one ]; then
 fi
 
 # The tests drive the cluster from the host; build them once.
-cargo test --locked --features cluster-tests --test cluster --test faults --test promises --no-run 2>&1 | tail -n 1
+cargo test --locked --features cluster-tests --test cluster --test faults --test promises --test closest --no-run 2>&1 | tail -n 1
 mkdir -p "$logs"
 
 failed=0 summary=()
@@ -112,7 +119,7 @@ for s in "${wanted[@]}"; do
     took=$(($(date +%s) - t0))
     v=$(sed -n 's/^series [0-9.]*: Slurm \([0-9.]*\).*/\1/p' "$log" | head -n 1)
     line="series ${v:-$s}:"
-    for suite in cluster faults promises; do
+    for suite in cluster faults promises closest; do
         line+=" $(result $suite 'test result:' <(sed -n "/Running tests\/$suite.rs/,/test result:/p" "$log")),"
     done
     line+=" $(result deb '^deb-smoke:' "$log"); ${took} s"

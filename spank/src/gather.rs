@@ -3,8 +3,9 @@
 
 use crate::deadline::{self, Failure};
 use desi_gpu_map::config::Config;
+use desi_gpu_map::method::Method;
 use desi_gpu_map::method::Request;
-use desi_gpu_map::step::{plan_step, StepFacts, StepPlan};
+use desi_gpu_map::step::{locate, plan_step, step_topology, StepFacts, StepPlan};
 use desi_gpu_map::vendor::{choose, Chosen, VendorSetting};
 use desi_gpu_map::{nvml, Error};
 use slurm_spank::SpankHandle;
@@ -25,11 +26,15 @@ pub fn option_value(spank: &SpankHandle, name: &str) -> Option<String> {
     spank.get_option_value_lossy(name).map(|v| v.into_owned())
 }
 
-/// NVML's UUIDs, asked in a child process that is killed at the deadline:
-/// an `nvmlInit` that blocks (a GPU fell off the bus) must not hold the step.
-fn nvml_within_deadline(config: &Config) -> Result<Vec<String>, Error> {
+/// NVML's answer (`ask`: UUIDs, or `closest`'s places), asked in a child
+/// process that is killed at the deadline: an `nvmlInit` that blocks (a GPU
+/// fell off the bus) must not hold the step.
+fn nvml_within_deadline(
+    config: &Config,
+    ask: fn(&desi_gpu_map::config::NvmlSource) -> Result<Vec<String>, Error>,
+) -> Result<Vec<String>, Error> {
     let source = &config.nvml;
-    let work = || nvml::uuids(source).map_err(|e| e.to_string());
+    let work = || ask(source).map_err(|e| e.to_string());
     deadline::lines_within(config.nvml_timeout, work).map_err(|failure| match failure {
         Failure::TimedOut => {
             let timed_out = Error::NvmlTimedOut {
@@ -57,11 +62,22 @@ pub fn plan(
     let env = |name: &str| spank.getenv_lossy(name).ok().flatten();
     let mut nvml = |config: &Config| {
         let started = Instant::now();
-        let found = nvml_within_deadline(config);
+        let found = nvml_within_deadline(config, nvml::uuids);
         log::debug!("NVML discovery took {} us", started.elapsed().as_micros());
         found
     };
-    plan_step(&facts, &env, &mut nvml)
+    let mut plan = plan_step(&facts, &env, &mut nvml);
+    if let (StepPlan::Map(map), Some(Ok(config))) = (&mut plan, config) {
+        if map.method == Method::Closest {
+            // Once per step per node: tasks then do only set arithmetic.
+            let started = Instant::now();
+            let mut places = |config: &Config| nvml_within_deadline(config, nvml::places);
+            let topology = step_topology(config, map, &env, &mut places);
+            locate(map, topology.as_ref().map_err(Clone::clone));
+            log::debug!("GPU locations read in {} us", started.elapsed().as_micros());
+        }
+    }
+    plan
 }
 
 /// The node's GPU vendor, read from `/sys` and `/dev` (only for steps that

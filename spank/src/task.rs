@@ -1,8 +1,9 @@
 //! Applies a step's plan to one task, in `task_init`, just before it execs.
 
+use desi_gpu_map::cpuset::CpuSet;
 use desi_gpu_map::env;
 use desi_gpu_map::step::{
-    carry_out, task_outcome, unreadable_task, StepPlan, TaskInputs, TaskOutcome,
+    carry_out, task_outcome, unreadable_task, StepPlan, TaskCpus, TaskInputs, TaskOutcome,
 };
 use slurm_spank::SpankHandle;
 use std::io::Write;
@@ -26,6 +27,9 @@ struct Ids {
     rank: u32,
     cuda: Option<String>,
     tres_bind: Option<String>,
+    own_cpus: Option<CpuSet>,
+    bind_type: Option<String>,
+    bind_list: Option<String>,
 }
 
 impl Ids {
@@ -37,6 +41,11 @@ impl Ids {
             rank: self.rank,
             cuda: self.cuda.as_deref(),
             tres_bind: self.tres_bind.as_deref(),
+            cpus: TaskCpus {
+                own: self.own_cpus.clone(),
+                bind_type: self.bind_type.as_deref(),
+                bind_list: self.bind_list.as_deref(),
+            },
         }
     }
 }
@@ -57,7 +66,35 @@ fn task_inputs(spank: &SpankHandle) -> Result<Ids, String> {
         rank,
         cuda: spank.getenv_lossy(env::CUDA).ok().flatten(),
         tres_bind: spank.getenv_lossy(env::TRES_BIND).ok().flatten(),
+        own_cpus: own_cpus(),
+        bind_type: spank.getenv_lossy(env::CPU_BIND_TYPE).ok().flatten(),
+        bind_list: spank.getenv_lossy(env::CPU_BIND_LIST).ok().flatten(),
     })
+}
+
+/// The CPUs this task may run on. slurmstepd has already applied the task
+/// plugin's binding: `exec_task()` in `src/slurmd/slurmstepd/task.c` calls
+/// `setup_env()` (which writes `SLURM_CPU_BIND_*`), then
+/// `task_g_pre_launch()` (task/affinity binds), then `spank_user_task()`
+/// (our `task_init`), in this order in the Slurm sources read for 19.05,
+/// 23.x and 24.11.7; on 22.05 the test cluster sees the bound masks
+/// (tests/closest.rs).
+fn own_cpus() -> Option<CpuSet> {
+    // SAFETY: cpu_set_t is plain bits, for which all zeroes is valid.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `set` is a live, writable cpu_set_t of `size` bytes; pid 0 is
+    // this task.
+    let rc = unsafe { libc::sched_getaffinity(0, size, &mut set) };
+    if rc != 0 {
+        return None;
+    }
+    let count = usize::try_from(libc::CPU_SETSIZE).unwrap_or(0);
+    // SAFETY: CPU_ISSET only reads `set`, for CPUs below CPU_SETSIZE.
+    let cpus: Vec<usize> = (0..count)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect();
+    CpuSet::of(&cpus)
 }
 
 /// Changes the task's environment as the core says, and prints the lines.

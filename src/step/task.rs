@@ -2,11 +2,14 @@
 //! variables written into its environment, or why it is left alone.
 
 use super::binding::slurm_bound_task;
-use super::{stale_names, Aside, StepMap, StepPlan, Unmapped};
+use super::{stale_names, Aside, Near, StepMap, StepPlan, Unmapped};
+use crate::closest::{bind_list_cpus, closest_of, closest_own};
+use crate::cpuset::CpuSet;
 use crate::env;
 use crate::error::Error;
 use crate::gpus::join;
 use crate::mapping::{position, visible_list};
+use crate::method::Method;
 use crate::vendor::{render, StepLists};
 
 /// One task, as slurmstepd sees it in `task_init`.
@@ -19,6 +22,43 @@ pub struct TaskInputs<'a> {
     pub cuda: Option<&'a str>,
     /// `SLURMD_TRES_BIND` in the task's environment: Slurm's own binding.
     pub tres_bind: Option<&'a str>,
+    /// The task's CPUs, for `closest`.
+    pub cpus: TaskCpus<'a>,
+}
+
+/// What a task knows of CPUs in `task_init`: slurmstepd has bound it
+/// already (`exec_task()` in `src/slurmd/slurmstepd/task.c` calls
+/// `task_g_pre_launch()`, which applies task/affinity's binding, before
+/// `spank_user_task()`).
+#[derive(Debug, Clone, Default)]
+pub struct TaskCpus<'a> {
+    /// Its own affinity mask (`sched_getaffinity`).
+    pub own: Option<CpuSet>,
+    /// `SLURM_CPU_BIND_TYPE` in its environment.
+    pub bind_type: Option<&'a str>,
+    /// `SLURM_CPU_BIND_LIST` in its environment: every task's CPUs.
+    pub bind_list: Option<&'a str>,
+}
+
+/// How a `closest` task was matched, for the `verbose` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Closeness {
+    /// The CPUs it was matched by; `None`: unknown (placed contiguously).
+    pub cpus: Option<CpuSet>,
+    /// `slurm` (every task's CPUs from SLURM_CPU_BIND_LIST), `own` (its own
+    /// mask only) or `none`.
+    pub from: &'static str,
+    /// Its GPU's local CPUs.
+    pub gpu_cpus: CpuSet,
+}
+
+impl Closeness {
+    /// Whether the task's CPUs overlap its GPU's local CPUs.
+    pub fn matches(&self) -> bool {
+        self.cpus
+            .as_ref()
+            .is_some_and(|c| c.overlap(&self.gpu_cpus) > 0)
+    }
 }
 
 /// What to do to one task.
@@ -107,6 +147,9 @@ pub struct Assignment {
     pub gpu: String,
     /// The step's GPUs that stay visible to the task, its own first.
     pub visible: Vec<String>,
+    /// How `closest` matched it; `None` for the other methods and for a
+    /// `closest` step that fell back to `contiguous`.
+    pub closeness: Option<Closeness>,
 }
 
 /// The GPU one task of a mapped step gets, and what it keeps visible; or
@@ -116,7 +159,13 @@ pub fn assign(map: &StepMap, task: &TaskInputs) -> Result<Assignment, Error> {
     if let Some(why) = slurm_bound_task(map, task) {
         return Err(Error::SlurmBound(why));
     }
-    let position = position(map.method, task.local_id, task.local_count, map.gpus.len())?;
+    let (position, closeness) = match (&map.method, &map.near) {
+        (Method::Closest, Near::Located(near)) => closest_position(near, task)?,
+        _ => {
+            let at = position(map.method, task.local_id, task.local_count, map.gpus.len())?;
+            (at, None)
+        }
+    };
     let visible: Vec<String> = visible_list(&map.gpus, position, map.rendering.visible)
         .into_iter()
         .map(String::from)
@@ -126,7 +175,45 @@ pub fn assign(map: &StepMap, task: &TaskInputs) -> Result<Assignment, Error> {
         position,
         gpu,
         visible,
+        closeness,
     })
+}
+
+/// A `closest` task's position: from every task's CPUs when Slurm lists
+/// them (the same answer in every task), else from its own mask, else
+/// contiguous.
+fn closest_position(
+    near: &[CpuSet],
+    task: &TaskInputs,
+) -> Result<(usize, Option<Closeness>), Error> {
+    let cpus = &task.cpus;
+    let all = bind_list_cpus(cpus.bind_type, cpus.bind_list, task.local_count);
+    let (at, mine, from) = match (all, &cpus.own) {
+        (Some(all), _) => {
+            let at = closest_of(&all, near, task.local_id)?;
+            (at, all.get(task.local_id).cloned(), "slurm")
+        }
+        (None, Some(own)) => {
+            let at = closest_own(own, task.local_id, task.local_count, near)?;
+            (at, Some(own.clone()), "own")
+        }
+        (None, None) => {
+            let at = position(
+                Method::Contiguous,
+                task.local_id,
+                task.local_count,
+                near.len(),
+            )?;
+            (at, None, "none")
+        }
+    };
+    let gpu_cpus = near.get(at).cloned().unwrap_or_default();
+    let closeness = Closeness {
+        cpus: mine,
+        from,
+        gpu_cpus,
+    };
+    Ok((at, Some(closeness)))
 }
 
 /// Maps one task of a mapped step.
@@ -152,6 +239,10 @@ pub fn map_task(map: &StepMap, task: &TaskInputs) -> TaskOutcome {
 /// The variables a mapped task gets, and its `verbose` lines.
 fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> TaskOutcome {
     let mut say = Vec::new();
+    // A `closest` step that fell back says so once per node, verbose or not.
+    if let (Near::Fallback(why), 0) = (&map.near, task.local_id) {
+        say.push(aside_line(task.node, &why.to_string()));
+    }
     if map.verbose {
         say.push(verbose_line(map, task, assignment));
         if task.local_id == 0 {
@@ -183,7 +274,7 @@ pub fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, String)
 
 /// The `verbose` report: one `key=value` line per task.
 fn verbose_line(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> String {
-    format!(
+    let line = format!(
         "desi-gpu-map: node={} rank={} local={}/{} gpu={} visible={} gpus={} method={} source={}",
         task.node,
         task.rank,
@@ -198,7 +289,17 @@ fn verbose_line(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> St
         join(&map.gpus),
         map.method,
         if map.cuda.is_some() { "slurm" } else { "nvml" },
-    )
+    );
+    match &assignment.closeness {
+        Some(c) => format!(
+            "{line} cpus={} cpus_from={} gpu_cpus={} near={}",
+            c.cpus.as_ref().map_or("-".to_string(), ToString::to_string),
+            c.from,
+            c.gpu_cpus,
+            if c.matches() { "yes" } else { "no" }
+        ),
+        None => line,
+    }
 }
 
 /// The line a task prints when its step stands aside (local task 0 only,
@@ -211,6 +312,7 @@ pub fn aside_line(node: &str, why: &str) -> String {
 mod tests {
     use super::*;
     use crate::config::{parse_args, Config};
+    use crate::cpuset::CpuSet;
     use crate::method::{Choice, Method};
     use crate::step::testing::*;
     use crate::step::*;
@@ -300,6 +402,7 @@ mod tests {
                 rank: 7,
                 cuda: Some("0,1,2,3"),
                 tres_bind: None,
+                cpus: TaskCpus::default(),
             },
         );
         assert_eq!(
@@ -363,5 +466,91 @@ mod tests {
             assign(&map, &task(4, 4, Some("0,1,2,3"))),
             Err(Error::LocalIdOutOfRange { .. })
         ));
+    }
+
+    #[test]
+    fn closest_tasks_take_the_gpu_near_their_cpus() {
+        let config = Config {
+            verbose: true,
+            ..Config::default()
+        };
+        let mut map = mapped_4(&config, Method::Closest);
+        // Not located yet: contiguous, and the first task says why.
+        let out = map_task(&map, &task(0, 4, Some("0,1,2,3")));
+        assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("0"));
+        assert_eq!(
+            out.say[0],
+            "desi-gpu-map: node n1: closest: the GPUs' local CPUs were not read; using contiguous"
+        );
+        assert!(map_task(&map, &task(1, 4, Some("0,1,2,3")))
+            .say
+            .iter()
+            .all(|l| !l.contains("using contiguous")));
+        let perlmutter = crate::topology::Preset::Perlmutter.topology();
+        locate(&mut map, Ok(&perlmutter));
+        let list = "0xffff,0xffff0000,0xffff00000000,0xffff000000000000";
+        let gpu_of = |l: usize, cpus: TaskCpus| {
+            let t = TaskInputs {
+                cpus,
+                ..task(l, 4, Some("0,1,2,3"))
+            };
+            let out = map_task(&map, &t);
+            (
+                get(&out, "CUDA_VISIBLE_DEVICES").unwrap().to_string(),
+                out.say,
+            )
+        };
+        let from_slurm = || TaskCpus {
+            own: None,
+            bind_type: Some("mask_cpu:"),
+            bind_list: Some(list),
+        };
+        let got: Vec<String> = (0..4).map(|l| gpu_of(l, from_slurm()).0).collect();
+        assert_eq!(got, ["3", "2", "1", "0"]);
+        let (_, say) = gpu_of(0, from_slurm());
+        assert_eq!(
+            say[0],
+            "desi-gpu-map: node=n1 rank=0 local=0/4 gpu=3 visible=3 gpus=0,1,2,3 method=closest \
+              source=slurm cpus=0-15 cpus_from=slurm gpu_cpus=0-15,64-79 near=yes"
+        );
+        // Own mask only.
+        let own = TaskCpus {
+            own: Some(CpuSet::parse("20-23").unwrap()),
+            ..TaskCpus::default()
+        };
+        let (gpu, say) = gpu_of(1, own);
+        assert_eq!(gpu, "2");
+        assert!(
+            say[0].ends_with("cpus=20-23 cpus_from=own gpu_cpus=16-31,80-95 near=yes"),
+            "{say:?}"
+        );
+        // Nothing known: contiguous.
+        let (gpu, say) = gpu_of(1, TaskCpus::default());
+        assert_eq!(gpu, "1");
+        assert!(
+            say[0].ends_with("cpus=- cpus_from=none gpu_cpus=32-47,96-111 near=no"),
+            "{say:?}"
+        );
+        // A GPU the topology lacks: the step falls back, said once.
+        let mut far = mapped(
+            plan_with(
+                &Config::default(),
+                Choice::Map(Method::Closest),
+                &[
+                    ("CUDA_VISIBLE_DEVICES", "0,7"),
+                    ("SLURM_STEP_GPUS", "0,7"),
+                    ("SLURM_GPUS_ON_NODE", "2"),
+                ],
+                Ok(vec![]),
+            )
+            .0,
+        );
+        locate(&mut far, Ok(&perlmutter));
+        let out = map_task(&far, &task(0, 2, Some("0,7")));
+        assert_eq!(
+            out.say,
+            ["desi-gpu-map: node n1: closest: cannot locate GPU \"7\"; using contiguous"]
+        );
+        assert_eq!(get(&out, "DESI_GPU_MAP_METHOD"), Some("closest"));
     }
 }

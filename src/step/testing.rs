@@ -136,6 +136,7 @@ pub(crate) fn task(local_id: usize, local_count: usize, cuda: Option<&str>) -> T
         rank: local_id as u32,
         cuda,
         tres_bind: None,
+        cpus: super::TaskCpus::default(),
     }
 }
 

@@ -9,7 +9,7 @@ use super::*;
 use crate::config::{parse_args, Config};
 use crate::error::Error;
 use crate::method::{Choice, Method, Request};
-use crate::step::{map_task, plan_step, StepFacts, StepMap, StepPlan, TaskInputs};
+use crate::step::{map_task, plan_step, StepFacts, StepMap, StepPlan, TaskCpus, TaskInputs};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -228,6 +228,7 @@ fn task_env(
             rank: local as u32,
             cuda: cuda.as_deref(),
             tres_bind: None,
+            cpus: TaskCpus::default(),
         },
     );
     assert!(!out.set.is_empty(), "{:?}", out.say);

@@ -8,6 +8,8 @@
 #   wrapper  no plugin; each task exec'd through a bash wrapper that sets
 #            CUDA_VISIBLE_DEVICES=$((SLURM_LOCALID % 4)) (NERSC's select_gpu_device)
 #   slurm    no plugin; Slurm's own --gpu-bind=map_gpu:0,1,2,3
+#   closest  --desi-gpu-map=closest, the GPUs located through a fake
+#            kernel tree (kernel_root=); tasks unbound (task/none)
 # Usage: tests/bench/launch.sh [ROUNDS]   (default 15 rounds)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,6 +25,14 @@ export CUDA_VISIBLE_DEVICES=$((SLURM_LOCALID % 4))
 exec "$@"
 WRAP
 chmod +x "$work/wrapper.sh"
+# The fake kernel files closest reads: 4 GPUs, 2 per CPU.
+for g in 0 1 2 3; do
+    bus=0000:0$((g + 1)):00.0
+    mkdir -p "$work/kernel/proc/driver/nvidia/gpus/$bus" "$work/kernel/sys/bus/pci/devices/$bus"
+    printf 'Device Minor: %d\n' "$g" >"$work/kernel/proc/driver/nvidia/gpus/$bus/information"
+    echo $((g / 2)) >"$work/kernel/sys/bus/pci/devices/$bus/numa_node"
+    echo $((g / 2)) >"$work/kernel/sys/bus/pci/devices/$bus/local_cpulist"
+done
 
 # One timed step inside the allocation: VARIANT NTASKS -> milliseconds.
 step() {
@@ -33,6 +43,7 @@ step() {
         plugin) bash "$harness" plugin required "$so" >/dev/null; args+=(--desi-gpu-map=contiguous) ;;
         wrapper) bash "$harness" plugin off >/dev/null; args+=("$work/wrapper.sh") ;;
         slurm) bash "$harness" plugin off >/dev/null; args+=(--gpu-bind=map_gpu:0,1,2,3) ;;
+        closest) bash "$harness" plugin required "$so" "kernel_root=$work/kernel" >/dev/null; args+=(--desi-gpu-map=closest) ;;
     esac
     t0=$(date +%s%N)
     srun "${args[@]}" true
@@ -49,22 +60,23 @@ results=$work/results
 salloc -N2 --ntasks-per-node=32 -w 'n[1-2]' --gpus-per-node=4 bash -c "
     for r in \$(seq $rounds); do
         for n in 8 32 64; do
-            for v in none plugin wrapper slurm; do
+            for v in none plugin wrapper slurm closest; do
                 echo \"\$n \$v \$(step \$v \$n)\" >>'$results'
             done
         done
     done" 2>/dev/null
 
 echo "launch time of one srun step, median of $rounds interleaved rounds (ms), 2 nodes, 4 GPUs each"
-printf '%6s %8s %8s %8s %8s %14s %15s\n' tasks none plugin wrapper slurm plugin/none wrapper/none
+printf '%6s %8s %8s %8s %8s %8s %14s %15s %15s\n' tasks none plugin wrapper slurm closest plugin/none wrapper/none closest/none
 for n in 8 32 64; do
     declare -A med=()
-    for v in none plugin wrapper slurm; do
+    for v in none plugin wrapper slurm closest; do
         med[$v]=$(awk -v n="$n" -v v="$v" '$1 == n && $2 == v {print $3}' "$results" | median)
     done
-    printf '%6s %8s %8s %8s %8s %14s %15s\n' "$n" "${med[none]}" "${med[plugin]}" "${med[wrapper]}" "${med[slurm]}" \
+    printf '%6s %8s %8s %8s %8s %8s %14s %15s %15s\n' "$n" "${med[none]}" "${med[plugin]}" "${med[wrapper]}" "${med[slurm]}" "${med[closest]}" \
         "$(awk -v a="${med[plugin]}" -v b="${med[none]}" 'BEGIN {printf "%.3f", a / b}')" \
-        "$(awk -v a="${med[wrapper]}" -v b="${med[none]}" 'BEGIN {printf "%.3f", a / b}')"
+        "$(awk -v a="${med[wrapper]}" -v b="${med[none]}" 'BEGIN {printf "%.3f", a / b}')" \
+        "$(awk -v a="${med[closest]}" -v b="${med[none]}" 'BEGIN {printf "%.3f", a / b}')"
 done
 
 # Time inside the plugin's own hooks, from slurmd's debug log.

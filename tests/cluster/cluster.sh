@@ -227,6 +227,12 @@ write_nvml_conf() {
 
 write_config() {
     local i k n spec gpus flags port names=() last csv
+    # DGM_TASK_AFFINITY=1: Slurm really binds tasks to CPUs (task/affinity),
+    # so every node declares the host's real CPU count.
+    TASK_PLUGIN=task/none NODE_CPUS=64
+    if [ "${DGM_TASK_AFFINITY:-0}" = 1 ]; then
+        TASK_PLUGIN=task/affinity NODE_CPUS=$(nproc)
+    fi
     n=$#
     mkdir -p "$D"/{state,run,log,spool,pids,gpu,nvml,plugstack.conf.d}
     : >"$D/nodes"
@@ -278,7 +284,7 @@ SlurmdUser=root
 AuthType=auth/$auth
 CredType=cred/$auth
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=$TASK_PLUGIN
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
@@ -312,9 +318,9 @@ BatchStartTimeout=10
 EOF
     while read -r name gpus port; do
         if [ "$gpus" -gt 0 ]; then
-            echo "NodeName=$name NodeHostname=$name NodeAddr=127.0.0.1 Port=$port CPUs=64 RealMemory=1000 Gres=gpu:$gpus State=UNKNOWN"
+            echo "NodeName=$name NodeHostname=$name NodeAddr=127.0.0.1 Port=$port CPUs=$NODE_CPUS RealMemory=1000 Gres=gpu:$gpus State=UNKNOWN"
         else
-            echo "NodeName=$name NodeHostname=$name NodeAddr=127.0.0.1 Port=$port CPUs=64 RealMemory=1000 State=UNKNOWN"
+            echo "NodeName=$name NodeHostname=$name NodeAddr=127.0.0.1 Port=$port CPUs=$NODE_CPUS RealMemory=1000 State=UNKNOWN"
         fi
     done <"$D/nodes" >>"$D/slurm.conf"
     csv=$(IFS=,; echo "${names[*]}")

@@ -38,6 +38,10 @@
  *                Several fail= lines for the same scope replace each other.
  *     uuids=STYLE  odd UUIDs: `comma` makes device 0's `GPU-fake-HOST-0,100`,
  *                `duplicate` gives every device `GPU-fake-HOST-dup`.
+ *     affinity=M0,M1,...  nvmlDeviceGetCpuAffinity: device i's CPUs as a
+ *                hex mask (0x2: CPU 1), lowest 64 CPUs only; a device past
+ *                the list (or no affinity= line) reports no CPUs.
+ *                `fail=affinity` makes the call return NVML_ERROR_UNKNOWN.
  *
  *   Built with -DFAKE_NVML_NO_SHUTDOWN, the library lacks nvmlShutdown, on
  *   which nvml-wrapper panics when it drops its handle.
@@ -126,13 +130,14 @@ typedef struct nvmlMemory_v2_st {
 
 /* ---- state ----------------------------------------------------------- */
 
-enum { FAIL_INIT = 1, FAIL_COUNT = 2, FAIL_UUID = 4, FAIL_HANDLE = 8 };
+enum { FAIL_INIT = 1, FAIL_COUNT = 2, FAIL_UUID = 4, FAIL_HANDLE = 8, FAIL_AFFINITY = 16 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_refcount;
 static unsigned int dev_count; /* what nvmlDeviceGetCount reports */
 static unsigned int fail_mask;
 static char uuid_style[128];  /* uuids=: "", "comma" or "duplicate" */
+static char affinity[128];    /* affinity=: per-device hex masks */
 static unsigned int hang_secs; /* how long nvmlInit* sleeps */
 static char host[256];
 
@@ -188,6 +193,8 @@ static unsigned int parse_fail(const char *v)
             mask |= FAIL_UUID;
         else if (!strcmp(tok, "handle"))
             mask |= FAIL_HANDLE;
+        else if (!strcmp(tok, "affinity"))
+            mask |= FAIL_AFFINITY;
     }
     return mask;
 }
@@ -195,7 +202,7 @@ static unsigned int parse_fail(const char *v)
 static void read_conf(void)
 {
     struct setting count = {0, "4"}, report = {0, ""}, fail = {0, ""}, uuids = {0, ""},
-                   hang = {0, "0"};
+                   hang = {0, "0"}, aff = {0, ""};
     char line[512];
     FILE *f = fopen(conf_path(), "re");
 
@@ -224,6 +231,8 @@ static void read_conf(void)
                 set(&uuids, prio, val);
             else if (!strcmp(key, "hang"))
                 set(&hang, prio, val);
+            else if (!strcmp(key, "affinity"))
+                set(&aff, prio, val);
         }
         fclose(f);
     }
@@ -231,6 +240,7 @@ static void read_conf(void)
     fail_mask = parse_fail(fail.value);
     snprintf(uuid_style, sizeof uuid_style, "%s", uuids.value);
     hang_secs = (unsigned int)strtoul(hang.value, NULL, 10);
+    snprintf(affinity, sizeof affinity, "%s", aff.value);
 }
 
 /* Sleeps `secs` seconds in full, resuming after signals that are caught. */
@@ -505,5 +515,30 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v
     mem->reserved = FAKE_MEM_RESERVED;
     mem->used = FAKE_MEM_USED;
     mem->free = FAKE_MEM_TOTAL - FAKE_MEM_RESERVED - FAKE_MEM_USED;
+    return NVML_SUCCESS;
+}
+
+/* Device idx's entry of affinity=, or 0 when there is none. */
+static unsigned long affinity_of(long idx)
+{
+    char buf[128], *tok, *save = NULL;
+    long i = 0;
+    snprintf(buf, sizeof buf, "%s", affinity);
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), i++)
+        if (i == idx)
+            return strtoul(trim(tok), NULL, 16);
+    return 0;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int cpuSetSize,
+                                             unsigned long *cpuSet)
+{
+    CHECK_DEV(device, idx);
+    if (!cpuSet || cpuSetSize == 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (fail_mask & FAIL_AFFINITY)
+        return NVML_ERROR_UNKNOWN;
+    memset(cpuSet, 0, cpuSetSize * sizeof *cpuSet);
+    cpuSet[0] = affinity_of(idx);
     return NVML_SUCCESS;
 }

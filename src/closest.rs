@@ -1,0 +1,462 @@
+//! The `closest` rule: each task gets a GPU attached to its own CPUs,
+//! balanced within each domain.
+//!
+//! - A task's *candidates* are the step's GPUs whose local CPUs overlap the
+//!   task's CPUs most (by CPU count, overlap > 0). A task with no overlap
+//!   anywhere, and an unbound task (all CPUs, which overlap every GPU
+//!   alike), has every GPU as candidate: the contiguous rule over all GPUs.
+//! - Tasks sharing a candidate set split those GPUs in contiguous blocks
+//!   ([`position`] with `contiguous`, numpy.array_split order), in local-id
+//!   order: within a domain the load per GPU differs by at most one.
+//! - When every task's CPUs are known ([`closest_all`], from Slurm's
+//!   per-task masks), every task computes the same answer. When only the
+//!   task's own CPUs are known ([`closest_own`]), see there.
+//! - Any step GPU whose local CPUs are unknown makes the whole step fall
+//!   back to `contiguous` ([`near_cpus`] says which and why).
+
+use crate::cpuset::CpuSet;
+use crate::error::{quote, Error};
+use crate::mapping::position;
+use crate::method::Method;
+use crate::topology::Topology;
+use std::fmt;
+
+/// Why `closest` falls back to `contiguous` for a step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fallback {
+    /// The topology does not list the step's GPU `token`.
+    UnknownGpu(String),
+    /// The firmware reports no CPU affinity for GPU `token` (NUMA node -1,
+    /// "N/A").
+    NoAffinity(String),
+    /// The step's GPUs could not be located at all (why).
+    Unreadable(String),
+}
+
+impl fmt::Display for Fallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (what, token) = match self {
+            Fallback::UnknownGpu(token) => ("cannot locate GPU", token),
+            Fallback::NoAffinity(token) => ("no CPU affinity is known for GPU", token),
+            Fallback::Unreadable(why) => {
+                return write!(f, "closest: {why}; using contiguous");
+            }
+        };
+        write!(f, "closest: {what} {}; using contiguous", quote(token))
+    }
+}
+
+/// The local CPUs of each of the step's GPUs, in the step's order; or why
+/// the step falls back to `contiguous`.
+pub fn near_cpus<S: AsRef<str>>(gpus: &[S], topology: &Topology) -> Result<Vec<CpuSet>, Fallback> {
+    gpus.iter()
+        .map(|token| {
+            let token = token.as_ref();
+            let place = topology
+                .place(token)
+                .ok_or_else(|| Fallback::UnknownGpu(token.to_string()))?;
+            match &place.cpus {
+                Some(cpus) if !cpus.is_empty() => Ok(cpus.clone()),
+                _ => Err(Fallback::NoAffinity(token.to_string())),
+            }
+        })
+        .collect()
+}
+
+/// The positions (in `near`) of the GPUs whose local CPUs overlap `task`
+/// most; every position when none overlaps.
+pub fn candidates(task: &CpuSet, near: &[CpuSet]) -> Vec<usize> {
+    let overlaps: Vec<usize> = near.iter().map(|g| g.overlap(task)).collect();
+    let best = overlaps.iter().copied().max().unwrap_or(0);
+    if best == 0 {
+        return (0..near.len()).collect();
+    }
+    overlaps
+        .iter()
+        .enumerate()
+        .filter(|&(_, &o)| o == best)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Every task's position in the step's GPU list, from every task's CPUs
+/// (local-id order): the same answer in every task.
+pub fn closest_all(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<usize>, Error> {
+    let groups = groups(tasks, near)?;
+    (0..tasks.len()).map(|l| pick_of(&groups, l)).collect()
+}
+
+/// Task `local_id`'s entry of [`closest_all`], computed alone: what each
+/// task does in `task_init`.
+pub fn closest_of(tasks: &[CpuSet], near: &[CpuSet], local_id: usize) -> Result<usize, Error> {
+    pick_of(&groups(tasks, near)?, local_id)
+}
+
+/// Each task's candidates.
+fn groups(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<Vec<usize>>, Error> {
+    if near.is_empty() {
+        return Err(Error::NoGpusToMap);
+    }
+    Ok(tasks.iter().map(|t| candidates(t, near)).collect())
+}
+
+/// Task `l`'s block among the tasks with its candidates.
+fn pick_of(groups: &[Vec<usize>], l: usize) -> Result<usize, Error> {
+    let group = groups.get(l).ok_or(Error::LocalIdOutOfRange {
+        local_id: l,
+        local_count: groups.len(),
+    })?;
+    let rank = groups.iter().take(l).filter(|g| *g == group).count();
+    let size = groups.iter().filter(|g| *g == group).count();
+    pick(group, rank, size)
+}
+
+/// One task's position from its own CPUs only (Slurm gave no per-task
+/// masks): the task takes candidate `local_id mod c` of its `c`
+/// candidates.
+///
+/// Why it stays balanced: with Slurm's default block distribution of tasks
+/// over CPUs, the tasks of one domain have consecutive local ids, and any
+/// run of consecutive integers hits each residue mod `c` equally often, give
+/// or take one: the loads in the domain differ by at most one, as with
+/// [`closest_all`]. It can differ from `closest_all`'s blocks (residues, not
+/// blocks), and under a cyclic CPU distribution over `d` domains it is
+/// balanced only when `d` and `c` share no factor. Unbound tasks (every GPU
+/// a candidate) take the contiguous position over all GPUs, as in
+/// [`closest_all`].
+pub fn closest_own(
+    own: &CpuSet,
+    local_id: usize,
+    local_count: usize,
+    near: &[CpuSet],
+) -> Result<usize, Error> {
+    let group = candidates(own, near);
+    if group.len() == near.len() {
+        return position(Method::Contiguous, local_id, local_count, near.len());
+    }
+    if local_id >= local_count {
+        return Err(Error::LocalIdOutOfRange {
+            local_id,
+            local_count,
+        });
+    }
+    group
+        .get(local_id % group.len().max(1))
+        .copied()
+        .ok_or(Error::NoGpusToMap)
+}
+
+/// Member `rank` of `size` tasks sharing `group` gets its contiguous block.
+fn pick(group: &[usize], rank: usize, size: usize) -> Result<usize, Error> {
+    let at = position(Method::Contiguous, rank, size, group.len())?;
+    group.get(at).copied().ok_or(Error::NoGpusToMap)
+}
+
+/// Every task's CPUs, from what Slurm's task/affinity plugin writes into
+/// the step's environment: `SLURM_CPU_BIND_TYPE` (`mask_cpu:` or
+/// `map_cpu:`, possibly after flags such as `verbose,`) and
+/// `SLURM_CPU_BIND_LIST` (one entry per task, hex masks or CPU numbers).
+/// Slurm reuses the list from its start when it has fewer entries than
+/// tasks (task `l` takes entry `l mod len`), and so does this. `None` when
+/// the binding is of another kind (none, ldoms, sockets: no per-task list)
+/// or the list cannot be read.
+pub fn bind_list_cpus(
+    bind_type: Option<&str>,
+    bind_list: Option<&str>,
+    local_count: usize,
+) -> Option<Vec<CpuSet>> {
+    let kinds: Vec<&str> = bind_type?
+        .split([',', ':'])
+        .filter(|w| !w.is_empty())
+        .collect();
+    let masks = kinds.contains(&"mask_cpu");
+    let maps = kinds.contains(&"map_cpu");
+    if !(masks || maps) || local_count == 0 {
+        return None;
+    }
+    let entries: Vec<CpuSet> = bind_list?
+        .split(',')
+        .map(|entry| if masks { mask(entry) } else { one_cpu(entry) })
+        .collect::<Option<_>>()?;
+    if entries.is_empty() {
+        return None;
+    }
+    (0..local_count)
+        .map(|l| entries.get(l % entries.len()).cloned())
+        .collect()
+}
+
+fn mask(entry: &str) -> Option<CpuSet> {
+    CpuSet::parse_mask(entry).ok()
+}
+
+/// A `map_cpu` entry: a CPU number, decimal or `0x` hex.
+fn one_cpu(entry: &str) -> Option<CpuSet> {
+    let cpu = match entry.strip_prefix("0x") {
+        Some(hex) => usize::from_str_radix(hex, 16).ok()?,
+        None => entry.parse::<usize>().ok()?,
+    };
+    CpuSet::of(&[cpu])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{GpuPlace, Preset};
+
+    fn near(preset: Preset) -> Vec<CpuSet> {
+        let t = preset.topology();
+        near_cpus(&t.tokens(), &t).unwrap()
+    }
+
+    /// `n` tasks bound to equal consecutive blocks of the node's cores, as
+    /// task/affinity does with `--cpu-bind=cores -c cores/n`.
+    fn blocks(preset: Preset, n: usize) -> Vec<CpuSet> {
+        let cores: Vec<usize> = preset.topology().cpus.cpus().collect();
+        let each = cores.len() / n;
+        (0..n)
+            .map(|l| CpuSet::of(&cores[l * each..(l + 1) * each]).unwrap())
+            .collect()
+    }
+
+    fn closest(preset: Preset, n: usize) -> Vec<usize> {
+        closest_all(&blocks(preset, n), &near(preset)).unwrap()
+    }
+
+    /// Each task's own-mask answer.
+    fn own(preset: Preset, n: usize) -> Vec<usize> {
+        let near = near(preset);
+        blocks(preset, n)
+            .iter()
+            .enumerate()
+            .map(|(l, cpus)| closest_own(cpus, l, n, &near).unwrap())
+            .collect()
+    }
+
+    fn loads(positions: &[usize], gpus: usize) -> Vec<usize> {
+        (0..gpus)
+            .map(|g| positions.iter().filter(|&&p| p == g).count())
+            .collect()
+    }
+
+    #[test]
+    fn perlmutter_and_polaris_reverse_the_gpus() {
+        for preset in [Preset::Perlmutter, Preset::Polaris] {
+            // One task bound to every core overlaps each GPU alike: the
+            // contiguous rule, GPU 0.
+            assert_eq!(closest(preset, 1), [0], "{preset:?}");
+            assert_eq!(closest(preset, 2), [2, 0], "{preset:?}");
+            assert_eq!(closest(preset, 4), [3, 2, 1, 0], "{preset:?}");
+            assert_eq!(closest(preset, 8), [3, 3, 2, 2, 1, 1, 0, 0], "{preset:?}");
+            assert_eq!(
+                closest(preset, 16),
+                [3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0],
+                "{preset:?}"
+            );
+            assert_eq!(own(preset, 4), [3, 2, 1, 0]);
+            assert_eq!(own(preset, 16), closest(preset, 16));
+        }
+    }
+
+    #[test]
+    fn two_tasks_spanning_two_domains_each_take_one_of_theirs() {
+        // Task 0 on NUMA 0-1 (GPUs 3, 2), task 1 on NUMA 2-3 (GPUs 1, 0):
+        // each overlaps two GPUs alike and takes the first of its pair.
+        let tasks = blocks(Preset::Perlmutter, 2);
+        assert_eq!(
+            candidates(&tasks[0], &near(Preset::Perlmutter)),
+            [2, 3],
+            "GPUs 2 and 3, in the step's order"
+        );
+        assert_eq!(closest(Preset::Perlmutter, 2), [2, 0]);
+        // Four tasks, two per spanning pair: the pair splits.
+        let wide = [
+            CpuSet::parse("0-31").unwrap(),
+            CpuSet::parse("0-31").unwrap(),
+            CpuSet::parse("32-63").unwrap(),
+            CpuSet::parse("32-63").unwrap(),
+        ];
+        assert_eq!(
+            closest_all(&wide, &near(Preset::Perlmutter)).unwrap(),
+            [2, 3, 0, 1]
+        );
+    }
+
+    #[test]
+    fn lumi_g_follows_the_ccd_map() {
+        // One task per CCD (8 cores): 4,5,2,3,6,7,0,1.
+        assert_eq!(closest(Preset::LumiG, 8), [4, 5, 2, 3, 6, 7, 0, 1]);
+        assert_eq!(own(Preset::LumiG, 8), [4, 5, 2, 3, 6, 7, 0, 1]);
+        assert_eq!(closest(Preset::LumiG, 4), [4, 2, 6, 0]);
+        let sixteen = closest(Preset::LumiG, 16);
+        assert_eq!(sixteen, [4, 4, 5, 5, 2, 2, 3, 3, 6, 6, 7, 7, 0, 0, 1, 1]);
+        assert_eq!(loads(&sixteen, 8), [2; 8]);
+        assert_eq!(closest(Preset::LumiG, 2), [2, 0]);
+        assert_eq!(closest(Preset::LumiG, 1), [0]);
+    }
+
+    #[test]
+    fn dgx_a100_follows_its_numa_map() {
+        // GPUs 0-7 on NUMA 2,3,0,1,6,7,4,5: NUMA n's task gets the GPU on n.
+        assert_eq!(closest(Preset::DgxA100, 8), [2, 3, 0, 1, 6, 7, 4, 5]);
+        assert_eq!(
+            closest(Preset::DgxA100, 16),
+            [2, 2, 3, 3, 0, 0, 1, 1, 6, 6, 7, 7, 4, 4, 5, 5]
+        );
+        // Four tasks, each on two NUMA nodes: the first GPU of each pair.
+        assert_eq!(closest(Preset::DgxA100, 4), [2, 0, 6, 4]);
+        assert_eq!(closest(Preset::DgxA100, 2), [0, 4]);
+        assert_eq!(own(Preset::DgxA100, 8), [2, 3, 0, 1, 6, 7, 4, 5]);
+    }
+
+    #[test]
+    fn aurora_splits_each_socket() {
+        // n/2 tasks per socket, each on an equal share of its 52 cores, as
+        // Slurm binds them (it does not split a task over sockets).
+        let per_socket = |n: usize| -> Vec<CpuSet> {
+            let (half, each) = (n / 2, 52 / (n / 2));
+            (0..n)
+                .map(|l| {
+                    let first = 52 * (l / half) + each * (l % half);
+                    CpuSet::range(first, first + each - 1).unwrap()
+                })
+                .collect()
+        };
+        let near = near(Preset::Aurora);
+        let on = |n| closest_all(&per_socket(n), &near).unwrap();
+        assert_eq!(on(2), [0, 6]);
+        // Fewer tasks than GPUs in a socket: one each, from the first.
+        assert_eq!(on(4), [0, 1, 6, 7]);
+        assert_eq!(on(8), [0, 1, 2, 3, 6, 7, 8, 9]);
+        assert_eq!(on(12), (0..12).collect::<Vec<_>>());
+        // 8 tasks per socket on its 6 GPUs: array_split blocks.
+        let sixteen = on(16);
+        assert_eq!(sixteen, [0, 0, 1, 1, 2, 3, 4, 5, 6, 6, 7, 7, 8, 9, 10, 11]);
+        assert_eq!(loads(&sixteen, 12), [2, 2, 1, 1, 1, 1, 2, 2, 1, 1, 1, 1]);
+        // Even blocks of all 104 cores: task 6 of 12 holds cores 48-55, 4
+        // on each socket, so every GPU is its candidate: alone in that
+        // group, it takes the first GPU.
+        let spanning = closest(Preset::Aurora, 12);
+        assert_eq!(spanning, [0, 1, 2, 3, 4, 5, 0, 6, 7, 8, 9, 10]);
+        let own16: Vec<usize> = per_socket(16)
+            .iter()
+            .enumerate()
+            .map(|(l, cpus)| closest_own(cpus, l, 16, &near).unwrap())
+            .collect();
+        // Own masks: residues within the socket, just as balanced.
+        assert_eq!(own16, [0, 1, 2, 3, 4, 5, 0, 1, 8, 9, 10, 11, 6, 7, 8, 9]);
+        let l = loads(&own16, 12);
+        assert_eq!(l, [2, 2, 1, 1, 1, 1, 1, 1, 2, 2, 1, 1]);
+    }
+
+    #[test]
+    fn unbound_tasks_are_contiguous() {
+        let all = CpuSet::range(0, 127).unwrap();
+        let near = near(Preset::Perlmutter);
+        for n in [1, 2, 4, 6, 8, 16] {
+            let tasks = vec![all.clone(); n];
+            let want: Vec<usize> = (0..n)
+                .map(|l| position(Method::Contiguous, l, n, 4).unwrap())
+                .collect();
+            assert_eq!(closest_all(&tasks, &near).unwrap(), want, "{n} tasks");
+            let own: Vec<usize> = (0..n)
+                .map(|l| closest_own(&all, l, n, &near).unwrap())
+                .collect();
+            assert_eq!(own, want, "{n} tasks, own mask");
+        }
+    }
+
+    #[test]
+    fn partial_allocations_match_only_the_step_gpus() {
+        // The step holds GPUs 2 and 3 of a Perlmutter node (NUMA 1 and 0).
+        let t = Preset::Perlmutter.topology();
+        let near = near_cpus(&["2", "3"], &t).unwrap();
+        let tasks = blocks(Preset::Perlmutter, 4);
+        // Tasks on NUMA 0 and 1 find their GPUs (positions 1 and 0); tasks
+        // on NUMA 2 and 3 overlap neither and split both contiguously.
+        assert_eq!(closest_all(&tasks, &near).unwrap(), [1, 0, 0, 1]);
+        // Eight tasks: the four far ones split 2+2.
+        let tasks = blocks(Preset::Perlmutter, 8);
+        assert_eq!(
+            closest_all(&tasks, &near).unwrap(),
+            [1, 1, 0, 0, 0, 0, 1, 1]
+        );
+    }
+
+    #[test]
+    fn overcommitted_domains_stay_within_one() {
+        // 7 tasks on socket 0 of Aurora (6 GPUs) and 1 on socket 1.
+        let near = near(Preset::Aurora);
+        let mut tasks: Vec<CpuSet> = (0..7).map(|c| CpuSet::of(&[c]).unwrap()).collect();
+        tasks.push(CpuSet::of(&[60]).unwrap());
+        let got = closest_all(&tasks, &near).unwrap();
+        assert_eq!(got, [0, 0, 1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn unknown_affinity_falls_back_with_one_line() {
+        let mut t = Preset::Perlmutter.topology();
+        assert_eq!(
+            near_cpus(&["0", "7"], &t).unwrap_err().to_string(),
+            "closest: cannot locate GPU \"7\"; using contiguous"
+        );
+        t.gpus[1] = GpuPlace {
+            token: "1".to_string(),
+            numa: None,
+            cpus: None,
+        };
+        let err = near_cpus(&t.tokens(), &t).unwrap_err();
+        assert_eq!(err, Fallback::NoAffinity("1".to_string()));
+        assert_eq!(
+            err.to_string(),
+            "closest: no CPU affinity is known for GPU \"1\"; using contiguous"
+        );
+        // A partial step that avoids the unknown GPU is fine.
+        assert!(near_cpus(&["0", "2"], &t).is_ok());
+        assert!(closest_all(&[], &[]).is_err());
+        assert!(closest_own(&CpuSet::new(), 0, 1, &[]).is_err());
+        assert!(closest_own(&CpuSet::of(&[0]).unwrap(), 2, 2, &near(Preset::Perlmutter)).is_err());
+    }
+
+    #[test]
+    fn slurm_bind_lists() {
+        let got = bind_list_cpus(Some("mask_cpu:"), Some("0x3,0xC"), 3).unwrap();
+        let shown: Vec<String> = got.iter().map(|c| c.to_string()).collect();
+        assert_eq!(shown, ["0-1", "2-3", "0-1"], "the list wraps round");
+        let got = bind_list_cpus(Some("verbose,map_cpu:"), Some("5,0x7"), 2).unwrap();
+        let shown: Vec<String> = got.iter().map(|c| c.to_string()).collect();
+        assert_eq!(shown, ["5", "7"]);
+        assert_eq!(bind_list_cpus(Some("none"), Some("0x3"), 1), None);
+        assert_eq!(bind_list_cpus(Some("mask_cpu:"), None, 1), None);
+        assert_eq!(bind_list_cpus(None, Some("0x3"), 1), None);
+        assert_eq!(bind_list_cpus(Some("mask_cpu:"), Some("0x3,zz"), 2), None);
+        assert_eq!(bind_list_cpus(Some("mask_cpu:"), Some("0x3"), 0), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn each_group_is_balanced_within_one(
+            picks in proptest::collection::vec(0usize..8, 1..40),
+            preset in 0usize..5,
+        ) {
+            let preset = [Preset::Perlmutter, Preset::Polaris, Preset::LumiG, Preset::DgxA100, Preset::Aurora][preset];
+            let near = near(preset);
+            // Task i sits on one core of NUMA node / socket `picks[i]`.
+            let tasks: Vec<CpuSet> = picks
+                .iter()
+                .map(|&p| CpuSet::of(&[near[p % near.len()].cpus().next().unwrap()]).unwrap())
+                .collect();
+            let got = closest_all(&tasks, &near).unwrap();
+            for (l, task) in tasks.iter().enumerate() {
+                let group = candidates(task, &near);
+                proptest::prop_assert!(group.contains(&got[l]));
+                let loads: Vec<usize> = group
+                    .iter()
+                    .map(|g| (0..tasks.len()).filter(|&m| got[m] == *g && candidates(&tasks[m], &near) == group).count())
+                    .collect();
+                let (lo, hi) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
+                proptest::prop_assert!(hi - lo <= 1, "loads {:?}", loads);
+            }
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! `closest` on the local test cluster with real CPU binding: one node, n1,
+//! brought up by `tests/run-cluster-tests.sh` with `DGM_TASK_AFFINITY=1`
+//! (TaskPlugin=task/affinity, the host's real CPU count, 4 fake GPUs), and
+//! a fake kernel tree given to the plugin through the plugstack-only
+//! `kernel_root`: GPUs 0 and 1 sit next to CPU 1, GPUs 2 and 3 next to
+//! CPU 0, so `closest` is not the identity. Expected values are written out
+//! per task. Fails, never skips, when the cluster is not up.
+#![cfg(feature = "cluster-tests")]
+
+mod common;
+use common::*;
+use std::path::PathBuf;
+
+/// The fake kernel files, written once under the cluster's state dir
+/// (readable by slurmstepd, set only in plugstack.conf).
+fn kernel_root() -> PathBuf {
+    let root = PathBuf::from(state_dir()).join("kernel");
+    for gpu in 0..4 {
+        let bus = format!("0000:0{}:00.0", gpu + 1);
+        let cpu = if gpu < 2 { "1" } else { "0" };
+        let info = root.join(format!("proc/driver/nvidia/gpus/{bus}"));
+        let pci = root.join(format!("sys/bus/pci/devices/{bus}"));
+        std::fs::create_dir_all(&info).unwrap();
+        std::fs::create_dir_all(&pci).unwrap();
+        std::fs::write(
+            info.join("information"),
+            format!("Model: Fake\nDevice Minor: {gpu}\nBus Location: {bus}\n"),
+        )
+        .unwrap();
+        std::fs::write(pci.join("numa_node"), format!("{cpu}\n")).unwrap();
+        std::fs::write(pci.join("local_cpulist"), format!("{cpu}\n")).unwrap();
+    }
+    root
+}
+
+fn with_root() -> std::sync::MutexGuard<'static, ()> {
+    let root = format!("kernel_root={}", kernel_root().display());
+    setup("required", &[&root])
+}
+
+/// Each task prints `T rank local CUDA_VISIBLE_DEVICES its-CPUs`.
+const CPU_PROBE: &str = r#"echo "T $SLURM_PROCID $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} $(sed -n 's/^Cpus_allowed_list:\t*//p' /proc/self/status)""#;
+
+/// `srun ARGS` with the probe; the rows sorted by rank, and stderr.
+fn srun_cpus(args: &[&str]) -> (String, String) {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["-w", "n1", "bash", "-c", CPU_PROBE]);
+    let out = run("srun", &all);
+    assert!(out.status.success(), "srun {args:?}:\n{}", show(&out));
+    (probe_rows(&text(&out.stdout)), text(&out.stderr))
+}
+
+fn rows(lines: &[&str]) -> String {
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+#[test]
+fn two_bound_tasks_take_the_gpus_next_to_their_cpus() {
+    let _c = with_root();
+    let (got, err) = srun_cpus(&[
+        "-n2",
+        "--gpus-per-node=4",
+        "--cpu-bind=cores",
+        "--desi-gpu-map=verbose,closest",
+    ]);
+    assert_eq!(got, rows(&["0 0 2 0", "1 1 0 1"]), "{err}");
+    assert!(
+        err.contains("cpus=0 cpus_from=slurm gpu_cpus=0 near=yes"),
+        "{err}"
+    );
+    // map_cpu reverses the CPUs, and with them the GPUs.
+    let (got, err) = srun_cpus(&[
+        "-n2",
+        "--gpus-per-node=4",
+        "--cpu-bind=map_cpu:1,0",
+        "--desi-gpu-map=closest",
+    ]);
+    assert_eq!(got, rows(&["0 0 0 1", "1 1 2 0"]), "{err}");
+}
+
+#[test]
+fn overcommitted_tasks_split_their_domain() {
+    let _c = with_root();
+    // Four tasks on one CPU: Slurm binds all to CPU 0, near GPUs 2 and 3.
+    let (got, err) = srun_cpus(&[
+        "-n4",
+        "--overcommit",
+        "--gpus-per-node=4",
+        "--cpu-bind=cores",
+        "--desi-gpu-map=closest",
+    ]);
+    assert_eq!(
+        got,
+        rows(&["0 0 2 0", "1 1 2 0", "2 2 3 0", "3 3 3 0"]),
+        "{err}"
+    );
+    // Eight tasks in an allocation of both CPUs, four bound to each
+    // (map_cpu): two domains of two GPUs, each split in blocks.
+    let eight = |bind: &str| {
+        let out = run(
+            "salloc",
+            &[
+                "-n2",
+                "-w",
+                "n1",
+                "--gpus-per-node=4",
+                "srun",
+                "-n8",
+                "--overcommit",
+                bind,
+                "--desi-gpu-map=closest",
+                "bash",
+                "-c",
+                CPU_PROBE,
+            ],
+        );
+        assert!(out.status.success(), "{}", show(&out));
+        probe_rows(&text(&out.stdout))
+    };
+    assert_eq!(
+        eight("--cpu-bind=map_cpu:0,0,0,0,1,1,1,1"),
+        rows(&[
+            "0 0 2 0", "1 1 2 0", "2 2 3 0", "3 3 3 0", "4 4 0 1", "5 5 0 1", "6 6 1 1", "7 7 1 1"
+        ])
+    );
+    // cores with more tasks than CPUs: Slurm binds each to both CPUs, so
+    // every GPU is as near as any other: contiguous.
+    assert_eq!(
+        eight("--cpu-bind=cores"),
+        rows(&[
+            "0 0 0 0-1",
+            "1 1 0 0-1",
+            "2 2 1 0-1",
+            "3 3 1 0-1",
+            "4 4 2 0-1",
+            "5 5 2 0-1",
+            "6 6 3 0-1",
+            "7 7 3 0-1"
+        ])
+    );
+}
+
+#[test]
+fn unbound_tasks_and_partial_steps_are_contiguous_where_nothing_is_nearer() {
+    let _c = with_root();
+    let (got, err) = srun_cpus(&[
+        "-n2",
+        "--gpus-per-node=4",
+        "--cpu-bind=none",
+        "--desi-gpu-map=verbose,closest",
+    ]);
+    assert_eq!(got, rows(&["0 0 0 0-1", "1 1 1 0-1"]), "{err}");
+    assert!(err.contains("cpus=0-1 cpus_from=own"), "{err}");
+    // The step holds GPUs 0 and 1, both next to CPU 1: the task on CPU 0
+    // has no near GPU, so both tasks split the pair.
+    let (got, err) = srun_cpus(&[
+        "-n2",
+        "--gres=gpu:2",
+        "--cpu-bind=cores",
+        "--desi-gpu-map=closest",
+    ]);
+    assert_eq!(got, rows(&["0 0 0 0", "1 1 1 1"]), "{err}");
+}
+
+#[test]
+fn unknown_gpu_locations_fall_back_in_one_line() {
+    // No kernel_root (this host has no NVIDIA driver files), and the fake
+    // NVML reports no CPU affinity (no affinity= line).
+    let _c = setup("required", &[]);
+    let (got, err) = srun_cpus(&[
+        "-n2",
+        "--gpus-per-node=4",
+        "--cpu-bind=cores",
+        "--desi-gpu-map=closest",
+    ]);
+    assert_eq!(got, rows(&["0 0 0 0", "1 1 1 1"]), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("closest:")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert_eq!(
+        lines[0],
+        "desi-gpu-map: node n1: closest: no CPU affinity is known for GPU \"0\"; using contiguous"
+    );
+}
+
+#[test]
+fn nvml_locates_the_gpus_where_the_kernel_files_fail() {
+    // No kernel_root (this host has no NVIDIA driver files): NVML's CPU
+    // affinity, from the fake library, places GPUs 0,1 at CPU 1, 2,3 at 0.
+    let _c = setup("required", &[]);
+    cluster(&["nvml", "set", "affinity=0x2,0x2,0x1,0x1"]);
+    let (got, err) = srun_cpus(&[
+        "-n2",
+        "--gpus-per-node=4",
+        "--cpu-bind=cores",
+        "--desi-gpu-map=verbose,closest",
+    ]);
+    assert_eq!(got, rows(&["0 0 2 0", "1 1 0 1"]), "{err}");
+    assert!(err.contains("gpu_cpus=0 near=yes"), "{err}");
+    // NVML fails the call: the step falls back, in one line.
+    cluster(&["nvml", "set", "fail=affinity"]);
+    let (got, err) = srun_cpus(&[
+        "-n2",
+        "--gpus-per-node=4",
+        "--cpu-bind=cores",
+        "--desi-gpu-map=closest",
+    ]);
+    assert_eq!(got, rows(&["0 0 0 0", "1 1 1 1"]), "{err}");
+    assert!(err.contains("nvmlDeviceGetCpuAffinity failed"), "{err}");
+}

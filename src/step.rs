@@ -27,7 +27,7 @@ use crate::env;
 use crate::error::{quote, Error};
 use crate::method::{Choice, Method, Request};
 use crate::topology::Topology;
-use crate::vendor::{Chosen, Rendering, StepLists, VendorSetting};
+use crate::vendor::{Chosen, Rendering, StepLists, Vendor, VendorSetting};
 use binding::slurm_binds_per_task;
 use source::{from_nvml, from_slurm, other_lists, NoList};
 use std::fmt;
@@ -207,9 +207,10 @@ impl Near {
 }
 
 /// A `closest` step's GPUs located: through the kernel files under the
-/// site's `kernel_root` for Slurm's own list, and through NVML (`places`,
-/// [`crate::nvml::places`] lines) for a list NVML gave, or where the kernel
-/// files fail and NVML is on. See [`crate::topology::resolve_tokens`] for how
+/// site's `kernel_root` for Slurm's own list (NVIDIA's driver files, or AMD's
+/// and Intel's render nodes), and through NVML (`places`,
+/// [`crate::nvml::places`] lines) for a list NVML gave, or where NVIDIA's
+/// kernel files fail and NVML is on. See [`crate::topology::resolve_tokens`] for how
 /// a token names a device. `env` reads the step's environment.
 pub fn step_topology(
     config: &Config,
@@ -223,12 +224,15 @@ pub fn step_topology(
         let lines = places(config).map_err(|e| e.to_string())?;
         crate::topology::from_nvml_lines(&lines, &map.gpus, absolute)
     };
+    let vendor = map.rendering.vendor;
     if map.cuda.is_none() {
         return from_nvml(places);
     }
-    match crate::topology::from_kernel(&config.kernel_root, &map.gpus, absolute) {
+    match crate::topology::from_kernel(&config.kernel_root, vendor, &map.gpus, absolute) {
         Ok(topology) => Ok(topology),
-        Err(kernel) if config.nvml != crate::config::NvmlSource::Off => {
+        Err(kernel)
+            if vendor == Vendor::Nvidia && config.nvml != crate::config::NvmlSource::Off =>
+        {
             from_nvml(places).map_err(|nvml| format!("{kernel}; NVML: {nvml}"))
         }
         Err(kernel) => Err(kernel),
@@ -540,5 +544,19 @@ mod tests {
             err.ends_with("; NVML: NVML discovery is off (nvml=off)"),
             "{err}"
         );
+        // AMD and Intel GPUs: their render nodes only, never NVML.
+        let mut amd = map.clone();
+        amd.rendering.vendor = Vendor::Amd;
+        let mut asked = false;
+        let err = step_topology(&no_files, &amd, &env, &mut |_| {
+            asked = true;
+            lines()
+        })
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "/nonexistent/sys/class/drm: No such file or directory (os error 2)"
+        );
+        assert!(!asked);
     }
 }

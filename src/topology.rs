@@ -19,6 +19,7 @@
 use crate::cpuset::CpuSet;
 use crate::error::quote;
 use crate::names::named;
+use crate::vendor::{read_hex, Vendor};
 use std::fmt;
 use std::io::Read;
 use std::path::Path;
@@ -212,7 +213,8 @@ pub struct KernelGpu {
     /// As sysfs names it: `0000:c1:00.0`.
     pub bus_id: String,
     /// `Device Minor` in the NVIDIA driver's information file
-    /// (`/dev/nvidiaN`).
+    /// (`/dev/nvidiaN`); for AMD and Intel GPUs the DRM render node's
+    /// number less 128 (`/dev/dri/renderD128` is 0).
     pub minor: u32,
 }
 
@@ -262,7 +264,7 @@ pub fn resolve_tokens<S: AsRef<str>>(
                 .ok_or_else(|| format!("GPU index {i} is past the node's {} GPUs", by_bus.len()))?;
             if usize::try_from(gpu.minor).ok() != Some(i) {
                 return Err(format!(
-                    "GPU index {i} is {} in PCI order but has device minor {}:                      gres.conf's order is unknown",
+                    "GPU index {i} is {} in PCI order but has device minor {}: gres.conf's order is unknown",
                     gpu.bus_id, gpu.minor
                 ));
             }
@@ -329,6 +331,62 @@ pub fn kernel_gpus(root: &Path) -> Result<Vec<KernelGpu>, String> {
     Ok(gpus)
 }
 
+/// The first DRM render node's number (`/dev/dri/renderD128`).
+const FIRST_RENDER_NODE: u32 = 128;
+
+/// Reads the node's AMD or Intel GPUs from the DRM render nodes under
+/// `root`: each `sys/class/drm/renderD<N>` whose PCI device (`device/vendor`)
+/// is `vendor`'s, its bus id from `device/uevent` (`PCI_SLOT_NAME`), its
+/// minor `N - 128`. gres.conf names these GPUs `File=/dev/dri/renderD<N>`,
+/// and ROCm and Level Zero number them in the order the driver probed
+/// them, which is the render nodes' order; [`resolve_tokens`] accepts an
+/// index only where that order is also PCI order.
+pub fn drm_gpus(root: &Path, vendor: Vendor) -> Result<Vec<KernelGpu>, String> {
+    let dir = root.join("sys/class/drm");
+    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut gpus = Vec::new();
+    for entry in entries.take(4 * MAX_GPUS) {
+        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(number) = name
+            .strip_prefix("renderD")
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let device = entry.path().join("device");
+        let ours =
+            read_hex(&device.join("vendor")).and_then(Vendor::from_pci_vendor) == Some(vendor);
+        if !ours {
+            continue;
+        }
+        let uevent = read_small(&device.join("uevent"))?;
+        let bus_id = uevent
+            .lines()
+            .find_map(|l| l.strip_prefix("PCI_SLOT_NAME="))
+            .map(|b| b.trim().to_lowercase())
+            .ok_or_else(|| format!("{}: no PCI_SLOT_NAME", device.join("uevent").display()))?;
+        let minor = number.checked_sub(FIRST_RENDER_NODE).ok_or_else(|| {
+            format!(
+                "{}: a render node numbered below {FIRST_RENDER_NODE}",
+                entry.path().display()
+            )
+        })?;
+        gpus.push(KernelGpu { bus_id, minor });
+    }
+    if gpus.is_empty() {
+        return Err(format!(
+            "no {} GPU among the render nodes in {}",
+            vendor.name(),
+            dir.display()
+        ));
+    }
+    if gpus.len() > MAX_GPUS {
+        return Err(format!("more than {MAX_GPUS} GPUs in {}", dir.display()));
+    }
+    Ok(gpus)
+}
+
 /// A GPU's place from sysfs under `root`: `numa_node` (-1: none, so no
 /// affinity) and `local_cpulist`.
 pub fn kernel_place(root: &Path, token: &str, bus_id: &str) -> Result<GpuPlace, String> {
@@ -356,14 +414,20 @@ pub fn kernel_place(root: &Path, token: &str, bus_id: &str) -> Result<GpuPlace, 
     })
 }
 
-/// The step's GPUs located through the kernel under `root`, without NVML
-/// (see [`resolve_tokens`]).
+/// The step's GPUs located through the kernel under `root`, without NVML:
+/// NVIDIA's through its driver's files ([`kernel_gpus`]), AMD's and
+/// Intel's through their render nodes ([`drm_gpus`]); see
+/// [`resolve_tokens`].
 pub fn from_kernel<S: AsRef<str>>(
     root: &Path,
+    vendor: Vendor,
     tokens: &[S],
     absolute: Option<&[String]>,
 ) -> Result<Topology, String> {
-    let devices = kernel_gpus(root)?;
+    let devices = match vendor {
+        Vendor::Nvidia => kernel_gpus(root)?,
+        Vendor::Amd | Vendor::Intel => drm_gpus(root, vendor)?,
+    };
     let resolved = resolve_tokens(tokens, absolute, &devices)?;
     let gpus = tokens
         .iter()
@@ -645,19 +709,69 @@ mod tests {
             put(&format!("sys/bus/pci/devices/{bus}/local_cpulist"), cpus);
         }
         let abs = |l: &[&str]| -> Vec<String> { l.iter().map(|s| s.to_string()).collect() };
-        let t = from_kernel(&root, &["0", "1"], Some(&abs(&["0", "1"]))).unwrap();
+        let t = from_kernel(&root, Vendor::Nvidia, &["0", "1"], Some(&abs(&["0", "1"]))).unwrap();
         assert_eq!(
             t.place("0").unwrap().cpus.as_ref().unwrap().to_string(),
             "4-7"
         );
         assert_eq!(t.place("1").unwrap().numa, Some(0));
         assert_eq!(t.cpus.to_string(), "0-7");
-        let t = from_kernel(&root, &["2"], Some(&abs(&["2"]))).unwrap();
+        let t = from_kernel(&root, Vendor::Nvidia, &["2"], Some(&abs(&["2"]))).unwrap();
         assert_eq!(t.gpus[0].cpus, None, "NUMA -1: no affinity");
         let none = root.join("nothing");
-        assert!(from_kernel(&none, &["0"], None)
+        assert!(from_kernel(&none, Vendor::Nvidia, &["0"], None)
             .unwrap_err()
             .contains("nothing/proc/driver/nvidia/gpus"));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn amd_and_intel_gpus_through_their_render_nodes() {
+        let root = std::env::temp_dir().join(format!("dgm-drm-{}", std::process::id()));
+        let put = |path: &str, text: &str| {
+            let p = root.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        // Two AMD GCDs in PCI order (render nodes 128, 129), a BMC's
+        // graphics (render node 130, another vendor) and a card node.
+        for (bus, vendor, render, cpus) in [
+            ("0000:c1:00.0", "0x1002", 128, "48-63"),
+            ("0000:c6:00.0", "0x1002", 129, "0-15"),
+            ("0000:02:00.0", "0x1a03", 130, "0-63"),
+        ] {
+            let dev = format!("sys/bus/pci/devices/{bus}");
+            put(&format!("{dev}/vendor"), &format!("{vendor}\n"));
+            put(
+                &format!("{dev}/uevent"),
+                &format!("DRIVER=amdgpu\nPCI_SLOT_NAME={bus}\n"),
+            );
+            put(&format!("{dev}/numa_node"), "0\n");
+            put(&format!("{dev}/local_cpulist"), &format!("{cpus}\n"));
+            let node = root.join(format!("sys/class/drm/renderD{render}"));
+            std::fs::create_dir_all(&node).unwrap();
+            std::os::unix::fs::symlink(
+                format!("../../../bus/pci/devices/{bus}"),
+                node.join("device"),
+            )
+            .unwrap();
+        }
+        std::fs::create_dir_all(root.join("sys/class/drm/card0")).unwrap();
+        let abs: Vec<String> = vec!["0".into(), "1".into()];
+        let gpus = drm_gpus(&root, Vendor::Amd).unwrap();
+        assert_eq!(gpus.len(), 2, "{gpus:?}");
+        let t = from_kernel(&root, Vendor::Amd, &["0", "1"], Some(&abs)).unwrap();
+        assert_eq!(t.gpus[0].cpus.as_ref().unwrap().to_string(), "48-63");
+        assert_eq!(t.gpus[1].cpus.as_ref().unwrap().to_string(), "0-15");
+        // Under device constraint, the second GCD alone is renumbered 0.
+        let one: Vec<String> = vec!["1".into()];
+        let t = from_kernel(&root, Vendor::Amd, &["0"], Some(&one)).unwrap();
+        assert_eq!(t.gpus[0].cpus.as_ref().unwrap().to_string(), "0-15");
+        let err = from_kernel(&root, Vendor::Intel, &["0"], Some(&abs[..1])).unwrap_err();
+        assert!(
+            err.starts_with("no intel GPU among the render nodes in"),
+            "{err}"
+        );
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -53,7 +53,7 @@ impl Vendor {
         }
     }
 
-    fn from_pci_vendor(id: u32) -> Option<Vendor> {
+    pub(crate) fn from_pci_vendor(id: u32) -> Option<Vendor> {
         match id {
             0x10de => Some(Vendor::Nvidia),
             0x1002 => Some(Vendor::Amd),
@@ -205,7 +205,7 @@ fn compute_drivers(root: &Path) -> Vec<Vendor> {
 }
 
 /// A sysfs number such as `0x10de` or `0x030200`.
-fn read_hex(path: &Path) -> Option<u32> {
+pub(crate) fn read_hex(path: &Path) -> Option<u32> {
     let text = std::fs::read_to_string(path).ok()?;
     let text = text.trim();
     let digits = text.strip_prefix("0x").unwrap_or(text);

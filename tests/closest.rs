@@ -12,29 +12,44 @@ use common::*;
 use std::path::PathBuf;
 
 /// The fake kernel files, written once under the cluster's state dir
-/// (readable by slurmstepd, set only in plugstack.conf).
-fn kernel_root() -> PathBuf {
-    let root = PathBuf::from(state_dir()).join("kernel");
+/// (readable by slurmstepd, set only in plugstack.conf). `nvidia`: the
+/// NVIDIA driver's information files; else AMD render nodes
+/// (`sys/class/drm/renderD<128+i>`), for the same four PCI devices.
+fn kernel_root(nvidia: bool) -> PathBuf {
+    let name = if nvidia { "kernel" } else { "kernel-amd" };
+    let root = PathBuf::from(state_dir()).join(name);
+    let put = |path: PathBuf, text: String| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
     for gpu in 0..4 {
         let bus = format!("0000:0{}:00.0", gpu + 1);
         let cpu = if gpu < 2 { "1" } else { "0" };
-        let info = root.join(format!("proc/driver/nvidia/gpus/{bus}"));
         let pci = root.join(format!("sys/bus/pci/devices/{bus}"));
-        std::fs::create_dir_all(&info).unwrap();
-        std::fs::create_dir_all(&pci).unwrap();
-        std::fs::write(
-            info.join("information"),
-            format!("Model: Fake\nDevice Minor: {gpu}\nBus Location: {bus}\n"),
-        )
-        .unwrap();
-        std::fs::write(pci.join("numa_node"), format!("{cpu}\n")).unwrap();
-        std::fs::write(pci.join("local_cpulist"), format!("{cpu}\n")).unwrap();
+        put(pci.join("numa_node"), format!("{cpu}\n"));
+        put(pci.join("local_cpulist"), format!("{cpu}\n"));
+        if nvidia {
+            put(
+                root.join(format!("proc/driver/nvidia/gpus/{bus}/information")),
+                format!("Model: Fake\nDevice Minor: {gpu}\nBus Location: {bus}\n"),
+            );
+        } else {
+            put(pci.join("vendor"), "0x1002\n".to_string());
+            put(pci.join("uevent"), format!("PCI_SLOT_NAME={bus}\n"));
+            let render = root.join(format!("sys/class/drm/renderD{}", 128 + gpu));
+            std::fs::create_dir_all(&render).unwrap();
+            let link = render.join("device");
+            if !link.exists() {
+                let target = format!("../../../bus/pci/devices/{bus}");
+                std::os::unix::fs::symlink(target, link).unwrap();
+            }
+        }
     }
     root
 }
 
 fn with_root() -> std::sync::MutexGuard<'static, ()> {
-    let root = format!("kernel_root={}", kernel_root().display());
+    let root = format!("kernel_root={}", kernel_root(true).display());
     setup("required", &[&root])
 }
 
@@ -43,8 +58,18 @@ const CPU_PROBE: &str = r#"echo "T $SLURM_PROCID $SLURM_LOCALID ${CUDA_VISIBLE_D
 
 /// `srun ARGS` with the probe; the rows sorted by rank, and stderr.
 fn srun_cpus(args: &[&str]) -> (String, String) {
+    srun_probe(args, CPU_PROBE)
+}
+
+/// The probe for AMD GPUs: ROCR_VISIBLE_DEVICES carries the task's GPU
+/// (CUDA_VISIBLE_DEVICES, which HIP applies on top, is 0).
+fn amd_probe() -> String {
+    CPU_PROBE.replace("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+}
+
+fn srun_probe(args: &[&str], probe: &str) -> (String, String) {
     let mut all: Vec<&str> = args.to_vec();
-    all.extend(["-w", "n1", "bash", "-c", CPU_PROBE]);
+    all.extend(["-w", "n1", "bash", "-c", probe]);
     let out = run("srun", &all);
     assert!(out.status.success(), "srun {args:?}:\n{}", show(&out));
     (probe_rows(&text(&out.stdout)), text(&out.stderr))
@@ -206,4 +231,43 @@ fn nvml_locates_the_gpus_where_the_kernel_files_fail() {
     ]);
     assert_eq!(got, rows(&["0 0 0 0", "1 1 1 1"]), "{err}");
     assert!(err.contains("nvmlDeviceGetCpuAffinity failed"), "{err}");
+}
+
+#[test]
+fn amd_gpus_are_located_through_their_render_nodes() {
+    let root = format!("kernel_root={}", kernel_root(false).display());
+    let _c = setup("required", &["vendor=amd", &root]);
+    let rocr = amd_probe();
+    let (got, err) = srun_probe(
+        &[
+            "-n2",
+            "--gpus-per-node=4",
+            "--cpu-bind=cores",
+            "--desi-gpu-map=verbose,closest",
+        ],
+        &rocr,
+    );
+    assert_eq!(got, rows(&["0 0 2 0", "1 1 0 1"]), "{err}");
+    assert!(err.contains("gpu_cpus=0 near=yes"), "{err}");
+}
+
+#[test]
+fn amd_gpus_without_render_nodes_fall_back_in_one_line() {
+    // The NVIDIA driver's files are not read for AMD GPUs.
+    let root = format!("kernel_root={}", kernel_root(true).display());
+    let _c = setup("required", &["vendor=amd", &root]);
+    let rocr = amd_probe();
+    let (got, err) = srun_probe(
+        &[
+            "-n2",
+            "--gpus-per-node=4",
+            "--cpu-bind=cores",
+            "--desi-gpu-map=closest",
+        ],
+        &rocr,
+    );
+    assert_eq!(got, rows(&["0 0 0 0", "1 1 1 1"]), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("closest:")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("/sys/class/drm"), "{err}");
 }

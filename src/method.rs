@@ -33,8 +33,9 @@ impl Method {
             Method::RoundRobin => &["node-local task l gets GPU l mod k"],
             Method::Closest => &[
                 "a GPU attached to the task's own CPUs, split in blocks",
-                "among the tasks near the same GPUs; contiguous when a",
-                "GPU's CPUs are unknown (said in one line)",
+                "among the tasks near the same GPUs; the GPUs' CPUs come",
+                "from the kernel (sysfs) or NVML; contiguous where they",
+                "are unknown (said in one line)",
             ],
         }
     }
@@ -334,8 +335,9 @@ METHOD:
                (numpy.array_split order: 6 tasks on 4 GPUs -> 0 0 1 1 2 3)
   roundrobin   node-local task l gets GPU l mod k (also: round-robin)
   closest      a GPU attached to the task's own CPUs, split in blocks
-               among the tasks near the same GPUs; contiguous when a
-               GPU's CPUs are unknown (said in one line)
+               among the tasks near the same GPUs; the GPUs' CPUs come
+               from the kernel (sysfs) or NVML; contiguous where they
+               are unknown (said in one line)
   none         no mapping, even if the site set a default
   help         print this text and exit
   verbose      prefix: each task reports its GPU on stderr; alone, it

@@ -158,8 +158,9 @@ fn pick(group: &[usize], rank: usize, size: usize) -> Result<usize, Error> {
 /// `SLURM_CPU_BIND_LIST` (one entry per task, hex masks or CPU numbers).
 /// Slurm reuses the list from its start when it has fewer entries than
 /// tasks (task `l` takes entry `l mod len`), and so does this. `None` when
-/// the binding is of another kind (none, ldoms, sockets: no per-task list)
-/// or the list cannot be read.
+/// the binding is of another kind (none, rank, map_ldom, mask_ldom: no
+/// per-task CPU list; Slurm writes sockets, ldoms, cores and threads as
+/// mask_cpu, measured on 22.05) or the list cannot be read.
 pub fn bind_list_cpus(
     bind_type: Option<&str>,
     bind_list: Option<&str>,

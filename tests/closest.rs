@@ -188,6 +188,35 @@ fn unbound_tasks_and_partial_steps_are_contiguous_where_nothing_is_nearer() {
 }
 
 #[test]
+fn tasks_bound_without_a_cpu_list_use_their_own_masks() {
+    let _c = with_root();
+    let (got, err) = srun_cpus(&[
+        "-n2",
+        "--gpus-per-node=4",
+        "--cpu-bind=rank",
+        "--desi-gpu-map=verbose,closest",
+    ]);
+    if !series_at_least("24.11") {
+        // rank binds task l to CPU l but writes no per-task list
+        // (SLURM_CPU_BIND_TYPE=rank): each task sees only its own mask and
+        // takes its candidates' GPU at local_id mod 2, so task 1 gets GPU 1.
+        assert_eq!(got, rows(&["0 0 2 0", "1 1 1 1"]), "{err}");
+        assert!(
+            err.contains("cpus=1 cpus_from=own gpu_cpus=1 near=yes"),
+            "{err}"
+        );
+    } else {
+        // 24.11 and later ignore rank and bind cores, with the list.
+        assert!(err.contains("Ignoring --cpu-bind=rank"), "{err}");
+        assert_eq!(got, rows(&["0 0 2 0", "1 1 0 1"]), "{err}");
+        assert!(
+            err.contains("cpus=1 cpus_from=slurm gpu_cpus=1 near=yes"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn unknown_gpu_locations_fall_back_in_one_line() {
     // No kernel_root (this host has no NVIDIA driver files), and the fake
     // NVML reports no CPU affinity (no affinity= line).

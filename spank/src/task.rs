@@ -77,8 +77,8 @@ fn task_inputs(spank: &SpankHandle) -> Result<Ids, String> {
 /// `setup_env()` (which writes `SLURM_CPU_BIND_*`), then
 /// `task_g_pre_launch()` (task/affinity binds), then `spank_user_task()`
 /// (our `task_init`), in this order in the Slurm sources read for 19.05,
-/// 23.x and 24.11.7; on 22.05 the test cluster sees the bound masks
-/// (tests/closest.rs).
+/// 23.x and 24.11.7; on 22.05.8, 24.11.5 and 26.05.5 the test cluster's
+/// tasks see their bound masks here (tests/closest.rs).
 fn own_cpus() -> Option<CpuSet> {
     // SAFETY: cpu_set_t is plain bits, for which all zeroes is valid.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };

@@ -81,6 +81,18 @@ pub enum StepPlan {
     Map(StepMap),
 }
 
+impl StepPlan {
+    /// What the plan does, in a word, for the plugin's debug log: the
+    /// method, `unmapped` or `untouched`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StepPlan::Untouched => "untouched",
+            StepPlan::Unmapped(_) => "unmapped",
+            StepPlan::Map(map) => crate::names::Named::name(map.method),
+        }
+    }
+}
+
 /// A step the plugin does not map.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unmapped {

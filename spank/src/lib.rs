@@ -148,12 +148,10 @@ unsafe impl Plugin for DesiGpuMap {
             return Ok(());
         }
         let started = Instant::now();
-        self.plan = Some(gather::plan(
-            spank,
-            self.config.as_ref(),
-            self.request.as_ref(),
-        ));
-        log::debug!("user_init took {} us", started.elapsed().as_micros());
+        let plan = gather::plan(spank, self.config.as_ref(), self.request.as_ref());
+        let took = started.elapsed().as_micros();
+        log::debug!("user_init took {took} us ({})", plan.kind());
+        self.plan = Some(plan);
         Ok(())
     }
 
@@ -162,10 +160,14 @@ unsafe impl Plugin for DesiGpuMap {
             return Ok(());
         }
         let started = Instant::now();
+        let kind = self.plan.as_ref().map_or("no plan", StepPlan::kind);
         if let Some(plan) = &self.plan {
             task::apply(spank, plan);
         }
-        log::debug!("task_init took {} us", started.elapsed().as_micros());
+        log::debug!(
+            "task_init took {} us ({kind})",
+            started.elapsed().as_micros()
+        );
         Ok(())
     }
 

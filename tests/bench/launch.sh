@@ -79,15 +79,20 @@ for n in 8 32 64; do
         "$(awk -v a="${med[closest]}" -v b="${med[none]}" 'BEGIN {printf "%.3f", a / b}')"
 done
 
-# Time inside the plugin's own hooks, from slurmd's debug log.
-hooks=$(cat "$DGM_CLUSTER_DIR"/log/slurmd-n*.log | grep -o 'task_init took [0-9]* us' | awk '{print $3}')
+# Time inside the plugin's own hooks, per method, from slurmd's debug log
+# ("task_init took N us (METHOD)").
+hook_times() { cat "$DGM_CLUSTER_DIR"/log/slurmd-n*.log | sed -n "s/.*$1 took \([0-9]*\) us ($2).*/\1/p"; }
 echo
-echo "task_init per task: $(echo "$hooks" | wc -l) samples, median $(echo "$hooks" | median) us, max $(echo "$hooks" | sort -n | tail -n 1) us"
-ui=$(cat "$DGM_CLUSTER_DIR"/log/slurmd-n*.log | grep -o 'user_init took [0-9]* us' | awk '{print $3}')
-echo "user_init per step and node: median $(echo "$ui" | median) us, max $(echo "$ui" | sort -n | tail -n 1) us"
+for m in contiguous closest; do
+    t=$(hook_times task_init "$m")
+    u=$(hook_times user_init "$m")
+    echo "$m: task_init per task: $(echo "$t" | wc -l) samples, median $(echo "$t" | median) us, max $(echo "$t" | sort -n | tail -n 1) us;" \
+        "user_init per step and node: median $(echo "$u" | median) us, max $(echo "$u" | sort -n | tail -n 1) us"
+done
 
-# NVML loads: steps that need NVML (whole nodes, no GPU request) load it once per node per step.
-bash "$harness" plugin required "$so" >/dev/null
+# NVML loads: steps that need NVML (whole nodes, no GPU request, which
+# untracked=whole-node maps) load it once per node per step.
+bash "$harness" plugin required "$so" untracked=whole-node >/dev/null
 bash "$harness" nvml clear-log >/dev/null
 steps=5
 for i in $(seq $steps); do srun -N2 -n64 --exclusive --desi-gpu-map=contiguous true; done

@@ -12,12 +12,14 @@ use common::*;
 use std::path::PathBuf;
 
 /// The fake kernel files, written once under the cluster's state dir
-/// (readable by slurmstepd, set only in plugstack.conf). `nvidia`: the
-/// NVIDIA driver's information files; else AMD render nodes
-/// (`sys/class/drm/renderD<128+i>`), for the same four PCI devices.
-fn kernel_root(nvidia: bool) -> PathBuf {
-    let name = if nvidia { "kernel" } else { "kernel-amd" };
-    let root = PathBuf::from(state_dir()).join(name);
+/// (readable by slurmstepd, set only in plugstack.conf), for the same four
+/// PCI devices of `vendor` (`nvidia`, `amd`, `intel`): NVIDIA's driver
+/// information files, or the others' render nodes
+/// (`sys/class/drm/renderD<128+i>`).
+fn kernel_root(vendor: &str) -> PathBuf {
+    let root = PathBuf::from(state_dir()).join(format!("kernel-{vendor}"));
+    let nvidia = vendor == "nvidia";
+    let pci_id = if vendor == "amd" { "0x1002" } else { "0x8086" };
     let put = |path: PathBuf, text: String| {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
@@ -34,7 +36,7 @@ fn kernel_root(nvidia: bool) -> PathBuf {
                 format!("Model: Fake\nDevice Minor: {gpu}\nBus Location: {bus}\n"),
             );
         } else {
-            put(pci.join("vendor"), "0x1002\n".to_string());
+            put(pci.join("vendor"), format!("{pci_id}\n"));
             put(pci.join("uevent"), format!("PCI_SLOT_NAME={bus}\n"));
             let render = root.join(format!("sys/class/drm/renderD{}", 128 + gpu));
             std::fs::create_dir_all(&render).unwrap();
@@ -49,7 +51,7 @@ fn kernel_root(nvidia: bool) -> PathBuf {
 }
 
 fn with_root() -> std::sync::MutexGuard<'static, ()> {
-    let root = format!("kernel_root={}", kernel_root(true).display());
+    let root = format!("kernel_root={}", kernel_root("nvidia").display());
     setup("required", &[&root])
 }
 
@@ -264,7 +266,7 @@ fn nvml_locates_the_gpus_where_the_kernel_files_fail() {
 
 #[test]
 fn amd_gpus_are_located_through_their_render_nodes() {
-    let root = format!("kernel_root={}", kernel_root(false).display());
+    let root = format!("kernel_root={}", kernel_root("amd").display());
     let _c = setup("required", &["vendor=amd", &root]);
     let rocr = amd_probe();
     let (got, err) = srun_probe(
@@ -283,7 +285,7 @@ fn amd_gpus_are_located_through_their_render_nodes() {
 #[test]
 fn amd_gpus_without_render_nodes_fall_back_in_one_line() {
     // The NVIDIA driver's files are not read for AMD GPUs.
-    let root = format!("kernel_root={}", kernel_root(true).display());
+    let root = format!("kernel_root={}", kernel_root("nvidia").display());
     let _c = setup("required", &["vendor=amd", &root]);
     let rocr = amd_probe();
     let (got, err) = srun_probe(
@@ -299,4 +301,22 @@ fn amd_gpus_without_render_nodes_fall_back_in_one_line() {
     let lines: Vec<&str> = err.lines().filter(|l| l.contains("closest:")).collect();
     assert_eq!(lines.len(), 1, "{err}");
     assert!(lines[0].contains("/sys/class/drm"), "{err}");
+}
+
+#[test]
+fn intel_gpus_are_located_through_their_render_nodes() {
+    let root = format!("kernel_root={}", kernel_root("intel").display());
+    let _c = setup("required", &["vendor=intel", &root]);
+    let ze = CPU_PROBE.replace("CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK");
+    let (got, err) = srun_probe(
+        &[
+            "-n2",
+            "--gpus-per-node=4",
+            "--cpu-bind=cores",
+            "--desi-gpu-map=verbose,closest",
+        ],
+        &ze,
+    );
+    assert_eq!(got, rows(&["0 0 2 0", "1 1 0 1"]), "{err}");
+    assert!(err.contains("gpu_cpus=1 near=yes"), "{err}");
 }

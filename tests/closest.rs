@@ -58,23 +58,23 @@ fn with_root() -> std::sync::MutexGuard<'static, ()> {
 /// Each task prints `T rank local CUDA_VISIBLE_DEVICES its-CPUs`.
 const CPU_PROBE: &str = r#"echo "T $SLURM_PROCID $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} $(sed -n 's/^Cpus_allowed_list:\t*//p' /proc/self/status)""#;
 
-/// `srun ARGS` with the probe; the rows sorted by rank, and stderr.
-fn srun_cpus(args: &[&str]) -> (String, String) {
+/// `srun ARGS` (one string, split at spaces) with the probe; the rows
+/// sorted by rank, and stderr.
+fn srun_cpus(args: &str) -> (String, String) {
     srun_probe(args, CPU_PROBE)
 }
 
-/// The probe for AMD GPUs: ROCR_VISIBLE_DEVICES carries the task's GPU
-/// (CUDA_VISIBLE_DEVICES, which HIP applies on top, is 0).
-fn amd_probe() -> String {
-    CPU_PROBE.replace("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
-}
-
-fn srun_probe(args: &[&str], probe: &str) -> (String, String) {
-    let mut all: Vec<&str> = args.to_vec();
+fn srun_probe(args: &str, probe: &str) -> (String, String) {
+    let mut all: Vec<&str> = args.split_whitespace().collect();
     all.extend(["-w", "n1", "bash", "-c", probe]);
     let out = run("srun", &all);
     assert!(out.status.success(), "srun {args:?}:\n{}", show(&out));
     (probe_rows(&text(&out.stdout)), text(&out.stderr))
+}
+
+/// The lines of `err` that report a `closest` fallback.
+fn closest_lines(err: &str) -> Vec<&str> {
+    err.lines().filter(|l| l.contains("closest:")).collect()
 }
 
 fn rows(lines: &[&str]) -> String {
@@ -84,24 +84,16 @@ fn rows(lines: &[&str]) -> String {
 #[test]
 fn two_bound_tasks_take_the_gpus_next_to_their_cpus() {
     let _c = with_root();
-    let (got, err) = srun_cpus(&[
-        "-n2",
-        "--gpus-per-node=4",
-        "--cpu-bind=cores",
-        "--desi-gpu-map=verbose,closest",
-    ]);
+    let (got, err) =
+        srun_cpus("-n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=verbose,closest");
     assert_eq!(got, rows(&["0 0 2 0", "1 1 0 1"]), "{err}");
     assert!(
         err.contains("cpus=0 cpus_from=slurm gpu_cpus=0 near=yes"),
         "{err}"
     );
     // map_cpu reverses the CPUs, and with them the GPUs.
-    let (got, err) = srun_cpus(&[
-        "-n2",
-        "--gpus-per-node=4",
-        "--cpu-bind=map_cpu:1,0",
-        "--desi-gpu-map=closest",
-    ]);
+    let (got, err) =
+        srun_cpus("-n2 --gpus-per-node=4 --cpu-bind=map_cpu:1,0 --desi-gpu-map=closest");
     assert_eq!(got, rows(&["0 0 0 1", "1 1 2 0"]), "{err}");
 }
 
@@ -109,13 +101,8 @@ fn two_bound_tasks_take_the_gpus_next_to_their_cpus() {
 fn overcommitted_tasks_split_their_domain() {
     let _c = with_root();
     // Four tasks on one CPU: Slurm binds all to CPU 0, near GPUs 2 and 3.
-    let (got, err) = srun_cpus(&[
-        "-n4",
-        "--overcommit",
-        "--gpus-per-node=4",
-        "--cpu-bind=cores",
-        "--desi-gpu-map=closest",
-    ]);
+    let (got, err) =
+        srun_cpus("-n4 --overcommit --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=closest");
     assert_eq!(
         got,
         rows(&["0 0 2 0", "1 1 2 0", "2 2 3 0", "3 3 3 0"]),
@@ -124,23 +111,12 @@ fn overcommitted_tasks_split_their_domain() {
     // Eight tasks in an allocation of both CPUs, four bound to each
     // (map_cpu): two domains of two GPUs, each split in blocks.
     let eight = |bind: &str| {
-        let out = run(
-            "salloc",
-            &[
-                "-n2",
-                "-w",
-                "n1",
-                "--gpus-per-node=4",
-                "srun",
-                "-n8",
-                "--overcommit",
-                bind,
-                "--desi-gpu-map=closest",
-                "bash",
-                "-c",
-                CPU_PROBE,
-            ],
+        let args = format!(
+            "-n2 -w n1 --gpus-per-node=4 srun -n8 --overcommit {bind} --desi-gpu-map=closest bash -c"
         );
+        let mut all: Vec<&str> = args.split_whitespace().collect();
+        all.push(CPU_PROBE);
+        let out = run("salloc", &all);
         assert!(out.status.success(), "{}", show(&out));
         probe_rows(&text(&out.stdout))
     };
@@ -170,34 +146,21 @@ fn overcommitted_tasks_split_their_domain() {
 #[test]
 fn unbound_tasks_and_partial_steps_are_contiguous_where_nothing_is_nearer() {
     let _c = with_root();
-    let (got, err) = srun_cpus(&[
-        "-n2",
-        "--gpus-per-node=4",
-        "--cpu-bind=none",
-        "--desi-gpu-map=verbose,closest",
-    ]);
+    let (got, err) =
+        srun_cpus("-n2 --gpus-per-node=4 --cpu-bind=none --desi-gpu-map=verbose,closest");
     assert_eq!(got, rows(&["0 0 0 0-1", "1 1 1 0-1"]), "{err}");
     assert!(err.contains("cpus=0-1 cpus_from=own"), "{err}");
     // The step holds GPUs 0 and 1, both next to CPU 1: the task on CPU 0
     // has no near GPU, so both tasks split the pair.
-    let (got, err) = srun_cpus(&[
-        "-n2",
-        "--gres=gpu:2",
-        "--cpu-bind=cores",
-        "--desi-gpu-map=closest",
-    ]);
+    let (got, err) = srun_cpus("-n2 --gres=gpu:2 --cpu-bind=cores --desi-gpu-map=closest");
     assert_eq!(got, rows(&["0 0 0 0", "1 1 1 1"]), "{err}");
 }
 
 #[test]
 fn tasks_bound_without_a_cpu_list_use_their_own_masks() {
     let _c = with_root();
-    let (got, err) = srun_cpus(&[
-        "-n2",
-        "--gpus-per-node=4",
-        "--cpu-bind=rank",
-        "--desi-gpu-map=verbose,closest",
-    ]);
+    let (got, err) =
+        srun_cpus("-n2 --gpus-per-node=4 --cpu-bind=rank --desi-gpu-map=verbose,closest");
     if !series_at_least("24.11") {
         // rank binds task l to CPU l but writes no per-task list
         // (SLURM_CPU_BIND_TYPE=rank): each task sees only its own mask and
@@ -223,14 +186,9 @@ fn unknown_gpu_locations_fall_back_in_one_line() {
     // No kernel_root (this host has no NVIDIA driver files), and the fake
     // NVML reports no CPU affinity (no affinity= line).
     let _c = setup("required", &[]);
-    let (got, err) = srun_cpus(&[
-        "-n2",
-        "--gpus-per-node=4",
-        "--cpu-bind=cores",
-        "--desi-gpu-map=closest",
-    ]);
+    let (got, err) = srun_cpus("-n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=closest");
     assert_eq!(got, rows(&["0 0 0 0", "1 1 1 1"]), "{err}");
-    let lines: Vec<&str> = err.lines().filter(|l| l.contains("closest:")).collect();
+    let lines = closest_lines(&err);
     assert_eq!(lines.len(), 1, "{err}");
     assert_eq!(
         lines[0],
@@ -244,40 +202,33 @@ fn nvml_locates_the_gpus_where_the_kernel_files_fail() {
     // affinity, from the fake library, places GPUs 0,1 at CPU 1, 2,3 at 0.
     let _c = setup("required", &[]);
     cluster(&["nvml", "set", "affinity=0x2,0x2,0x1,0x1"]);
-    let (got, err) = srun_cpus(&[
-        "-n2",
-        "--gpus-per-node=4",
-        "--cpu-bind=cores",
-        "--desi-gpu-map=verbose,closest",
-    ]);
+    let (got, err) =
+        srun_cpus("-n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=verbose,closest");
     assert_eq!(got, rows(&["0 0 2 0", "1 1 0 1"]), "{err}");
     assert!(err.contains("gpu_cpus=0 near=yes"), "{err}");
     // NVML fails the call: the step falls back, in one line.
     cluster(&["nvml", "set", "fail=affinity"]);
-    let (got, err) = srun_cpus(&[
-        "-n2",
-        "--gpus-per-node=4",
-        "--cpu-bind=cores",
-        "--desi-gpu-map=closest",
-    ]);
+    let (got, err) = srun_cpus("-n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=closest");
     assert_eq!(got, rows(&["0 0 0 0", "1 1 1 1"]), "{err}");
     assert!(err.contains("nvmlDeviceGetCpuAffinity failed"), "{err}");
 }
 
+/// Two tasks bound to cores under `vendor=VENDOR`, with the fake kernel
+/// tree of `tree`'s GPUs, each printing `var` (the list that carries its
+/// GPU); the rows and stderr.
+fn two_bound_tasks(vendor: &str, tree: &str, var: &str, option: &str) -> (String, String) {
+    let root = format!("kernel_root={}", kernel_root(tree).display());
+    let _c = setup("required", &[&format!("vendor={vendor}"), &root]);
+    let probe = CPU_PROBE.replace("CUDA_VISIBLE_DEVICES", var);
+    let args = format!("-n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map={option}");
+    srun_probe(&args, &probe)
+}
+
 #[test]
 fn amd_gpus_are_located_through_their_render_nodes() {
-    let root = format!("kernel_root={}", kernel_root("amd").display());
-    let _c = setup("required", &["vendor=amd", &root]);
-    let rocr = amd_probe();
-    let (got, err) = srun_probe(
-        &[
-            "-n2",
-            "--gpus-per-node=4",
-            "--cpu-bind=cores",
-            "--desi-gpu-map=verbose,closest",
-        ],
-        &rocr,
-    );
+    // ROCR_VISIBLE_DEVICES carries the GPU (CUDA_VISIBLE_DEVICES, which HIP
+    // applies on top, is 0).
+    let (got, err) = two_bound_tasks("amd", "amd", "ROCR_VISIBLE_DEVICES", "verbose,closest");
     assert_eq!(got, rows(&["0 0 2 0", "1 1 0 1"]), "{err}");
     assert!(err.contains("gpu_cpus=0 near=yes"), "{err}");
 }
@@ -285,38 +236,16 @@ fn amd_gpus_are_located_through_their_render_nodes() {
 #[test]
 fn amd_gpus_without_render_nodes_fall_back_in_one_line() {
     // The NVIDIA driver's files are not read for AMD GPUs.
-    let root = format!("kernel_root={}", kernel_root("nvidia").display());
-    let _c = setup("required", &["vendor=amd", &root]);
-    let rocr = amd_probe();
-    let (got, err) = srun_probe(
-        &[
-            "-n2",
-            "--gpus-per-node=4",
-            "--cpu-bind=cores",
-            "--desi-gpu-map=closest",
-        ],
-        &rocr,
-    );
+    let (got, err) = two_bound_tasks("amd", "nvidia", "ROCR_VISIBLE_DEVICES", "closest");
     assert_eq!(got, rows(&["0 0 0 0", "1 1 1 1"]), "{err}");
-    let lines: Vec<&str> = err.lines().filter(|l| l.contains("closest:")).collect();
+    let lines = closest_lines(&err);
     assert_eq!(lines.len(), 1, "{err}");
     assert!(lines[0].contains("/sys/class/drm"), "{err}");
 }
 
 #[test]
 fn intel_gpus_are_located_through_their_render_nodes() {
-    let root = format!("kernel_root={}", kernel_root("intel").display());
-    let _c = setup("required", &["vendor=intel", &root]);
-    let ze = CPU_PROBE.replace("CUDA_VISIBLE_DEVICES", "ZE_AFFINITY_MASK");
-    let (got, err) = srun_probe(
-        &[
-            "-n2",
-            "--gpus-per-node=4",
-            "--cpu-bind=cores",
-            "--desi-gpu-map=verbose,closest",
-        ],
-        &ze,
-    );
+    let (got, err) = two_bound_tasks("intel", "intel", "ZE_AFFINITY_MASK", "verbose,closest");
     assert_eq!(got, rows(&["0 0 2 0", "1 1 0 1"]), "{err}");
     assert!(err.contains("gpu_cpus=1 near=yes"), "{err}");
 }

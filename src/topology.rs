@@ -685,14 +685,17 @@ mod tests {
         assert_eq!(sysfs_bus_id("0000:../../x"), None);
     }
 
+    /// Writes `text` to `path` under `root`, making its folders.
+    fn put_file(root: &Path, path: &str, text: &str) {
+        let p = root.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
     #[test]
     fn the_kernel_files_under_a_root() {
         let root = std::env::temp_dir().join(format!("dgm-kernel-{}", std::process::id()));
-        let put = |path: &str, text: &str| {
-            let p = root.join(path);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        };
+        let put = |path: &str, text: &str| put_file(&root, path, text);
         for (bus, minor, numa, cpus) in [
             ("0000:03:00.0", 0, "1", "4-7\n"),
             ("0000:41:00.0", 1, "0", "0-3\n"),
@@ -728,11 +731,7 @@ mod tests {
     #[test]
     fn amd_and_intel_gpus_through_their_render_nodes() {
         let root = std::env::temp_dir().join(format!("dgm-drm-{}", std::process::id()));
-        let put = |path: &str, text: &str| {
-            let p = root.join(path);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        };
+        let put = |path: &str, text: &str| put_file(&root, path, text);
         // Two AMD GCDs in PCI order (render nodes 128, 129), a BMC's
         // graphics (render node 130, another vendor) and a card node.
         for (bus, vendor, render, cpus) in [

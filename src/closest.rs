@@ -79,6 +79,15 @@ pub fn candidates(task: &CpuSet, near: &[CpuSet]) -> Vec<usize> {
         .collect()
 }
 
+/// Whether a task with CPUs `task` gets no help from `closest`: the step's
+/// GPUs sit in more than one place, and the task is as near to every one as
+/// to any (unbound, bound across every domain, or near none), so it is
+/// placed by the contiguous rule over all GPUs.
+pub fn near_all_alike(task: Option<&CpuSet>, near: &[CpuSet]) -> bool {
+    let spread = near.iter().skip(1).any(|g| Some(g) != near.first());
+    spread && task.map_or(true, |t| candidates(t, near).len() == near.len())
+}
+
 /// Every task's position in the step's GPU list, from every task's CPUs
 /// (local-id order): the same answer in every task.
 pub fn closest_all(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<usize>, Error> {
@@ -459,5 +468,21 @@ mod tests {
                 proptest::prop_assert!(hi - lo <= 1, "loads {:?}", loads);
             }
         }
+    }
+
+    #[test]
+    fn nearness_that_tells_no_gpu_apart() {
+        let p = Preset::Perlmutter.topology();
+        let near: Vec<CpuSet> = p.gpus.iter().map(|g| g.cpus.clone().unwrap()).collect();
+        let cpus = |l: &str| CpuSet::parse(l).unwrap();
+        assert!(near_all_alike(Some(&cpus("0-127")), &near), "unbound");
+        assert!(near_all_alike(Some(&cpus("200")), &near), "near none");
+        assert!(near_all_alike(None, &near), "unknown");
+        assert!(!near_all_alike(Some(&cpus("0-3")), &near));
+        assert!(!near_all_alike(Some(&cpus("0-31")), &near), "two of four");
+        // One place for every GPU: nearness decides nothing, and is right.
+        let one = vec![cpus("0-7"), cpus("0-7")];
+        assert!(!near_all_alike(Some(&cpus("0-7")), &one));
+        assert!(!near_all_alike(None, &one));
     }
 }

@@ -150,10 +150,17 @@ fn unbound_tasks_and_partial_steps_are_contiguous_where_nothing_is_nearer() {
         srun_cpus("-n2 --gpus-per-node=4 --cpu-bind=none --desi-gpu-map=verbose,closest");
     assert_eq!(got, rows(&["0 0 0 0-1", "1 1 1 0-1"]), "{err}");
     assert!(err.contains("cpus=0-1 cpus_from=own"), "{err}");
+    assert_eq!(
+        closest_lines(&err),
+        ["desi-gpu-map: node n1: closest: the tasks' CPUs (0-1 for local task 0) are as near \
+          to every GPU as to any (bind tasks to CPUs, e.g. srun --cpu-bind=cores); using contiguous"],
+        "{err}"
+    );
     // The step holds GPUs 0 and 1, both next to CPU 1: the task on CPU 0
-    // has no near GPU, so both tasks split the pair.
+    // has no near GPU, so both tasks split the pair, rightly: no line.
     let (got, err) = srun_cpus("-n2 --gres=gpu:2 --cpu-bind=cores --desi-gpu-map=closest");
     assert_eq!(got, rows(&["0 0 0 0", "1 1 1 1"]), "{err}");
+    assert!(closest_lines(&err).is_empty(), "{err}");
 }
 
 #[test]

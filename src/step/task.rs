@@ -3,7 +3,7 @@
 
 use super::binding::slurm_bound_task;
 use super::{stale_names, Aside, Near, StepMap, StepPlan, Unmapped};
-use crate::closest::{bind_list_cpus, closest_of, closest_own};
+use crate::closest::{bind_list_cpus, closest_of, closest_own, near_all_alike};
 use crate::cpuset::CpuSet;
 use crate::env;
 use crate::error::Error;
@@ -50,6 +50,9 @@ pub struct Closeness {
     pub from: &'static str,
     /// Its GPU's local CPUs.
     pub gpu_cpus: CpuSet,
+    /// Nearness told no GPU apart (for every task, where all are known):
+    /// the tasks were placed by the contiguous rule, said once per node.
+    pub alike: bool,
 }
 
 impl Closeness {
@@ -188,14 +191,16 @@ fn closest_position(
 ) -> Result<(usize, Option<Closeness>), Error> {
     let cpus = &task.cpus;
     let all = bind_list_cpus(cpus.bind_type, cpus.bind_list, task.local_count);
-    let (at, mine, from) = match (all, &cpus.own) {
+    let (at, mine, from, alike) = match (all, &cpus.own) {
         (Some(all), _) => {
             let at = closest_of(&all, near, task.local_id)?;
-            (at, all.get(task.local_id).cloned(), "slurm")
+            let alike = all.iter().all(|t| near_all_alike(Some(t), near));
+            (at, all.get(task.local_id).cloned(), "slurm", alike)
         }
         (None, Some(own)) => {
             let at = closest_own(own, task.local_id, task.local_count, near)?;
-            (at, Some(own.clone()), "own")
+            let alike = near_all_alike(Some(own), near);
+            (at, Some(own.clone()), "own", alike)
         }
         (None, None) => {
             let at = position(
@@ -204,7 +209,7 @@ fn closest_position(
                 task.local_count,
                 near.len(),
             )?;
-            (at, None, "none")
+            (at, None, "none", near_all_alike(None, near))
         }
     };
     let gpu_cpus = near.get(at).cloned().unwrap_or_default();
@@ -212,6 +217,7 @@ fn closest_position(
         cpus: mine,
         from,
         gpu_cpus,
+        alike,
     };
     Ok((at, Some(closeness)))
 }
@@ -242,6 +248,12 @@ fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> Tas
     // A `closest` step that fell back says so once per node, verbose or not.
     if let (Near::Fallback(why), 0) = (&map.near, task.local_id) {
         say.push(aside_line(task.node, &why.to_string()));
+    }
+    // So does one whose tasks' CPUs tell no GPU apart.
+    if let (Some(c), 0) = (&assignment.closeness, task.local_id) {
+        if c.alike {
+            say.push(aside_line(task.node, &unbound_line(c)));
+        }
     }
     if map.verbose {
         say.push(verbose_line(map, task, assignment));
@@ -300,6 +312,18 @@ fn verbose_line(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> St
         ),
         None => line,
     }
+}
+
+/// What local task 0 says when nearness told no GPU apart.
+fn unbound_line(c: &Closeness) -> String {
+    let cpus = c
+        .cpus
+        .as_ref()
+        .map_or("unknown".to_string(), ToString::to_string);
+    format!(
+        "closest: the tasks' CPUs ({cpus} for local task 0) are as near to every GPU as \
+         to any (bind tasks to CPUs, e.g. srun --cpu-bind=cores); using contiguous"
+    )
 }
 
 /// The line a task prints when its step stands aside (local task 0 only,
@@ -531,6 +555,31 @@ mod tests {
             say[0].ends_with("cpus=- cpus_from=none gpu_cpus=32-47,96-111 near=no"),
             "{say:?}"
         );
+        // Unbound tasks (every CPU): contiguous, and the first task says
+        // so once; a bound task 0 says nothing of it.
+        let unbound = || TaskCpus {
+            own: Some(CpuSet::parse("0-127").unwrap()),
+            ..TaskCpus::default()
+        };
+        let (gpu, say) = gpu_of(0, unbound());
+        assert_eq!(gpu, "0");
+        assert_eq!(
+            say[0],
+            "desi-gpu-map: node n1: closest: the tasks' CPUs (0-127 for local task 0) are as \
+             near to every GPU as to any (bind tasks to CPUs, e.g. srun --cpu-bind=cores); \
+             using contiguous"
+        );
+        assert!(!gpu_of(1, unbound()).1.iter().any(|l| l.contains("as near")));
+        assert!(!gpu_of(0, from_slurm())
+            .1
+            .iter()
+            .any(|l| l.contains("as near")));
+        let all_cpus = || TaskCpus {
+            own: None,
+            bind_type: Some("mask_cpu:"),
+            bind_list: Some("0xffffffffffffffff"),
+        };
+        assert!(gpu_of(0, all_cpus()).1[0].contains("(0-63 for local task 0) are as near"));
         // A GPU the topology lacks: the step falls back, said once.
         let mut far = mapped(
             plan_with(

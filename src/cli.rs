@@ -9,6 +9,7 @@ use desi_gpu_map::error::quote;
 use desi_gpu_map::layout::Distribution;
 use desi_gpu_map::method::{method_names, Method};
 use desi_gpu_map::names::{names, Named};
+use desi_gpu_map::vendor::VendorSetting;
 use std::ffi::OsStr;
 use std::str::FromStr;
 
@@ -96,6 +97,13 @@ pub struct ShowArgs {
         value_parser = CoreValue::<NvmlSource>::new("--nvml", nvml_forms)
     )]
     pub nvml: NvmlSource,
+    /// Whose runtime reads the GPU lists (plugstack vendor=): auto detects
+    /// it. AMD and Intel GPUs are located through their render nodes.
+    #[arg(long, default_value = "auto", value_parser = one_of::<VendorSetting>())]
+    pub vendor: VendorSetting,
+    /// Where the kernel's files are read (tests give a fake tree).
+    #[arg(long, default_value = "/", hide = true)]
+    pub root: std::path::PathBuf,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,

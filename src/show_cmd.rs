@@ -1,5 +1,5 @@
 //! `desi-gpu-map show`: what this task got, read from its environment and,
-//! where present, NVML.
+//! where present, NVML (NVIDIA) or the kernel's render nodes (AMD, Intel).
 
 use crate::cli::ShowArgs;
 use crate::json;
@@ -8,20 +8,17 @@ use desi_gpu_map::cpuset::CpuSet;
 use desi_gpu_map::env;
 use desi_gpu_map::gpus::parse_gpu_list;
 use desi_gpu_map::nvml::{devices, Device};
-use desi_gpu_map::topology::{kernel_place, sysfs_bus_id};
+use desi_gpu_map::topology::{kernel_place, locate_token, sysfs_bus_id, GpuPlace};
+use desi_gpu_map::vendor::{choose, Vendor};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use std::fmt::Write;
+use std::path::Path;
 
 pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
-    let nvml = &args.nvml;
     let var = |name: &str| std::env::var(name).ok();
-    let visible = var(env::CUDA);
-    let tokens = visible.as_deref().map(parse_gpu_list);
-    let found = match (nvml, &tokens) {
-        (NvmlSource::Off, _) | (_, None) | (_, Some(Err(_))) => Ok(Vec::new()),
-        _ => devices(nvml),
-    };
+    let vendor = choose(args.vendor, &args.root).vendor;
+    let own = own_cpus();
     let facts = [
         ("node", var("SLURMD_NODENAME")),
         ("rank", var("SLURM_PROCID")),
@@ -29,22 +26,40 @@ pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
         ("flag", var(&args.flag)),
         ("method", var(env::METHOD)),
         ("node_gpus", var(env::NODE_GPUS)),
-        ("cuda_visible_devices", visible.clone()),
-        ("cpus", own_cpus().map(|c| c.to_string())),
+        ("vendor", Some(vendor.name().to_string())),
+        ("cuda_visible_devices", var(env::CUDA)),
+        ("rocr_visible_devices", var(env::ROCR)),
+        ("ze_affinity_mask", var(env::ZE)),
+        ("cpus", own.as_ref().map(ToString::to_string)),
     ];
-    let matched: Vec<(String, Option<&Device>)> = match (&tokens, &found) {
-        (Some(Ok(list)), Ok(devs)) => list.iter().map(|t| (t.clone(), find(devs, t))).collect(),
-        _ => Vec::new(),
+    // The list that carries the task's GPU for this vendor.
+    let carrier = match vendor {
+        Vendor::Nvidia => env::CUDA,
+        Vendor::Amd => env::ROCR,
+        Vendor::Intel => env::ZE,
     };
-    let nvml_note = match (&tokens, &found) {
-        (Some(Err(e)), _) => Some(format!("{} is not a valid GPU list: {e}", env::CUDA)),
-        (_, Err(e)) => Some(e.to_string()),
-        _ => None,
+    let (shown, note) = match var(carrier).as_deref().map(parse_gpu_list) {
+        None => (Vec::new(), None),
+        Some(Err(e)) => (
+            Vec::new(),
+            Some(format!("{carrier} is not a valid GPU list: {e}")),
+        ),
+        Some(Ok(tokens)) if vendor == Vendor::Nvidia => {
+            through_nvml(&args.nvml, &tokens, own.as_ref())
+        }
+        Some(Ok(tokens)) => {
+            let step = var(env::STEP_GPUS).and_then(|l| parse_gpu_list(&l).ok());
+            let shown = tokens
+                .iter()
+                .map(|t| through_kernel(&args.root, vendor, t, step.as_deref(), own.as_ref()))
+                .collect();
+            (shown, None)
+        }
     };
     if args.json {
-        Ok(to_json(&args.flag, &facts, &matched, nvml_note.as_deref())?)
+        Ok(to_json(&args.flag, &facts, &shown, note.as_deref())?)
     } else {
-        Ok(to_text(&args.flag, &facts, &matched, nvml_note.as_deref()))
+        Ok(to_text(&args.flag, &facts, &shown, note.as_deref()))
     }
 }
 
@@ -57,6 +72,19 @@ fn own_cpus() -> Option<CpuSet> {
     CpuSet::parse_list(list.trim()).ok()
 }
 
+/// One GPU of the task's list, as far as it was found.
+#[derive(Default)]
+struct Shown {
+    token: String,
+    uuid: Option<String>,
+    pci_bus_id: Option<String>,
+    /// Used and total, in bytes (NVML only).
+    memory: Option<(u64, u64)>,
+    near: Option<Near>,
+    /// Why it was not found or located.
+    missing: Option<String>,
+}
+
 /// Where a device sits: its NUMA node and local CPUs from sysfs, and
 /// whether they overlap the task's CPUs.
 struct Near {
@@ -65,18 +93,78 @@ struct Near {
     near: Option<bool>,
 }
 
-fn near_of(device: &Device, own: Option<&CpuSet>) -> Option<Near> {
-    let bus = sysfs_bus_id(&device.pci_bus_id)?;
-    let place = kernel_place(std::path::Path::new("/"), &bus, &bus).ok()?;
-    let near = match (own, &place.cpus) {
-        (Some(own), Some(local)) => Some(own.overlap(local) > 0),
-        _ => None,
+impl Near {
+    fn of(place: GpuPlace, own: Option<&CpuSet>) -> Near {
+        let near = match (own, &place.cpus) {
+            (Some(own), Some(local)) => Some(own.overlap(local) > 0),
+            _ => None,
+        };
+        Near {
+            numa: place.numa,
+            cpus: place.cpus,
+            near,
+        }
+    }
+}
+
+/// NVIDIA: each token through NVML (by UUID, or by index in NVML's
+/// order), its place from sysfs by NVML's bus id; and what NVML said.
+fn through_nvml(
+    nvml: &NvmlSource,
+    tokens: &[String],
+    own: Option<&CpuSet>,
+) -> (Vec<Shown>, Option<String>) {
+    let found = match nvml {
+        NvmlSource::Off => return (Vec::new(), None),
+        _ => match devices(nvml) {
+            Ok(found) => found,
+            Err(e) => return (Vec::new(), Some(e.to_string())),
+        },
     };
-    Some(Near {
-        numa: place.numa,
-        cpus: place.cpus,
-        near,
-    })
+    let shown = tokens
+        .iter()
+        .map(|token| match find(&found, token) {
+            Some(d) => Shown {
+                token: token.clone(),
+                uuid: Some(d.uuid.clone()),
+                pci_bus_id: Some(d.pci_bus_id.clone()),
+                memory: Some((d.memory_used, d.memory_total)),
+                near: sysfs_bus_id(&d.pci_bus_id)
+                    .and_then(|bus| kernel_place(Path::new("/"), &bus, &bus).ok())
+                    .map(|place| Near::of(place, own)),
+                missing: None,
+            },
+            None => Shown {
+                token: token.clone(),
+                missing: Some("not found through NVML".to_string()),
+                ..Shown::default()
+            },
+        })
+        .collect();
+    (shown, None)
+}
+
+/// AMD and Intel: the token located through the kernel's render nodes.
+fn through_kernel(
+    root: &Path,
+    vendor: Vendor,
+    token: &str,
+    step: Option<&[String]>,
+    own: Option<&CpuSet>,
+) -> Shown {
+    match locate_token(root, vendor, token, step) {
+        Ok((bus, place)) => Shown {
+            token: token.to_string(),
+            pci_bus_id: Some(bus),
+            near: Some(Near::of(place, own)),
+            ..Shown::default()
+        },
+        Err(why) => Shown {
+            token: token.to_string(),
+            missing: Some(format!("not located: {why}")),
+            ..Shown::default()
+        },
+    }
 }
 
 /// The NVML device a token names: by UUID, or by index in NVML's order.
@@ -92,7 +180,7 @@ const MIB: u64 = 1 << 20;
 fn to_text(
     flag: &str,
     facts: &[(&str, Option<String>)],
-    matched: &[(String, Option<&Device>)],
+    shown: &[Shown],
     note: Option<&str>,
 ) -> String {
     let mut out = String::new();
@@ -108,34 +196,39 @@ fn to_text(
         let key = if *key == "flag" { flag } else { key };
         let _ = writeln!(out, "{key}: {}", value.as_deref().unwrap_or("(unset)"));
     }
-    for (i, (token, device)) in matched.iter().enumerate() {
-        match device {
-            Some(d) => {
-                let _ = writeln!(
-                    out,
-                    "device {i}: {token} uuid {} pci {} memory used {} MiB of {} MiB",
-                    d.uuid,
-                    d.pci_bus_id,
-                    d.memory_used / MIB,
-                    d.memory_total / MIB
-                );
-                if let Some(n) = near_of(d, own_cpus().as_ref()) {
-                    let _ = writeln!(
-                        out,
-                        "device {i}: numa node {} local cpus {} near this task's cpus: {}",
-                        n.numa.map_or("-".to_string(), |n| n.to_string()),
-                        n.cpus.map_or("-".to_string(), |c| c.to_string()),
-                        match n.near {
-                            Some(true) => "yes",
-                            Some(false) => "no",
-                            None => "unknown",
-                        }
-                    );
+    for (i, s) in shown.iter().enumerate() {
+        if let Some(missing) = &s.missing {
+            let _ = writeln!(out, "device {i}: {} ({missing})", s.token);
+            continue;
+        }
+        let mut line = format!("device {i}: {}", s.token);
+        if let Some(uuid) = &s.uuid {
+            let _ = write!(line, " uuid {uuid}");
+        }
+        if let Some(bus) = &s.pci_bus_id {
+            let _ = write!(line, " pci {bus}");
+        }
+        if let Some((used, total)) = s.memory {
+            let _ = write!(
+                line,
+                " memory used {} MiB of {} MiB",
+                used / MIB,
+                total / MIB
+            );
+        }
+        let _ = writeln!(out, "{line}");
+        if let Some(n) = &s.near {
+            let _ = writeln!(
+                out,
+                "device {i}: numa node {} local cpus {} near this task's cpus: {}",
+                n.numa.map_or("-".to_string(), |n| n.to_string()),
+                n.cpus.as_ref().map_or("-".to_string(), ToString::to_string),
+                match n.near {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "unknown",
                 }
-            }
-            None => {
-                let _ = writeln!(out, "device {i}: {token} (not found through NVML)");
-            }
+            );
         }
     }
     if let Some(note) = note {
@@ -153,7 +246,7 @@ struct Report<'a> {
     note: Option<&'a str>,
 }
 
-/// A device of the task's list: found through NVML, or `uuid: null`.
+/// A device of the task's list: `uuid: null` where NVML did not find it.
 #[derive(Serialize)]
 struct DeviceReport<'a> {
     token: &'a str,
@@ -170,6 +263,8 @@ struct DeviceReport<'a> {
     local_cpus: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     near: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    missing: Option<&'a str>,
 }
 
 impl Serialize for Report<'_> {
@@ -188,26 +283,24 @@ impl Serialize for Report<'_> {
 fn to_json(
     flag: &str,
     facts: &[(&str, Option<String>)],
-    matched: &[(String, Option<&Device>)],
+    shown: &[Shown],
     note: Option<&str>,
 ) -> Result<String, serde_json::Error> {
-    let own = own_cpus();
-    let devices = matched
+    let devices = shown
         .iter()
-        .map(|(token, device)| {
-            let near = device.and_then(|d| near_of(d, own.as_ref()));
-            DeviceReport {
-                token,
-                uuid: device.map(|d| d.uuid.as_str()),
-                pci_bus_id: device.map(|d| d.pci_bus_id.as_str()),
-                memory_used: device.map(|d| d.memory_used),
-                memory_total: device.map(|d| d.memory_total),
-                numa_node: near.as_ref().and_then(|n| n.numa),
-                local_cpus: near
-                    .as_ref()
-                    .and_then(|n| n.cpus.as_ref().map(ToString::to_string)),
-                near: near.and_then(|n| n.near),
-            }
+        .map(|s| DeviceReport {
+            token: &s.token,
+            uuid: s.uuid.as_deref(),
+            pci_bus_id: s.pci_bus_id.as_deref(),
+            memory_used: s.memory.map(|(used, _)| used),
+            memory_total: s.memory.map(|(_, total)| total),
+            numa_node: s.near.as_ref().and_then(|n| n.numa),
+            local_cpus: s
+                .near
+                .as_ref()
+                .and_then(|n| n.cpus.as_ref().map(ToString::to_string)),
+            near: s.near.as_ref().and_then(|n| n.near),
+            missing: s.missing.as_deref(),
         })
         .collect();
     json::line(&Report {

@@ -424,10 +424,7 @@ pub fn from_kernel<S: AsRef<str>>(
     tokens: &[S],
     absolute: Option<&[String]>,
 ) -> Result<Topology, String> {
-    let devices = match vendor {
-        Vendor::Nvidia => kernel_gpus(root)?,
-        Vendor::Amd | Vendor::Intel => drm_gpus(root, vendor)?,
-    };
+    let devices = vendor_gpus(root, vendor)?;
     let resolved = resolve_tokens(tokens, absolute, &devices)?;
     let gpus = tokens
         .iter()
@@ -436,6 +433,72 @@ pub fn from_kernel<S: AsRef<str>>(
         .collect::<Result<Vec<_>, _>>()?;
     let cpus = union_of(&gpus);
     Ok(Topology { cpus, gpus })
+}
+
+/// The node's GPUs of `vendor` as the kernel lists them under `root`.
+fn vendor_gpus(root: &Path, vendor: Vendor) -> Result<Vec<KernelGpu>, String> {
+    match vendor {
+        Vendor::Nvidia => kernel_gpus(root),
+        Vendor::Amd | Vendor::Intel => drm_gpus(root, vendor),
+    }
+}
+
+/// Locates one GPU a task was given (`token`, from its vendor's list) for
+/// `desi-gpu-map show`: its bus id and place. The task's list is narrowed,
+/// so whether an index is Slurm's own or renumbered under device
+/// constraint is told from the step's list (`SLURM_STEP_GPUS`, `step`):
+/// an index in it that cannot be relative (or a step of GPUs `0..n`) is
+/// absolute, one outside it is relative; one that could be either is
+/// refused. The index then resolves as in [`resolve_tokens`].
+pub fn locate_token(
+    root: &Path,
+    vendor: Vendor,
+    token: &str,
+    step: Option<&[String]>,
+) -> Result<(String, GpuPlace), String> {
+    let step = step.ok_or_else(|| {
+        format!(
+            "{} is not set: cannot tell absolute indices from renumbered ones",
+            crate::env::STEP_GPUS
+        )
+    })?;
+    let i = index(token)?;
+    let in_step = step.iter().any(|s| s == token);
+    let identity = step.iter().enumerate().all(|(j, s)| *s == j.to_string());
+    let absolute = match (in_step, i < step.len()) {
+        (true, false) => i,
+        (true, true) if identity => i,
+        (false, true) => {
+            let mut sorted: Vec<usize> = step.iter().map(|a| index(a)).collect::<Result<_, _>>()?;
+            sorted.sort_unstable();
+            sorted
+                .get(i)
+                .copied()
+                .ok_or_else(|| format!("cannot locate GPU {}", quote(token)))?
+        }
+        (true, true) => {
+            return Err(format!(
+                "GPU {} could be Slurm's index or one renumbered from the step's {}",
+                quote(token),
+                quote(&step.join(","))
+            ))
+        }
+        (false, false) => {
+            return Err(format!(
+                "GPU {} is not among the step's {}",
+                quote(token),
+                quote(&step.join(","))
+            ))
+        }
+    };
+    let devices = vendor_gpus(root, vendor)?;
+    let wanted = [absolute.to_string()];
+    let gpu = resolve_tokens(&wanted, Some(&wanted), &devices)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("cannot locate GPU {}", quote(token)))?;
+    let place = kernel_place(root, token, &gpu.bus_id)?;
+    Ok((gpu.bus_id, place))
 }
 
 /// NVML's PCI bus id (`00000000:C1:00.0`, an 8-digit domain) as sysfs
@@ -692,6 +755,20 @@ mod tests {
         std::fs::write(p, text).unwrap();
     }
 
+    /// A GPU of PCI `vendor` at `bus` with `cpus`, as render node `render`.
+    fn put_render_node(root: &Path, bus: &str, vendor: &str, render: u32, cpus: &str) {
+        let dev = format!("sys/bus/pci/devices/{bus}");
+        put_file(root, &format!("{dev}/vendor"), &format!("{vendor}\n"));
+        let uevent = format!("DRIVER=amdgpu\nPCI_SLOT_NAME={bus}\n");
+        put_file(root, &format!("{dev}/uevent"), &uevent);
+        put_file(root, &format!("{dev}/numa_node"), "0\n");
+        put_file(root, &format!("{dev}/local_cpulist"), &format!("{cpus}\n"));
+        let node = root.join(format!("sys/class/drm/renderD{render}"));
+        std::fs::create_dir_all(&node).unwrap();
+        let target = format!("../../../bus/pci/devices/{bus}");
+        std::os::unix::fs::symlink(target, node.join("device")).unwrap();
+    }
+
     #[test]
     fn the_kernel_files_under_a_root() {
         let root = std::env::temp_dir().join(format!("dgm-kernel-{}", std::process::id()));
@@ -731,7 +808,6 @@ mod tests {
     #[test]
     fn amd_and_intel_gpus_through_their_render_nodes() {
         let root = std::env::temp_dir().join(format!("dgm-drm-{}", std::process::id()));
-        let put = |path: &str, text: &str| put_file(&root, path, text);
         // Two AMD GCDs in PCI order (render nodes 128, 129), a BMC's
         // graphics (render node 130, another vendor) and a card node.
         for (bus, vendor, render, cpus) in [
@@ -739,21 +815,7 @@ mod tests {
             ("0000:c6:00.0", "0x1002", 129, "0-15"),
             ("0000:02:00.0", "0x1a03", 130, "0-63"),
         ] {
-            let dev = format!("sys/bus/pci/devices/{bus}");
-            put(&format!("{dev}/vendor"), &format!("{vendor}\n"));
-            put(
-                &format!("{dev}/uevent"),
-                &format!("DRIVER=amdgpu\nPCI_SLOT_NAME={bus}\n"),
-            );
-            put(&format!("{dev}/numa_node"), "0\n");
-            put(&format!("{dev}/local_cpulist"), &format!("{cpus}\n"));
-            let node = root.join(format!("sys/class/drm/renderD{render}"));
-            std::fs::create_dir_all(&node).unwrap();
-            std::os::unix::fs::symlink(
-                format!("../../../bus/pci/devices/{bus}"),
-                node.join("device"),
-            )
-            .unwrap();
+            put_render_node(&root, bus, vendor, render, cpus);
         }
         std::fs::create_dir_all(root.join("sys/class/drm/card0")).unwrap();
         let abs: Vec<String> = vec!["0".into(), "1".into()];
@@ -771,6 +833,34 @@ mod tests {
             err.starts_with("no intel GPU among the render nodes in"),
             "{err}"
         );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn one_task_gpu_located_for_show() {
+        let root = std::env::temp_dir().join(format!("dgm-show-{}", std::process::id()));
+        for (g, cpus) in [(1, "0-7"), (2, "8-15"), (3, "16-23"), (4, "24-31")] {
+            put_render_node(&root, &format!("0000:0{g}:00.0"), "0x1002", 127 + g, cpus);
+        }
+        let step = |l: &[&str]| -> Vec<String> { l.iter().map(|s| s.to_string()).collect() };
+        let at = |token: &str, s: &[&str]| locate_token(&root, Vendor::Amd, token, Some(&step(s)));
+        let cpus = |r: Result<(String, GpuPlace), String>| r.unwrap().1.cpus.unwrap().to_string();
+        assert_eq!(cpus(at("2", &["0", "1", "2", "3"])), "16-23", "whole node");
+        assert_eq!(
+            cpus(at("3", &["2", "3"])),
+            "24-31",
+            "absolute: 3 cannot be relative"
+        );
+        assert_eq!(cpus(at("0", &["2", "3"])), "16-23", "relative: 0 is 2");
+        let err = at("1", &["1", "3"]).unwrap_err();
+        assert!(
+            err.contains("could be Slurm's index or one renumbered"),
+            "{err}"
+        );
+        let err = at("5", &["2", "3"]).unwrap_err();
+        assert!(err.contains("is not among the step's"), "{err}");
+        let err = locate_token(&root, Vendor::Amd, "0", None).unwrap_err();
+        assert!(err.starts_with("SLURM_STEP_GPUS is not set"), "{err}");
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -242,3 +242,60 @@ fn plan_closest_needs_a_topology_and_names_bad_ones() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--topology \"/nonexistent/x\""), "{err}");
 }
+
+#[test]
+fn show_locates_an_amd_gpu_through_its_render_node() {
+    // A fake kernel tree: GCDs 0-3 at 0000:0N:00.0, render nodes 128-131,
+    // GCD g next to CPUs 8g..8g+7 on NUMA node g.
+    let root = std::env::temp_dir().join(format!("dgm-cli-show-{}", std::process::id()));
+    for g in 0..4u32 {
+        let bus = format!("0000:0{}:00.0", g + 1);
+        let dev = root.join(format!("sys/bus/pci/devices/{bus}"));
+        std::fs::create_dir_all(&dev).unwrap();
+        for (file, text) in [
+            ("vendor", "0x1002".to_string()),
+            ("uevent", format!("PCI_SLOT_NAME={bus}")),
+            ("numa_node", g.to_string()),
+            ("local_cpulist", format!("{}-{}", 8 * g, 8 * g + 7)),
+        ] {
+            std::fs::write(dev.join(file), format!("{text}\n")).unwrap();
+        }
+        let node = root.join(format!("sys/class/drm/renderD{}", 128 + g));
+        std::fs::create_dir_all(&node).unwrap();
+        std::os::unix::fs::symlink(
+            format!("../../../bus/pci/devices/{bus}"),
+            node.join("device"),
+        )
+        .unwrap();
+    }
+    let show = |rocr: &str, step: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+            .args(["show", "--vendor", "amd", "--root"])
+            .arg(&root)
+            .env("ROCR_VISIBLE_DEVICES", rocr)
+            .env("SLURM_STEP_GPUS", step)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        stdout(&out)
+    };
+    let text = show("2", "0,1,2,3");
+    assert!(text.contains("vendor: amd\n"), "{text}");
+    assert!(text.contains("rocr_visible_devices: 2\n"), "{text}");
+    assert!(text.contains("device 0: 2 pci 0000:03:00.0\n"), "{text}");
+    assert!(
+        text.contains("device 0: numa node 2 local cpus 16-23 near this task's cpus: "),
+        "{text}"
+    );
+    // Under device constraint the list is renumbered: 0 is the step's 3.
+    let text = show("0", "3");
+    assert!(text.contains("device 0: 0 pci 0000:04:00.0\n"), "{text}");
+    let text = show("1", "1,3");
+    assert!(
+        text.contains(
+            "device 0: 1 (not located: GPU \"1\" could be Slurm's index or one renumbered"
+        ),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 seconds=${1:-60}
 export RUSTC_BOOTSTRAP=1
-for target in option plugstack gpu_list; do
+for target in option plugstack gpu_list closest; do
     log=$(mktemp)
     if cargo fuzz run "$target" -- -max_total_time="$seconds" -max_len=4096 >"$log" 2>&1; then
         result=ok

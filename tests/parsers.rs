@@ -1,8 +1,11 @@
 //! No parser panics, whatever it is fed; every error names the bad input.
 
+use desi_gpu_map::closest::bind_list_cpus;
 use desi_gpu_map::config::parse_args;
+use desi_gpu_map::cpuset::CpuSet;
 use desi_gpu_map::gpus::parse_gpu_list;
 use desi_gpu_map::method::parse_option;
+use desi_gpu_map::topology::Topology;
 use proptest::prelude::*;
 
 proptest! {
@@ -52,6 +55,37 @@ proptest! {
             unique.sort();
             unique.dedup();
             prop_assert_eq!(unique.len(), list.len(), "no duplicates survive");
+        }
+    }
+
+    #[test]
+    fn cpu_set_parser_never_panics(s in any::<String>()) {
+        if let Err(e) = CpuSet::parse(&s) {
+            prop_assert!(e.to_string().starts_with("CPU set"));
+            prop_assert!(e.to_string().len() < 512, "one short line");
+        }
+    }
+
+    #[test]
+    fn cpu_bind_lists_never_panic(list in "[0-9a-fx,]{0,40}", count in 0usize..20) {
+        for kind in ["mask_cpu:", "map_cpu:", "verbose,mask_cpu:"] {
+            if let Some(tasks) = bind_list_cpus(Some(kind), Some(&list), count) {
+                prop_assert_eq!(tasks.len(), count);
+            }
+        }
+    }
+
+    #[test]
+    fn topology_parser_never_panics(s in any::<String>()) {
+        if let Err(e) = Topology::parse(&s) {
+            prop_assert!(e.to_string().len() < 512, "one short line");
+        }
+    }
+
+    #[test]
+    fn topology_parser_on_file_like_text(s in "(cpus [0-9,-]{1,8}\n)?([0-9]{1,2} (-|[0-9]) [0-9,-]{1,8}\n){0,6}") {
+        if let Ok(t) = Topology::parse(&s) {
+            prop_assert!(!t.gpus.is_empty());
         }
     }
 }

@@ -279,13 +279,19 @@ pub struct StepFacts<'a> {
     pub vendor: &'a dyn Fn(VendorSetting) -> Chosen,
 }
 
+/// Lists the node's GPU UUIDs through NVML for a step mapped with the
+/// given method (see [`plan_step`]).
+pub type AskNvml<'a> = dyn FnMut(&Config, Method) -> Result<Vec<String>, Error> + 'a;
+
 /// Decides for a step. `env` reads the step's environment; `nvml` lists the
 /// node's GPU UUIDs, as the site configured NVML, and is called only for a
-/// step whose configuration could be read and where Slurm names no GPU list.
+/// step whose configuration could be read and where Slurm names no GPU list
+/// (with the step's method: a `closest` step can read the GPUs' places in
+/// the same load).
 pub fn plan_step(
     facts: &StepFacts,
     env: &dyn Fn(&str) -> Option<String>,
-    nvml: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
+    nvml: &mut AskNvml,
 ) -> StepPlan {
     let default_flag = crate::config::DEFAULT_FLAG;
     let step_id = match &facts.step_id {
@@ -315,7 +321,7 @@ fn plan_mapping(
     config: &Config,
     vendor: &dyn Fn(VendorSetting) -> Chosen,
     env: &dyn Fn(&str) -> Option<String>,
-    nvml: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
+    nvml: &mut AskNvml,
 ) -> StepPlan {
     let method = match want.choice {
         Choice::Off => return StepPlan::quiet(&config.flag),
@@ -326,7 +332,7 @@ fn plan_mapping(
     }
     let listed = match from_slurm(env) {
         Some(listed) => listed,
-        None => from_nvml(config, env, nvml),
+        None => from_nvml(config, env, &mut |config: &Config| nvml(config, method)),
     };
     match listed {
         Ok((gpus, cuda)) => {
@@ -450,7 +456,7 @@ mod tests {
             ),
         ];
         for (facts, want) in cases {
-            let why = aside(plan_step(&facts, &lookup, &mut |_| Ok(vec![])));
+            let why = aside(plan_step(&facts, &lookup, &mut |_, _| Ok(vec![])));
             assert_eq!(why, want);
         }
     }

@@ -501,6 +501,17 @@ pub fn locate_token(
     Ok((gpu.bus_id, place))
 }
 
+/// The UUIDs in NVML's place lines ([`crate::nvml::places`], the first
+/// word of each), in order: a `closest` step whose GPUs only NVML lists
+/// discovers them from the same load that places them.
+pub fn place_uuids(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(String::from)
+        .collect()
+}
+
 /// NVML's PCI bus id (`00000000:C1:00.0`, an 8-digit domain) as sysfs
 /// names the device (`0000:c1:00.0`).
 pub fn sysfs_bus_id(nvml: &str) -> Option<String> {
@@ -717,6 +728,7 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
+        assert_eq!(place_uuids(&lines), ["GPU-a", "GPU-b", "GPU-c", "GPU-d"]);
         let t = from_nvml_lines(&lines, &["GPU-c", "GPU-a"], None).unwrap();
         assert_eq!(t.tokens(), ["GPU-c", "GPU-a"]);
         assert_eq!(t.gpus[0].cpus.as_ref().unwrap().to_string(), "0");

@@ -1,6 +1,7 @@
-//! `closest` on the local test cluster with real CPU binding: one node, n1,
+//! `closest` on the local test cluster with real CPU binding: n1 with 4
+//! fake GPUs and n2 with 2 that Slurm names by count only (no_gpu_env),
 //! brought up by `tests/run-cluster-tests.sh` with `DGM_TASK_AFFINITY=1`
-//! (TaskPlugin=task/affinity, the host's real CPU count, 4 fake GPUs), and
+//! (TaskPlugin=task/affinity, the host's real CPU count), and
 //! a fake kernel tree given to the plugin through the plugstack-only
 //! `kernel_root`: GPUs 0 and 1 sit next to CPU 1, GPUs 2 and 3 next to
 //! CPU 0, so `closest` is not the identity. Expected values are written out
@@ -65,8 +66,12 @@ fn srun_cpus(args: &str) -> (String, String) {
 }
 
 fn srun_probe(args: &str, probe: &str) -> (String, String) {
+    srun_on("n1", args, probe)
+}
+
+fn srun_on(node: &str, args: &str, probe: &str) -> (String, String) {
     let mut all: Vec<&str> = args.split_whitespace().collect();
-    all.extend(["-w", "n1", "bash", "-c", probe]);
+    all.extend(["-w", node, "bash", "-c", probe]);
     let out = run("srun", &all);
     assert!(out.status.success(), "srun {args:?}:\n{}", show(&out));
     (probe_rows(&text(&out.stdout)), text(&out.stderr))
@@ -218,6 +223,45 @@ fn nvml_locates_the_gpus_where_the_kernel_files_fail() {
     let (got, err) = srun_cpus("-n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=closest");
     assert_eq!(got, rows(&["0 0 0 0", "1 1 1 1"]), "{err}");
     assert!(err.contains("nvmlDeviceGetCpuAffinity failed"), "{err}");
+}
+
+#[test]
+fn gpus_only_nvml_lists_are_placed_in_the_same_load() {
+    // n2 says Flags=no_gpu_env: Slurm sets only SLURM_GPUS_ON_NODE, NVML
+    // lists the UUIDs and, for closest, places them in the same load.
+    let _c = setup("required", &[]);
+    cluster(&["nvml", "set", "affinity.n2=0x2,0x1"]);
+    cluster(&["nvml", "clear-log"]);
+    let args = "-n2 --gres=gpu:2 --cpu-bind=cores --desi-gpu-map=verbose,closest";
+    let (got, err) = srun_on("n2", args, CPU_PROBE);
+    assert_eq!(
+        got,
+        rows(&["0 0 GPU-fake-n2-1 0", "1 1 GPU-fake-n2-0 1"]),
+        "{err}"
+    );
+    assert!(
+        err.contains("source=nvml cpus=0 cpus_from=slurm gpu_cpus=0 near=yes"),
+        "{err}"
+    );
+    let inits = |log: String| log.lines().filter(|l| l.starts_with("init n2 ")).count();
+    assert_eq!(inits(cluster(&["nvml", "log"])), 1, "one NVML load");
+    // The affinity call fails: the UUIDs alone, in a second load, and the
+    // step maps contiguous, said in one line.
+    cluster(&["nvml", "add", "fail.n2=affinity"]);
+    cluster(&["nvml", "clear-log"]);
+    let (got, err) = srun_on("n2", args, CPU_PROBE);
+    assert_eq!(
+        got,
+        rows(&["0 0 GPU-fake-n2-0 0", "1 1 GPU-fake-n2-1 1"]),
+        "{err}"
+    );
+    let lines = closest_lines(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("nvmlDeviceGetCpuAffinity failed"),
+        "{err}"
+    );
+    assert_eq!(inits(cluster(&["nvml", "log"])), 2);
 }
 
 /// Two tasks bound to cores under `vendor=VENDOR`, with the fake kernel

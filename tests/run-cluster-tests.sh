@@ -8,9 +8,9 @@
 # with 2 that Slurm names by count only), the installed .deb smoke
 # (tests/package/deb-smoke.sh), tests/cluster.rs (the mapping),
 # tests/faults.rs (load, faults, security), tests/promises.rs (issue 8's
-# promises), the cluster torn down; then one node with task/affinity and the
-# host's real CPU count (DGM_TASK_AFFINITY=1) for tests/closest.rs, and that
-# cluster torn down. Prints one summary line per series;
+# promises), the cluster torn down; then two nodes (4 GPUs, and 2 named by
+# count only) with task/affinity and the host's real CPU count
+# (DGM_TASK_AFFINITY=1) for tests/closest.rs, and that cluster torn down. Prints one summary line per series;
 # each series' full output is in target/cluster-tests/SERIES.log, and a
 # failing one's is shown.
 # Fails, never skips, when a cluster cannot start or any series fails.
@@ -95,7 +95,7 @@ run_series() {
         --test cluster --test faults --test promises -- --test-threads=1 || rc=1
     # closest with real CPU binding: one node, task/affinity, the host's CPUs.
     bash "$harness" down
-    DGM_TASK_AFFINITY=1 bash "$harness" up 4
+    DGM_TASK_AFFINITY=1 bash "$harness" up 4 2:noenv
     cargo test --locked --features cluster-tests --no-fail-fast \
         --test closest -- --test-threads=1 || rc=1
     return $rc

@@ -6,6 +6,7 @@ use desi_gpu_map::config::Config;
 use desi_gpu_map::method::Method;
 use desi_gpu_map::method::Request;
 use desi_gpu_map::step::{locate, plan_step, step_topology, StepFacts, StepPlan};
+use desi_gpu_map::topology::place_uuids;
 use desi_gpu_map::vendor::{choose, Chosen, VendorSetting};
 use desi_gpu_map::{nvml, Error};
 use slurm_spank::SpankHandle;
@@ -60,9 +61,12 @@ pub fn plan(
         vendor: &node_vendor,
     };
     let env = |name: &str| spank.getenv_lossy(name).ok().flatten();
-    let mut nvml = |config: &Config| {
+    // A closest step whose GPUs only NVML lists reads their places in the
+    // discovery load, kept here for step_topology: NVML loads once.
+    let mut placed: Option<Result<Vec<String>, Error>> = None;
+    let mut nvml = |config: &Config, method: Method| {
         let started = Instant::now();
-        let found = nvml_within_deadline(config, nvml::uuids);
+        let found = discover(config, method, &mut placed);
         log::debug!("NVML discovery took {} us", started.elapsed().as_micros());
         found
     };
@@ -71,13 +75,38 @@ pub fn plan(
         if map.method == Method::Closest {
             // Once per step per node: tasks then do only set arithmetic.
             let started = Instant::now();
-            let mut places = |config: &Config| nvml_within_deadline(config, nvml::places);
+            let mut places = |config: &Config| {
+                placed
+                    .take()
+                    .unwrap_or_else(|| nvml_within_deadline(config, nvml::places))
+            };
             let topology = step_topology(config, map, &env, &mut places);
             locate(map, topology.as_ref().map_err(Clone::clone));
             log::debug!("GPU locations read in {} us", started.elapsed().as_micros());
         }
     }
     plan
+}
+
+/// The node's GPU UUIDs through NVML. For a `closest` step, their places
+/// too, kept in `placed`; where a call of that load fails (CPU affinity,
+/// say), the UUIDs alone, so that the step still maps (not after a
+/// timeout: that would wait twice).
+fn discover(
+    config: &Config,
+    method: Method,
+    placed: &mut Option<Result<Vec<String>, Error>>,
+) -> Result<Vec<String>, Error> {
+    if method != Method::Closest {
+        return nvml_within_deadline(config, nvml::uuids);
+    }
+    let lines = nvml_within_deadline(config, nvml::places);
+    let uuids = lines.as_ref().map(|l| place_uuids(l)).map_err(Clone::clone);
+    *placed = Some(lines);
+    match uuids {
+        Err(Error::Discovery(_)) => nvml_within_deadline(config, nvml::uuids),
+        found => found,
+    }
 }
 
 /// The node's GPU vendor, read from `/sys` and `/dev` (only for steps that

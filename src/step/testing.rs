@@ -55,7 +55,7 @@ pub(crate) fn plan_step_id(
     let vars = env_of(pairs);
     let lookup = |name: &str| vars.get(name).cloned();
     let mut calls = 0;
-    let mut nvml_fn = |_: &Config| {
+    let mut nvml_fn = |_: &Config, _: Method| {
         calls += 1;
         nvml.clone()
     };

@@ -202,7 +202,7 @@ fn plan_for(vendor: Vendor, config: &Config, env: &HashMap<String, String>) -> S
         request: Some(&request),
         vendor: &detect,
     };
-    let nvml = &mut |_: &Config| -> Result<Vec<String>, Error> {
+    let nvml = &mut |_: &Config, _: Method| -> Result<Vec<String>, Error> {
         Ok((0..NODE).map(|i| format!("GPU-{i}")).collect())
     };
     match plan_step(&facts, &|n: &str| env.get(n).cloned(), nvml) {

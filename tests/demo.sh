@@ -23,4 +23,7 @@ echo
 echo "== a layout previewed without Slurm with: desi-gpu-map plan -N 2 -n 12 --method contiguous"
 target/release/desi-gpu-map plan -N 2 -n 12 --method contiguous
 echo
+echo "== closest on a Perlmutter node (NUMA domain i wired to GPU 3-i): desi-gpu-map plan -n 8 --method closest --topology perlmutter"
+target/release/desi-gpu-map plan -n 8 --method closest --topology perlmutter
+echo
 echo "== tearing the cluster down"

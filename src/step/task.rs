@@ -190,7 +190,16 @@ fn closest_position(
     task: &TaskInputs,
 ) -> Result<(usize, Option<Closeness>), Error> {
     let cpus = &task.cpus;
-    let all = bind_list_cpus(cpus.bind_type, cpus.bind_list, task.local_count);
+    // Slurm's list is trusted only where it agrees with the mask this task
+    // really has (a list a user exported, or one in other CPU numbers,
+    // does not).
+    let all =
+        bind_list_cpus(cpus.bind_type, cpus.bind_list, task.local_count).filter(|all| {
+            match (&cpus.own, all.get(task.local_id)) {
+                (Some(own), Some(listed)) => own == listed,
+                _ => true,
+            }
+        });
     let (at, mine, from, alike) = match (all, &cpus.own) {
         (Some(all), _) => {
             let at = closest_of(&all, near, task.local_id)?;
@@ -537,6 +546,14 @@ mod tests {
             "desi-gpu-map: node=n1 rank=0 local=0/4 gpu=3 visible=3 gpus=0,1,2,3 method=closest \
               source=slurm cpus=0-15 cpus_from=slurm gpu_cpus=0-15,64-79 near=yes"
         );
+        // A list that disagrees with the task's real mask is not used.
+        let disagreeing = TaskCpus {
+            own: Some(CpuSet::parse("20-23").unwrap()),
+            ..from_slurm()
+        };
+        let (gpu, say) = gpu_of(1, disagreeing);
+        assert_eq!(gpu, "2");
+        assert!(say[0].contains("cpus_from=own"), "{say:?}");
         // Own mask only.
         let own = TaskCpus {
             own: Some(CpuSet::parse("20-23").unwrap()),

@@ -31,10 +31,7 @@ const AFFINITY_WORDS: usize = crate::cpuset::MAX_CPUS / 64;
 /// by [`crate::topology::from_nvml_lines`].
 pub fn places(source: &NvmlSource) -> Result<Vec<String>, Error> {
     each_device(source, |_, d| {
-        let uuid = d.uuid().map_err(|e| failed("nvmlDeviceGetUUID", e))?;
-        let pci = d
-            .pci_info()
-            .map_err(|e| failed("nvmlDeviceGetPciInfo", e))?;
+        let (uuid, bus_id) = identity(d)?;
         let minor = d
             .minor_number()
             .map_err(|e| failed("nvmlDeviceGetMinorNumber", e))?;
@@ -59,28 +56,34 @@ pub fn places(source: &NvmlSource) -> Result<Vec<String>, Error> {
         } else {
             set.to_string()
         };
-        Ok(format!("{uuid} {} {minor} {shown}", pci.bus_id))
+        Ok(format!("{uuid} {bus_id} {minor} {shown}"))
     })
 }
 
 /// Every GPU with its PCI bus id and memory use.
 pub fn devices(source: &NvmlSource) -> Result<Vec<Device>, Error> {
     each_device(source, |index, d| {
-        let uuid = d.uuid().map_err(|e| failed("nvmlDeviceGetUUID", e))?;
-        let pci = d
-            .pci_info()
-            .map_err(|e| failed("nvmlDeviceGetPciInfo", e))?;
+        let (uuid, pci_bus_id) = identity(d)?;
         let memory = d
             .memory_info()
             .map_err(|e| failed("nvmlDeviceGetMemoryInfo", e))?;
         Ok(Device {
             index,
             uuid,
-            pci_bus_id: pci.bus_id,
+            pci_bus_id,
             memory_used: memory.used,
             memory_total: memory.total,
         })
     })
+}
+
+/// A device's UUID and PCI bus id.
+fn identity(d: &nvml_wrapper::Device) -> Result<(String, String), Error> {
+    let uuid = d.uuid().map_err(|e| failed("nvmlDeviceGetUUID", e))?;
+    let pci = d
+        .pci_info()
+        .map_err(|e| failed("nvmlDeviceGetPciInfo", e))?;
+    Ok((uuid, pci.bus_id))
 }
 
 /// Applies `read` to each GPU NVML enumerates, with its NVML index.

@@ -130,9 +130,10 @@ fn pick_of(groups: &[Vec<usize>], l: usize) -> Result<usize, Error> {
 /// or take one: the loads in the domain differ by at most one, as with
 /// [`closest_all`]. It can differ from `closest_all`'s blocks (residues, not
 /// blocks), and under a cyclic CPU distribution over `d` domains it is
-/// balanced only when `d` and `c` share no factor. Unbound tasks (every GPU
-/// a candidate) take the contiguous position over all GPUs, as in
-/// [`closest_all`].
+/// balanced only when `d` and `c` share no factor. An unbound task (every
+/// GPU a candidate) takes the contiguous position of its local id among
+/// all tasks, over all GPUs; [`closest_all`] places it among the unbound
+/// tasks only, and the two agree when every task is unbound.
 pub fn closest_own(
     own: &CpuSet,
     local_id: usize,

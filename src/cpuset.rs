@@ -62,6 +62,24 @@ impl CpuSet {
         Some(set)
     }
 
+    /// The set whose CPU `w * bits + i` is bit `i` of word `w` (`bits`
+    /// wide, at most 64): a kernel or NVML CPU mask. `None` if a CPU past
+    /// [`MAX_CPUS`] is set.
+    pub fn from_words(words: impl IntoIterator<Item = u64>, bits: u32) -> Option<CpuSet> {
+        let bits = bits.min(64);
+        let width = usize::try_from(bits).ok()?;
+        let cpus: Vec<usize> = words
+            .into_iter()
+            .enumerate()
+            .flat_map(|(w, word)| {
+                (0..bits)
+                    .filter(move |&b| word >> b & 1 == 1)
+                    .map(move |b| w * width + b as usize)
+            })
+            .collect();
+        CpuSet::of(&cpus)
+    }
+
     /// The set of the given CPUs; `None` if one is past [`MAX_CPUS`].
     pub fn of(cpus: &[usize]) -> Option<CpuSet> {
         let mut set = CpuSet::new();
@@ -279,6 +297,16 @@ mod tests {
     #[test]
     fn masks_parse_as_slurm_writes_them() {
         assert_eq!(CpuSet::parse_mask("0x3").unwrap().to_string(), "0-1");
+        let words = CpuSet::from_words([0b101, 0, 1 << 63], 64).unwrap();
+        assert_eq!(words.to_string(), "0,2,191");
+        assert_eq!(
+            CpuSet::from_words([0b11, 0b1], 32).unwrap().to_string(),
+            "0-1,32"
+        );
+        assert_eq!(
+            CpuSet::from_words(vec![0; 200].into_iter().chain([1]), 64),
+            None
+        );
         assert_eq!(CpuSet::parse_mask("0x0000F0").unwrap().to_string(), "4-7");
         assert_eq!(CpuSet::parse_mask("ff00").unwrap().to_string(), "8-15");
         assert_eq!(

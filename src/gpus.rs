@@ -90,7 +90,7 @@ fn is_index(token: &str) -> bool {
     }
 }
 
-fn is_uuid(token: &str) -> bool {
+pub(crate) fn is_uuid(token: &str) -> bool {
     let body = token
         .strip_prefix("GPU-")
         .or_else(|| token.strip_prefix("MIG-"));

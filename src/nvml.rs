@@ -23,8 +23,9 @@ pub fn uuids(source: &NvmlSource) -> Result<Vec<String>, Error> {
     })
 }
 
-/// The longest CPU mask asked of NVML, in 64-bit words: [`crate::cpuset::MAX_CPUS`].
-const AFFINITY_WORDS: usize = crate::cpuset::MAX_CPUS / 64;
+/// The longest CPU mask asked of NVML, in words of `c_ulong`:
+/// [`crate::cpuset::MAX_CPUS`] CPUs.
+const AFFINITY_WORDS: usize = crate::cpuset::MAX_CPUS / std::ffi::c_ulong::BITS as usize;
 
 /// Every GPU as `closest` locates it, one line each: `UUID BUS-ID MINOR
 /// CPULIST` (the CPUs of `nvmlDeviceGetCpuAffinity`, `-` when empty), read
@@ -38,19 +39,11 @@ pub fn places(source: &NvmlSource) -> Result<Vec<String>, Error> {
         let words = d
             .cpu_affinity(AFFINITY_WORDS)
             .map_err(|e| failed("nvmlDeviceGetCpuAffinity", e))?;
-        let cpus: Vec<usize> = words
-            .iter()
-            .enumerate()
-            .flat_map(|(i, &w)| {
-                // c_ulong: 64 bits here, 32 on some targets.
-                #[allow(clippy::useless_conversion)]
-                let w = u64::from(w);
-                (0..64)
-                    .filter(move |b| w & (1u64 << b) != 0)
-                    .map(move |b| i * 64 + b)
-            })
-            .collect();
-        let set = crate::cpuset::CpuSet::of(&cpus).unwrap_or_default();
+        let bits = std::ffi::c_ulong::BITS;
+        // c_ulong: 64 bits here, 32 on some targets.
+        #[allow(clippy::useless_conversion)]
+        let words = words.iter().map(|&w| u64::from(w));
+        let set = crate::cpuset::CpuSet::from_words(words, bits).unwrap_or_default();
         let shown = if set.is_empty() {
             "-".to_string()
         } else {

@@ -45,7 +45,7 @@ pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
             Some(format!("{carrier} is not a valid GPU list: {e}")),
         ),
         Some(Ok(tokens)) if vendor == Vendor::Nvidia => {
-            through_nvml(&args.nvml, &tokens, own.as_ref())
+            through_nvml(&args.nvml, &args.root, &tokens, own.as_ref())
         }
         Some(Ok(tokens)) => {
             let step = var(env::STEP_GPUS).and_then(|l| parse_gpu_list(&l).ok());
@@ -111,6 +111,7 @@ impl Near {
 /// order), its place from sysfs by NVML's bus id; and what NVML said.
 fn through_nvml(
     nvml: &NvmlSource,
+    root: &Path,
     tokens: &[String],
     own: Option<&CpuSet>,
 ) -> (Vec<Shown>, Option<String>) {
@@ -130,7 +131,7 @@ fn through_nvml(
                 pci_bus_id: Some(d.pci_bus_id.clone()),
                 memory: Some((d.memory_used, d.memory_total)),
                 near: sysfs_bus_id(&d.pci_bus_id)
-                    .and_then(|bus| kernel_place(Path::new("/"), &bus, &bus).ok())
+                    .and_then(|bus| kernel_place(root, &bus, &bus).ok())
                     .map(|place| Near::of(place, own)),
                 missing: None,
             },

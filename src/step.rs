@@ -82,6 +82,12 @@ pub enum StepPlan {
 }
 
 impl StepPlan {
+    /// Whether tasks need their CPUs read (`task_init`'s affinity call and
+    /// Slurm's bind list): only a `closest` step whose GPUs were located.
+    pub fn needs_task_cpus(&self) -> bool {
+        matches!(self, StepPlan::Map(map) if matches!(map.near, Near::Located(_)))
+    }
+
     /// What the plan does, in a word, for the plugin's debug log: the
     /// method, `unmapped` or `untouched`.
     pub fn kind(&self) -> &'static str {

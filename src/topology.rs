@@ -24,7 +24,8 @@ use std::fmt;
 use std::io::Read;
 use std::path::Path;
 
-/// At most this many GPUs per node, as for GPU lists.
+/// At most this many GPUs per node in a topology (more make `closest` fall
+/// back; nodes hold a few dozen at most).
 pub const MAX_GPUS: usize = 64;
 
 /// One GPU and where it sits. `None`: not known (the firmware reported
@@ -39,8 +40,9 @@ pub struct GpuPlace {
 /// A node's CPUs and its GPUs' places, in the node's GPU order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
-    /// The CPUs srun binds tasks to first, in order (the physical cores):
-    /// the `plan` preview splits them into equal consecutive blocks.
+    /// The CPUs tasks are bound to, in order: a file's `cpus` line or a
+    /// preset's physical cores, else the union of the GPUs' local CPUs.
+    /// Only the `plan` preview reads it, splitting it into equal blocks.
     pub cpus: CpuSet,
     pub gpus: Vec<GpuPlace>,
 }
@@ -274,7 +276,7 @@ pub fn resolve_tokens<S: AsRef<str>>(
 }
 
 fn index(token: &str) -> Result<usize, String> {
-    if token.starts_with("GPU-") || token.starts_with("MIG-") {
+    if crate::gpus::is_uuid(token) {
         return Err(format!(
             "GPU {} is a UUID, which only NVML can locate",
             quote(token)
@@ -304,7 +306,7 @@ fn relative(tokens: &[&str], absolute: &[String]) -> Result<Vec<usize>, String> 
     Ok(sorted)
 }
 
-/// The most GPUs and the longest file read from the kernel.
+/// The longest file read from the kernel.
 const MAX_FILE: u64 = 65_536;
 
 /// Reads the node's NVIDIA GPUs as the driver lists them under `root`
@@ -535,7 +537,10 @@ pub fn from_nvml_lines<S: AsRef<str>>(
     absolute: Option<&[String]>,
 ) -> Result<Topology, String> {
     let mut found: Vec<(String, KernelGpu, Option<CpuSet>)> = Vec::new();
-    for line in lines.iter().take(MAX_GPUS + 1) {
+    if lines.len() > MAX_GPUS {
+        return Err(format!("NVML lists more than {MAX_GPUS} GPUs"));
+    }
+    for line in lines {
         let bad = || format!("NVML gave the odd line {}", quote(line));
         let words: Vec<&str> = line.split_whitespace().collect();
         let [uuid, bus, minor, cpus] = words.as_slice() else {
@@ -550,9 +555,7 @@ pub fn from_nvml_lines<S: AsRef<str>>(
         found.push(((*uuid).to_string(), KernelGpu { bus_id, minor }, cpus));
     }
     let tokens: Vec<&str> = tokens.iter().map(AsRef::as_ref).collect();
-    let all_uuids = tokens
-        .iter()
-        .all(|t| t.starts_with("GPU-") || t.starts_with("MIG-"));
+    let all_uuids = tokens.iter().all(|t| crate::gpus::is_uuid(t));
     let buses: Vec<String> = if all_uuids {
         tokens
             .iter()
@@ -740,6 +743,10 @@ mod tests {
         assert!(from_nvml_lines(&lines, &["GPU-x"], None)
             .unwrap_err()
             .contains("does not list"));
+        let many = vec!["GPU-a 00000000:01:00.0 0 1".to_string(); MAX_GPUS + 1];
+        assert!(from_nvml_lines(&many, &["GPU-a"], None)
+            .unwrap_err()
+            .contains(&format!("more than {MAX_GPUS} GPUs")));
         let odd = vec!["GPU-a 1 2".to_string()];
         assert!(from_nvml_lines(&odd, &["0"], None)
             .unwrap_err()

@@ -1,6 +1,6 @@
 //! Applies a step's plan to one task, in `task_init`, just before it execs.
 
-use desi_gpu_map::cpuset::CpuSet;
+use desi_gpu_map::cpuset::{CpuSet, MAX_CPUS};
 use desi_gpu_map::env;
 use desi_gpu_map::step::{
     carry_out, task_outcome, unreadable_task, StepPlan, TaskCpus, TaskInputs, TaskOutcome,
@@ -13,7 +13,7 @@ pub fn apply(spank: &SpankHandle, plan: &StepPlan) {
         return;
     }
     let node = node_name(spank);
-    let outcome = match task_inputs(spank) {
+    let outcome = match task_inputs(spank, plan.needs_task_cpus()) {
         Ok(ids) => task_outcome(plan, &ids.with_node(&node)),
         Err(e) => unreadable_task(plan, &node, &e),
     };
@@ -50,7 +50,10 @@ impl Ids {
     }
 }
 
-fn task_inputs(spank: &SpankHandle) -> Result<Ids, String> {
+/// The task's ids and lists; its CPUs only where `with_cpus` (a located
+/// `closest` step): other steps skip the affinity call.
+fn task_inputs(spank: &SpankHandle, with_cpus: bool) -> Result<Ids, String> {
+    let var = |name: &str| spank.getenv_lossy(name).ok().flatten();
     let local_id = spank
         .task_id()
         .map_err(|e| format!("cannot read the local task id: {e}"))?;
@@ -64,11 +67,11 @@ fn task_inputs(spank: &SpankHandle) -> Result<Ids, String> {
         local_id: usize::try_from(local_id).map_err(|_| format!("odd local task id {local_id}"))?,
         local_count: usize::try_from(local_count).unwrap_or(0),
         rank,
-        cuda: spank.getenv_lossy(env::CUDA).ok().flatten(),
-        tres_bind: spank.getenv_lossy(env::TRES_BIND).ok().flatten(),
-        own_cpus: own_cpus(),
-        bind_type: spank.getenv_lossy(env::CPU_BIND_TYPE).ok().flatten(),
-        bind_list: spank.getenv_lossy(env::CPU_BIND_LIST).ok().flatten(),
+        cuda: var(env::CUDA),
+        tres_bind: var(env::TRES_BIND),
+        own_cpus: if with_cpus { own_cpus() } else { None },
+        bind_type: with_cpus.then(|| var(env::CPU_BIND_TYPE)).flatten(),
+        bind_list: with_cpus.then(|| var(env::CPU_BIND_LIST)).flatten(),
     })
 }
 
@@ -80,21 +83,22 @@ fn task_inputs(spank: &SpankHandle) -> Result<Ids, String> {
 /// 23.x and 24.11.7; on 22.05.8, 24.11.5 and 26.05.5 the test cluster's
 /// tasks see their bound masks here (tests/closest.rs).
 fn own_cpus() -> Option<CpuSet> {
-    // SAFETY: cpu_set_t is plain bits, for which all zeroes is valid.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: `set` is a live, writable cpu_set_t of `size` bytes; pid 0 is
-    // this task.
-    let rc = unsafe { libc::sched_getaffinity(0, size, &mut set) };
+    const BITS: u32 = libc::c_ulong::BITS;
+    // As many CPUs as the core's sets hold (8192), not glibc's cpu_set_t
+    // (1024), so that larger nodes are read too.
+    let mut words: [libc::c_ulong; MAX_CPUS / BITS as usize] = [0; MAX_CPUS / BITS as usize];
+    let size = std::mem::size_of_val(&words);
+    // SAFETY: the kernel writes at most `size` bytes, a bit array of
+    // unsigned longs (cpu_set_t's layout), into `words`, which is live and
+    // writable for `size` bytes; pid 0 is this task.
+    let rc = unsafe { libc::sched_getaffinity(0, size, words.as_mut_ptr().cast()) };
     if rc != 0 {
         return None;
     }
-    let count = usize::try_from(libc::CPU_SETSIZE).unwrap_or(0);
-    // SAFETY: CPU_ISSET only reads `set`, for CPUs below CPU_SETSIZE.
-    let cpus: Vec<usize> = (0..count)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect();
-    CpuSet::of(&cpus)
+    // c_ulong: 64 bits here, 32 on some targets.
+    #[allow(clippy::useless_conversion)]
+    let words = words.iter().map(|&w| u64::from(w));
+    CpuSet::from_words(words, BITS)
 }
 
 /// Changes the task's environment as the core says, and prints the lines.

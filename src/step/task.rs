@@ -51,7 +51,8 @@ pub struct Closeness {
     /// Its GPU's local CPUs.
     pub gpu_cpus: CpuSet,
     /// Nearness told no GPU apart (for every task, where all are known):
-    /// the tasks were placed by the contiguous rule, said once per node.
+    /// the tasks were placed by the contiguous rule. Set only for local
+    /// task 0, which says so once per node.
     pub alike: bool,
 }
 
@@ -200,15 +201,17 @@ fn closest_position(
                 _ => true,
             }
         });
+    // Only local task 0 says whether nearness told no GPU apart.
+    let first = task.local_id == 0;
     let (at, mine, from, alike) = match (all, &cpus.own) {
         (Some(all), _) => {
             let at = closest_of(&all, near, task.local_id)?;
-            let alike = all.iter().all(|t| near_all_alike(Some(t), near));
+            let alike = first && all.iter().all(|t| near_all_alike(Some(t), near));
             (at, all.get(task.local_id).cloned(), "slurm", alike)
         }
         (None, Some(own)) => {
             let at = closest_own(own, task.local_id, task.local_count, near)?;
-            let alike = near_all_alike(Some(own), near);
+            let alike = first && near_all_alike(Some(own), near);
             (at, Some(own.clone()), "own", alike)
         }
         (None, None) => {
@@ -218,7 +221,7 @@ fn closest_position(
                 task.local_count,
                 near.len(),
             )?;
-            (at, None, "none", near_all_alike(None, near))
+            (at, None, "none", first && near_all_alike(None, near))
         }
     };
     let gpu_cpus = near.get(at).cloned().unwrap_or_default();
@@ -259,10 +262,8 @@ fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> Tas
         say.push(aside_line(task.node, &why.to_string()));
     }
     // So does one whose tasks' CPUs tell no GPU apart.
-    if let (Some(c), 0) = (&assignment.closeness, task.local_id) {
-        if c.alike {
-            say.push(aside_line(task.node, &unbound_line(c)));
-        }
+    if let Some(c) = assignment.closeness.as_ref().filter(|c| c.alike) {
+        say.push(aside_line(task.node, &unbound_line(c)));
     }
     if map.verbose {
         say.push(verbose_line(map, task, assignment));
@@ -519,8 +520,12 @@ mod tests {
             .say
             .iter()
             .all(|l| !l.contains("using contiguous")));
+        assert!(!StepPlan::Map(map.clone()).needs_task_cpus(), "not located");
         let perlmutter = crate::topology::Preset::Perlmutter.topology();
         locate(&mut map, Ok(&perlmutter));
+        assert!(StepPlan::Map(map.clone()).needs_task_cpus());
+        let contiguous = mapped_4(&config, Method::Contiguous);
+        assert!(!StepPlan::Map(contiguous).needs_task_cpus());
         let list = "0xffff,0xffff0000,0xffff00000000,0xffff000000000000";
         let gpu_of = |l: usize, cpus: TaskCpus| {
             let t = TaskInputs {

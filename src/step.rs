@@ -29,7 +29,7 @@ use crate::method::{Choice, Method, Request};
 use crate::topology::Topology;
 use crate::vendor::{Chosen, Rendering, StepLists, Vendor, VendorSetting};
 use binding::slurm_binds_per_task;
-use source::{from_nvml, from_slurm, other_lists, NoList};
+use source::{from_nvml, from_slurm, other_lists, Found, NoList};
 use std::fmt;
 
 pub use source::Unlisted;
@@ -191,6 +191,10 @@ pub struct StepMap {
     /// `CUDA_VISIBLE_DEVICES` as the step had it; `None` when the list came
     /// from NVML. A task whose value differs was narrowed by Slurm itself.
     pub cuda: Option<String>,
+    /// Slurm's own list (`SLURM_STEP_GPUS`), which `gpus` equals or
+    /// renumbers from 0 under device constraint; `None` when the list came
+    /// from NVML. `closest` resolves indices through it.
+    pub step_gpus: Option<Vec<String>>,
     /// The other GPU lists Slurm set, each the same length as `gpus`.
     pub others: Vec<(&'static str, Vec<String>)>,
     /// Lists left alone, each with the reason, reported with `verbose`.
@@ -228,16 +232,15 @@ impl Near {
 /// site's `kernel_root` for Slurm's own list (NVIDIA's driver files, or AMD's
 /// and Intel's render nodes), and through NVML (`places`,
 /// [`crate::nvml::places`] lines) for a list NVML gave, or where NVIDIA's
-/// kernel files fail and NVML is on. See [`crate::topology::resolve_tokens`] for how
-/// a token names a device. `env` reads the step's environment.
+/// kernel files fail and NVML is on. Indices resolve through Slurm's own
+/// list as [`StepMap::step_gpus`] keeps it (see
+/// [`crate::topology::resolve_tokens`]).
 pub fn step_topology(
     config: &Config,
     map: &StepMap,
-    env: &dyn Fn(&str) -> Option<String>,
     places: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
 ) -> Result<Topology, String> {
-    let absolute = env(env::STEP_GPUS).and_then(|l| crate::gpus::parse_gpu_list(&l).ok());
-    let absolute = absolute.as_deref();
+    let absolute = map.step_gpus.as_deref();
     let from_nvml = |places: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>| {
         let lines = places(config).map_err(|e| e.to_string())?;
         crate::topology::from_nvml_lines(&lines, &map.gpus, absolute)
@@ -341,7 +344,8 @@ fn plan_mapping(
         None => from_nvml(config, env, &mut |config: &Config| nvml(config, method)),
     };
     match listed {
-        Ok((gpus, cuda)) => {
+        Ok(Found { gpus, slurm }) => {
+            let (cuda, step_gpus) = slurm.unzip();
             let (others, mut notes) = other_lists(env, gpus.len());
             let lists = StepLists {
                 gpus: &gpus,
@@ -367,6 +371,7 @@ fn plan_mapping(
                 rendering,
                 gpus,
                 cuda,
+                step_gpus,
             })
         }
         Err(NoList::NoGpus(_)) if !want.asked => StepPlan::quiet(&config.flag),
@@ -536,8 +541,6 @@ mod tests {
             ])
         };
         let no_files = parse_args(&["kernel_root=/nonexistent"]).unwrap();
-        let vars = env_of(&[("SLURM_STEP_GPUS", "0,1")]);
-        let env = |name: &str| vars.get(name).cloned();
         let (p, _) = plan_with(
             &no_files,
             Choice::Map(Method::Closest),
@@ -554,16 +557,16 @@ mod tests {
             calls += 1;
             lines()
         };
-        let t = step_topology(&no_files, &map, &env, &mut places).unwrap();
+        let t = step_topology(&no_files, &map, &mut places).unwrap();
         assert_eq!(t.gpus[1].cpus.as_ref().unwrap().to_string(), "0");
         assert_eq!(calls, 1, "NVML asked once, after the kernel files failed");
         let off = parse_args(&["kernel_root=/nonexistent", "nvml=off"]).unwrap();
-        let err = step_topology(&off, &map, &env, &mut |_| lines()).unwrap_err();
+        let err = step_topology(&off, &map, &mut |_| lines()).unwrap_err();
         assert!(
             err.starts_with("/nonexistent/proc/driver/nvidia/gpus"),
             "{err}"
         );
-        let err = step_topology(&no_files, &map, &env, &mut |_| Err(Error::NvmlOff)).unwrap_err();
+        let err = step_topology(&no_files, &map, &mut |_| Err(Error::NvmlOff)).unwrap_err();
         assert!(
             err.ends_with("; NVML: NVML discovery is off (nvml=off)"),
             "{err}"
@@ -572,7 +575,7 @@ mod tests {
         let mut amd = map.clone();
         amd.rendering.vendor = Vendor::Amd;
         let mut asked = false;
-        let err = step_topology(&no_files, &amd, &env, &mut |_| {
+        let err = step_topology(&no_files, &amd, &mut |_| {
             asked = true;
             lines()
         })

@@ -80,7 +80,7 @@ pub fn plan(
                     .take()
                     .unwrap_or_else(|| nvml_within_deadline(config, nvml::places))
             };
-            let topology = step_topology(config, map, &env, &mut places);
+            let topology = step_topology(config, map, &mut places);
             locate(map, topology.as_ref().map_err(Clone::clone));
             log::debug!("GPU locations read in {} us", started.elapsed().as_micros());
         }

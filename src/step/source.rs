@@ -90,7 +90,15 @@ impl fmt::Display for Unlisted {
     }
 }
 
-pub(super) type Listed = Result<(Vec<String>, Option<String>), NoList>;
+/// A step's GPUs on this node, and where they were listed.
+pub(super) struct Found {
+    pub gpus: Vec<String>,
+    /// Slurm's `CUDA_VISIBLE_DEVICES` and its own list (`SLURM_STEP_GPUS`)
+    /// that it was checked against; `None` when NVML listed the GPUs.
+    pub slurm: Option<(String, Vec<String>)>,
+}
+
+pub(super) type Listed = Result<Found, NoList>;
 
 /// The GPU list from `CUDA_VISIBLE_DEVICES`, where Slurm set it for this
 /// step (`None` otherwise). Slurm overwrites the user's value in every step
@@ -120,7 +128,10 @@ pub(super) fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Option<Listed>
             count,
         })));
     }
-    Some(Ok((gpus, Some(cuda))))
+    Some(Ok(Found {
+        gpus,
+        slurm: Some((cuda, step)),
+    }))
 }
 
 /// True when `gpus` is `0..n-1` and one of the lists Slurm sets beside it
@@ -176,7 +187,10 @@ pub(super) fn from_nvml(
             found: uuids.len(),
             count,
         })),
-        _ => Ok((uuids, None)),
+        _ => Ok(Found {
+            gpus: uuids,
+            slurm: None,
+        }),
     }
 }
 

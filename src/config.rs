@@ -1,6 +1,7 @@
 //! The site's plugstack arguments: `key=value` words after the plugin path
 //! on its `plugstack.conf` line.
 
+use crate::env::FlagClash;
 use crate::error::{ArgProblem, Error};
 use crate::method::Choice;
 use crate::names::{named, names, one_of, Named};
@@ -88,16 +89,22 @@ impl Default for Config {
 pub const DEFAULT_FLAG: &str = "DESI_GPU_MAPPED";
 
 /// NVML discovery's deadline, in whole seconds: the default and the range.
+/// A job cancelled while discovery waits stays COMPLETING until the
+/// deadline (slurmstepd is inside `user_init`), so the range ends at Slurm's
+/// default `KillWait` (30 s): no longer than a task ignoring SIGTERM holds
+/// a cancelled job anyway.
 pub const DEFAULT_NVML_TIMEOUT_S: u64 = 10;
-const NVML_TIMEOUT_RANGE_S: std::ops::RangeInclusive<u64> = 1..=300;
+pub const NVML_TIMEOUT_RANGE_S: std::ops::RangeInclusive<u64> = 1..=30;
 
 /// Every argument, for messages.
 pub(crate) fn keys() -> String {
     format!(
-        "default={}, flag=NAME, visible={}, nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..300, \
+        "default={}, flag=NAME, visible={}, nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout={}..{}, \
          untracked={}, vendor={}, verbose, kernel_root=/ABSOLUTE/PATH",
         names::<Choice>().join("|"),
         names::<Visible>().join("|"),
+        NVML_TIMEOUT_RANGE_S.start(),
+        NVML_TIMEOUT_RANGE_S.end(),
         names::<Untracked>().join("|"),
         names::<VendorSetting>().join("|")
     )
@@ -221,27 +228,31 @@ fn parse_nvml_timeout(value: &str) -> Result<Duration, ArgProblem> {
 const FLAG_MAX: usize = 64;
 
 /// The flag is exported as `NAME=1` into every mapped task, so only a
-/// conservative name is accepted: upper-case letters, digits and `_`,
-/// starting with a letter, and none that a loader, shell, runtime or Slurm
-/// reads (`LD_AUDIT=1` would make every task print a loader error).
+/// conservative name is accepted: `PREFIX_REST` in upper-case letters,
+/// digits and `_`, starting with a letter, with a prefix that no loader,
+/// shell, runtime or Slurm reads ([`crate::env::flag_clash`]).
 fn parse_flag(value: &str) -> Result<String, ArgProblem> {
     let mut chars = value.chars();
     let first_ok = chars.next().is_some_and(|c| c.is_ascii_uppercase());
     let rest_ok = chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-    if !first_ok || !rest_ok || value.len() > FLAG_MAX {
+    let clash = crate::env::flag_clash(value);
+    if !first_ok || !rest_ok || value.len() > FLAG_MAX || clash == Some(FlagClash::NoPrefix) {
         return Err(bad_value(
             "flag",
             value,
             format!(
-                "an upper-case variable name (A-Z, 0-9, _; starting with a letter; \
-                 at most {FLAG_MAX} characters)"
+                "an upper-case variable name PREFIX_NAME (A-Z, 0-9, _; starting with a \
+                 letter; at most {FLAG_MAX} characters)"
             ),
         ));
     }
-    if crate::env::is_reserved(value) {
-        return Err(ArgProblem::ReservedFlag(value.to_string()));
+    match clash {
+        Some(FlagClash::Reserved(prefix)) => Err(ArgProblem::ReservedFlag {
+            name: value.to_string(),
+            prefix,
+        }),
+        _ => Ok(value.to_string()),
     }
-    Ok(value.to_string())
 }
 
 #[cfg(test)]
@@ -355,6 +366,11 @@ mod tests {
             ("flag=", "flag", ""),
             ("flag=lower_case", "flag", "lower_case"),
             ("flag=_LEADING", "flag", "_LEADING"),
+            ("flag=PATH", "flag", "PATH"),
+            ("flag=PYTHONHOME", "flag", "PYTHONHOME"),
+            ("flag=LOCPATH", "flag", "LOCPATH"),
+            ("flag=HOSTALIASES", "flag", "HOSTALIASES"),
+            ("flag=MYFLAG_", "flag", "MYFLAG_"),
             ("untracked=yes", "untracked", "yes"),
             ("vendor=AMD", "vendor", "AMD"),
             ("vendor=", "vendor", ""),
@@ -367,22 +383,49 @@ mod tests {
                 other => panic!("{arg}: {other:?}"),
             }
         }
-        for name in [
-            "CUDA_VISIBLE_DEVICES",
-            "PATH",
-            "LD_AUDIT",
-            "LD_BIND_NOW",
-            "BASH_ENV",
-            "MALLOC_CHECK_",
-            "GLIBC_TUNABLES",
-            "HIP_VISIBLE_DEVICES",
-            "CUDA_LAUNCH_BLOCKING",
-            "SLURM_CPU_BIND",
-        ] {
+        for (name, prefix) in [
+            ("POSIXLY_CORRECT", "POSIXLY_"),
+            ("FI_PROVIDER", "FI_"),
+            ("UCX_TLS", "UCX_"),
+            ("MV2_ENABLE_AFFINITY", "MV2_"),
+            ("GCONV_PATH", "GCONV_"),
+            ("I_MPI_PIN", "I_"),
+            ("PMIX_RANK", "PMIX_"),
+            ("DESI_GPU_MAP_METHOD", "DESI_GPU_MAP_"),
+            ("DESI_GPU_MAP_X", "DESI_GPU_MAP_"),
+        ]
+        .into_iter()
+        .chain(
+            [
+                "CUDA_VISIBLE_DEVICES",
+                "LD_AUDIT",
+                "LD_BIND_NOW",
+                "BASH_ENV",
+                "MALLOC_CHECK_",
+                "GLIBC_TUNABLES",
+                "HIP_VISIBLE_DEVICES",
+                "CUDA_LAUNCH_BLOCKING",
+                "SLURM_CPU_BIND",
+            ]
+            .map(|name| (name, name.split('_').next().unwrap())),
+        ) {
+            let prefix = format!("{}_", prefix.trim_end_matches('_'));
             assert_eq!(
                 problem(&format!("flag={name}")),
-                ArgProblem::ReservedFlag(name.to_string())
+                ArgProblem::ReservedFlag {
+                    name: name.to_string(),
+                    prefix
+                },
+                "{name}"
             );
+        }
+        for name in [
+            "DESI_GPU_MAPPED",
+            "MY_FLAG",
+            "DESI_MAPPED",
+            "NERSC_GPU_BOUND",
+        ] {
+            assert_eq!(parse_flag(name), Ok(name.to_string()));
         }
     }
 
@@ -410,13 +453,14 @@ mod tests {
             ),
             (
                 "flag=1BAD",
-                "flag must be an upper-case variable name (A-Z, 0-9, _; starting with a \
-                 letter; at most 64 characters), not \"1BAD\"",
+                "flag must be an upper-case variable name PREFIX_NAME (A-Z, 0-9, _; starting \
+                 with a letter; at most 64 characters), not \"1BAD\"",
             ),
             (
-                "flag=PATH",
-                "flag must not be PATH, a variable that Slurm, a loader, a shell or a GPU \
-                 runtime reads",
+                "flag=PYTHON_X",
+                "flag must not be PYTHON_X: names beginning with PYTHON_ are read by Slurm, a \
+                 loader, the C library, a shell, MPI or a GPU runtime, or are the plugin's own; \
+                 use a prefix of your project's, as in DESI_GPU_MAPPED",
             ),
         ] {
             assert_eq!(problem(arg).to_string(), want);
@@ -424,14 +468,16 @@ mod tests {
     }
 
     #[test]
-    fn nvml_timeout_takes_whole_seconds_from_1_to_300() {
-        for (value, secs) in [("1", 1), ("2", 2), ("10", 10), ("300", 300)] {
+    fn nvml_timeout_takes_whole_seconds_from_1_to_30() {
+        for (value, secs) in [("1", 1), ("2", 2), ("10", 10), ("30", 30)] {
             let c = parse_args(&[format!("nvml_timeout={value}")]).unwrap();
             assert_eq!(c.nvml_timeout, Duration::from_secs(secs), "{value}");
         }
         for value in [
             "0",
-            "301",
+            "31",
+            "90",
+            "300",
             "0.5",
             "-1",
             "",
@@ -443,11 +489,11 @@ mod tests {
             let msg = parse_args(&[arg.as_str()]).unwrap_err().to_string();
             assert!(
                 msg.contains(&format!(
-                    "nvml_timeout must be whole seconds from 1 to 300, not \"{value}\""
+                    "nvml_timeout must be whole seconds from 1 to 30, not \"{value}\""
                 )),
                 "{msg}"
             );
-            assert!(msg.contains("nvml_timeout=1..300"), "{msg}");
+            assert!(msg.contains("nvml_timeout=1..30,"), "{msg}");
         }
         assert_eq!(
             problem("nvml_timeout"),
@@ -462,7 +508,7 @@ mod tests {
             err.to_string(),
             "bad plugstack argument \"default=x\": default must be contiguous, roundrobin, closest or \
              none, not \"x\"; valid arguments: default=contiguous|roundrobin|closest|none, flag=NAME, \
-             visible=single|rotate, nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..300, \
+             visible=single|rotate, nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..30, \
              untracked=ignore|whole-node, vendor=auto|nvidia|amd|intel, verbose, \
              kernel_root=/ABSOLUTE/PATH"
         );

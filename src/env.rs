@@ -44,16 +44,49 @@ pub const BIND_REQUESTS: [&str; 2] = ["SLURM_GPU_BIND", "SLURM_TRES_BIND"];
 pub const METHOD: &str = "DESI_GPU_MAP_METHOD";
 pub const NODE_GPUS: &str = "DESI_GPU_MAP_NODE_GPUS";
 
-/// Variables a site's `flag=` must not name: the flag is set to `1`.
-pub fn is_reserved(name: &str) -> bool {
-    /// Read by the loader, the C library, shells, MPI and GPU runtimes.
-    const PREFIXES: [&str; 16] = [
-        "SLURM", "LD_", "GLIBC_", "MALLOC_", "BASH_", "CUDA_", "NVIDIA_", "ROCR_", "HIP_", "HSA_",
-        "GPU_", "ZE_", "OMPI_", "PMI", "MPICH_", "I_MPI_",
-    ];
-    const NAMES: [&str; 12] = [
-        "PATH", "HOME", "SHELL", "USER", "ENV", "IFS", "TMPDIR", "TZ", "LANG", "PS4", METHOD,
-        NODE_GPUS,
-    ];
-    PREFIXES.iter().any(|p| name.starts_with(p)) || NAMES.contains(&name) || name.starts_with("LC_")
+/// The plugin's own variables begin with this; a site's flag must not.
+pub const OWN_PREFIX: &str = "DESI_GPU_MAP_";
+
+/// First words (before the first `_`) of variables that Slurm, the loader,
+/// the C library, shells, interpreters, MPI, network libraries, math
+/// libraries and GPU runtimes read: a site's `flag=` must not begin with one,
+/// since the flag is set to `1` in every mapped task (`LD_AUDIT=1` makes every
+/// task print a loader error, `FI_PROVIDER=1` stops libfabric).
+pub const RESERVED_WORDS: [&str; 62] = [
+    // Slurm, the loader, the C library, locales, shells, terminals
+    "SLURM", "SLURMD", "SPANK", "SBATCH", "SALLOC", "SRUN", "LD", "GLIBC", "MALLOC", "GCONV", "LC",
+    "LANG", "POSIXLY", "BASH", "ZSH", "KSH", "XDG", "SSH", "TERM", "TMP",
+    // interpreters
+    "PYTHON", "PERL", "RUBY", "JAVA", "NODE", // GPU runtimes and their libraries
+    "CUDA", "NVIDIA", "NV", "NCCL", "CUBLAS", "CUDNN", "ROCR", "ROCM", "HIP", "HSA", "AMD", "RCCL",
+    "MIOPEN", "GPU", "ZE", "SYCL", "ONEAPI",
+    // MPI, process managers and network libraries
+    "MPI", "MPICH", "MPIR", "I", "MV2", "OMPI", "OPAL", "ORTE", "PRTE", "PMI", "PMIX", "CRAY", "FI",
+    "UCX", "PSM2", "PSM3", // OpenMP and math libraries
+    "OMP", "KMP", "MKL", "OPENBLAS",
+];
+
+/// Why `name` cannot be a site's flag, if it cannot: it must read
+/// `PREFIX_REST` (a one-word name such as `PYTHONHOME` or `LOCPATH` is
+/// some program's own), with a prefix of the site's own project.
+pub fn flag_clash(name: &str) -> Option<FlagClash> {
+    let word = match name.split_once('_') {
+        Some((word, rest)) if !word.is_empty() && !rest.is_empty() => word,
+        _ => return Some(FlagClash::NoPrefix),
+    };
+    if name.starts_with(OWN_PREFIX) {
+        return Some(FlagClash::Reserved(OWN_PREFIX.to_string()));
+    }
+    RESERVED_WORDS
+        .contains(&word)
+        .then(|| FlagClash::Reserved(format!("{word}_")))
+}
+
+/// What is wrong with a flag name (see [`flag_clash`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlagClash {
+    /// Not of the form `PREFIX_REST`.
+    NoPrefix,
+    /// Its prefix is one that a runtime (or the plugin itself) reads.
+    Reserved(String),
 }

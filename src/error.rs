@@ -72,8 +72,12 @@ pub enum ArgProblem {
         value: String,
         expected: String,
     },
-    /// A flag name that Slurm, a loader, a shell or a GPU runtime reads.
-    ReservedFlag(String),
+    /// A flag name whose prefix Slurm, a loader, a shell, MPI or a GPU
+    /// runtime reads (or the plugin's own variables share).
+    ReservedFlag {
+        name: String,
+        prefix: String,
+    },
 }
 
 /// What is wrong with a GPU list.
@@ -199,10 +203,11 @@ impl fmt::Display for ArgProblem {
                 value,
                 expected,
             } => write!(f, "{key} must be {expected}, not {}", quote(value)),
-            ArgProblem::ReservedFlag(name) => write!(
+            ArgProblem::ReservedFlag { name, prefix } => write!(
                 f,
-                "flag must not be {name}, a variable that Slurm, a loader, a shell or a GPU \
-                 runtime reads"
+                "flag must not be {name}: names beginning with {prefix} are read by Slurm, a \
+                 loader, the C library, a shell, MPI or a GPU runtime, or are the plugin's own; \
+                 use a prefix of your project's, as in DESI_GPU_MAPPED"
             ),
         }
     }

@@ -397,7 +397,7 @@ fn every_plugstack_typo_is_named() {
         ("untracked=all", "untracked must be ignore or whole-node"),
         (
             "nvml_timeout=0",
-            "nvml_timeout must be whole seconds from 1 to 300",
+            "nvml_timeout must be whole seconds from 1 to 30",
         ),
         ("verbose=1", "verbose takes no value"),
         ("default=none default=roundrobin", "given twice"),
@@ -412,6 +412,74 @@ fn every_plugstack_typo_is_named() {
             show(&out)
         );
     }
+}
+
+/// Issue 15, edge 6: a flag is set to 1 in every mapped task, so a name
+/// that a runtime reads (`PYTHONHOME=1` stops python3) is refused before
+/// anything is allocated; a project's own prefix is taken.
+#[test]
+fn flags_that_runtimes_read_are_refused() {
+    let _c = setup("required", &[]);
+    for (flag, want) in [
+        ("PYTHONHOME", "upper-case variable name PREFIX_NAME"),
+        ("LOCPATH", "upper-case variable name PREFIX_NAME"),
+        ("HOSTALIASES", "upper-case variable name PREFIX_NAME"),
+        ("POSIXLY_CORRECT", "names beginning with POSIXLY_ are read"),
+        ("FI_PROVIDER", "names beginning with FI_ are read"),
+        ("UCX_TLS", "names beginning with UCX_ are read"),
+        ("MV2_ENABLE_AFFINITY", "names beginning with MV2_ are read"),
+        ("GCONV_PATH", "names beginning with GCONV_ are read"),
+    ] {
+        configure("required", &[&format!("flag={flag}")]);
+        let out = run("srun", &["-N1", "-w", "n1", "true"]);
+        assert!(!out.status.success(), "flag={flag}: {}", show(&out));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!("bad plugstack argument \"flag={flag}\"")) && err.contains(want),
+            "flag={flag}: want {want:?}: {}",
+            show(&out)
+        );
+    }
+    configure("required", &["flag=NERSC_GPU_BOUND"]);
+    let out = run(
+        "srun",
+        &[
+            "-w",
+            "n1",
+            "-n2",
+            "--gpus-per-node=4",
+            "--desi-gpu-map=contiguous",
+            "bash",
+            "-c",
+            "echo $CUDA_VISIBLE_DEVICES ${NERSC_GPU_BOUND-unset}",
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let mut got: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+    got.sort();
+    assert_eq!(got, ["0 1", "1 1"], "{}", show(&out));
+}
+
+/// Issue 15, edge 5: a job cancelled while NVML discovery waits stays
+/// COMPLETING until the deadline, so the deadline ends at Slurm's default
+/// KillWait (30 s); a longer one is refused before anything is allocated.
+#[test]
+fn an_nvml_deadline_past_killwait_is_refused() {
+    let _c = setup("required", &[]);
+    for value in ["31", "90", "300"] {
+        configure("required", &[&format!("nvml_timeout={value}")]);
+        let out = run("srun", &["-N1", "-w", "n1", "true"]);
+        assert!(
+            !out.status.success(),
+            "nvml_timeout={value}: {}",
+            show(&out)
+        );
+        let want = format!("nvml_timeout must be whole seconds from 1 to 30, not \"{value}\"");
+        assert!(text(&out.stderr).contains(&want), "{}", show(&out));
+    }
+    configure("required", &["nvml_timeout=30"]);
+    let out = run("srun", &["-N1", "-w", "n1", "true"]);
+    assert!(out.status.success(), "nvml_timeout=30: {}", show(&out));
 }
 
 #[test]

@@ -128,6 +128,7 @@ fn node_rows(
         flag: DEFAULT_FLAG.to_string(),
         gpus: gpus.to_vec(),
         cuda: Some(cuda.clone()),
+        exported: None,
         step_gpus: Some(gpus.to_vec()),
         others: Vec::new(),
         notes: Vec::new(),

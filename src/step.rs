@@ -27,7 +27,7 @@ use crate::env;
 use crate::error::{quote, Error};
 use crate::method::{Choice, Method, Request};
 use crate::topology::Topology;
-use crate::vendor::{Chosen, Rendering, StepLists, Vendor, VendorSetting};
+use crate::vendor::{Chosen, Rendering, StepLists, Unbindable, Vendor, VendorSetting};
 use binding::slurm_binds_per_task;
 use source::{from_nvml, from_slurm, other_lists, Found, NoList};
 use std::fmt;
@@ -128,6 +128,8 @@ pub enum Aside {
     SlurmBoundTasks(Error),
     /// The step has no GPU list to map.
     NoList(Unlisted),
+    /// No list the node's GPU runtimes read can be narrowed.
+    Unbindable(Unbindable),
 }
 
 impl fmt::Display for Aside {
@@ -148,6 +150,7 @@ impl fmt::Display for Aside {
             ),
             Aside::SlurmBoundTasks(e) => e.fmt(f),
             Aside::NoList(why) => write!(f, "{why}; tasks left unchanged"),
+            Aside::Unbindable(why) => write!(f, "{why}; tasks left unchanged"),
         }
     }
 }
@@ -191,6 +194,10 @@ pub struct StepMap {
     /// `CUDA_VISIBLE_DEVICES` as the step had it; `None` when the list came
     /// from NVML. A task whose value differs was narrowed by Slurm itself.
     pub cuda: Option<String>,
+    /// `CUDA_VISIBLE_DEVICES` as the step had it where the list came from
+    /// NVML: the user's (Slurm sets none there), which each task's
+    /// GPU overwrites. A task whose value differs was narrowed by Slurm.
+    pub exported: Option<String>,
     /// Slurm's own list (`SLURM_STEP_GPUS`), which `gpus` equals or
     /// renumbers from 0 under device constraint; `None` when the list came
     /// from NVML. `closest` resolves indices through it.
@@ -346,20 +353,38 @@ fn plan_mapping(
     match listed {
         Ok(Found { gpus, slurm }) => {
             let (cuda, step_gpus) = slurm.unzip();
-            let (others, mut notes) = other_lists(env, gpus.len());
-            let lists = StepLists {
+            let lists = other_lists(env, cuda.is_some().then_some(gpus.as_slice()));
+            let (others, mut notes) = (lists.slurms, lists.notes);
+            // NVML's list: a CUDA_VISIBLE_DEVICES the step has is the
+            // user's, and each task's is overwritten.
+            let exported = match cuda {
+                Some(_) => None,
+                None => env(env::CUDA),
+            };
+            if let Some(value) = &exported {
+                notes.push(format!(
+                    "{}={} was the user's, not Slurm's: replaced by NVML's list",
+                    env::CUDA,
+                    quote(value)
+                ));
+            }
+            let step = StepLists {
                 gpus: &gpus,
                 from_slurm: cuda.is_some(),
                 others: &others,
             };
             let order = env(env::DEVICE_ORDER);
-            let rendering = Rendering::plan(
+            let rendering = match Rendering::plan(
                 &vendor(config.vendor),
                 config.visible,
-                &lists,
+                &step,
+                &lists.users,
                 order.as_deref(),
                 &mut notes,
-            );
+            ) {
+                Ok(rendering) => rendering,
+                Err(why) => return StepPlan::aside(&config.flag, Aside::Unbindable(why)),
+            };
             StepPlan::Map(StepMap {
                 method,
                 near: Near::for_method(method),
@@ -371,6 +396,7 @@ fn plan_mapping(
                 rendering,
                 gpus,
                 cuda,
+                exported,
                 step_gpus,
             })
         }

@@ -34,6 +34,7 @@ use crate::error::quote;
 use crate::gpus::join;
 use crate::mapping::visible_list;
 use crate::names::{named, Named};
+use std::fmt;
 use std::path::Path;
 
 /// The GPU vendor whose runtimes read the lists on a node.
@@ -222,19 +223,74 @@ pub struct Rendering {
     pub pci_order: bool,
 }
 
+/// Why no list that the node's runtimes read can carry a task's GPU. The
+/// step then stands aside: the flag must not say a task was bound while
+/// its runtime still sees every GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unbindable {
+    /// Only NVML listed the step's GPUs: NVIDIA UUIDs, which ROCm and Level
+    /// Zero cannot read (HIP would find no GPU in such a
+    /// `CUDA_VISIBLE_DEVICES`, and ROCR and Level Zero would see them all).
+    NvmlUuids(Chosen),
+    /// Slurm set no `ZE_AFFINITY_MASK`, the one list Level Zero reads.
+    NoZeList(Chosen),
+    /// The user's `ROCR_VISIBLE_DEVICES`, which ROCm applies before the
+    /// index lists, would stay under them.
+    UsersRocr(Chosen),
+}
+
+impl fmt::Display for Unbindable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unbindable::NvmlUuids(c) => write!(
+                f,
+                "only NVML lists the step's GPUs, as NVIDIA UUIDs, which {} runtimes do not \
+                 read ({})",
+                c.vendor.name(),
+                c.why
+            ),
+            Unbindable::NoZeList(c) => write!(
+                f,
+                "Slurm set no {} for this step, the one list Level Zero reads ({})",
+                env::ZE,
+                c.why
+            ),
+            Unbindable::UsersRocr(c) => write!(
+                f,
+                "{} is the user's, not Slurm's, and ROCm applies it before {} ({})",
+                env::ROCR,
+                env::CUDA,
+                c.why
+            ),
+        }
+    }
+}
+
 impl Rendering {
     /// Decides for a step whose GPUs are `gpus` (from Slurm's
-    /// `CUDA_VISIBLE_DEVICES` when `from_slurm`, else NVML's UUIDs).
-    /// `user_order` is `CUDA_DEVICE_ORDER` in the step's environment. What
-    /// `verbose` should report goes to `notes`.
+    /// `CUDA_VISIBLE_DEVICES` when `from_slurm`, else NVML's UUIDs);
+    /// `user_lists` names the other lists in the step's environment that
+    /// Slurm did not set. `user_order` is `CUDA_DEVICE_ORDER` in the step's
+    /// environment. What `verbose` should report goes to `notes`. An error
+    /// where nothing the vendor's runtimes read can be narrowed.
     pub fn plan(
         chosen: &Chosen,
         visible: Visible,
         step: &StepLists,
+        user_lists: &[&str],
         user_order: Option<&str>,
         notes: &mut Vec<String>,
-    ) -> Rendering {
+    ) -> Result<Rendering, Unbindable> {
         let vendor = chosen.vendor;
+        let unbindable: Option<fn(Chosen) -> Unbindable> = match vendor {
+            Vendor::Amd | Vendor::Intel if !step.from_slurm => Some(Unbindable::NvmlUuids),
+            Vendor::Intel if step.list(env::ZE).is_none() => Some(Unbindable::NoZeList),
+            Vendor::Amd if user_lists.contains(&env::ROCR) => Some(Unbindable::UsersRocr),
+            _ => None,
+        };
+        if let Some(unbindable) = unbindable {
+            return Err(unbindable(chosen.clone()));
+        }
         notes.push(format!(
             "GPU lists written for {} runtimes ({})",
             vendor.name(),
@@ -264,24 +320,17 @@ impl Rendering {
                 env::GPU_ORDINAL
             )),
             Vendor::Amd => {}
-            Vendor::Intel => {
-                if visible == Visible::Rotate {
-                    rendering.visible = Visible::Single;
-                    notes.push(format!(
-                        "visible=rotate cannot apply: Level Zero does not reorder devices \
-                         by {}, so each task keeps its own GPU only",
-                        env::ZE
-                    ));
-                }
-                if step.list(env::ZE).is_none() {
-                    notes.push(format!(
-                        "{} not set by Slurm: Level Zero sees all of the step's GPUs",
-                        env::ZE
-                    ));
-                }
+            Vendor::Intel if visible == Visible::Rotate => {
+                rendering.visible = Visible::Single;
+                notes.push(format!(
+                    "visible=rotate cannot apply: Level Zero does not reorder devices \
+                     by {}, so each task keeps its own GPU only",
+                    env::ZE
+                ));
             }
+            Vendor::Intel => {}
         }
-        rendering
+        Ok(rendering)
     }
 }
 

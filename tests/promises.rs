@@ -285,6 +285,107 @@ fn a_list_exported_on_a_no_gpu_env_node_is_not_taken_for_slurms() {
     );
 }
 
+/// `srun -N1 -n2 -w n4 --gpus-per-node=2 --desi-gpu-map=contiguous` (n4
+/// says Flags=no_gpu_env, so NVML lists its 2 GPUs) with `exports` in its
+/// environment, each task printing `T rank CUDA_VISIBLE_DEVICES VAR flag`.
+fn no_gpu_env_step(var: &str, exports: &[(&str, &str)]) -> Output {
+    let probe = format!(
+        r#"echo "T $SLURM_PROCID ${{CUDA_VISIBLE_DEVICES-unset}} ${{{var}-unset}} ${{DESI_GPU_MAPPED-unset}}""#
+    );
+    let mut c = slurm(
+        "srun",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n4",
+            "--gpus-per-node=2",
+            "--desi-gpu-map=contiguous",
+            "bash",
+            "-c",
+            &probe,
+        ],
+    );
+    for (name, value) in exports {
+        c.env(name, value);
+    }
+    let out = c.output().expect("srun");
+    assert!(out.status.success(), "{}", show(&out));
+    out
+}
+
+#[test]
+fn amd_and_intel_lists_exported_on_a_no_gpu_env_node_are_not_slurms() {
+    // Slurm set no list on n4: the user's ROCR_VISIBLE_DEVICES or
+    // ZE_AFFINITY_MASK is theirs, never split among the tasks under the
+    // flag. NVML's list names NVIDIA GPUs, which neither runtime reads: the
+    // tasks run as the user made them, and the node says why once.
+    for (vendor, var) in [
+        ("vendor=amd", "ROCR_VISIBLE_DEVICES"),
+        ("vendor=intel", "ZE_AFFINITY_MASK"),
+    ] {
+        let _c = setup("required", &[&nvml_arg(), vendor]);
+        let out = no_gpu_env_step(var, &[(var, "7,9")]);
+        assert_eq!(
+            probe_rows(&text(&out.stdout)),
+            rows(&["0 unset 7,9 unset", "1 unset 7,9 unset"]),
+            "{vendor}: {}",
+            show(&out)
+        );
+        let lines = said(&out);
+        assert_eq!(lines.len(), 1, "{vendor}: {}", show(&out));
+        assert!(
+            lines[0].contains("NVIDIA UUIDs") && lines[0].ends_with("tasks left unchanged"),
+            "{vendor}: {lines:?}"
+        );
+    }
+}
+
+#[test]
+fn amd_and_intel_tasks_on_a_no_gpu_env_node_get_no_flag_without_their_list() {
+    // Nothing exported: Level Zero (or ROCm) would see every GPU of n4,
+    // so the flag must not say the tasks were bound.
+    for (vendor, var) in [
+        ("vendor=intel", "ZE_AFFINITY_MASK"),
+        ("vendor=amd", "ROCR_VISIBLE_DEVICES"),
+    ] {
+        let _c = setup("required", &[&nvml_arg(), vendor]);
+        let out = no_gpu_env_step(var, &[]);
+        assert_eq!(
+            probe_rows(&text(&out.stdout)),
+            rows(&["0 unset unset unset", "1 unset unset unset"]),
+            "{vendor}: {}",
+            show(&out)
+        );
+        assert_eq!(said(&out).len(), 1, "{vendor}: {}", show(&out));
+    }
+}
+
+#[test]
+fn a_stale_list_on_a_no_gpu_env_node_is_replaced_by_nvmls() {
+    // A user in a GPU session submits with its lists exported; n4 (whole,
+    // Flags=no_gpu_env) keeps them. The list is the user's, not Slurm's
+    // binding, and a malformed one does not stop NVML's list either.
+    let _c = setup("required", &[&nvml_arg()]);
+    for stale in ["5,6", "0,0"] {
+        let exports = [
+            ("CUDA_VISIBLE_DEVICES", stale),
+            ("ROCR_VISIBLE_DEVICES", stale),
+        ];
+        let out = no_gpu_env_step("ROCR_VISIBLE_DEVICES", &exports);
+        assert_eq!(
+            probe_rows(&text(&out.stdout)),
+            rows(&[
+                &format!("0 GPU-fake-n4-0 {stale} 1"),
+                &format!("1 GPU-fake-n4-1 {stale} 1"),
+            ]),
+            "{stale}: {}",
+            show(&out)
+        );
+        assert_eq!(said(&out), Vec::<String>::new(), "{stale}: {}", show(&out));
+    }
+}
+
 #[test]
 fn nvml_lists_with_commas_or_duplicates_are_refused() {
     let _c = setup("required", &[&nvml_arg()]);

@@ -40,7 +40,10 @@ pub(super) fn slurm_bound_task(map: &StepMap, task: &TaskInputs) -> Option<Strin
         }
         None => {}
     }
-    if map.cuda.as_deref() == task.cuda {
+    // The step's own value: Slurm's, or where NVML listed the GPUs, the
+    // user's (or none), which slurmstepd leaves as it was.
+    let step = map.cuda.as_deref().or(map.exported.as_deref());
+    if step == task.cuda {
         return None;
     }
     Some(format!(
@@ -100,6 +103,58 @@ mod tests {
             out.set.is_empty() && out.say.is_empty(),
             "said once per node"
         );
+    }
+
+    #[test]
+    fn a_list_the_user_exported_is_not_slurms_binding() {
+        // Flags=no_gpu_env, whole node: NVML lists the GPUs and the user's
+        // stale list (from the GPU session they submitted from) survives
+        // into every task. It is overwritten, and Slurm is not blamed.
+        let config = crate::config::Config {
+            verbose: true,
+            ..crate::config::Config::default()
+        };
+        let c = crate::method::Choice::Map(crate::method::Method::Contiguous);
+        for stale in ["5,6", "0,0", "0"] {
+            let pairs = [
+                ("SLURM_GPUS_ON_NODE", "2"),
+                ("SLURM_STEP_GPUS", "0,1"),
+                ("CUDA_VISIBLE_DEVICES", stale),
+            ];
+            let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));
+            let map = mapped(p);
+            assert_eq!(
+                (map.cuda.as_deref(), map.exported.as_deref()),
+                (None, Some(stale))
+            );
+            assert_eq!(calls, 1);
+            let note = format!(
+                "CUDA_VISIBLE_DEVICES=\"{stale}\" was the user's, not Slurm's: replaced by \
+                 NVML's list"
+            );
+            assert!(map.notes.contains(&note), "{:?}", map.notes);
+            for l in 0..2 {
+                let out = map_task(&map, &task(l, 2, Some(stale)));
+                let want = format!("GPU-fake-n1-{l}");
+                assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some(want.as_str()));
+                assert_eq!(get(&out, "DESI_GPU_MAPPED"), Some("1"));
+                assert!(
+                    out.say.iter().all(|l| !l.contains("Slurm narrowed")),
+                    "{:?}",
+                    out.say
+                );
+            }
+            // A value that changed after the step started was Slurm's doing.
+            let out = map_task(&map, &task(0, 2, Some("1")));
+            assert!(out.set.is_empty());
+            assert!(out.say[0].contains("Slurm narrowed CUDA_VISIBLE_DEVICES per task (now \"1\")"));
+        }
+        // Nothing exported: the tasks have none, as the step had.
+        let pairs = [("SLURM_GPUS_ON_NODE", "2"), ("SLURM_STEP_GPUS", "0,1")];
+        let map = mapped(plan_with(&config, c, &pairs, Ok(uuids(2))).0);
+        assert_eq!(map.exported, None);
+        let out = map_task(&map, &task(1, 2, None));
+        assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("GPU-fake-n1-1"));
     }
 
     #[test]

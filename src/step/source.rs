@@ -24,8 +24,6 @@ pub enum Unlisted {
     NoGpus {
         inherited: Option<String>,
     },
-    /// Slurm's `CUDA_VISIBLE_DEVICES` is no usable list.
-    BadSlurmList(Error),
     /// Slurm's list and count disagree.
     CountMismatch {
         cuda: String,
@@ -63,7 +61,6 @@ impl fmt::Display for Unlisted {
                     None => Ok(()),
                 }
             }
-            Unlisted::BadSlurmList(e) => write!(f, "{cuda}: {e}"),
             Unlisted::CountMismatch {
                 cuda: list,
                 listed,
@@ -107,17 +104,15 @@ pub(super) type Listed = Result<Found, NoList>;
 /// agrees with `SLURM_STEP_GPUS`, Slurm's own list, entry for entry, or
 /// reads `0..n-1` as Slurm renumbers under cgroup device constraint, with
 /// Slurm's companion lists renumbered alike (see [`renumbered_by_slurm`]),
-/// and where `SLURM_GPUS_ON_NODE` counts the step's GPUs.
+/// and where `SLURM_GPUS_ON_NODE` counts the step's GPUs. A list that is no
+/// list (`0,0`, empty) is neither, so it is the user's, and NVML decides.
 pub(super) fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Option<Listed> {
     let cuda = env(env::CUDA)?;
     // Slurm sets the count in every step with GPUs and removes it from every
     // other step, even when the user exported one (measured on 22.05).
     let count = env(env::GPUS_ON_NODE)?.trim().parse::<usize>().ok()?;
     let step = parse_gpu_list(&env(env::STEP_GPUS)?).ok()?;
-    let gpus = match parse_gpu_list(&cuda) {
-        Ok(gpus) => gpus,
-        Err(e) => return Some(Err(NoList::Failed(Unlisted::BadSlurmList(e)))),
-    };
+    let gpus = parse_gpu_list(&cuda).ok()?;
     if gpus != step && !renumbered_by_slurm(&gpus, step.len(), &cuda, env) {
         return None;
     }
@@ -201,38 +196,61 @@ fn no_gpus(env: &dyn Fn(&str) -> Option<String>) -> Unlisted {
     }
 }
 
-/// The other GPU lists Slurm set that can be narrowed alongside
-/// `CUDA_VISIBLE_DEVICES` (those with `count` entries), and a note for each
-/// one left as is.
-pub(super) type OtherLists = (Vec<(&'static str, Vec<String>)>, Vec<String>);
+/// The other GPU lists in the step's environment (`ROCR_VISIBLE_DEVICES`,
+/// `GPU_DEVICE_ORDINAL`, `ZE_AFFINITY_MASK`), told apart by who set them.
+#[derive(Debug, Default)]
+pub(super) struct OtherLists {
+    /// Those Slurm set, each with its entries.
+    pub slurms: Vec<(&'static str, Vec<String>)>,
+    /// Those the user exported: left as is, and never narrowed.
+    pub users: Vec<&'static str>,
+    /// A note for each of the user's, reported with `verbose`.
+    pub notes: Vec<String>,
+}
 
-pub(super) fn other_lists(env: &dyn Fn(&str) -> Option<String>, count: usize) -> OtherLists {
-    let (mut others, mut notes) = (Vec::new(), Vec::new());
+/// Sorts the other GPU lists. Slurm writes the one list it builds into
+/// every variable gres.conf's flags name (`CUDA_VISIBLE_DEVICES` among
+/// them; measured on 22.05 to 26.05), so a list is Slurm's only where
+/// `cuda`, Slurm's `CUDA_VISIBLE_DEVICES`, exists and it reads the same.
+/// Any other survived from the user's environment: on nodes whose gres.conf
+/// names `Flags=no_gpu_env` (`cuda` is `None`: NVML listed the GPUs) or
+/// leaves that variable out.
+pub(super) fn other_lists(
+    env: &dyn Fn(&str) -> Option<String>,
+    cuda: Option<&[String]>,
+) -> OtherLists {
+    let mut lists = OtherLists::default();
     for name in env::OTHER_LISTS {
         let Some(value) = env(name) else { continue };
-        match parse_gpu_list(&value) {
-            Ok(list) if list.len() == count => others.push((name, list)),
-            Ok(list) => notes.push(format!(
-                "{name} left as is: {} entries, not {count}",
-                list.len()
-            )),
-            Err(e) => notes.push(format!("{name} left as is: {e}")),
-        }
+        let why = match (cuda, parse_gpu_list(&value)) {
+            (None, _) => "Slurm set no GPU list for this step".to_string(),
+            (Some(cuda), Ok(list)) if list == cuda => {
+                lists.slurms.push((name, list));
+                continue;
+            }
+            (Some(_), Ok(_)) => format!("it differs from {}, so Slurm did not set it", env::CUDA),
+            (Some(_), Err(e)) => format!("{e}, so Slurm did not set it"),
+        };
+        lists.users.push(name);
+        lists.notes.push(format!(
+            "{name}={} left as the user's: {why}",
+            quote(&value)
+        ));
     }
-    (others, notes)
+    lists
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::{parse_args, Config, NvmlSource};
-    use crate::error::ListProblem;
     use crate::method::{Choice, Method};
     use crate::step::testing::*;
     use crate::step::*;
 
     #[test]
     fn inherited_or_odd_lists_are_not_trusted() {
+        let c = Choice::Map(Method::Contiguous);
         let why = unlisted(plan(&[("CUDA_VISIBLE_DEVICES", "0,1")]));
         assert_eq!(why, gpus_none(Some("0,1")));
         assert_eq!(
@@ -240,20 +258,20 @@ mod tests {
             "no GPUs are allocated to this step on this node \
              (CUDA_VISIBLE_DEVICES=\"0,1\" was inherited, not set by Slurm)"
         );
-        let bad_list = |cuda: &str, problem| {
+        // A list that is no list cannot be Slurm's, which is always
+        // SLURM_STEP_GPUS's text or 0..n-1: NVML decides, and the user's
+        // value is kept to tell it from Slurm's per-task binding.
+        for cuda in ["", "NoDevFiles", "0,0", "0,,1"] {
             let pairs = [
                 ("CUDA_VISIBLE_DEVICES", cuda),
                 ("SLURM_GPUS_ON_NODE", "1"),
                 ("SLURM_STEP_GPUS", "0"),
             ];
-            let want = Unlisted::BadSlurmList(Error::BadGpuList {
-                list: cuda.to_string(),
-                why: problem,
-            });
-            assert_eq!(unlisted(plan(&pairs)), want);
-        };
-        bad_list("", ListProblem::Empty);
-        bad_list("NoDevFiles", ListProblem::NoDevFiles);
+            let (p, calls) = plan_with(&Config::default(), c, &pairs, Ok(uuids(1)));
+            let map = mapped(p);
+            assert_eq!((map.gpus, calls), (uuids(1), 1), "{cuda:?}");
+            assert_eq!((map.cuda, map.exported.as_deref()), (None, Some(cuda)));
+        }
         let why = unlisted(plan(&[
             ("CUDA_VISIBLE_DEVICES", "0,1"),
             ("SLURM_GPUS_ON_NODE", "4"),
@@ -275,23 +293,70 @@ mod tests {
     }
 
     #[test]
-    fn other_list_of_another_length_is_left_alone() {
-        let map = mapped(plan(&[
+    fn other_lists_count_only_where_they_read_as_slurms_list() {
+        // Slurm writes one list into every variable it sets: one that reads
+        // otherwise was exported by the user (a gres.conf Flags= left that
+        // variable to the user's environment).
+        let slurm = [
             ("CUDA_VISIBLE_DEVICES", "0,1"),
             ("SLURM_GPUS_ON_NODE", "2"),
             ("SLURM_STEP_GPUS", "0,1"),
-            ("ZE_AFFINITY_MASK", "0"),
-        ]));
-        assert!(map.others.is_empty());
-        assert!(
-            map.notes
-                .iter()
-                .any(|n| n == "ZE_AFFINITY_MASK left as is: 1 entries, not 2"),
-            "{:?}",
-            map.notes
+        ];
+        for (ze, why) in [
+            (
+                "0",
+                "it differs from CUDA_VISIBLE_DEVICES, so Slurm did not set it",
+            ),
+            (
+                "7,9",
+                "it differs from CUDA_VISIBLE_DEVICES, so Slurm did not set it",
+            ),
+            (
+                "1,0",
+                "it differs from CUDA_VISIBLE_DEVICES, so Slurm did not set it",
+            ),
+            (
+                "0,0",
+                "GPU list \"0,0\" names \"0\" twice, so Slurm did not set it",
+            ),
+        ] {
+            let map = mapped(plan(
+                &[slurm.as_slice(), &[("ZE_AFFINITY_MASK", ze)]].concat(),
+            ));
+            assert!(map.others.is_empty(), "{ze}");
+            let note = format!("ZE_AFFINITY_MASK=\"{ze}\" left as the user's: {why}");
+            assert!(map.notes.contains(&note), "{:?}", map.notes);
+            let out = map_task(&map, &task(1, 2, Some("0,1")));
+            assert_eq!(get(&out, "ZE_AFFINITY_MASK"), None);
+        }
+        // The same list, spelt alike or not, is Slurm's.
+        for ze in ["0,1", " 0,1 "] {
+            let map = mapped(plan(
+                &[slurm.as_slice(), &[("ZE_AFFINITY_MASK", ze)]].concat(),
+            ));
+            assert_eq!(
+                map.others,
+                [("ZE_AFFINITY_MASK", vec!["0".to_string(), "1".to_string()])]
+            );
+        }
+        // Where NVML listed the GPUs, Slurm set no list at all.
+        let pairs = [
+            ("SLURM_GPUS_ON_NODE", "2"),
+            ("ROCR_VISIBLE_DEVICES", "7,9"),
+            ("GPU_DEVICE_ORDINAL", "0,1"),
+        ];
+        let (p, _) = plan_with(
+            &Config::default(),
+            Choice::Map(Method::Contiguous),
+            &pairs,
+            Ok(uuids(2)),
         );
-        let out = map_task(&map, &task(1, 2, Some("0,1")));
-        assert_eq!(get(&out, "ZE_AFFINITY_MASK"), None);
+        let map = mapped(p);
+        assert!(map.others.is_empty(), "{:?}", map.others);
+        for name in ["ROCR_VISIBLE_DEVICES=\"7,9\"", "GPU_DEVICE_ORDINAL=\"0,1\""] {
+            let note = format!("{name} left as the user's: Slurm set no GPU list for this step");
+            assert!(map.notes.contains(&note), "{:?}", map.notes);
+        }
     }
 
     #[test]

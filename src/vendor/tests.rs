@@ -9,7 +9,9 @@ use super::*;
 use crate::config::{parse_args, Config};
 use crate::error::Error;
 use crate::method::{Choice, Method, Request};
-use crate::step::{map_task, plan_step, StepFacts, StepMap, StepPlan, TaskCpus, TaskInputs};
+use crate::step::{
+    map_task, plan_step, Aside, StepFacts, StepMap, StepPlan, TaskCpus, TaskInputs, Unmapped,
+};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -190,6 +192,15 @@ fn slurm_env(alloc: &[usize]) -> HashMap<String, String> {
 }
 
 fn plan_for(vendor: Vendor, config: &Config, env: &HashMap<String, String>) -> StepMap {
+    match plan_of(vendor, config, env) {
+        StepPlan::Map(map) => map,
+        other => panic!("expected a mapping, got {other:?}"),
+    }
+}
+
+/// The plan for a `roundrobin` step with `env` on a `vendor` node, where
+/// NVML lists the node's GPUs as `GPU-0`...
+fn plan_of(vendor: Vendor, config: &Config, env: &HashMap<String, String>) -> StepPlan {
     let config = Ok(config.clone());
     let request = Ok(Request::Use {
         choice: Some(Choice::Map(Method::RoundRobin)),
@@ -205,9 +216,17 @@ fn plan_for(vendor: Vendor, config: &Config, env: &HashMap<String, String>) -> S
     let nvml = &mut |_: &Config, _: Method| -> Result<Vec<String>, Error> {
         Ok((0..NODE).map(|i| format!("GPU-{i}")).collect())
     };
-    match plan_step(&facts, &|n: &str| env.get(n).cloned(), nvml) {
-        StepPlan::Map(map) => map,
-        other => panic!("expected a mapping, got {other:?}"),
+    plan_step(&facts, &|n: &str| env.get(n).cloned(), nvml)
+}
+
+/// Why a step stands aside on a `vendor` node; panics when it maps.
+fn unbindable(vendor: Vendor, env: &HashMap<String, String>) -> Unbindable {
+    match plan_of(vendor, &Config::default(), env) {
+        StepPlan::Unmapped(Unmapped {
+            why: Some(Aside::Unbindable(why)),
+            ..
+        }) => why,
+        other => panic!("expected to stand aside, got {other:?}"),
     }
 }
 
@@ -390,17 +409,100 @@ fn amd_node_where_slurm_set_only_cuda_visible_devices() {
 }
 
 #[test]
-fn intel_node_without_ze_affinity_mask_gets_no_new_variable() {
+fn intel_node_without_ze_affinity_mask_stands_aside() {
+    // Level Zero reads ZE_AFFINITY_MASK only: without Slurm's, every task
+    // would see every GPU, so no task may get the flag. A mask the user
+    // exported is not Slurm's either.
     let mut env = slurm_env(&[0, 1, 2, 3]);
     env.remove("ZE_AFFINITY_MASK");
-    let map = plan_for(Vendor::Intel, &Config::default(), &env);
-    assert!(map
-        .notes
+    for user in [None, Some("2"), Some("0,1,2,3,4")] {
+        let mut env = env.clone();
+        if let Some(mask) = user {
+            env.insert("ZE_AFFINITY_MASK".to_string(), mask.to_string());
+        }
+        let why = unbindable(Vendor::Intel, &env);
+        assert_eq!(why, Unbindable::NoZeList(chosen(Vendor::Intel)), "{user:?}");
+        assert_eq!(
+            why.to_string(),
+            "Slurm set no ZE_AFFINITY_MASK for this step, the one list Level Zero reads (test)"
+        );
+    }
+}
+
+/// The environment of a step on a `Flags=no_gpu_env` node holding all of
+/// its GPUs: Slurm's count and own list, and `exports` the user's.
+fn no_gpu_env(exports: &[(&str, &str)]) -> HashMap<String, String> {
+    let mut env: HashMap<String, String> = exports
         .iter()
-        .any(|n| n.contains("ZE_AFFINITY_MASK not set by Slurm")));
-    let task = task_env(&map, &env, 2, 4);
-    assert_eq!(get(&task, "ZE_AFFINITY_MASK"), None);
-    assert_eq!(get(&task, "CUDA_VISIBLE_DEVICES"), Some("2"));
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    env.insert("SLURM_GPUS_ON_NODE".to_string(), NODE.to_string());
+    env.insert("SLURM_STEP_GPUS".to_string(), "0,1,2,3".to_string());
+    env
+}
+
+#[test]
+fn nvml_uuids_bind_nvidia_tasks_only() {
+    // NVML names NVIDIA GPUs by UUID: ROCm finds no such GPU in HIP's list
+    // and ROCR and Level Zero would see every GPU, so AMD and Intel nodes
+    // stand aside, whatever the user exported.
+    for exports in [
+        vec![],
+        vec![("ROCR_VISIBLE_DEVICES", "7,9"), ("ZE_AFFINITY_MASK", "7,9")],
+        // Stale from the GPU session the user submitted from.
+        vec![
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+            ("ROCR_VISIBLE_DEVICES", "0,1"),
+        ],
+    ] {
+        let env = no_gpu_env(&exports);
+        for vendor in [Vendor::Amd, Vendor::Intel] {
+            let why = unbindable(vendor, &env);
+            assert_eq!(why, Unbindable::NvmlUuids(chosen(vendor)), "{exports:?}");
+        }
+        // NVIDIA: CUDA_VISIBLE_DEVICES carries the UUID; the user's other
+        // lists stay theirs.
+        let map = plan_for(Vendor::Nvidia, &Config::default(), &env);
+        assert!(map.others.is_empty());
+        let task = task_env(&map, &env, 1, NODE);
+        assert_eq!(get(&task, "CUDA_VISIBLE_DEVICES"), Some("GPU-1"));
+        assert_eq!(device_seen(Runtime::Cuda, &task), [1]);
+        for (name, value) in &exports {
+            if *name != "CUDA_VISIBLE_DEVICES" {
+                assert_eq!(get(&task, name), Some(*value), "{name}");
+            }
+        }
+    }
+    assert_eq!(
+        unbindable(Vendor::Amd, &no_gpu_env(&[])).to_string(),
+        "only NVML lists the step's GPUs, as NVIDIA UUIDs, which amd runtimes do not read (test)"
+    );
+}
+
+#[test]
+fn an_amd_node_with_the_users_rocr_list_stands_aside() {
+    // Slurm set CUDA_VISIBLE_DEVICES (gres.conf without amd_gpu_env) and the
+    // user's ROCR_VISIBLE_DEVICES survived: ROCm applies it first, so the
+    // index list written on top would name the user's GPUs.
+    let mut env = slurm_env(&[2, 3]);
+    env.insert("ROCR_VISIBLE_DEVICES".to_string(), "0,1".to_string());
+    env.remove("GPU_DEVICE_ORDINAL");
+    let why = unbindable(Vendor::Amd, &env);
+    assert_eq!(why, Unbindable::UsersRocr(chosen(Vendor::Amd)));
+    assert_eq!(
+        why.to_string(),
+        "ROCR_VISIBLE_DEVICES is the user's, not Slurm's, and ROCm applies it before \
+         CUDA_VISIBLE_DEVICES (test)"
+    );
+    // The user's GPU_DEVICE_ORDINAL alone: HIP's list carries the GPU, and
+    // OpenCL's stays the user's.
+    let mut env = slurm_env(&[2, 3]);
+    env.remove("ROCR_VISIBLE_DEVICES");
+    env.insert("GPU_DEVICE_ORDINAL".to_string(), "7,9".to_string());
+    let map = plan_for(Vendor::Amd, &Config::default(), &env);
+    let task = task_env(&map, &env, 1, 2);
+    assert_eq!(device_seen(Runtime::Hip, &task), [3]);
+    assert_eq!(get(&task, "GPU_DEVICE_ORDINAL"), Some("7,9"));
 }
 
 // ------------------------------------------------------------ CUDA_DEVICE_ORDER

@@ -169,7 +169,8 @@ pub fn assign(map: &StepMap, task: &TaskInputs) -> Result<Assignment, Error> {
     let (position, closeness) = match (&map.method, &map.near) {
         (Method::Closest, Near::Located(near)) => closest_position(near, task)?,
         _ => {
-            let at = position(map.method, task.local_id, task.local_count, map.gpus.len())?;
+            let method = map.method_used();
+            let at = position(method, task.local_id, task.local_count, map.gpus.len())?;
             (at, None)
         }
     };
@@ -284,7 +285,7 @@ pub fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, String)
         others: &map.others,
     };
     let mut set = render(&map.rendering, &lists, assignment.position);
-    set.push((env::METHOD.to_string(), map.method.to_string()));
+    set.push((env::METHOD.to_string(), map.method_used().to_string()));
     set.push((env::NODE_GPUS.to_string(), map.gpus.len().to_string()));
     // Last: a task whose variables could not all be set gets no flag.
     set.push((map.flag.clone(), "1".to_string()));
@@ -306,7 +307,7 @@ fn verbose_line(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> St
         },
         join(&assignment.visible),
         join(&map.gpus),
-        map.method,
+        map.method_used(),
         if map.cuda.is_some() { "slurm" } else { "nvml" },
     );
     match &assignment.closeness {
@@ -623,7 +624,7 @@ mod tests {
             out.say,
             ["desi-gpu-map: node n1: closest: cannot locate GPU \"7\"; using contiguous"]
         );
-        assert_eq!(get(&out, "DESI_GPU_MAP_METHOD"), Some("closest"));
+        assert_eq!(get(&out, "DESI_GPU_MAP_METHOD"), Some("contiguous"));
     }
 
     #[test]
@@ -662,5 +663,36 @@ mod tests {
         // place tasks 0-2 next to CPU 0.
         let bound = gpus(&|l| if l < 3 { cpus("0") } else { cpus("0-1") });
         assert_eq!(bound[..3], ["2", "2", "3"]);
+    }
+
+    #[test]
+    fn a_closest_step_that_falls_back_says_contiguous() {
+        let config = Config {
+            verbose: true,
+            ..Config::default()
+        };
+        let mut map = mapped_4(&config, Method::Closest);
+        let method_of = |map: &StepMap| {
+            let out = map_task(map, &task(1, 4, Some("0,1,2,3")));
+            let verbose = out.say.iter().find(|l| l.contains(" rank=")).cloned();
+            (get(&out, "DESI_GPU_MAP_METHOD").map(String::from), verbose)
+        };
+        // Not located: the step is placed contiguously, and says so.
+        assert_eq!(map.method_used(), Method::Contiguous);
+        let (method, verbose) = method_of(&map);
+        assert_eq!(method.as_deref(), Some("contiguous"));
+        assert!(verbose.unwrap().contains(" method=contiguous "));
+        locate(&mut map, Err("no files".to_string()));
+        assert_eq!(method_of(&map).0.as_deref(), Some("contiguous"));
+        // Located: closest, even where the tasks' CPUs tell no GPU apart
+        // (the rule places them contiguously, as closest).
+        let perlmutter = crate::topology::Preset::Perlmutter.topology();
+        locate(&mut map, Ok(&perlmutter));
+        assert_eq!(map.method_used(), Method::Closest);
+        let (method, verbose) = method_of(&map);
+        assert_eq!(method.as_deref(), Some("closest"));
+        assert!(verbose.unwrap().contains(" method=closest "));
+        let other = mapped_4(&config, Method::RoundRobin);
+        assert_eq!(other.method_used(), Method::RoundRobin);
     }
 }

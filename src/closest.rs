@@ -9,8 +9,9 @@
 //!   ([`position`] with `contiguous`, numpy.array_split order), in local-id
 //!   order: within a domain the load per GPU differs by at most one.
 //! - When every task's CPUs are known ([`closest_all`], from Slurm's
-//!   per-task masks), every task computes the same answer. When only the
-//!   task's own CPUs are known ([`closest_own`]), see there.
+//!   per-task masks, where [`list_is_slurms`]), every task computes the
+//!   same answer. When only the task's own CPUs are known
+//!   ([`closest_own`]), see there.
 //! - Any step GPU whose local CPUs are unknown makes the whole step fall
 //!   back to `contiguous` ([`near_cpus`] says which and why).
 
@@ -195,6 +196,29 @@ pub fn bind_list_cpus(
     (0..local_count)
         .map(|l| entries.get(l % entries.len()).cloned())
         .collect()
+}
+
+/// Whether task `local_id` may take `listed` (every task's CPUs, from
+/// [`bind_list_cpus`]) for the CPUs Slurm bound the tasks to: Slurm bound
+/// this task (its own mask `own` strictly within `parent`, slurmstepd's
+/// mask: the task is slurmstepd's fork, so an unbound task has exactly its
+/// parent's mask), and the list's entry for it is `own`.
+///
+/// Why the first: where Slurm binds no CPUs (task/none) it writes no list
+/// either, so a list the user exported reaches the task, and an entry that
+/// equals an unbound task's mask proves nothing. A task that Slurm bound to
+/// all of slurmstepd's CPUs cannot tell Slurm's list from a user's, so it
+/// is placed without the list too. Unknown masks prove nothing.
+pub fn list_is_slurms(
+    listed: &[CpuSet],
+    own: Option<&CpuSet>,
+    parent: Option<&CpuSet>,
+    local_id: usize,
+) -> bool {
+    match (own, parent, listed.get(local_id)) {
+        (Some(own), Some(parent), Some(entry)) => own.is_strictly_within(parent) && own == entry,
+        _ => false,
+    }
 }
 
 fn mask(entry: &str) -> Option<CpuSet> {
@@ -442,6 +466,30 @@ mod tests {
         assert_eq!(bind_list_cpus(None, Some("0x3"), 1), None);
         assert_eq!(bind_list_cpus(Some("mask_cpu:"), Some("0x3,zz"), 2), None);
         assert_eq!(bind_list_cpus(Some("mask_cpu:"), Some("0x3"), 0), None);
+    }
+
+    #[test]
+    fn only_a_task_slurm_bound_takes_the_list_for_slurms() {
+        let cpus = |l: &str| CpuSet::parse(l).unwrap();
+        let stepd = cpus("0-7");
+        let listed = [cpus("0-3"), cpus("4-7"), stepd.clone()];
+        let is = |own: Option<&CpuSet>, parent: Option<&CpuSet>, l| {
+            list_is_slurms(&listed, own, parent, l)
+        };
+        // Bound by Slurm, and the entry agrees.
+        assert!(is(Some(&cpus("0-3")), Some(&stepd), 0));
+        assert!(is(Some(&cpus("4-7")), Some(&stepd), 1));
+        // An entry that disagrees with the task's own mask.
+        assert!(!is(Some(&cpus("4-7")), Some(&stepd), 0));
+        // Unbound (task/none, or bound to all of slurmstepd's CPUs): the
+        // entry equals its mask, which proves nothing.
+        assert!(!is(Some(&stepd), Some(&stepd), 2));
+        // A mask outside slurmstepd's, or a mask unknown.
+        assert!(!is(Some(&cpus("0-3")), Some(&cpus("4-7")), 0));
+        assert!(!is(None, Some(&stepd), 0));
+        assert!(!is(Some(&cpus("0-3")), None, 0));
+        // No entry for the task.
+        assert!(!is(Some(&cpus("0-3")), Some(&stepd), 3));
     }
 
     proptest::proptest! {

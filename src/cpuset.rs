@@ -135,6 +135,11 @@ impl CpuSet {
             .sum()
     }
 
+    /// Whether every CPU of the set is in `other`, which holds more.
+    pub fn is_strictly_within(&self, other: &CpuSet) -> bool {
+        self.overlap(other) == self.len() && self.len() < other.len()
+    }
+
     pub fn union(&self, other: &CpuSet) -> CpuSet {
         let len = self.words.len().max(other.words.len());
         let words = (0..len)
@@ -349,6 +354,15 @@ mod tests {
         assert_eq!(a.overlap(&b), 4);
         assert_eq!(b.overlap(&a), 4);
         assert_eq!(a.union(&b).to_string(), "0-11,100");
+        let within = |x: &str, y: &str| {
+            CpuSet::parse(x)
+                .unwrap()
+                .is_strictly_within(&CpuSet::parse(y).unwrap())
+        };
+        assert!(within("4-5", "0-7"));
+        assert!(!within("0-7", "0-7"), "equal");
+        assert!(!within("6-8", "0-7"), "outside");
+        assert!(!within("0-1", "0,2-7"), "disjoint but smaller");
         assert_eq!(CpuSet::range(2, 1), None);
         assert_eq!(CpuSet::of(&[9000]), None);
     }

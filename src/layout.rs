@@ -168,6 +168,8 @@ fn node_rows(
             tres_bind: None,
             cpus: TaskCpus {
                 own: bound.get(local_id).cloned(),
+                // slurmstepd's mask: the node's CPUs.
+                parent: topology.map(|t| t.cpus.clone()),
                 bind_type: Some("mask_cpu:"),
                 bind_list: Some(&bind_list)
                     .filter(|l| !l.is_empty())

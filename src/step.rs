@@ -89,12 +89,12 @@ impl StepPlan {
     }
 
     /// What the plan does, in a word, for the plugin's debug log: the
-    /// method, `unmapped` or `untouched`.
+    /// method used, `unmapped` or `untouched`.
     pub fn kind(&self) -> &'static str {
         match self {
             StepPlan::Untouched => "untouched",
             StepPlan::Unmapped(_) => "unmapped",
-            StepPlan::Map(map) => crate::names::Named::name(map.method),
+            StepPlan::Map(map) => crate::names::Named::name(map.method_used()),
         }
     }
 }
@@ -210,6 +210,18 @@ pub struct StepMap {
     pub rendering: Rendering,
     /// Where the step's GPUs sit, for `closest`.
     pub near: Near,
+}
+
+impl StepMap {
+    /// The method that places the tasks, as `DESI_GPU_MAP_METHOD` and the
+    /// `verbose` line name it: `contiguous` where a `closest` step fell
+    /// back (its first task on each node says why, naming both).
+    pub fn method_used(&self) -> Method {
+        match (self.method, &self.near) {
+            (Method::Closest, Near::Fallback(_)) => Method::Contiguous,
+            (method, _) => method,
+        }
+    }
 }
 
 /// The local CPUs of the step's GPUs, for `closest`.

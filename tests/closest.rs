@@ -10,6 +10,10 @@
 //! and 3 next to `A`, so `closest` is not the identity, and the expected
 //! values, written out per task, hold on any host. Fails, never skips, when
 //! the cluster is not up.
+//!
+//! The `task_none_*` tests need a cluster that binds no CPUs (task/none):
+//! `tests/run-cluster-tests.sh` runs them on the main one (`up 4 4 2
+//! 2:noenv`) and skips them here.
 #![cfg(feature = "cluster-tests")]
 
 mod common;
@@ -68,13 +72,18 @@ fn tree(vendor: &str) -> PathBuf {
 /// (`sys/class/drm/renderD<128+i>`). Readable by slurmstepd, named only
 /// in plugstack.conf.
 fn write_tree(vendor: &str) {
+    let Cpus { a, b, .. } = cpus();
+    write_tree_near(vendor, a, b);
+}
+
+/// [`write_tree`] with GPUs 0 and 1 next to `b`, 2 and 3 next to `a`.
+fn write_tree_near(vendor: &str, a: &CpuSet, b: &CpuSet) {
     let root = tree(vendor);
     let pci_id = if vendor == "amd" { "0x1002" } else { "0x8086" };
     let put = |path: PathBuf, text: String| {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     };
-    let Cpus { a, b, .. } = cpus();
     for gpu in 0..4 {
         let bus = format!("0000:0{}:00.0", gpu + 1);
         let (numa, near) = if gpu < 2 { (1, b) } else { (0, a) };
@@ -396,4 +405,93 @@ fn intel_gpus_are_located_through_their_render_nodes() {
     let Cpus { a, b, .. } = cpus();
     assert_eq!(got, expect(&[("2", a), ("0", b)]), "{err}");
     assert!(err.contains(&format!("gpu_cpus={b} near=yes")), "{err}");
+}
+
+#[test]
+fn a_step_that_falls_back_says_contiguous() {
+    // No kernel_root, and the fake NVML reports no CPU affinity: the step
+    // falls back, and the tasks are told the method that placed them.
+    let _c = setup("required", &[]);
+    let probe = r#"echo "T $SLURM_PROCID $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAP_METHOD-unset}""#;
+    let (got, err) = srun_probe(
+        "-n2 --gpus-per-node=4 --desi-gpu-map=verbose,closest",
+        probe,
+    );
+    assert_eq!(got, "0 0 0 contiguous\n1 1 1 contiguous\n", "{err}");
+    assert_eq!(
+        closest_lines(&err),
+        ["desi-gpu-map: node n1: closest: no CPU affinity is known for GPU \"0\"; using contiguous"],
+        "{err}"
+    );
+    let reports: Vec<&str> = err.lines().filter(|l| l.contains(" rank=")).collect();
+    assert_eq!(reports.len(), 2, "{err}");
+    assert!(
+        reports.iter().all(|l| l.contains(" method=contiguous ")),
+        "{err}"
+    );
+}
+
+/// Tests named `task_none_*` need Slurm's task/none, where slurmstepd binds
+/// no CPUs and writes no CPU list: tests/run-cluster-tests.sh runs them on
+/// the main cluster (`up 4 4 2 2:noenv`) and skips them on the task/affinity
+/// one. They fail anywhere else.
+fn assert_task_none() {
+    // The harness's slurm.conf: scontrol prints task/none as "(null)" on
+    // 24.11 and later.
+    let conf = std::fs::read_to_string(format!("{}/slurm.conf", state_dir())).unwrap();
+    let plugin = conf
+        .lines()
+        .find(|l| l.starts_with("TaskPlugin="))
+        .unwrap_or("TaskPlugin unset");
+    assert_eq!(
+        plugin, "TaskPlugin=task/none",
+        "this test needs the task/none cluster (tests/cluster/cluster.sh up 4 4 2 2:noenv)"
+    );
+}
+
+#[test]
+fn task_none_an_exported_cpu_list_is_not_slurms() {
+    // GPUs 0 and 1 next to CPU 1, 2 and 3 next to CPU 0.
+    let root = format!("kernel_root={}", tree("nvidia").display());
+    let _c = setup("required", &[root.as_str()]);
+    assert_task_none();
+    let (zero, one) = (CpuSet::of(&[0]).unwrap(), CpuSet::of(&[1]).unwrap());
+    write_tree_near("nvidia", &zero, &one);
+    // Every task is unbound: its mask is slurmstepd's, the whole node.
+    let (rows, err) = srun_cpus("-n1");
+    let all = CpuSet::parse(rows.trim_end().rsplit(' ').next().unwrap())
+        .unwrap_or_else(|e| panic!("{rows}: {e}\n{err}"));
+    assert!(
+        all.overlap(&zero.union(&one)) == 2,
+        "needs CPUs 0 and 1; got {all}"
+    );
+    // A list in the user's environment claims tasks 0-2 sit on CPU 0 and
+    // the others on every CPU, which each unbound task's own mask equals.
+    let mut list = vec![zero.to_mask(); 3];
+    list.extend(vec![all.to_mask(); 5]);
+    let probe = r#"echo "T $SLURM_PROCID $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset}""#;
+    let args = [
+        "-w",
+        "n1",
+        "-n8",
+        "--gpus-per-node=4",
+        "--desi-gpu-map=verbose,closest",
+        "bash",
+        "-c",
+        probe,
+    ];
+    let out = slurm("srun", &args)
+        .env("SLURM_CPU_BIND_TYPE", "mask_cpu:")
+        .env("SLURM_CPU_BIND_LIST", list.join(","))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let (got, err) = (probe_rows(&text(&out.stdout)), text(&out.stderr));
+    let contiguous = "0 0 0\n1 1 0\n2 2 1\n3 3 1\n4 4 2\n5 5 2\n6 6 3\n7 7 3\n";
+    assert_eq!(got, contiguous, "{err}");
+    assert!(!err.contains("cpus_from=slurm"), "{err}");
+    assert_eq!(err.matches("cpus_from=own").count(), 8, "{err}");
+    // Without the export: the same.
+    let (got, err) = srun_probe("-n8 --gpus-per-node=4 --desi-gpu-map=closest", probe);
+    assert_eq!(got, contiguous, "{err}");
 }

@@ -28,6 +28,7 @@ struct Ids {
     cuda: Option<String>,
     tres_bind: Option<String>,
     own_cpus: Option<CpuSet>,
+    parent_cpus: Option<CpuSet>,
     bind_type: Option<String>,
     bind_list: Option<String>,
 }
@@ -43,6 +44,7 @@ impl Ids {
             tres_bind: self.tres_bind.as_deref(),
             cpus: TaskCpus {
                 own: self.own_cpus.clone(),
+                parent: self.parent_cpus.clone(),
                 bind_type: self.bind_type.as_deref(),
                 bind_list: self.bind_list.as_deref(),
             },
@@ -69,20 +71,30 @@ fn task_inputs(spank: &SpankHandle, with_cpus: bool) -> Result<Ids, String> {
         rank,
         cuda: var(env::CUDA),
         tres_bind: var(env::TRES_BIND),
-        own_cpus: if with_cpus { own_cpus() } else { None },
+        own_cpus: if with_cpus { cpus_of(0) } else { None },
+        parent_cpus: if with_cpus { parent_cpus() } else { None },
         bind_type: with_cpus.then(|| var(env::CPU_BIND_TYPE)).flatten(),
         bind_list: with_cpus.then(|| var(env::CPU_BIND_LIST)).flatten(),
     })
 }
 
-/// The CPUs this task may run on. slurmstepd has already applied the task
-/// plugin's binding: `exec_task()` in `src/slurmd/slurmstepd/task.c` calls
-/// `setup_env()` (which writes `SLURM_CPU_BIND_*`), then
-/// `task_g_pre_launch()` (task/affinity binds), then `spank_user_task()`
-/// (our `task_init`), in this order in the Slurm sources read for 19.05,
+/// The CPUs slurmstepd may run on: the task is its fork (`_fork_all_tasks()`
+/// in `src/slurmd/slurmstepd/mgr.c`), so an unbound task has exactly these,
+/// and a task Slurm bound has fewer (the core decides, `list_is_slurms`).
+fn parent_cpus() -> Option<CpuSet> {
+    let parent = libc::pid_t::try_from(std::os::unix::process::parent_id()).ok()?;
+    // 1: slurmstepd is gone and the task was re-parented; that proves nothing.
+    (parent > 1).then(|| cpus_of(parent)).flatten()
+}
+
+/// The CPUs process `pid` (0: this task) may run on. For this task,
+/// slurmstepd has already applied the task plugin's binding: `exec_task()`
+/// in `src/slurmd/slurmstepd/task.c` calls `setup_env()` (which writes
+/// `SLURM_CPU_BIND_*`), then `task_g_pre_launch()` (task/affinity binds),
+/// then `spank_user_task()` (our `task_init`), in this order in the Slurm sources read for 19.05,
 /// 23.x and 24.11.7; on 22.05.8, 24.11.5 and 26.05.5 the test cluster's
 /// tasks see their bound masks here (tests/closest.rs).
-fn own_cpus() -> Option<CpuSet> {
+fn cpus_of(pid: libc::pid_t) -> Option<CpuSet> {
     const BITS: u32 = libc::c_ulong::BITS;
     // As many CPUs as the core's sets hold (8192), not glibc's cpu_set_t
     // (1024), so that larger nodes are read too.
@@ -90,8 +102,8 @@ fn own_cpus() -> Option<CpuSet> {
     let size = std::mem::size_of_val(&words);
     // SAFETY: the kernel writes at most `size` bytes, a bit array of
     // unsigned longs (cpu_set_t's layout), into `words`, which is live and
-    // writable for `size` bytes; pid 0 is this task.
-    let rc = unsafe { libc::sched_getaffinity(0, size, words.as_mut_ptr().cast()) };
+    // writable for `size` bytes; `pid` is only read by the kernel.
+    let rc = unsafe { libc::sched_getaffinity(pid, size, words.as_mut_ptr().cast()) };
     if rc != 0 {
         return None;
     }

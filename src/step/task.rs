@@ -3,7 +3,7 @@
 
 use super::binding::slurm_bound_task;
 use super::{stale_names, Aside, Near, StepMap, StepPlan, Unmapped};
-use crate::closest::{bind_list_cpus, closest_of, closest_own, near_all_alike};
+use crate::closest::{bind_list_cpus, closest_of, closest_own, list_is_slurms, near_all_alike};
 use crate::cpuset::CpuSet;
 use crate::env;
 use crate::error::Error;
@@ -34,6 +34,9 @@ pub struct TaskInputs<'a> {
 pub struct TaskCpus<'a> {
     /// Its own affinity mask (`sched_getaffinity`).
     pub own: Option<CpuSet>,
+    /// Its parent's, slurmstepd's (`sched_getaffinity(getppid())`): an
+    /// unbound task's own mask equals it.
+    pub parent: Option<CpuSet>,
     /// `SLURM_CPU_BIND_TYPE` in its environment.
     pub bind_type: Option<&'a str>,
     /// `SLURM_CPU_BIND_LIST` in its environment: every task's CPUs.
@@ -45,8 +48,8 @@ pub struct TaskCpus<'a> {
 pub struct Closeness {
     /// The CPUs it was matched by; `None`: unknown (placed contiguously).
     pub cpus: Option<CpuSet>,
-    /// `slurm` (every task's CPUs from SLURM_CPU_BIND_LIST), `own` (its own
-    /// mask only) or `none`.
+    /// `slurm` (every task's CPUs from SLURM_CPU_BIND_LIST, where Slurm
+    /// bound the task), `own` (its own mask only) or `none`.
     pub from: &'static str,
     /// Its GPU's local CPUs.
     pub gpu_cpus: CpuSet,
@@ -166,7 +169,8 @@ pub fn assign(map: &StepMap, task: &TaskInputs) -> Result<Assignment, Error> {
     let (position, closeness) = match (&map.method, &map.near) {
         (Method::Closest, Near::Located(near)) => closest_position(near, task)?,
         _ => {
-            let at = position(map.method, task.local_id, task.local_count, map.gpus.len())?;
+            let method = map.method_used();
+            let at = position(method, task.local_id, task.local_count, map.gpus.len())?;
             (at, None)
         }
     };
@@ -191,16 +195,10 @@ fn closest_position(
     task: &TaskInputs,
 ) -> Result<(usize, Option<Closeness>), Error> {
     let cpus = &task.cpus;
-    // Slurm's list is trusted only where it agrees with the mask this task
-    // really has (a list a user exported, or one in other CPU numbers,
-    // does not).
-    let all =
-        bind_list_cpus(cpus.bind_type, cpus.bind_list, task.local_count).filter(|all| {
-            match (&cpus.own, all.get(task.local_id)) {
-                (Some(own), Some(listed)) => own == listed,
-                _ => true,
-            }
-        });
+    // The list counts only where Slurm bound this task to its entry (a
+    // list a user exported, or one in other CPU numbers, does not).
+    let all = bind_list_cpus(cpus.bind_type, cpus.bind_list, task.local_count)
+        .filter(|all| list_is_slurms(all, cpus.own.as_ref(), cpus.parent.as_ref(), task.local_id));
     // Only local task 0 says whether nearness told no GPU apart.
     let first = task.local_id == 0;
     let (at, mine, from, alike) = match (all, &cpus.own) {
@@ -287,7 +285,7 @@ pub fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, String)
         others: &map.others,
     };
     let mut set = render(&map.rendering, &lists, assignment.position);
-    set.push((env::METHOD.to_string(), map.method.to_string()));
+    set.push((env::METHOD.to_string(), map.method_used().to_string()));
     set.push((env::NODE_GPUS.to_string(), map.gpus.len().to_string()));
     // Last: a task whose variables could not all be set gets no flag.
     set.push((map.flag.clone(), "1".to_string()));
@@ -309,7 +307,7 @@ fn verbose_line(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> St
         },
         join(&assignment.visible),
         join(&map.gpus),
-        map.method,
+        map.method_used(),
         if map.cuda.is_some() { "slurm" } else { "nvml" },
     );
     match &assignment.closeness {
@@ -538,14 +536,17 @@ mod tests {
                 out.say,
             )
         };
-        let from_slurm = || TaskCpus {
-            own: None,
+        // Slurm bound task l to 16 of slurmstepd's 128 CPUs, as listed.
+        let node = || Some(CpuSet::parse("0-127").unwrap());
+        let from_slurm = |l: usize| TaskCpus {
+            own: CpuSet::range(16 * l, 16 * l + 15),
+            parent: node(),
             bind_type: Some("mask_cpu:"),
             bind_list: Some(list),
         };
-        let got: Vec<String> = (0..4).map(|l| gpu_of(l, from_slurm()).0).collect();
+        let got: Vec<String> = (0..4).map(|l| gpu_of(l, from_slurm(l)).0).collect();
         assert_eq!(got, ["3", "2", "1", "0"]);
-        let (_, say) = gpu_of(0, from_slurm());
+        let (_, say) = gpu_of(0, from_slurm(0));
         assert_eq!(
             say[0],
             "desi-gpu-map: node=n1 rank=0 local=0/4 gpu=3 visible=3 gpus=0,1,2,3 method=closest \
@@ -554,7 +555,7 @@ mod tests {
         // A list that disagrees with the task's real mask is not used.
         let disagreeing = TaskCpus {
             own: Some(CpuSet::parse("20-23").unwrap()),
-            ..from_slurm()
+            ..from_slurm(1)
         };
         let (gpu, say) = gpu_of(1, disagreeing);
         assert_eq!(gpu, "2");
@@ -592,12 +593,13 @@ mod tests {
              using contiguous"
         );
         assert!(!gpu_of(1, unbound()).1.iter().any(|l| l.contains("as near")));
-        assert!(!gpu_of(0, from_slurm())
+        assert!(!gpu_of(0, from_slurm(0))
             .1
             .iter()
             .any(|l| l.contains("as near")));
         let all_cpus = || TaskCpus {
-            own: None,
+            own: CpuSet::range(0, 63),
+            parent: node(),
             bind_type: Some("mask_cpu:"),
             bind_list: Some("0xffffffffffffffff"),
         };
@@ -622,6 +624,75 @@ mod tests {
             out.say,
             ["desi-gpu-map: node n1: closest: cannot locate GPU \"7\"; using contiguous"]
         );
-        assert_eq!(get(&out, "DESI_GPU_MAP_METHOD"), Some("closest"));
+        assert_eq!(get(&out, "DESI_GPU_MAP_METHOD"), Some("contiguous"));
+    }
+
+    #[test]
+    fn an_exported_cpu_list_counts_only_where_slurm_bound_the_tasks() {
+        // GPUs 0 and 1 next to CPU 1, 2 and 3 next to CPU 0; slurmstepd on
+        // CPUs 0-1. The user exported a list for 8 tasks (task/none: Slurm
+        // writes none, and binds no task).
+        let mut map = mapped_4(&Config::default(), Method::Closest);
+        let cpus = |l: &str| CpuSet::parse(l).unwrap();
+        map.near = Near::Located(vec![cpus("1"), cpus("1"), cpus("0"), cpus("0")]);
+        let list = "0x1,0x1,0x1,0x3,0x3,0x3,0x3,0x3";
+        let gpus = |own: &dyn Fn(usize) -> CpuSet| -> Vec<String> {
+            (0..8)
+                .map(|l| {
+                    let t = TaskInputs {
+                        cpus: TaskCpus {
+                            own: Some(own(l)),
+                            parent: Some(cpus("0-1")),
+                            bind_type: Some("mask_cpu:"),
+                            bind_list: Some(list),
+                        },
+                        ..task(l, 8, Some("0,1,2,3"))
+                    };
+                    let out = map_task(&map, &t);
+                    get(&out, "CUDA_VISIBLE_DEVICES").unwrap().to_string()
+                })
+                .collect()
+        };
+        // Unbound: entries 0x3 equal every task's mask, and prove nothing.
+        assert_eq!(
+            gpus(&|_| cpus("0-1")),
+            ["0", "0", "1", "1", "2", "2", "3", "3"]
+        );
+        // Had Slurm bound tasks 0-2 to CPU 0 (and 3-7 to both, which they
+        // cannot tell from unbound): the bound ones take the list, and
+        // place tasks 0-2 next to CPU 0.
+        let bound = gpus(&|l| if l < 3 { cpus("0") } else { cpus("0-1") });
+        assert_eq!(bound[..3], ["2", "2", "3"]);
+    }
+
+    #[test]
+    fn a_closest_step_that_falls_back_says_contiguous() {
+        let config = Config {
+            verbose: true,
+            ..Config::default()
+        };
+        let mut map = mapped_4(&config, Method::Closest);
+        let method_of = |map: &StepMap| {
+            let out = map_task(map, &task(1, 4, Some("0,1,2,3")));
+            let verbose = out.say.iter().find(|l| l.contains(" rank=")).cloned();
+            (get(&out, "DESI_GPU_MAP_METHOD").map(String::from), verbose)
+        };
+        // Not located: the step is placed contiguously, and says so.
+        assert_eq!(map.method_used(), Method::Contiguous);
+        let (method, verbose) = method_of(&map);
+        assert_eq!(method.as_deref(), Some("contiguous"));
+        assert!(verbose.unwrap().contains(" method=contiguous "));
+        locate(&mut map, Err("no files".to_string()));
+        assert_eq!(method_of(&map).0.as_deref(), Some("contiguous"));
+        // Located: closest, even where the tasks' CPUs tell no GPU apart
+        // (the rule places them contiguously, as closest).
+        let perlmutter = crate::topology::Preset::Perlmutter.topology();
+        locate(&mut map, Ok(&perlmutter));
+        assert_eq!(map.method_used(), Method::Closest);
+        let (method, verbose) = method_of(&map);
+        assert_eq!(method.as_deref(), Some("closest"));
+        assert!(verbose.unwrap().contains(" method=closest "));
+        let other = mapped_4(&config, Method::RoundRobin);
+        assert_eq!(other.method_used(), Method::RoundRobin);
     }
 }

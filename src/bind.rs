@@ -17,7 +17,7 @@
 //! Keywords are compared without regard to case, as Slurm does. Only `none`
 //! leaves the GPUs unbound; any other GPU binding is Slurm's to keep.
 
-use crate::error::quote;
+use crate::text::quote;
 
 /// What a binding string asks of the GPUs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,9 +16,10 @@
 //!   back to `contiguous` ([`near_cpus`] says which and why).
 
 use crate::cpuset::CpuSet;
-use crate::error::{quote, Error};
+use crate::error::Error;
 use crate::mapping::position;
 use crate::method::Method;
+use crate::text::quote;
 use crate::topology::Topology;
 use std::fmt;
 

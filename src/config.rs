@@ -4,7 +4,8 @@
 use crate::env::FlagClash;
 use crate::error::{ArgProblem, Error};
 use crate::method::Choice;
-use crate::names::{named, names, one_of, Named};
+use crate::names::{named, names, Named};
+use crate::text::one_of;
 use crate::vendor::VendorSetting;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -97,7 +98,7 @@ pub const DEFAULT_NVML_TIMEOUT_S: u64 = 10;
 pub const NVML_TIMEOUT_RANGE_S: std::ops::RangeInclusive<u64> = 1..=30;
 
 /// Every argument, for messages.
-pub(crate) fn keys() -> String {
+pub fn keys() -> String {
     format!(
         "default={}, flag=NAME, visible={}, nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout={}..{}, \
          untracked={}, vendor={}, verbose, kernel_root=/ABSOLUTE/PATH",
@@ -123,6 +124,7 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Config, Error> {
         let bad = |why| Error::BadArgument {
             arg: arg.to_string(),
             why,
+            valid: keys(),
         };
         if seen.contains(&key) {
             return Err(bad(ArgProblem::GivenTwice(key.to_string())));
@@ -331,7 +333,9 @@ mod tests {
     /// Why `arg` alone is refused.
     fn problem(arg: &str) -> ArgProblem {
         match parse_args(&[arg]) {
-            Err(Error::BadArgument { arg: named, why }) if named == arg => why,
+            Err(Error::BadArgument {
+                arg: named, why, ..
+            }) if named == arg => why,
             other => panic!("{arg}: {other:?}"),
         }
     }
@@ -530,7 +534,8 @@ mod tests {
             err,
             Error::BadArgument {
                 arg: "default=none".to_string(),
-                why: ArgProblem::GivenTwice("default".to_string())
+                why: ArgProblem::GivenTwice("default".to_string()),
+                valid: keys(),
             }
         );
         assert!(

@@ -2,7 +2,7 @@
 //! (`0-15,64-79`, the kernel's `local_cpulist` and `Cpus_allowed_list`)
 //! and hex masks (`0x0000ff`, one task's entry in `SLURM_CPU_BIND_LIST`).
 
-use crate::error::quote;
+use crate::text::quote;
 use std::fmt;
 
 /// The highest CPU count a set may name: Linux's own limit (`NR_CPUS` is

@@ -1,18 +1,26 @@
 //! The core's errors: one variant per cause, each rendered as a complete,
 //! user-facing line in one place ([`fmt::Display`]).
 
+use crate::text::quote;
 use std::fmt;
 use std::sync::Arc;
 
 /// Why something the user, the site, Slurm or NVML handed over cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
-    /// A `--desi-gpu-map` value that names no choice.
-    BadOption { value: String },
-    /// `help` given through the option's environment form.
-    HelpFromEnvironment,
-    /// A plugstack.conf argument the plugin cannot use.
-    BadArgument { arg: String, why: ArgProblem },
+    /// A `--desi-gpu-map` value that names no choice; `valid` lists them.
+    BadOption { value: String, valid: String },
+    /// `help` given through the option's environment form (`env_form`).
+    HelpFromEnvironment {
+        env_form: &'static str,
+        valid: String,
+    },
+    /// A plugstack.conf argument the plugin cannot use; `valid` lists them.
+    BadArgument {
+        arg: String,
+        why: ArgProblem,
+        valid: String,
+    },
     /// Slurm could not hand the plugstack arguments over.
     UnreadableArguments(String),
     /// The option could not be registered with Slurm.
@@ -117,9 +125,8 @@ const VALID_ENTRIES: &str = "entries must be indices (3, or 0.1) or GPU-/MIG- UU
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::method::{valid_values, ENV_FORM};
         match self {
-            Error::BadOption { value } => {
+            Error::BadOption { value, valid } => {
                 let what = if value.is_empty() {
                     "an empty value".to_string()
                 } else {
@@ -127,21 +134,18 @@ impl fmt::Display for Error {
                 };
                 write!(
                     f,
-                    "invalid --desi-gpu-map value {what}; valid values: {}",
-                    valid_values()
+                    "invalid --desi-gpu-map value {what}; valid values: {valid}"
                 )
             }
-            Error::HelpFromEnvironment => write!(
+            Error::HelpFromEnvironment { env_form, valid } => write!(
                 f,
-                "{ENV_FORM}=help: help is for the command line (srun --desi-gpu-map=help true); \
-                 in the environment give a method; valid values: {}",
-                valid_values()
+                "{env_form}=help: help is for the command line (srun --desi-gpu-map=help true); \
+                 in the environment give a method; valid values: {valid}"
             ),
-            Error::BadArgument { arg, why } => write!(
+            Error::BadArgument { arg, why, valid } => write!(
                 f,
-                "bad plugstack argument {}: {why}; valid arguments: {}",
-                quote(arg),
-                crate::config::keys()
+                "bad plugstack argument {}: {why}; valid arguments: {valid}",
+                quote(arg)
             ),
             Error::UnreadableArguments(why) => write!(f, "bad plugstack argument: {why}"),
             Error::CannotRegister { option, why } => {
@@ -242,40 +246,5 @@ impl std::error::Error for Error {
             Error::NvmlInit { source, .. } | Error::NvmlCall { source, .. } => Some(&*source.0),
             _ => None,
         }
-    }
-}
-
-/// Longest quoted value, escapes included: a value can be arbitrarily long
-/// or made of control bytes, and a message must stay one readable line.
-const SHOWN_MAX: usize = 64;
-
-/// Quotes a user-supplied value for a message: control and odd characters
-/// escaped, long values cut, so that the message is one safe, short line.
-pub fn quote(value: &str) -> String {
-    let mut shown = String::from("\"");
-    for c in value.chars() {
-        let escaped: String = c.escape_debug().collect();
-        if shown.len() + escaped.len() > SHOWN_MAX {
-            shown.push_str("...");
-            break;
-        }
-        shown.push_str(&escaped);
-    }
-    shown.push('"');
-    shown
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quote_escapes_and_cuts() {
-        assert_eq!(quote("abc"), "\"abc\"");
-        assert_eq!(quote("a\nb"), "\"a\\nb\"");
-        let long = "x".repeat(100);
-        assert_eq!(quote(&long), format!("\"{}...\"", "x".repeat(63)));
-        let odd = "\u{1}".repeat(100);
-        assert!(quote(&odd).len() < 80, "{}", quote(&odd));
     }
 }

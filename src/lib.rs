@@ -33,6 +33,7 @@ pub mod method;
 pub mod names;
 pub mod nvml;
 pub mod step;
+pub mod text;
 pub mod topology;
 pub mod vendor;
 

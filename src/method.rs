@@ -141,7 +141,7 @@ pub fn parse_option(value: &str) -> Result<Request, Error> {
     if rest == "help" {
         return Ok(Request::Help);
     }
-    let choice = rest.parse::<Choice>().map_err(|_| bad_value(value))?;
+    let choice = rest.parse::<Choice>().map_err(|_| bad_option(value))?;
     Ok(Request::Use {
         choice: Some(choice),
         verbose,
@@ -160,14 +160,24 @@ pub fn check_help_source(env_form: Option<&str>, args: &[String]) -> Result<(), 
     let from_env = env_form.is_some_and(|v| parse_option(v) == Ok(Request::Help));
     let typed = args.iter().any(|a| a.starts_with("--desi-gpu-map"));
     if from_env && !typed {
-        return Err(Error::HelpFromEnvironment);
+        return Err(help_from_environment());
     }
     Ok(())
 }
 
-fn bad_value(value: &str) -> Error {
+/// A value that names no choice, with the valid ones.
+pub fn bad_option(value: &str) -> Error {
     Error::BadOption {
         value: value.to_string(),
+        valid: valid_values(),
+    }
+}
+
+/// `help` from the environment form, with the valid values.
+pub fn help_from_environment() -> Error {
+    Error::HelpFromEnvironment {
+        env_form: ENV_FORM,
+        valid: valid_values(),
     }
 }
 
@@ -260,12 +270,7 @@ mod tests {
             "a,b",
         ] {
             let err = parse_option(bad).expect_err(bad);
-            assert_eq!(
-                err,
-                Error::BadOption {
-                    value: bad.to_string()
-                }
-            );
+            assert_eq!(err, bad_option(bad));
         }
         // The wording, once.
         let err = parse_option("contigous").unwrap_err();
@@ -291,9 +296,9 @@ mod tests {
         assert!(check_help_source(Some("help"), &spaced).is_ok());
         for env_form in ["help", "verbose,help"] {
             let err = check_help_source(Some(env_form), &plain).unwrap_err();
-            assert_eq!(err, Error::HelpFromEnvironment);
+            assert_eq!(err, help_from_environment());
         }
-        let msg = Error::HelpFromEnvironment.to_string();
+        let msg = help_from_environment().to_string();
         assert!(msg.contains("help is for the command line"), "{msg}");
         assert!(msg.starts_with(ENV_FORM), "{msg}");
         assert!(msg.contains("contiguous, roundrobin"), "{msg}");

@@ -1,7 +1,7 @@
 //! Closed sets of values that users spell by name: each value's names are
 //! defined once, and every parser, usage text and message reads them here.
 
-use crate::error::quote;
+use crate::text::{one_of, quote};
 use std::fmt;
 
 /// A value with one name (and maybe other accepted spellings), out of a
@@ -70,15 +70,6 @@ pub fn parse_name<T: Named>(text: &str) -> Result<T, UnknownName> {
 /// Every value's name, aliases left out.
 pub fn names<T: Named>() -> Vec<&'static str> {
     T::ALL.iter().map(|v| v.name()).collect()
-}
-
-/// `a, b or c`.
-pub fn one_of(names: &[&str]) -> String {
-    match names.split_last() {
-        Some((last, [])) => (*last).to_string(),
-        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-        None => String::new(),
-    }
 }
 
 /// `a, b (or b-alias)`: every name, each followed by its aliases.

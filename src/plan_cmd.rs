@@ -61,7 +61,7 @@ fn topology(args: &PlanArgs) -> Result<Option<Topology>, Box<dyn std::error::Err
     let file = std::fs::File::open(given).map_err(|e| {
         format!(
             "--topology {}: {e}; give a file or a preset ({})",
-            desi_gpu_map::error::quote(given),
+            desi_gpu_map::text::quote(given),
             names::<Preset>().join(", ")
         )
     })?;
@@ -71,7 +71,7 @@ fn topology(args: &PlanArgs) -> Result<Option<Topology>, Box<dyn std::error::Err
         &mut text,
     )?;
     let topology = Topology::parse(&text)
-        .map_err(|e| format!("--topology {}: {e}", desi_gpu_map::error::quote(given)))?;
+        .map_err(|e| format!("--topology {}: {e}", desi_gpu_map::text::quote(given)))?;
     Ok(Some(topology))
 }
 

@@ -24,8 +24,9 @@ use crate::closest::{near_cpus, Fallback};
 use crate::config::{Config, Visible};
 use crate::cpuset::CpuSet;
 use crate::env;
-use crate::error::{quote, Error};
+use crate::error::Error;
 use crate::method::{Choice, Method, Request};
+use crate::text::quote;
 use crate::topology::Topology;
 use crate::vendor::{Chosen, Rendering, StepLists, Unbindable, Vendor, VendorSetting};
 use binding::slurm_binds_per_task;
@@ -423,7 +424,6 @@ fn plan_mapping(
 mod tests {
     use super::*;
     use crate::config::parse_args;
-    use crate::error::ArgProblem;
     use crate::step::testing::*;
 
     #[test]
@@ -458,13 +458,8 @@ mod tests {
     fn unreadable_facts_stand_aside_with_the_reason() {
         let vars = env_of(&SLURM_4);
         let lookup = |name: &str| vars.get(name).cloned();
-        let bad_config = Err(Error::BadArgument {
-            arg: "x".to_string(),
-            why: ArgProblem::Unknown("x".to_string()),
-        });
-        let bad_request = Err(Error::BadOption {
-            value: "y".to_string(),
-        });
+        let bad_config = parse_args(&["x"]);
+        let bad_request = Err(crate::method::bad_option("y"));
         let config = Ok(Config::default());
         let cases: [(StepFacts, Aside); 4] = [
             (
@@ -512,9 +507,7 @@ mod tests {
 
     #[test]
     fn each_stand_aside_in_words() {
-        let bad = Error::BadOption {
-            value: "y".to_string(),
-        };
+        let bad = crate::method::bad_option("y");
         for (why, want) in [
             (
                 Aside::UnreadableStepId("no id".to_string()),

@@ -17,8 +17,8 @@
 //! local CPUs).
 
 use crate::cpuset::CpuSet;
-use crate::error::quote;
 use crate::names::named;
+use crate::text::quote;
 use crate::vendor::{read_hex, Vendor};
 use std::fmt;
 use std::io::Read;

@@ -30,10 +30,10 @@
 
 use crate::config::Visible;
 use crate::env;
-use crate::error::quote;
 use crate::gpus::join;
 use crate::mapping::visible_list;
 use crate::names::{named, Named};
+use crate::text::quote;
 use std::fmt;
 use std::path::Path;
 

@@ -6,7 +6,7 @@
 use super::{Aside, StepMap, TaskInputs};
 use crate::bind::{parse_gpu_bind, GpuBind};
 use crate::env;
-use crate::error::quote;
+use crate::text::quote;
 
 /// Names the request under which Slurm already narrows GPUs per task.
 /// `--gpus-per-task` and `--ntasks-per-gpu` always bind; a bind request

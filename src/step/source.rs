@@ -4,8 +4,9 @@
 
 use crate::config::{Config, NvmlSource, Untracked};
 use crate::env;
-use crate::error::{quote, Error};
+use crate::error::Error;
 use crate::gpus::{check_list, parse_gpu_list};
+use crate::text::quote;
 use std::fmt;
 
 /// Why a step gets no GPU list.

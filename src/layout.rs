@@ -5,9 +5,9 @@
 use crate::config::{Visible, DEFAULT_FLAG};
 use crate::cpuset::CpuSet;
 use crate::error::Error;
-use crate::gpus::join;
 use crate::method::Method;
 use crate::names::named;
+use crate::slurm::gpus::join;
 use crate::step::{assign, locate, Near, StepMap, TaskCpus, TaskInputs};
 use crate::topology::Topology;
 use crate::vendor::{Rendering, Vendor};

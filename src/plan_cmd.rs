@@ -3,10 +3,10 @@
 use crate::cli::PlanArgs;
 use crate::json;
 use desi_gpu_map::config::Visible;
-use desi_gpu_map::gpus::parse_gpu_list;
 use desi_gpu_map::layout::{even_split, loads, place, preview, Load, Row};
 use desi_gpu_map::method::Method;
 use desi_gpu_map::names::{names, parse_name, Named};
+use desi_gpu_map::slurm::gpus::parse_gpu_list;
 use desi_gpu_map::topology::{Preset, Topology};
 use desi_gpu_map::Error;
 use serde::Serialize;

@@ -276,7 +276,7 @@ pub fn resolve_tokens<S: AsRef<str>>(
 }
 
 fn index(token: &str) -> Result<usize, String> {
-    if crate::gpus::is_uuid(token) {
+    if crate::slurm::gpus::is_uuid(token) {
         return Err(format!(
             "GPU {} is a UUID, which only NVML can locate",
             quote(token)
@@ -555,7 +555,7 @@ pub fn from_nvml_lines<S: AsRef<str>>(
         found.push(((*uuid).to_string(), KernelGpu { bus_id, minor }, cpus));
     }
     let tokens: Vec<&str> = tokens.iter().map(AsRef::as_ref).collect();
-    let all_uuids = tokens.iter().all(|t| crate::gpus::is_uuid(t));
+    let all_uuids = tokens.iter().all(|t| crate::slurm::gpus::is_uuid(t));
     let buses: Vec<String> = if all_uuids {
         tokens
             .iter()

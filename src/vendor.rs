@@ -30,9 +30,9 @@
 
 use crate::config::Visible;
 use crate::env;
-use crate::gpus::join;
 use crate::mapping::visible_list;
 use crate::names::{named, Named};
+use crate::slurm::gpus::join;
 use crate::text::quote;
 use std::fmt;
 use std::path::Path;

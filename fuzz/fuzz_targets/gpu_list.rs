@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let value = String::from_utf8_lossy(data);
-    if let Ok(gpus) = desi_gpu_map::gpus::parse_gpu_list(&value) {
+    if let Ok(gpus) = desi_gpu_map::slurm::gpus::parse_gpu_list(&value) {
         let n = gpus.len() * 2 + 1;
         for l in 0..n {
             let p = position(Method::Contiguous, l, n, gpus.len()).unwrap();

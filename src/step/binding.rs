@@ -1,16 +1,16 @@
 //! When Slurm's own GPU binding wins: Slurm narrows each task's GPUs itself
 //! under `--gpus-per-task`, `--ntasks-per-gpu` and any `--gpu-bind` but
-//! `none` (its grammar is read in [`crate::bind`]), and the plugin then
+//! `none` (its grammar is read in [`crate::slurm::bind`]), and the plugin then
 //! keeps Slurm's binding.
 
 use super::{Aside, StepMap, TaskInputs};
-use crate::bind::{parse_gpu_bind, GpuBind};
 use crate::env;
+use crate::slurm::bind::{parse_gpu_bind, GpuBind};
 use crate::text::quote;
 
 /// Names the request under which Slurm already narrows GPUs per task.
 /// `--gpus-per-task` and `--ntasks-per-gpu` always bind; a bind request
-/// binds unless it is `none` (see [`crate::bind`]).
+/// binds unless it is `none` (see [`crate::slurm::bind`]).
 pub(super) fn slurm_binds_per_task(env: &dyn Fn(&str) -> Option<String>) -> Option<Aside> {
     for request in env::PER_TASK_REQUESTS {
         let Some(value) = env(request) else { continue };

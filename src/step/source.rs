@@ -5,7 +5,7 @@
 use crate::config::{Config, NvmlSource, Untracked};
 use crate::env;
 use crate::error::Error;
-use crate::gpus::{check_list, parse_gpu_list};
+use crate::slurm::gpus::{check_list, parse_gpu_list};
 use crate::text::quote;
 use std::fmt;
 

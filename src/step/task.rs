@@ -3,13 +3,14 @@
 
 use super::binding::slurm_bound_task;
 use super::{stale_names, Aside, Near, StepMap, StepPlan, Unmapped};
-use crate::closest::{bind_list_cpus, closest_of, closest_own, list_is_slurms, near_all_alike};
+use crate::closest::{closest_of, closest_own, list_is_slurms, near_all_alike};
 use crate::cpuset::CpuSet;
 use crate::env;
 use crate::error::Error;
-use crate::gpus::join;
 use crate::mapping::{position, visible_list};
 use crate::method::Method;
+use crate::slurm::cpu_bind::bind_list_cpus;
+use crate::slurm::gpus::join;
 use crate::vendor::{render, StepLists};
 
 /// One task, as slurmstepd sees it in `task_init`.

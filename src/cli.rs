@@ -4,10 +4,11 @@
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::error::ErrorKind;
 use clap::{Arg, Args, Parser, Subcommand};
-use desi_gpu_map::config::{NvmlSource, Visible};
 use desi_gpu_map::layout::Distribution;
+use desi_gpu_map::method::Visible;
 use desi_gpu_map::method::{method_names, Method};
 use desi_gpu_map::names::{names, Named};
+use desi_gpu_map::settings::site::NvmlSource;
 use desi_gpu_map::text::quote;
 use desi_gpu_map::vendor::VendorSetting;
 use std::ffi::OsStr;

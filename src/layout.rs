@@ -2,11 +2,12 @@
 //! preview behind `desi-gpu-map plan`, computed with the plugin's own
 //! [`assign`].
 
-use crate::config::{Visible, DEFAULT_FLAG};
 use crate::cpuset::CpuSet;
 use crate::error::Error;
 use crate::method::Method;
+use crate::method::Visible;
 use crate::names::named;
+use crate::settings::site::DEFAULT_FLAG;
 use crate::slurm::gpus::join;
 use crate::step::{assign, locate, Near, StepMap, TaskCpus, TaskInputs};
 use crate::topology::Topology;

@@ -20,16 +20,14 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]
 
-pub mod closest;
-pub mod config;
 pub mod cpuset;
 pub mod env;
 pub mod error;
 pub mod layout;
-pub mod mapping;
 pub mod method;
 pub mod names;
 pub mod nvml;
+pub mod settings;
 pub mod slurm;
 pub mod step;
 pub mod text;

@@ -1,7 +1,7 @@
 //! The node's GPUs as NVML lists them. NVML is loaded only when called.
 
-use crate::config::NvmlSource;
 use crate::error::{Error, NvmlCause};
+use crate::settings::site::NvmlSource;
 use nvml_wrapper::Nvml;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;

@@ -2,9 +2,9 @@
 
 use crate::cli::PlanArgs;
 use crate::json;
-use desi_gpu_map::config::Visible;
 use desi_gpu_map::layout::{even_split, loads, place, preview, Load, Row};
 use desi_gpu_map::method::Method;
+use desi_gpu_map::method::Visible;
 use desi_gpu_map::names::{names, parse_name, Named};
 use desi_gpu_map::slurm::gpus::parse_gpu_list;
 use desi_gpu_map::topology::{Preset, Topology};
@@ -23,7 +23,7 @@ pub fn run(args: &PlanArgs) -> Result<String, Box<dyn std::error::Error>> {
     if let (Method::Closest, Some(t)) = (method, &topology) {
         // The plugin says this once per node; the preview says it on stderr.
         for (node, list) in gpus.iter().enumerate() {
-            if let Err(why) = desi_gpu_map::closest::near_cpus(list, t) {
+            if let Err(why) = desi_gpu_map::topology::near_cpus(list, t) {
                 let line = format!("desi-gpu-map plan: node {node}: {why}\n");
                 let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             }

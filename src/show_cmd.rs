@@ -3,10 +3,10 @@
 
 use crate::cli::ShowArgs;
 use crate::json;
-use desi_gpu_map::config::NvmlSource;
 use desi_gpu_map::cpuset::CpuSet;
 use desi_gpu_map::env;
 use desi_gpu_map::nvml::{devices, Device};
+use desi_gpu_map::settings::site::NvmlSource;
 use desi_gpu_map::slurm::gpus::parse_gpu_list;
 use desi_gpu_map::topology::{kernel_place, locate_token, sysfs_bus_id, GpuPlace};
 use desi_gpu_map::vendor::{choose, Vendor};

@@ -20,13 +20,16 @@ pub use task::{
     Closeness, TaskCpus, TaskInputs, TaskOutcome,
 };
 
-use crate::closest::{near_cpus, Fallback};
-use crate::config::{Config, Visible};
 use crate::cpuset::CpuSet;
 use crate::env;
 use crate::error::Error;
-use crate::method::{Choice, Method, Request};
+use crate::method::closest::Fallback;
+use crate::method::Method;
+use crate::method::Visible;
+use crate::settings::option::{Choice, Request};
+use crate::settings::site::Config;
 use crate::text::quote;
+use crate::topology::near_cpus;
 use crate::topology::Topology;
 use crate::vendor::{Chosen, Rendering, StepLists, Unbindable, Vendor, VendorSetting};
 use binding::slurm_binds_per_task;
@@ -272,7 +275,8 @@ pub fn step_topology(
     match crate::topology::from_kernel(&config.kernel_root, vendor, &map.gpus, absolute) {
         Ok(topology) => Ok(topology),
         Err(kernel)
-            if vendor == Vendor::Nvidia && config.nvml != crate::config::NvmlSource::Off =>
+            if vendor == Vendor::Nvidia
+                && config.nvml != crate::settings::site::NvmlSource::Off =>
         {
             from_nvml(places).map_err(|nvml| format!("{kernel}; NVML: {nvml}"))
         }
@@ -322,7 +326,7 @@ pub fn plan_step(
     env: &dyn Fn(&str) -> Option<String>,
     nvml: &mut AskNvml,
 ) -> StepPlan {
-    let default_flag = crate::config::DEFAULT_FLAG;
+    let default_flag = crate::settings::site::DEFAULT_FLAG;
     let step_id = match &facts.step_id {
         Ok(id) => *id,
         Err(e) => return StepPlan::aside(default_flag, Aside::UnreadableStepId(e.clone())),
@@ -423,7 +427,7 @@ fn plan_mapping(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::parse_args;
+    use crate::settings::site::parse_args;
     use crate::step::testing::*;
 
     #[test]
@@ -459,7 +463,7 @@ mod tests {
         let vars = env_of(&SLURM_4);
         let lookup = |name: &str| vars.get(name).cloned();
         let bad_config = parse_args(&["x"]);
-        let bad_request = Err(crate::method::bad_option("y"));
+        let bad_request = Err(crate::settings::option::bad_option("y"));
         let config = Ok(Config::default());
         let cases: [(StepFacts, Aside); 4] = [
             (
@@ -507,7 +511,7 @@ mod tests {
 
     #[test]
     fn each_stand_aside_in_words() {
-        let bad = crate::method::bad_option("y");
+        let bad = crate::settings::option::bad_option("y");
         for (why, want) in [
             (
                 Aside::UnreadableStepId("no id".to_string()),

@@ -17,6 +17,7 @@
 //! local CPUs).
 
 use crate::cpuset::CpuSet;
+use crate::method::closest::Fallback;
 use crate::names::named;
 use crate::text::quote;
 use crate::vendor::{read_hex, Vendor};
@@ -599,6 +600,23 @@ fn read_small(path: &Path) -> Result<String, String> {
         .read_to_string(&mut text)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(text)
+}
+
+/// The local CPUs of each of the step's GPUs, in the step's order; or why
+/// the step falls back to `contiguous`.
+pub fn near_cpus<S: AsRef<str>>(gpus: &[S], topology: &Topology) -> Result<Vec<CpuSet>, Fallback> {
+    gpus.iter()
+        .map(|token| {
+            let token = token.as_ref();
+            let place = topology
+                .place(token)
+                .ok_or_else(|| Fallback::UnknownGpu(token.to_string()))?;
+            match &place.cpus {
+                Some(cpus) if !cpus.is_empty() => Ok(cpus.clone()),
+                _ => Err(Fallback::NoAffinity(token.to_string())),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -28,9 +28,9 @@
 //!   affected by the order of devices in the affinity mask" (Level Zero
 //!   specification, Programming Guide, "Affinity Mask").
 
-use crate::config::Visible;
 use crate::env;
-use crate::mapping::visible_list;
+use crate::method::visible_list;
+use crate::method::Visible;
 use crate::names::{named, Named};
 use crate::slurm::gpus::join;
 use crate::text::quote;

@@ -9,8 +9,8 @@ use std::path::Path;
 
 /// Bottom first: a module may import only modules listed before it.
 const LAYERS: &[&str] = &[
-    "text", "env", "error", "names", "cpuset", "slurm", "method", "mapping", "vendor", "config",
-    "topology", "nvml", "closest", "step", "layout", "cli", "json", "plan_cmd", "show_cmd",
+    "text", "env", "error", "names", "cpuset", "slurm", "method", "vendor", "topology", "settings",
+    "nvml", "step", "layout", "cli", "json", "plan_cmd", "show_cmd",
 ];
 /// The first layer that may touch the machine.
 const FIRST_IO: &str = "cli";

@@ -1,8 +1,8 @@
 //! No parser panics, whatever it is fed; every error names the bad input.
 
-use desi_gpu_map::config::parse_args;
 use desi_gpu_map::cpuset::CpuSet;
-use desi_gpu_map::method::parse_option;
+use desi_gpu_map::settings::option::parse_option;
+use desi_gpu_map::settings::site::parse_args;
 use desi_gpu_map::slurm::cpu_bind::bind_list_cpus;
 use desi_gpu_map::slurm::gpus::parse_gpu_list;
 use desi_gpu_map::topology::Topology;

@@ -3,7 +3,8 @@
 //! whatever they accept. Input: three parts split at the first two NUL
 //! bytes (topology, bind list, NVML lines).
 #![no_main]
-use desi_gpu_map::closest::{closest_all, near_cpus};
+use desi_gpu_map::method::closest::closest_all;
+use desi_gpu_map::topology::near_cpus;
 use desi_gpu_map::slurm::cpu_bind::bind_list_cpus;
 use desi_gpu_map::topology::{from_nvml_lines, Topology};
 use libfuzzer_sys::fuzz_target;

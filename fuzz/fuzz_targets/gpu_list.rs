@@ -1,8 +1,8 @@
 //! The GPU-list parser, and the mapping over whatever it accepts.
 #![no_main]
-use desi_gpu_map::config::Visible;
-use desi_gpu_map::mapping::{position, visible_list};
-use desi_gpu_map::method::Method;
+use desi_gpu_map::method::Visible;
+use desi_gpu_map::method::{position, visible_list};
+use desi_gpu_map::method::{Method};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

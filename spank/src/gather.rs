@@ -2,9 +2,9 @@
 //! value, and the step's environment on this node.
 
 use crate::deadline::{self, Failure};
-use desi_gpu_map::config::Config;
 use desi_gpu_map::method::Method;
-use desi_gpu_map::method::Request;
+use desi_gpu_map::settings::option::Request;
+use desi_gpu_map::settings::site::Config;
 use desi_gpu_map::step::{locate, plan_step, step_topology, StepFacts, StepPlan};
 use desi_gpu_map::topology::place_uuids;
 use desi_gpu_map::vendor::{choose, Chosen, VendorSetting};
@@ -32,7 +32,7 @@ pub fn option_value(spank: &SpankHandle, name: &str) -> Option<String> {
 /// fell off the bus) must not hold the step.
 fn nvml_within_deadline(
     config: &Config,
-    ask: fn(&desi_gpu_map::config::NvmlSource) -> Result<Vec<String>, Error>,
+    ask: fn(&desi_gpu_map::settings::site::NvmlSource) -> Result<Vec<String>, Error>,
 ) -> Result<Vec<String>, Error> {
     let source = &config.nvml;
     let work = || ask(source).map_err(|e| e.to_string());

@@ -24,10 +24,10 @@ mod gather;
 mod logger;
 mod task;
 
-use desi_gpu_map::config::{parse_args, Config};
-use desi_gpu_map::method::{
+use desi_gpu_map::settings::option::{
     check_help_source, option_form, parse_option, usage, Request, ENV_FORM,
 };
+use desi_gpu_map::settings::site::{parse_args, Config};
 use desi_gpu_map::step::StepPlan;
 use desi_gpu_map::Error;
 use slurm_spank::{Context, Plugin, SpankHandle, SpankOption};

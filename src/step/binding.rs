@@ -110,11 +110,11 @@ mod tests {
         // Flags=no_gpu_env, whole node: NVML lists the GPUs and the user's
         // stale list (from the GPU session they submitted from) survives
         // into every task. It is overwritten, and Slurm is not blamed.
-        let config = crate::config::Config {
+        let config = crate::settings::site::Config {
             verbose: true,
-            ..crate::config::Config::default()
+            ..crate::settings::site::Config::default()
         };
-        let c = crate::method::Choice::Map(crate::method::Method::Contiguous);
+        let c = crate::settings::option::Choice::Map(crate::method::Method::Contiguous);
         for stale in ["5,6", "0,0", "0"] {
             let pairs = [
                 ("SLURM_GPUS_ON_NODE", "2"),

@@ -2,9 +2,9 @@
 //! Slurm set it for the step, else NVML's list, where Slurm's count (or the
 //! site's `untracked=whole-node`) proves it is the step's.
 
-use crate::config::{Config, NvmlSource, Untracked};
 use crate::env;
 use crate::error::Error;
+use crate::settings::site::{Config, NvmlSource, Untracked};
 use crate::slurm::gpus::{check_list, parse_gpu_list};
 use crate::text::quote;
 use std::fmt;
@@ -244,8 +244,9 @@ pub(super) fn other_lists(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{parse_args, Config, NvmlSource};
-    use crate::method::{Choice, Method};
+    use crate::method::Method;
+    use crate::settings::option::Choice;
+    use crate::settings::site::{parse_args, Config, NvmlSource};
     use crate::step::testing::*;
     use crate::step::*;
 

@@ -3,12 +3,12 @@
 
 use super::binding::slurm_bound_task;
 use super::{stale_names, Aside, Near, StepMap, StepPlan, Unmapped};
-use crate::closest::{closest_of, closest_own, list_is_slurms, near_all_alike};
 use crate::cpuset::CpuSet;
 use crate::env;
 use crate::error::Error;
-use crate::mapping::{position, visible_list};
+use crate::method::closest::{closest_of, closest_own, list_is_slurms, near_all_alike};
 use crate::method::Method;
+use crate::method::{position, visible_list};
 use crate::slurm::cpu_bind::bind_list_cpus;
 use crate::slurm::gpus::join;
 use crate::vendor::{render, StepLists};
@@ -344,9 +344,10 @@ pub fn aside_line(node: &str, why: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{parse_args, Config};
     use crate::cpuset::CpuSet;
-    use crate::method::{Choice, Method};
+    use crate::method::Method;
+    use crate::settings::option::Choice;
+    use crate::settings::site::{parse_args, Config};
     use crate::step::testing::*;
     use crate::step::*;
 

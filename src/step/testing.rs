@@ -5,9 +5,10 @@
 use super::{
     plan_step, Aside, StepFacts, StepMap, StepPlan, TaskInputs, TaskOutcome, Unlisted, Unmapped,
 };
-use crate::config::Config;
 use crate::error::Error;
-use crate::method::{Choice, Method, Request};
+use crate::method::Method;
+use crate::settings::option::{Choice, Request};
+use crate::settings::site::Config;
 use crate::vendor::{Chosen, Vendor};
 use std::collections::HashMap;
 

@@ -6,9 +6,10 @@
 //! in which order, given the variables the task ends up with.
 
 use super::*;
-use crate::config::{parse_args, Config};
 use crate::error::Error;
-use crate::method::{Choice, Method, Request};
+use crate::method::Method;
+use crate::settings::option::{Choice, Request};
+use crate::settings::site::{parse_args, Config};
 use crate::step::{
     map_task, plan_step, Aside, StepFacts, StepMap, StepPlan, TaskCpus, TaskInputs, Unmapped,
 };

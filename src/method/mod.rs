@@ -1,8 +1,78 @@
-//! The mapping itself: which of a node's `k` GPUs local task `l` of `n` gets.
+//! The mapping methods, declared once (name, aliases, what the usage text
+//! says), and the mapping itself: which of a node's `k` GPUs local task `l`
+//! of `n` gets, and what stays visible to it.
 
-use crate::config::Visible;
+pub mod closest;
+pub mod contiguous;
+pub mod roundrobin;
+
 use crate::error::Error;
-use crate::method::Method;
+use crate::names::{named, with_aliases, Named};
+use std::fmt;
+
+/// How tasks are spread over a node's GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// Consecutive blocks of local tasks per GPU, larger blocks first.
+    Contiguous,
+    /// Local task `l` gets GPU `l mod k`.
+    RoundRobin,
+    /// A GPU attached to the task's own CPUs, balanced within each domain
+    /// (see [`crate::closest`]); contiguous where that is unknown.
+    Closest,
+}
+
+named!(Method {
+    Contiguous => "contiguous",
+    RoundRobin => "roundrobin" | "round-robin",
+    Closest => "closest",
+});
+
+impl Method {
+    /// What the usage text says of the method, line by line.
+    pub(crate) fn described(self) -> &'static [&'static str] {
+        match self {
+            Method::Contiguous => &[
+                "consecutive blocks of node-local tasks share a GPU",
+                "(numpy.array_split order: 6 tasks on 4 GPUs -> 0 0 1 1 2 3)",
+            ],
+            Method::RoundRobin => &["node-local task l gets GPU l mod k"],
+            Method::Closest => &[
+                "a GPU attached to the task's own CPUs, split in blocks",
+                "among the tasks near the same GPUs; the GPUs' CPUs come",
+                "from the kernel (sysfs) or NVML; contiguous where they",
+                "are unknown (said in one line)",
+            ],
+        }
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The methods, each with its other spellings: `contiguous, roundrobin (or
+/// round-robin)`.
+pub fn method_names() -> String {
+    with_aliases::<Method>()
+}
+
+/// How much of the node's GPU list a task keeps visible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visible {
+    /// Only the task's own GPU.
+    Single,
+    /// All of the step's GPUs, the task's own first, the rest wrapping round,
+    /// so that peers stay reachable for CUDA IPC.
+    Rotate,
+}
+
+named!(Visible {
+    Single => "single",
+    Rotate => "rotate",
+});
 
 /// The position in the node's GPU list for local task `local_id` of
 /// `local_count` tasks, over `gpu_count` GPUs.
@@ -22,26 +92,12 @@ pub fn position(
         });
     }
     match method {
-        Method::RoundRobin => Ok(local_id % gpu_count),
+        Method::RoundRobin => Ok(roundrobin::position(local_id, gpu_count)),
         // Without the CPUs of the task and its GPUs, `closest` is
-        // `contiguous` (crate::closest works with them).
-        Method::Contiguous | Method::Closest => Ok(block_of(local_id, local_count, gpu_count)),
-    }
-}
-
-/// The block holding `l` when `0..n` is split like
-/// `numpy.array_split(range(n), k)`: the first `n % k` blocks hold
-/// `n / k + 1` items, the others `n / k`.
-fn block_of(l: usize, n: usize, k: usize) -> usize {
-    let small = n / k;
-    let big_blocks = n % k;
-    let in_big = big_blocks * (small + 1);
-    if l < in_big {
-        l / (small + 1)
-    } else {
-        // l >= in_big implies small > 0, since with small == 0 every task
-        // sits in a big block; checked_div keeps that reasoning panic-free.
-        big_blocks + (l - in_big).checked_div(small).unwrap_or(0)
+        // `contiguous` (closest.rs works with them).
+        Method::Contiguous | Method::Closest => {
+            Ok(contiguous::position(local_id, local_count, gpu_count))
+        }
     }
 }
 
@@ -62,30 +118,6 @@ mod tests {
 
     fn all(method: Method, n: usize, k: usize) -> Vec<usize> {
         (0..n).map(|l| position(method, l, n, k).unwrap()).collect()
-    }
-
-    #[test]
-    fn contiguous_literal_tables() {
-        assert_eq!(all(Method::Contiguous, 6, 4), [0, 0, 1, 1, 2, 3]);
-        assert_eq!(all(Method::Contiguous, 3, 4), [0, 1, 2]);
-        assert_eq!(all(Method::Contiguous, 4, 4), [0, 1, 2, 3]);
-        assert_eq!(all(Method::Contiguous, 5, 2), [0, 0, 0, 1, 1]);
-        assert_eq!(all(Method::Contiguous, 7, 3), [0, 0, 0, 1, 1, 2, 2]);
-        assert_eq!(all(Method::Contiguous, 1, 4), [0]);
-        let mut eight_each = Vec::new();
-        for gpu in 0..4 {
-            eight_each.extend([gpu; 8]);
-        }
-        assert_eq!(all(Method::Contiguous, 32, 4), eight_each);
-        // The reported bug: rank 31 of 32 must get GPU 3, not 7.
-        assert_eq!(position(Method::Contiguous, 31, 32, 4), Ok(3));
-    }
-
-    #[test]
-    fn roundrobin_literal_tables() {
-        assert_eq!(all(Method::RoundRobin, 6, 4), [0, 1, 2, 3, 0, 1]);
-        assert_eq!(all(Method::RoundRobin, 3, 4), [0, 1, 2]);
-        assert_eq!(all(Method::RoundRobin, 5, 2), [0, 1, 0, 1, 0]);
     }
 
     #[test]

@@ -13,14 +13,12 @@
 //!   same answer. When only the task's own CPUs are known
 //!   ([`closest_own`]), see there.
 //! - Any step GPU whose local CPUs are unknown makes the whole step fall
-//!   back to `contiguous` ([`near_cpus`] says which and why).
+//!   back to `contiguous` ([`crate::topology::near_cpus`] says which and why).
 
 use crate::cpuset::CpuSet;
 use crate::error::Error;
-use crate::mapping::position;
-use crate::method::Method;
+use crate::method::{position, Method};
 use crate::text::quote;
-use crate::topology::Topology;
 use std::fmt;
 
 /// Why `closest` falls back to `contiguous` for a step.
@@ -46,23 +44,6 @@ impl fmt::Display for Fallback {
         };
         write!(f, "closest: {what} {}; using contiguous", quote(token))
     }
-}
-
-/// The local CPUs of each of the step's GPUs, in the step's order; or why
-/// the step falls back to `contiguous`.
-pub fn near_cpus<S: AsRef<str>>(gpus: &[S], topology: &Topology) -> Result<Vec<CpuSet>, Fallback> {
-    gpus.iter()
-        .map(|token| {
-            let token = token.as_ref();
-            let place = topology
-                .place(token)
-                .ok_or_else(|| Fallback::UnknownGpu(token.to_string()))?;
-            match &place.cpus {
-                Some(cpus) if !cpus.is_empty() => Ok(cpus.clone()),
-                _ => Err(Fallback::NoAffinity(token.to_string())),
-            }
-        })
-        .collect()
 }
 
 /// The positions (in `near`) of the GPUs whose local CPUs overlap `task`
@@ -190,6 +171,7 @@ pub fn list_is_slurms(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::topology::near_cpus;
     use crate::topology::{GpuPlace, Preset};
 
     fn near(preset: Preset) -> Vec<CpuSet> {

@@ -1,57 +1,8 @@
 //! The user's option value, `--desi-gpu-map=VALUE`.
 
 use crate::error::Error;
+use crate::method::Method;
 use crate::names::{named, names, with_aliases, Named};
-use std::fmt;
-
-/// How tasks are spread over a node's GPUs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    /// Consecutive blocks of local tasks per GPU, larger blocks first.
-    Contiguous,
-    /// Local task `l` gets GPU `l mod k`.
-    RoundRobin,
-    /// A GPU attached to the task's own CPUs, balanced within each domain
-    /// (see [`crate::closest`]); contiguous where that is unknown.
-    Closest,
-}
-
-named!(Method {
-    Contiguous => "contiguous",
-    RoundRobin => "roundrobin" | "round-robin",
-    Closest => "closest",
-});
-
-impl Method {
-    /// What the usage text says of the method, line by line.
-    fn described(self) -> &'static [&'static str] {
-        match self {
-            Method::Contiguous => &[
-                "consecutive blocks of node-local tasks share a GPU",
-                "(numpy.array_split order: 6 tasks on 4 GPUs -> 0 0 1 1 2 3)",
-            ],
-            Method::RoundRobin => &["node-local task l gets GPU l mod k"],
-            Method::Closest => &[
-                "a GPU attached to the task's own CPUs, split in blocks",
-                "among the tasks near the same GPUs; the GPUs' CPUs come",
-                "from the kernel (sysfs) or NVML; contiguous where they",
-                "are unknown (said in one line)",
-            ],
-        }
-    }
-}
-
-impl fmt::Display for Method {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// The methods, each with its other spellings: `contiguous, roundrobin (or
-/// round-robin)`.
-pub fn method_names() -> String {
-    with_aliases::<Method>()
-}
 
 /// A method, or `none`: mapping turned off (also a site default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,6 +172,7 @@ See desi_gpu_map(8) and `desi-gpu-map plan --help`.
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::method::method_names;
 
     fn use_(choice: Choice, verbose: bool) -> Request {
         Request::Use {

@@ -3,28 +3,14 @@
 
 use crate::env::FlagClash;
 use crate::error::{ArgProblem, Error};
-use crate::method::Choice;
+use crate::method::Visible;
 use crate::names::{named, names, Named};
+use crate::settings::option::Choice;
 use crate::text::one_of;
 use crate::vendor::VendorSetting;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
-
-/// How much of the node's GPU list a task keeps visible.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Visible {
-    /// Only the task's own GPU.
-    Single,
-    /// All of the step's GPUs, the task's own first, the rest wrapping round,
-    /// so that peers stay reachable for CUDA IPC.
-    Rotate,
-}
-
-named!(Visible {
-    Single => "single",
-    Rotate => "rotate",
-});
 
 /// Where NVML comes from, for steps in which Slurm names no GPU list.
 #[derive(Debug, Clone, PartialEq, Eq)]

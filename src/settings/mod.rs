@@ -1,0 +1,5 @@
+//! What people type: the site's plugstack arguments ([`site`]) and the
+//! user's `--desi-gpu-map` value ([`option`]).
+
+pub mod option;
+pub mod site;

@@ -23,10 +23,11 @@
 pub mod cpuset;
 pub mod env;
 pub mod error;
+pub mod files;
+pub mod host;
 pub mod layout;
 pub mod method;
 pub mod names;
-pub mod nvml;
 pub mod settings;
 pub mod slurm;
 pub mod step;

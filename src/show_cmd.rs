@@ -5,7 +5,8 @@ use crate::cli::ShowArgs;
 use crate::json;
 use desi_gpu_map::cpuset::CpuSet;
 use desi_gpu_map::env;
-use desi_gpu_map::nvml::{devices, Device};
+use desi_gpu_map::host::files::HostFiles;
+use desi_gpu_map::host::nvml::{devices, Device};
 use desi_gpu_map::settings::site::NvmlSource;
 use desi_gpu_map::slurm::gpus::parse_gpu_list;
 use desi_gpu_map::topology::{kernel_place, locate_token, sysfs_bus_id, GpuPlace};
@@ -17,7 +18,7 @@ use std::path::Path;
 
 pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
     let var = |name: &str| std::env::var(name).ok();
-    let vendor = choose(args.vendor, &args.root).vendor;
+    let vendor = choose(args.vendor, &HostFiles, &args.root).vendor;
     let own = own_cpus();
     let facts = [
         ("node", var("SLURMD_NODENAME")),
@@ -131,7 +132,7 @@ fn through_nvml(
                 pci_bus_id: Some(d.pci_bus_id.clone()),
                 memory: Some((d.memory_used, d.memory_total)),
                 near: sysfs_bus_id(&d.pci_bus_id)
-                    .and_then(|bus| kernel_place(root, &bus, &bus).ok())
+                    .and_then(|bus| kernel_place(&HostFiles, root, &bus, &bus).ok())
                     .map(|place| Near::of(place, own)),
                 missing: None,
             },
@@ -153,7 +154,7 @@ fn through_kernel(
     step: Option<&[String]>,
     own: Option<&CpuSet>,
 ) -> Shown {
-    match locate_token(root, vendor, token, step) {
+    match locate_token(&HostFiles, root, vendor, token, step) {
         Ok((bus, place)) => Shown {
             token: token.to_string(),
             pci_bus_id: Some(bus),

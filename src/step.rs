@@ -254,11 +254,12 @@ impl Near {
 /// A `closest` step's GPUs located: through the kernel files under the
 /// site's `kernel_root` for Slurm's own list (NVIDIA's driver files, or AMD's
 /// and Intel's render nodes), and through NVML (`places`,
-/// [`crate::nvml::places`] lines) for a list NVML gave, or where NVIDIA's
+/// [`crate::host::nvml::places`] lines) for a list NVML gave, or where NVIDIA's
 /// kernel files fail and NVML is on. Indices resolve through Slurm's own
 /// list as [`StepMap::step_gpus`] keeps it (see
 /// [`crate::topology::resolve_tokens`]).
 pub fn step_topology(
+    files: &dyn crate::files::Files,
     config: &Config,
     map: &StepMap,
     places: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
@@ -272,7 +273,7 @@ pub fn step_topology(
     if map.cuda.is_none() {
         return from_nvml(places);
     }
-    match crate::topology::from_kernel(&config.kernel_root, vendor, &map.gpus, absolute) {
+    match crate::topology::from_kernel(files, &config.kernel_root, vendor, &map.gpus, absolute) {
         Ok(topology) => Ok(topology),
         Err(kernel)
             if vendor == Vendor::Nvidia
@@ -592,16 +593,21 @@ mod tests {
             calls += 1;
             lines()
         };
-        let t = step_topology(&no_files, &map, &mut places).unwrap();
+        let t =
+            step_topology(&crate::host::files::HostFiles, &no_files, &map, &mut places).unwrap();
         assert_eq!(t.gpus[1].cpus.as_ref().unwrap().to_string(), "0");
         assert_eq!(calls, 1, "NVML asked once, after the kernel files failed");
         let off = parse_args(&["kernel_root=/nonexistent", "nvml=off"]).unwrap();
-        let err = step_topology(&off, &map, &mut |_| lines()).unwrap_err();
+        let err = step_topology(&crate::host::files::HostFiles, &off, &map, &mut |_| lines())
+            .unwrap_err();
         assert!(
             err.starts_with("/nonexistent/proc/driver/nvidia/gpus"),
             "{err}"
         );
-        let err = step_topology(&no_files, &map, &mut |_| Err(Error::NvmlOff)).unwrap_err();
+        let err = step_topology(&crate::host::files::HostFiles, &no_files, &map, &mut |_| {
+            Err(Error::NvmlOff)
+        })
+        .unwrap_err();
         assert!(
             err.ends_with("; NVML: NVML discovery is off (nvml=off)"),
             "{err}"
@@ -610,7 +616,7 @@ mod tests {
         let mut amd = map.clone();
         amd.rendering.vendor = Vendor::Amd;
         let mut asked = false;
-        let err = step_topology(&no_files, &amd, &mut |_| {
+        let err = step_topology(&crate::host::files::HostFiles, &no_files, &amd, &mut |_| {
             asked = true;
             lines()
         })

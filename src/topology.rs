@@ -17,12 +17,12 @@
 //! local CPUs).
 
 use crate::cpuset::CpuSet;
+use crate::files::{at, Files};
 use crate::method::closest::Fallback;
 use crate::names::named;
 use crate::text::quote;
 use crate::vendor::{read_hex, Vendor};
 use std::fmt;
-use std::io::Read;
 use std::path::Path;
 
 /// At most this many GPUs per node in a topology (more make `closest` fall
@@ -307,25 +307,22 @@ fn relative(tokens: &[&str], absolute: &[String]) -> Result<Vec<usize>, String> 
     Ok(sorted)
 }
 
-/// The longest file read from the kernel.
-const MAX_FILE: u64 = 65_536;
-
 /// Reads the node's NVIDIA GPUs as the driver lists them under `root`
 /// (`/` in production): each `proc/driver/nvidia/gpus/<bus id>/information`
 /// with its `Device Minor`.
-pub fn kernel_gpus(root: &Path) -> Result<Vec<KernelGpu>, String> {
+pub fn kernel_gpus(files: &dyn Files, root: &Path) -> Result<Vec<KernelGpu>, String> {
     let dir = root.join("proc/driver/nvidia/gpus");
-    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let entries = files.list(&dir, MAX_GPUS + 1).map_err(|e| at(&dir, e))?;
     let mut gpus = Vec::new();
-    for entry in entries.take(MAX_GPUS + 1) {
-        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
-        let bus_id = entry.file_name().to_string_lossy().to_lowercase();
-        let info = read_small(&entry.path().join("information"))?;
+    for name in entries {
+        let bus_id = name.to_lowercase();
+        let path = dir.join(&name);
+        let info = read_small(files, &path.join("information"))?;
         let minor = info
             .lines()
             .find_map(|l| l.strip_prefix("Device Minor:"))
             .and_then(|m| m.trim().parse::<u32>().ok())
-            .ok_or_else(|| format!("{}: no Device Minor", entry.path().display()))?;
+            .ok_or_else(|| format!("{}: no Device Minor", path.display()))?;
         gpus.push(KernelGpu { bus_id, minor });
     }
     if gpus.len() > MAX_GPUS {
@@ -344,26 +341,25 @@ const FIRST_RENDER_NODE: u32 = 128;
 /// and ROCm and Level Zero number them in the order the driver probed
 /// them, which is the render nodes' order; [`resolve_tokens`] accepts an
 /// index only where that order is also PCI order.
-pub fn drm_gpus(root: &Path, vendor: Vendor) -> Result<Vec<KernelGpu>, String> {
+pub fn drm_gpus(files: &dyn Files, root: &Path, vendor: Vendor) -> Result<Vec<KernelGpu>, String> {
     let dir = root.join("sys/class/drm");
-    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let entries = files.list(&dir, 4 * MAX_GPUS).map_err(|e| at(&dir, e))?;
     let mut gpus = Vec::new();
-    for entry in entries.take(4 * MAX_GPUS) {
-        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
+    for name in entries {
+        let path = dir.join(&name);
         let Some(number) = name
             .strip_prefix("renderD")
             .and_then(|n| n.parse::<u32>().ok())
         else {
             continue;
         };
-        let device = entry.path().join("device");
-        let ours =
-            read_hex(&device.join("vendor")).and_then(Vendor::from_pci_vendor) == Some(vendor);
+        let device = path.join("device");
+        let ours = read_hex(files, &device.join("vendor")).and_then(Vendor::from_pci_vendor)
+            == Some(vendor);
         if !ours {
             continue;
         }
-        let uevent = read_small(&device.join("uevent"))?;
+        let uevent = read_small(files, &device.join("uevent"))?;
         let bus_id = uevent
             .lines()
             .find_map(|l| l.strip_prefix("PCI_SLOT_NAME="))
@@ -372,7 +368,7 @@ pub fn drm_gpus(root: &Path, vendor: Vendor) -> Result<Vec<KernelGpu>, String> {
         let minor = number.checked_sub(FIRST_RENDER_NODE).ok_or_else(|| {
             format!(
                 "{}: a render node numbered below {FIRST_RENDER_NODE}",
-                entry.path().display()
+                path.display()
             )
         })?;
         gpus.push(KernelGpu { bus_id, minor });
@@ -392,9 +388,14 @@ pub fn drm_gpus(root: &Path, vendor: Vendor) -> Result<Vec<KernelGpu>, String> {
 
 /// A GPU's place from sysfs under `root`: `numa_node` (-1: none, so no
 /// affinity) and `local_cpulist`.
-pub fn kernel_place(root: &Path, token: &str, bus_id: &str) -> Result<GpuPlace, String> {
+pub fn kernel_place(
+    files: &dyn Files,
+    root: &Path,
+    token: &str,
+    bus_id: &str,
+) -> Result<GpuPlace, String> {
     let dir = root.join("sys/bus/pci/devices").join(bus_id);
-    let numa_text = read_small(&dir.join("numa_node"))?;
+    let numa_text = read_small(files, &dir.join("numa_node"))?;
     let numa = numa_text.trim().parse::<i64>().map_err(|_| {
         format!(
             "{}: odd NUMA node {}",
@@ -406,7 +407,7 @@ pub fn kernel_place(root: &Path, token: &str, bus_id: &str) -> Result<GpuPlace, 
     let cpus = match numa {
         None => None,
         Some(_) => {
-            let list = read_small(&dir.join("local_cpulist"))?;
+            let list = read_small(files, &dir.join("local_cpulist"))?;
             Some(CpuSet::parse_list(list.trim()).map_err(|e| e.to_string())?)
         }
     };
@@ -422,27 +423,28 @@ pub fn kernel_place(root: &Path, token: &str, bus_id: &str) -> Result<GpuPlace, 
 /// Intel's through their render nodes ([`drm_gpus`]); see
 /// [`resolve_tokens`].
 pub fn from_kernel<S: AsRef<str>>(
+    files: &dyn Files,
     root: &Path,
     vendor: Vendor,
     tokens: &[S],
     absolute: Option<&[String]>,
 ) -> Result<Topology, String> {
-    let devices = vendor_gpus(root, vendor)?;
+    let devices = vendor_gpus(files, root, vendor)?;
     let resolved = resolve_tokens(tokens, absolute, &devices)?;
     let gpus = tokens
         .iter()
         .zip(&resolved)
-        .map(|(token, gpu)| kernel_place(root, token.as_ref(), &gpu.bus_id))
+        .map(|(token, gpu)| kernel_place(files, root, token.as_ref(), &gpu.bus_id))
         .collect::<Result<Vec<_>, _>>()?;
     let cpus = union_of(&gpus);
     Ok(Topology { cpus, gpus })
 }
 
 /// The node's GPUs of `vendor` as the kernel lists them under `root`.
-fn vendor_gpus(root: &Path, vendor: Vendor) -> Result<Vec<KernelGpu>, String> {
+fn vendor_gpus(files: &dyn Files, root: &Path, vendor: Vendor) -> Result<Vec<KernelGpu>, String> {
     match vendor {
-        Vendor::Nvidia => kernel_gpus(root),
-        Vendor::Amd | Vendor::Intel => drm_gpus(root, vendor),
+        Vendor::Nvidia => kernel_gpus(files, root),
+        Vendor::Amd | Vendor::Intel => drm_gpus(files, root, vendor),
     }
 }
 
@@ -454,6 +456,7 @@ fn vendor_gpus(root: &Path, vendor: Vendor) -> Result<Vec<KernelGpu>, String> {
 /// absolute, one outside it is relative; one that could be either is
 /// refused. The index then resolves as in [`resolve_tokens`].
 pub fn locate_token(
+    files: &dyn Files,
     root: &Path,
     vendor: Vendor,
     token: &str,
@@ -494,17 +497,17 @@ pub fn locate_token(
             ))
         }
     };
-    let devices = vendor_gpus(root, vendor)?;
+    let devices = vendor_gpus(files, root, vendor)?;
     let wanted = [absolute.to_string()];
     let gpu = resolve_tokens(&wanted, Some(&wanted), &devices)?
         .into_iter()
         .next()
         .ok_or_else(|| format!("cannot locate GPU {}", quote(token)))?;
-    let place = kernel_place(root, token, &gpu.bus_id)?;
+    let place = kernel_place(files, root, token, &gpu.bus_id)?;
     Ok((gpu.bus_id, place))
 }
 
-/// The UUIDs in NVML's place lines ([`crate::nvml::places`], the first
+/// The UUIDs in NVML's place lines ([`crate::host::nvml::places`], the first
 /// word of each), in order: a `closest` step whose GPUs only NVML lists
 /// discovers them from the same load that places them.
 pub fn place_uuids(lines: &[String]) -> Vec<String> {
@@ -528,7 +531,7 @@ pub fn sysfs_bus_id(nvml: &str) -> Option<String> {
     ok.then(|| format!("{domain:04x}:{rest}"))
 }
 
-/// The step's GPUs located from NVML's answer ([`crate::nvml::places`]
+/// The step's GPUs located from NVML's answer ([`crate::host::nvml::places`]
 /// lines: `UUID BUS-ID MINOR CPULIST`). A UUID token names its device
 /// directly; an index resolves as in [`resolve_tokens`], with NVML's bus
 /// ids and minors. An empty affinity (`-`) is unknown.
@@ -593,13 +596,8 @@ pub fn from_nvml_lines<S: AsRef<str>>(
     })
 }
 
-fn read_small(path: &Path) -> Result<String, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut text = String::new();
-    file.take(MAX_FILE)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(text)
+fn read_small(files: &dyn Files, path: &Path) -> Result<String, String> {
+    files.read(path).map_err(|e| at(path, e))
 }
 
 /// The local CPUs of each of the step's GPUs, in the step's order; or why
@@ -622,6 +620,7 @@ pub fn near_cpus<S: AsRef<str>>(gpus: &[S], topology: &Topology) -> Result<Vec<C
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::files::HostFiles;
     use crate::names::parse_name;
 
     #[test]
@@ -826,17 +825,31 @@ mod tests {
             put(&format!("sys/bus/pci/devices/{bus}/local_cpulist"), cpus);
         }
         let abs = |l: &[&str]| -> Vec<String> { l.iter().map(|s| s.to_string()).collect() };
-        let t = from_kernel(&root, Vendor::Nvidia, &["0", "1"], Some(&abs(&["0", "1"]))).unwrap();
+        let t = from_kernel(
+            &HostFiles,
+            &root,
+            Vendor::Nvidia,
+            &["0", "1"],
+            Some(&abs(&["0", "1"])),
+        )
+        .unwrap();
         assert_eq!(
             t.place("0").unwrap().cpus.as_ref().unwrap().to_string(),
             "4-7"
         );
         assert_eq!(t.place("1").unwrap().numa, Some(0));
         assert_eq!(t.cpus.to_string(), "0-7");
-        let t = from_kernel(&root, Vendor::Nvidia, &["2"], Some(&abs(&["2"]))).unwrap();
+        let t = from_kernel(
+            &HostFiles,
+            &root,
+            Vendor::Nvidia,
+            &["2"],
+            Some(&abs(&["2"])),
+        )
+        .unwrap();
         assert_eq!(t.gpus[0].cpus, None, "NUMA -1: no affinity");
         let none = root.join("nothing");
-        assert!(from_kernel(&none, Vendor::Nvidia, &["0"], None)
+        assert!(from_kernel(&HostFiles, &none, Vendor::Nvidia, &["0"], None)
             .unwrap_err()
             .contains("nothing/proc/driver/nvidia/gpus"));
         std::fs::remove_dir_all(&root).unwrap();
@@ -856,16 +869,17 @@ mod tests {
         }
         std::fs::create_dir_all(root.join("sys/class/drm/card0")).unwrap();
         let abs: Vec<String> = vec!["0".into(), "1".into()];
-        let gpus = drm_gpus(&root, Vendor::Amd).unwrap();
+        let gpus = drm_gpus(&HostFiles, &root, Vendor::Amd).unwrap();
         assert_eq!(gpus.len(), 2, "{gpus:?}");
-        let t = from_kernel(&root, Vendor::Amd, &["0", "1"], Some(&abs)).unwrap();
+        let t = from_kernel(&HostFiles, &root, Vendor::Amd, &["0", "1"], Some(&abs)).unwrap();
         assert_eq!(t.gpus[0].cpus.as_ref().unwrap().to_string(), "48-63");
         assert_eq!(t.gpus[1].cpus.as_ref().unwrap().to_string(), "0-15");
         // Under device constraint, the second GCD alone is renumbered 0.
         let one: Vec<String> = vec!["1".into()];
-        let t = from_kernel(&root, Vendor::Amd, &["0"], Some(&one)).unwrap();
+        let t = from_kernel(&HostFiles, &root, Vendor::Amd, &["0"], Some(&one)).unwrap();
         assert_eq!(t.gpus[0].cpus.as_ref().unwrap().to_string(), "0-15");
-        let err = from_kernel(&root, Vendor::Intel, &["0"], Some(&abs[..1])).unwrap_err();
+        let err =
+            from_kernel(&HostFiles, &root, Vendor::Intel, &["0"], Some(&abs[..1])).unwrap_err();
         assert!(
             err.starts_with("no intel GPU among the render nodes in"),
             "{err}"
@@ -880,7 +894,9 @@ mod tests {
             put_render_node(&root, &format!("0000:0{g}:00.0"), "0x1002", 127 + g, cpus);
         }
         let step = |l: &[&str]| -> Vec<String> { l.iter().map(|s| s.to_string()).collect() };
-        let at = |token: &str, s: &[&str]| locate_token(&root, Vendor::Amd, token, Some(&step(s)));
+        let at = |token: &str, s: &[&str]| {
+            locate_token(&HostFiles, &root, Vendor::Amd, token, Some(&step(s)))
+        };
         let cpus = |r: Result<(String, GpuPlace), String>| r.unwrap().1.cpus.unwrap().to_string();
         assert_eq!(cpus(at("2", &["0", "1", "2", "3"])), "16-23", "whole node");
         assert_eq!(
@@ -896,7 +912,7 @@ mod tests {
         );
         let err = at("5", &["2", "3"]).unwrap_err();
         assert!(err.contains("is not among the step's"), "{err}");
-        let err = locate_token(&root, Vendor::Amd, "0", None).unwrap_err();
+        let err = locate_token(&HostFiles, &root, Vendor::Amd, "0", None).unwrap_err();
         assert!(err.starts_with("SLURM_STEP_GPUS is not set"), "{err}");
         std::fs::remove_dir_all(&root).unwrap();
     }

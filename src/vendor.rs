@@ -29,6 +29,7 @@
 //!   specification, Programming Guide, "Affinity Mask").
 
 use crate::env;
+use crate::files::Files;
 use crate::method::visible_list;
 use crate::method::Visible;
 use crate::names::{named, Named};
@@ -99,13 +100,13 @@ pub struct Chosen {
 
 /// The vendor for this node: the site's, or detected under `root` (`/` in
 /// the plugin; a fake tree in tests).
-pub fn choose(setting: VendorSetting, root: &Path) -> Chosen {
+pub fn choose(setting: VendorSetting, files: &dyn Files, root: &Path) -> Chosen {
     match setting {
         VendorSetting::Fixed(vendor) => Chosen {
             vendor,
             why: format!("vendor={} in plugstack.conf", vendor.name()),
         },
-        VendorSetting::Auto => detect(root),
+        VendorSetting::Auto => detect(files, root),
     }
 }
 
@@ -116,9 +117,9 @@ pub fn choose(setting: VendorSetting, root: &Path) -> Chosen {
 /// vendors were told apart, and what the nodes without any PCI GPU (where
 /// only the count or NVML says GPUs exist) most likely are. A site with
 /// mixed nodes sets `vendor=` on each node's plugstack line.
-pub fn detect(root: &Path) -> Chosen {
-    let on_pci = pci_gpu_vendors(root);
-    let drivers = compute_drivers(root);
+pub fn detect(files: &dyn Files, root: &Path) -> Chosen {
+    let on_pci = pci_gpu_vendors(files, root);
+    let drivers = compute_drivers(files, root);
     let chosen = |vendor: Vendor, why: String| Chosen { vendor, why };
     match on_pci.as_slice() {
         [one] => chosen(*one, format!("detected: {} GPUs on PCI", one.name())),
@@ -171,16 +172,20 @@ fn is_gpu_class(class: u32) -> bool {
     matches!(class >> 16, 0x03 | 0x12)
 }
 
+/// Most PCI devices looked at: large nodes have a few hundred.
+const MAX_PCI_DEVICES: usize = 4096;
+
 /// The known vendors among the node's PCI GPUs, each once, in a fixed order.
-fn pci_gpu_vendors(root: &Path) -> Vec<Vendor> {
-    let Ok(entries) = std::fs::read_dir(root.join("sys/bus/pci/devices")) else {
+fn pci_gpu_vendors(files: &dyn Files, root: &Path) -> Vec<Vendor> {
+    let devices = root.join("sys/bus/pci/devices");
+    let Ok(entries) = files.list(&devices, MAX_PCI_DEVICES) else {
         return Vec::new();
     };
     let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let dir = entry.path();
-        let class = read_hex(&dir.join("class"));
-        let vendor = read_hex(&dir.join("vendor")).and_then(Vendor::from_pci_vendor);
+    for name in entries {
+        let dir = devices.join(name);
+        let class = read_hex(files, &dir.join("class"));
+        let vendor = read_hex(files, &dir.join("vendor")).and_then(Vendor::from_pci_vendor);
         if let (Some(class), Some(vendor)) = (class, vendor) {
             if is_gpu_class(class) && !found.contains(&vendor) {
                 found.push(vendor);
@@ -193,8 +198,8 @@ fn pci_gpu_vendors(root: &Path) -> Vec<Vendor> {
 
 /// Vendors whose compute driver is present. Intel's i915 and xe also drive
 /// integrated graphics, so they prove nothing and are not counted.
-fn compute_drivers(root: &Path) -> Vec<Vendor> {
-    let present = |path: &str| root.join(path).exists();
+fn compute_drivers(files: &dyn Files, root: &Path) -> Vec<Vendor> {
+    let present = |path: &str| files.exists(&root.join(path));
     let mut found = Vec::new();
     if present("sys/module/nvidia") || present("dev/nvidiactl") {
         found.push(Vendor::Nvidia);
@@ -206,8 +211,8 @@ fn compute_drivers(root: &Path) -> Vec<Vendor> {
 }
 
 /// A sysfs number such as `0x10de` or `0x030200`.
-pub(crate) fn read_hex(path: &Path) -> Option<u32> {
-    let text = std::fs::read_to_string(path).ok()?;
+pub(crate) fn read_hex(files: &dyn Files, path: &Path) -> Option<u32> {
+    let text = files.read(path).ok()?;
     let text = text.trim();
     let digits = text.strip_prefix("0x").unwrap_or(text);
     u32::from_str_radix(digits, 16).ok()

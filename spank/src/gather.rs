@@ -2,13 +2,15 @@
 //! value, and the step's environment on this node.
 
 use crate::deadline::{self, Failure};
+use desi_gpu_map::host::files::HostFiles;
+use desi_gpu_map::host::nvml;
 use desi_gpu_map::method::Method;
 use desi_gpu_map::settings::option::Request;
 use desi_gpu_map::settings::site::Config;
 use desi_gpu_map::step::{locate, plan_step, step_topology, StepFacts, StepPlan};
 use desi_gpu_map::topology::place_uuids;
 use desi_gpu_map::vendor::{choose, Chosen, VendorSetting};
-use desi_gpu_map::{nvml, Error};
+use desi_gpu_map::Error;
 use slurm_spank::SpankHandle;
 use std::path::Path;
 use std::time::Instant;
@@ -80,7 +82,7 @@ pub fn plan(
                     .take()
                     .unwrap_or_else(|| nvml_within_deadline(config, nvml::places))
             };
-            let topology = step_topology(config, map, &mut places);
+            let topology = step_topology(&HostFiles, config, map, &mut places);
             locate(map, topology.as_ref().map_err(Clone::clone));
             log::debug!("GPU locations read in {} us", started.elapsed().as_micros());
         }
@@ -113,7 +115,7 @@ fn discover(
 /// get mapped).
 fn node_vendor(setting: VendorSetting) -> Chosen {
     let started = Instant::now();
-    let chosen = choose(setting, Path::new("/"));
+    let chosen = choose(setting, &HostFiles, Path::new("/"));
     log::debug!(
         "vendor {} ({}) in {} us",
         chosen.vendor.name(),

@@ -7,6 +7,7 @@
 
 use super::*;
 use crate::error::Error;
+use crate::host::files::HostFiles;
 use crate::method::Method;
 use crate::settings::option::{Choice, Request};
 use crate::settings::site::{parse_args, Config};
@@ -591,7 +592,7 @@ impl FakeRoot {
     }
 
     fn detect(&self) -> Chosen {
-        detect(&self.0)
+        detect(&HostFiles, &self.0)
     }
 }
 
@@ -693,10 +694,13 @@ fn a_driver_alone_decides_when_pci_shows_no_gpu() {
 fn the_plugstack_setting_overrides_detection() {
     let r = FakeRoot::new();
     r.pci("0000:17:00.0", "0x10de", "0x030200");
-    let found = choose(VendorSetting::Fixed(Vendor::Amd), &r.0);
+    let found = choose(VendorSetting::Fixed(Vendor::Amd), &HostFiles, &r.0);
     assert_eq!(found.vendor, Vendor::Amd);
     assert_eq!(found.why, "vendor=amd in plugstack.conf");
-    assert_eq!(choose(VendorSetting::Auto, &r.0).vendor, Vendor::Nvidia);
+    assert_eq!(
+        choose(VendorSetting::Auto, &HostFiles, &r.0).vendor,
+        Vendor::Nvidia
+    );
 }
 
 #[test]

@@ -1,0 +1,44 @@
+//! The one way the core reads the node's kernel files (`/proc`, `/sys`,
+//! `/dev`): through [`Files`], which a front end implements. The core
+//! itself opens nothing, so every rule over those files runs on a fake
+//! tree in tests.
+
+use std::io;
+use std::path::Path;
+
+/// The longest file the core reads: sysfs and procfs files hold a few bytes.
+pub const MAX_FILE: u64 = 65_536;
+
+/// The node's files. Paths come joined to their root (`/`, or the site's
+/// `kernel_root`).
+pub trait Files {
+    /// The text of `path`, at most [`MAX_FILE`] bytes of it.
+    fn read(&self, path: &Path) -> io::Result<String>;
+    /// The names of the entries of the folder `dir`, at most `most` of them
+    /// (read lazily: a folder may be huge).
+    fn list(&self, dir: &Path, most: usize) -> io::Result<Vec<String>>;
+    /// Whether `path` exists.
+    fn exists(&self, path: &Path) -> bool;
+}
+
+/// No files at all: every read fails as a missing file does (`ENOENT`).
+pub struct NoFiles;
+
+impl Files for NoFiles {
+    fn read(&self, _: &Path) -> io::Result<String> {
+        Err(io::ErrorKind::NotFound.into())
+    }
+
+    fn list(&self, _: &Path, _: usize) -> io::Result<Vec<String>> {
+        Err(io::ErrorKind::NotFound.into())
+    }
+
+    fn exists(&self, _: &Path) -> bool {
+        false
+    }
+}
+
+/// `"PATH: ERROR"`, the form every message about a file takes.
+pub fn at(path: &Path, e: io::Error) -> String {
+    format!("{}: {e}", path.display())
+}

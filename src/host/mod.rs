@@ -1,0 +1,6 @@
+//! The real machine, for the front ends (the plugin and the command): its
+//! files ([`files::HostFiles`]) and its NVML ([`nvml`]). Nothing in the
+//! core imports this module.
+
+pub mod files;
+pub mod nvml;

@@ -38,6 +38,12 @@ impl Files for NoFiles {
     }
 }
 
+/// The text of `path`, or why not in the form every message about a file
+/// takes (`"PATH: ERROR"`).
+pub fn read_text(files: &dyn Files, path: &Path) -> Result<String, String> {
+    files.read(path).map_err(|e| at(path, e))
+}
+
 /// `"PATH: ERROR"`, the form every message about a file takes.
 pub fn at(path: &Path, e: io::Error) -> String {
     format!("{}: {e}", path.display())

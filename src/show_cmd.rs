@@ -7,6 +7,7 @@ use desi_gpu_map::cpuset::CpuSet;
 use desi_gpu_map::env;
 use desi_gpu_map::host::files::HostFiles;
 use desi_gpu_map::host::nvml::{devices, Device};
+use desi_gpu_map::names::Named;
 use desi_gpu_map::settings::site::NvmlSource;
 use desi_gpu_map::slurm::gpus::parse_gpu_list;
 use desi_gpu_map::topology::{kernel_place, locate_token, sysfs_bus_id, GpuPlace};

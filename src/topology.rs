@@ -17,17 +17,13 @@
 //! local CPUs).
 
 use crate::cpuset::CpuSet;
-use crate::files::{at, Files};
+use crate::files::{read_text, Files};
 use crate::method::closest::Fallback;
 use crate::names::named;
 use crate::text::quote;
-use crate::vendor::{read_hex, Vendor};
+use crate::vendor::{KernelGpu, Vendor, MAX_NODE_GPUS};
 use std::fmt;
 use std::path::Path;
-
-/// At most this many GPUs per node in a topology (more make `closest` fall
-/// back; nodes hold a few dozen at most).
-pub const MAX_GPUS: usize = 64;
 
 /// One GPU and where it sits. `None`: not known (the firmware reported
 /// NUMA node -1, or the driver said "N/A").
@@ -88,8 +84,8 @@ impl Topology {
                     if gpus.iter().any(|g| g.token == *token) {
                         return Err(fail(format!("GPU {} is listed twice", quote(token))));
                     }
-                    if gpus.len() >= MAX_GPUS {
-                        return Err(fail(format!("more than {MAX_GPUS} GPUs")));
+                    if gpus.len() >= MAX_NODE_GPUS {
+                        return Err(fail(format!("more than {MAX_NODE_GPUS} GPUs")));
                     }
                     gpus.push(GpuPlace {
                         token: (*token).to_string(),
@@ -210,17 +206,6 @@ impl Preset {
     }
 }
 
-/// How the kernel locates a GPU: its PCI bus id and device minor.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KernelGpu {
-    /// As sysfs names it: `0000:c1:00.0`.
-    pub bus_id: String,
-    /// `Device Minor` in the NVIDIA driver's information file
-    /// (`/dev/nvidiaN`); for AMD and Intel GPUs the DRM render node's
-    /// number less 128 (`/dev/dri/renderD128` is 0).
-    pub minor: u32,
-}
-
 /// Resolves each token of the step's list to a GPU of `devices` (the
 /// node's NVIDIA GPUs), and refuses to guess:
 ///
@@ -307,85 +292,6 @@ fn relative(tokens: &[&str], absolute: &[String]) -> Result<Vec<usize>, String> 
     Ok(sorted)
 }
 
-/// Reads the node's NVIDIA GPUs as the driver lists them under `root`
-/// (`/` in production): each `proc/driver/nvidia/gpus/<bus id>/information`
-/// with its `Device Minor`.
-pub fn kernel_gpus(files: &dyn Files, root: &Path) -> Result<Vec<KernelGpu>, String> {
-    let dir = root.join("proc/driver/nvidia/gpus");
-    let entries = files.list(&dir, MAX_GPUS + 1).map_err(|e| at(&dir, e))?;
-    let mut gpus = Vec::new();
-    for name in entries {
-        let bus_id = name.to_lowercase();
-        let path = dir.join(&name);
-        let info = read_small(files, &path.join("information"))?;
-        let minor = info
-            .lines()
-            .find_map(|l| l.strip_prefix("Device Minor:"))
-            .and_then(|m| m.trim().parse::<u32>().ok())
-            .ok_or_else(|| format!("{}: no Device Minor", path.display()))?;
-        gpus.push(KernelGpu { bus_id, minor });
-    }
-    if gpus.len() > MAX_GPUS {
-        return Err(format!("more than {MAX_GPUS} GPUs in {}", dir.display()));
-    }
-    Ok(gpus)
-}
-
-/// The first DRM render node's number (`/dev/dri/renderD128`).
-const FIRST_RENDER_NODE: u32 = 128;
-
-/// Reads the node's AMD or Intel GPUs from the DRM render nodes under
-/// `root`: each `sys/class/drm/renderD<N>` whose PCI device (`device/vendor`)
-/// is `vendor`'s, its bus id from `device/uevent` (`PCI_SLOT_NAME`), its
-/// minor `N - 128`. gres.conf names these GPUs `File=/dev/dri/renderD<N>`,
-/// and ROCm and Level Zero number them in the order the driver probed
-/// them, which is the render nodes' order; [`resolve_tokens`] accepts an
-/// index only where that order is also PCI order.
-pub fn drm_gpus(files: &dyn Files, root: &Path, vendor: Vendor) -> Result<Vec<KernelGpu>, String> {
-    let dir = root.join("sys/class/drm");
-    let entries = files.list(&dir, 4 * MAX_GPUS).map_err(|e| at(&dir, e))?;
-    let mut gpus = Vec::new();
-    for name in entries {
-        let path = dir.join(&name);
-        let Some(number) = name
-            .strip_prefix("renderD")
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let device = path.join("device");
-        let ours = read_hex(files, &device.join("vendor")).and_then(Vendor::from_pci_vendor)
-            == Some(vendor);
-        if !ours {
-            continue;
-        }
-        let uevent = read_small(files, &device.join("uevent"))?;
-        let bus_id = uevent
-            .lines()
-            .find_map(|l| l.strip_prefix("PCI_SLOT_NAME="))
-            .map(|b| b.trim().to_lowercase())
-            .ok_or_else(|| format!("{}: no PCI_SLOT_NAME", device.join("uevent").display()))?;
-        let minor = number.checked_sub(FIRST_RENDER_NODE).ok_or_else(|| {
-            format!(
-                "{}: a render node numbered below {FIRST_RENDER_NODE}",
-                path.display()
-            )
-        })?;
-        gpus.push(KernelGpu { bus_id, minor });
-    }
-    if gpus.is_empty() {
-        return Err(format!(
-            "no {} GPU among the render nodes in {}",
-            vendor.name(),
-            dir.display()
-        ));
-    }
-    if gpus.len() > MAX_GPUS {
-        return Err(format!("more than {MAX_GPUS} GPUs in {}", dir.display()));
-    }
-    Ok(gpus)
-}
-
 /// A GPU's place from sysfs under `root`: `numa_node` (-1: none, so no
 /// affinity) and `local_cpulist`.
 pub fn kernel_place(
@@ -395,7 +301,7 @@ pub fn kernel_place(
     bus_id: &str,
 ) -> Result<GpuPlace, String> {
     let dir = root.join("sys/bus/pci/devices").join(bus_id);
-    let numa_text = read_small(files, &dir.join("numa_node"))?;
+    let numa_text = read_text(files, &dir.join("numa_node"))?;
     let numa = numa_text.trim().parse::<i64>().map_err(|_| {
         format!(
             "{}: odd NUMA node {}",
@@ -407,7 +313,7 @@ pub fn kernel_place(
     let cpus = match numa {
         None => None,
         Some(_) => {
-            let list = read_small(files, &dir.join("local_cpulist"))?;
+            let list = read_text(files, &dir.join("local_cpulist"))?;
             Some(CpuSet::parse_list(list.trim()).map_err(|e| e.to_string())?)
         }
     };
@@ -419,8 +325,8 @@ pub fn kernel_place(
 }
 
 /// The step's GPUs located through the kernel under `root`, without NVML:
-/// NVIDIA's through its driver's files ([`kernel_gpus`]), AMD's and
-/// Intel's through their render nodes ([`drm_gpus`]); see
+/// NVIDIA's through its driver's files, AMD's and Intel's through their
+/// render nodes ([`crate::vendor::kernel_gpus`]); see
 /// [`resolve_tokens`].
 pub fn from_kernel<S: AsRef<str>>(
     files: &dyn Files,
@@ -429,7 +335,7 @@ pub fn from_kernel<S: AsRef<str>>(
     tokens: &[S],
     absolute: Option<&[String]>,
 ) -> Result<Topology, String> {
-    let devices = vendor_gpus(files, root, vendor)?;
+    let devices = crate::vendor::kernel_gpus(files, root, vendor)?;
     let resolved = resolve_tokens(tokens, absolute, &devices)?;
     let gpus = tokens
         .iter()
@@ -438,14 +344,6 @@ pub fn from_kernel<S: AsRef<str>>(
         .collect::<Result<Vec<_>, _>>()?;
     let cpus = union_of(&gpus);
     Ok(Topology { cpus, gpus })
-}
-
-/// The node's GPUs of `vendor` as the kernel lists them under `root`.
-fn vendor_gpus(files: &dyn Files, root: &Path, vendor: Vendor) -> Result<Vec<KernelGpu>, String> {
-    match vendor {
-        Vendor::Nvidia => kernel_gpus(files, root),
-        Vendor::Amd | Vendor::Intel => drm_gpus(files, root, vendor),
-    }
 }
 
 /// Locates one GPU a task was given (`token`, from its vendor's list) for
@@ -497,7 +395,7 @@ pub fn locate_token(
             ))
         }
     };
-    let devices = vendor_gpus(files, root, vendor)?;
+    let devices = crate::vendor::kernel_gpus(files, root, vendor)?;
     let wanted = [absolute.to_string()];
     let gpu = resolve_tokens(&wanted, Some(&wanted), &devices)?
         .into_iter()
@@ -541,8 +439,8 @@ pub fn from_nvml_lines<S: AsRef<str>>(
     absolute: Option<&[String]>,
 ) -> Result<Topology, String> {
     let mut found: Vec<(String, KernelGpu, Option<CpuSet>)> = Vec::new();
-    if lines.len() > MAX_GPUS {
-        return Err(format!("NVML lists more than {MAX_GPUS} GPUs"));
+    if lines.len() > MAX_NODE_GPUS {
+        return Err(format!("NVML lists more than {MAX_NODE_GPUS} GPUs"));
     }
     for line in lines {
         let bad = || format!("NVML gave the odd line {}", quote(line));
@@ -594,10 +492,6 @@ pub fn from_nvml_lines<S: AsRef<str>>(
         cpus: union_of(&gpus),
         gpus,
     })
-}
-
-fn read_small(files: &dyn Files, path: &Path) -> Result<String, String> {
-    files.read(path).map_err(|e| at(path, e))
 }
 
 /// The local CPUs of each of the step's GPUs, in the step's order; or why
@@ -760,10 +654,10 @@ mod tests {
         assert!(from_nvml_lines(&lines, &["GPU-x"], None)
             .unwrap_err()
             .contains("does not list"));
-        let many = vec!["GPU-a 00000000:01:00.0 0 1".to_string(); MAX_GPUS + 1];
+        let many = vec!["GPU-a 00000000:01:00.0 0 1".to_string(); MAX_NODE_GPUS + 1];
         assert!(from_nvml_lines(&many, &["GPU-a"], None)
             .unwrap_err()
-            .contains(&format!("more than {MAX_GPUS} GPUs")));
+            .contains(&format!("more than {MAX_NODE_GPUS} GPUs")));
         let odd = vec!["GPU-a 1 2".to_string()];
         assert!(from_nvml_lines(&odd, &["0"], None)
             .unwrap_err()
@@ -869,7 +763,7 @@ mod tests {
         }
         std::fs::create_dir_all(root.join("sys/class/drm/card0")).unwrap();
         let abs: Vec<String> = vec!["0".into(), "1".into()];
-        let gpus = drm_gpus(&HostFiles, &root, Vendor::Amd).unwrap();
+        let gpus = crate::vendor::drm::gpus(&HostFiles, &root, Vendor::Amd).unwrap();
         assert_eq!(gpus.len(), 2, "{gpus:?}");
         let t = from_kernel(&HostFiles, &root, Vendor::Amd, &["0", "1"], Some(&abs)).unwrap();
         assert_eq!(t.gpus[0].cpus.as_ref().unwrap().to_string(), "48-63");

@@ -16,7 +16,14 @@ const LAYERS: &[&str] = &[
 const FIRST_IO: &str = "host";
 /// What I/O looks like in a line of code.
 const IO_MARKS: &[&str] = &[
-    "std::fs", "env::var", "Command", "File::", "read_dir", ".exists()", "Nvml::", "stdout(",
+    "std::fs",
+    "env::var",
+    "Command",
+    "File::",
+    "read_dir",
+    ".exists()",
+    "Nvml::",
+    "stdout(",
     "stderr(",
 ];
 /// While the reshape is under way: imports (from, to) and modules doing

@@ -5,6 +5,7 @@ use crate::deadline::{self, Failure};
 use desi_gpu_map::host::files::HostFiles;
 use desi_gpu_map::host::nvml;
 use desi_gpu_map::method::Method;
+use desi_gpu_map::names::Named;
 use desi_gpu_map::settings::option::Request;
 use desi_gpu_map::settings::site::Config;
 use desi_gpu_map::step::{locate, plan_step, step_topology, StepFacts, StepPlan};

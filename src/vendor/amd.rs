@@ -1,0 +1,60 @@
+//! AMD ROCm: `ROCR_VISIBLE_DEVICES` filters first; HIP's list (or
+//! `CUDA_VISIBLE_DEVICES`) and OpenCL's `GPU_DEVICE_ORDINAL` then index
+//! into what it kept.
+
+use super::{drm, layered, own, Blocker, Rendering, Rules, StepLists, Unbindable, Vendor};
+use crate::env;
+
+pub(super) const RULES: Rules = Rules {
+    pci_id: 0x1002,
+    unbindable,
+    adjust,
+    render,
+    kernel_gpus: |files, root| drm::gpus(files, root, Vendor::Amd),
+};
+
+fn unbindable(step: &StepLists, user_lists: &[&str]) -> Option<Blocker> {
+    if !step.from_slurm {
+        Some(Unbindable::NvmlUuids)
+    } else if user_lists.contains(&env::ROCR) {
+        Some(Unbindable::UsersRocr)
+    } else {
+        None
+    }
+}
+
+fn adjust(_: &mut Rendering, step: &StepLists, _: Option<&str>, notes: &mut Vec<String>) {
+    if step.list(env::ROCR).is_none() {
+        notes.push(format!(
+            "{} not set by Slurm: {} and {} carry the GPU itself",
+            env::ROCR,
+            env::CUDA,
+            env::GPU_ORDINAL
+        ));
+    }
+}
+
+fn render(r: &Rendering, step: &StepLists, position: usize) -> Vec<(String, String)> {
+    let mut set = Vec::new();
+    let mut put = |name: &str, value: String| set.push((name.to_string(), value));
+    match step.list(env::ROCR) {
+        Some(rocr) => {
+            put(env::ROCR, own(r, rocr, position));
+            if step.from_slurm {
+                put(env::CUDA, layered(r, step, position));
+            }
+            if step.list(env::GPU_ORDINAL).is_some() {
+                put(env::GPU_ORDINAL, layered(r, step, position));
+            }
+        }
+        // Without ROCR, HIP's list and OpenCL's each filter the node's
+        // devices directly, in different runtimes.
+        None => {
+            put(env::CUDA, own(r, step.gpus, position));
+            if let Some(ordinal) = step.list(env::GPU_ORDINAL) {
+                put(env::GPU_ORDINAL, own(r, ordinal, position));
+            }
+        }
+    }
+    set
+}

@@ -1,0 +1,45 @@
+//! Intel Level Zero: `ZE_AFFINITY_MASK`, read as a set.
+
+use super::{drm, own, Blocker, Rendering, Rules, StepLists, Unbindable, Vendor};
+use crate::env;
+use crate::method::Visible;
+
+pub(super) const RULES: Rules = Rules {
+    pci_id: 0x8086,
+    unbindable,
+    adjust,
+    render,
+    kernel_gpus: |files, root| drm::gpus(files, root, Vendor::Intel),
+};
+
+fn unbindable(step: &StepLists, _: &[&str]) -> Option<Blocker> {
+    if !step.from_slurm {
+        Some(Unbindable::NvmlUuids)
+    } else if step.list(env::ZE).is_none() {
+        Some(Unbindable::NoZeList)
+    } else {
+        None
+    }
+}
+
+fn adjust(r: &mut Rendering, _: &StepLists, _: Option<&str>, notes: &mut Vec<String>) {
+    if r.visible == Visible::Rotate {
+        r.visible = Visible::Single;
+        notes.push(format!(
+            "visible=rotate cannot apply: Level Zero does not reorder devices by {}, so each \
+             task keeps its own GPU only",
+            env::ZE
+        ));
+    }
+}
+
+fn render(r: &Rendering, step: &StepLists, position: usize) -> Vec<(String, String)> {
+    let mut set = Vec::new();
+    if let Some(ze) = step.list(env::ZE) {
+        set.push((env::ZE.to_string(), own(r, ze, position)));
+    }
+    // Level Zero ignores it; narrowed so that what the task reads there
+    // names the GPU it has, as on NVIDIA nodes.
+    set.push((env::CUDA.to_string(), own(r, step.gpus, position)));
+    set
+}

@@ -1,0 +1,303 @@
+//! Whose GPU runtime reads the lists on a node, and how a task's GPU is
+//! written into each list so that this runtime ends up on it.
+//!
+//! Slurm sets `CUDA_VISIBLE_DEVICES`, `ROCR_VISIBLE_DEVICES`,
+//! `GPU_DEVICE_ORDINAL` and `ZE_AFFINITY_MASK` to the same list when
+//! gres.conf names no `Flags=*_env` (gres.conf(5), Flags; measured on 22.05
+//! here). The runtimes do not read them alike:
+//!
+//! - CUDA reads `CUDA_VISIBLE_DEVICES`, in the order listed; its indices
+//!   follow CUDA's own order, FASTEST_FIRST unless
+//!   `CUDA_DEVICE_ORDER=PCI_BUS_ID`, while Slurm and NVML number GPUs by PCI
+//!   bus ID (Slurm's gres.html, "GPU Management": "For this numbering to
+//!   match the numbering reported by CUDA, the CUDA_DEVICE_ORDER environmental
+//!   variable must be set to CUDA_DEVICE_ORDER=PCI_BUS_ID").
+//! - AMD ROCm applies `ROCR_VISIBLE_DEVICES` first and surfaces the devices it
+//!   keeps in the order listed (ROCR-Runtime `amd_filter_device.cpp`,
+//!   `RvdFilter::BuildUsrDeviceList`, and `amd_topology.cpp`,
+//!   `gpu_usr_list[devRank]`). HIP then applies `HIP_VISIBLE_DEVICES`, or
+//!   `CUDA_VISIBLE_DEVICES` when that is unset, and OpenCL applies
+//!   `GPU_DEVICE_ORDINAL`, as indices into what ROCR kept (ROCm CLR
+//!   `rocdevice.cpp`, `Device::init`; ROCm "GPU isolation techniques").
+//!   gres.conf(5) names this as a known issue of Slurm's own binding
+//!   ("ROCR_VISIBLE_DEVICES is processed first, and then
+//!   CUDA_VISIBLE_DEVICES"): narrowing both to the same index leaves no
+//!   device, or the wrong one.
+//! - Intel Level Zero reads `ZE_AFFINITY_MASK` as a set: "The order of the
+//!   devices reported by the zeDeviceGet is implementation-specific and not
+//!   affected by the order of devices in the affinity mask" (Level Zero
+//!   specification, Programming Guide, "Affinity Mask").
+
+mod amd;
+mod detect;
+pub mod drm;
+mod intel;
+mod nvidia;
+
+pub use detect::detect;
+
+use crate::env;
+use crate::files::Files;
+use crate::method::{visible_list, Visible};
+use crate::names::{named, Named};
+use crate::slurm::gpus::join;
+use std::fmt;
+use std::path::Path;
+
+/// The GPU vendor whose runtimes read the lists on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vendor {
+    Nvidia,
+    Amd,
+    Intel,
+}
+
+named!(Vendor {
+    Nvidia => "nvidia",
+    Amd => "amd",
+    Intel => "intel",
+});
+
+impl Vendor {
+    /// Its rules: one file per vendor fills them.
+    fn rules(self) -> &'static Rules {
+        match self {
+            Vendor::Nvidia => &nvidia::RULES,
+            Vendor::Amd => &amd::RULES,
+            Vendor::Intel => &intel::RULES,
+        }
+    }
+
+    /// The vendor whose PCI vendor id this is.
+    pub(crate) fn from_pci_vendor(id: u32) -> Option<Vendor> {
+        Vendor::ALL.iter().copied().find(|v| v.rules().pci_id == id)
+    }
+}
+
+/// Why a step cannot be bound, given the node's vendor and why it was chosen.
+type Blocker = fn(Chosen) -> Unbindable;
+
+/// What one vendor's runtimes need, filled by that vendor's file.
+struct Rules {
+    /// Its PCI vendor id.
+    pci_id: u32,
+    /// Why no list its runtimes read can carry a task's GPU in this step
+    /// (given the lists the user set), if none can.
+    unbindable: fn(&StepLists, &[&str]) -> Option<Blocker>,
+    /// Fits the rendering to what its runtimes honour (`CUDA_DEVICE_ORDER`
+    /// as the user set it), with notes for `verbose`.
+    adjust: fn(&mut Rendering, &StepLists, Option<&str>, &mut Vec<String>),
+    /// The variables for the task at a position of the step's lists.
+    render: fn(&Rendering, &StepLists, usize) -> Vec<(String, String)>,
+    /// Its GPUs as the kernel lists them under a root.
+    kernel_gpus: fn(&dyn Files, &Path) -> Result<Vec<KernelGpu>, String>,
+}
+
+/// The site's `vendor=` plugstack argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VendorSetting {
+    /// Detected on each node, once per step ([`detect`]).
+    Auto,
+    Fixed(Vendor),
+}
+
+/// `auto`, then every vendor, built from [`Vendor`]'s own list.
+const SETTINGS: [VendorSetting; Vendor::ALL.len() + 1] = {
+    let mut all = [VendorSetting::Auto; Vendor::ALL.len() + 1];
+    let mut i = 0;
+    while i < Vendor::ALL.len() {
+        // Evaluated by the compiler: an index out of range fails the build.
+        #[allow(clippy::indexing_slicing)]
+        {
+            all[i + 1] = VendorSetting::Fixed(Vendor::ALL[i]);
+        }
+        i += 1;
+    }
+    all
+};
+
+impl Named for VendorSetting {
+    const ALL: &'static [Self] = &SETTINGS;
+
+    fn name(self) -> &'static str {
+        match self {
+            VendorSetting::Auto => "auto",
+            VendorSetting::Fixed(vendor) => vendor.name(),
+        }
+    }
+}
+
+named!(from_str VendorSetting);
+
+/// A node's vendor, and why, for the verbose report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chosen {
+    pub vendor: Vendor,
+    pub why: String,
+}
+
+/// The vendor for this node: the site's, or detected under `root` (`/` in
+/// the plugin; a fake tree in tests).
+pub fn choose(setting: VendorSetting, files: &dyn Files, root: &Path) -> Chosen {
+    match setting {
+        VendorSetting::Fixed(vendor) => Chosen {
+            vendor,
+            why: format!("vendor={} in plugstack.conf", vendor.name()),
+        },
+        VendorSetting::Auto => detect(files, root),
+    }
+}
+
+/// How a step's lists are written into each task; decided once per step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendering {
+    pub vendor: Vendor,
+    /// The site's `visible=`, as this vendor's runtime can honour it.
+    pub visible: Visible,
+    /// Set `CUDA_DEVICE_ORDER=PCI_BUS_ID` in each task.
+    pub pci_order: bool,
+}
+
+/// Why no list that the node's runtimes read can carry a task's GPU. The
+/// step then stands aside: the flag must not say a task was bound while
+/// its runtime still sees every GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unbindable {
+    /// Only NVML listed the step's GPUs: NVIDIA UUIDs, which ROCm and Level
+    /// Zero cannot read (HIP would find no GPU in such a
+    /// `CUDA_VISIBLE_DEVICES`, and ROCR and Level Zero would see them all).
+    NvmlUuids(Chosen),
+    /// Slurm set no `ZE_AFFINITY_MASK`, the one list Level Zero reads.
+    NoZeList(Chosen),
+    /// The user's `ROCR_VISIBLE_DEVICES`, which ROCm applies before the
+    /// index lists, would stay under them.
+    UsersRocr(Chosen),
+}
+
+impl fmt::Display for Unbindable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unbindable::NvmlUuids(c) => write!(
+                f,
+                "only NVML lists the step's GPUs, as NVIDIA UUIDs, which {} runtimes do not \
+                 read ({})",
+                c.vendor.name(),
+                c.why
+            ),
+            Unbindable::NoZeList(c) => write!(
+                f,
+                "Slurm set no {} for this step, the one list Level Zero reads ({})",
+                env::ZE,
+                c.why
+            ),
+            Unbindable::UsersRocr(c) => write!(
+                f,
+                "{} is the user's, not Slurm's, and ROCm applies it before {} ({})",
+                env::ROCR,
+                env::CUDA,
+                c.why
+            ),
+        }
+    }
+}
+
+impl Rendering {
+    /// Decides for a step whose GPUs are `gpus` (from Slurm's
+    /// `CUDA_VISIBLE_DEVICES` when `from_slurm`, else NVML's UUIDs);
+    /// `user_lists` names the other lists in the step's environment that
+    /// Slurm did not set. `user_order` is `CUDA_DEVICE_ORDER` in the step's
+    /// environment. What `verbose` should report goes to `notes`. An error
+    /// where nothing the vendor's runtimes read can be narrowed.
+    pub fn plan(
+        chosen: &Chosen,
+        visible: Visible,
+        step: &StepLists,
+        user_lists: &[&str],
+        user_order: Option<&str>,
+        notes: &mut Vec<String>,
+    ) -> Result<Rendering, Unbindable> {
+        let vendor = chosen.vendor;
+        let rules = vendor.rules();
+        if let Some(unbindable) = (rules.unbindable)(step, user_lists) {
+            return Err(unbindable(chosen.clone()));
+        }
+        notes.push(format!(
+            "GPU lists written for {} runtimes ({})",
+            vendor.name(),
+            chosen.why
+        ));
+        let mut rendering = Rendering {
+            vendor,
+            visible,
+            pci_order: false,
+        };
+        (rules.adjust)(&mut rendering, step, user_order, notes);
+        Ok(rendering)
+    }
+}
+
+/// A step's GPU lists as Slurm set them: `gpus` (the mapped list) and the
+/// other lists of the same length.
+pub struct StepLists<'a> {
+    pub gpus: &'a [String],
+    /// `gpus` is Slurm's `CUDA_VISIBLE_DEVICES` (not NVML's list).
+    pub from_slurm: bool,
+    pub others: &'a [(&'static str, Vec<String>)],
+}
+
+impl StepLists<'_> {
+    pub(crate) fn list(&self, name: &str) -> Option<&[String]> {
+        self.others
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, list)| list.as_slice())
+    }
+}
+
+/// The variables for the task at `position` in the step's lists.
+pub fn render(r: &Rendering, step: &StepLists, position: usize) -> Vec<(String, String)> {
+    (r.vendor.rules().render)(r, step, position)
+}
+
+/// The task's own part of `list`: its GPU, or the rotated list.
+fn own(r: &Rendering, list: &[String], position: usize) -> String {
+    join(&visible_list(list, position, r.visible))
+}
+
+/// An index list layered on a filter that already holds the task's GPUs
+/// in the task's order: its first entries, in order.
+fn layered(r: &Rendering, step: &StepLists, position: usize) -> String {
+    let count = visible_list(step.gpus, position, r.visible).len();
+    (0..count)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Most GPUs on one node: more make `closest` fall back (nodes hold a few
+/// dozen at most).
+pub const MAX_NODE_GPUS: usize = 64;
+
+/// How the kernel locates a GPU: its PCI bus id and device minor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelGpu {
+    /// As sysfs names it: `0000:c1:00.0`.
+    pub bus_id: String,
+    /// `Device Minor` in the NVIDIA driver's information file
+    /// (`/dev/nvidiaN`); for AMD and Intel GPUs the DRM render node's
+    /// number less 128 (`/dev/dri/renderD128` is 0).
+    pub minor: u32,
+}
+
+/// The node's GPUs of `vendor` as the kernel lists them under `root`:
+/// NVIDIA's driver files, AMD's and Intel's render nodes.
+pub fn kernel_gpus(
+    files: &dyn Files,
+    root: &Path,
+    vendor: Vendor,
+) -> Result<Vec<KernelGpu>, String> {
+    (vendor.rules().kernel_gpus)(files, root)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,144 @@
+//! Which of the node's GPUs each token of a step's list names, refusing to
+//! guess where Slurm's and the kernel's numbering may differ.
+
+use crate::text::quote;
+use crate::vendor::KernelGpu;
+
+/// Resolves each token of the step's list to a GPU of `devices` (the
+/// node's NVIDIA GPUs), and refuses to guess:
+///
+/// - An index `i` is absolute when the step's list equals Slurm's own
+///   (`SLURM_STEP_GPUS`, `absolute`; without it nothing is resolved): it names the `i`-th GPU in PCI bus
+///   order, the order CUDA reads it in (the plugin sets
+///   `CUDA_DEVICE_ORDER=PCI_BUS_ID`). Slurm's index is a position in
+///   gres.conf's `File=` list, so it is accepted only when that GPU's
+///   device minor is also `i` (`File=/dev/nvidia[0-N]` in bus order);
+///   otherwise the two orders may differ and the token is refused.
+/// - Under device constraint Slurm renumbers the list from 0 (`0..n`)
+///   while `SLURM_STEP_GPUS` keeps the absolute indices: relative index `j`
+///   is the `j`-th smallest absolute index (the task sees its GPUs in bus
+///   order), resolved as above. Any other shape is refused.
+/// - A UUID (`GPU-...`, `MIG-...`) needs NVML to be located: refused here.
+pub fn resolve_tokens<S: AsRef<str>>(
+    tokens: &[S],
+    absolute: Option<&[String]>,
+    devices: &[KernelGpu],
+) -> Result<Vec<KernelGpu>, String> {
+    let mut by_bus: Vec<&KernelGpu> = devices.iter().collect();
+    by_bus.sort_by(|a, b| a.bus_id.cmp(&b.bus_id));
+    let tokens: Vec<&str> = tokens.iter().map(AsRef::as_ref).collect();
+    let Some(absolute) = absolute else {
+        return Err(format!(
+            "{} is not set: cannot tell absolute indices from renumbered ones",
+            crate::env::STEP_GPUS
+        ));
+    };
+    let same = absolute
+        .iter()
+        .map(String::as_str)
+        .eq(tokens.iter().copied());
+    let indices: Vec<usize> = if same {
+        tokens.iter().map(|t| index(t)).collect::<Result<_, _>>()?
+    } else {
+        relative(&tokens, absolute)?
+    };
+    indices
+        .iter()
+        .map(|&i| {
+            let gpu = by_bus
+                .get(i)
+                .ok_or_else(|| format!("GPU index {i} is past the node's {} GPUs", by_bus.len()))?;
+            if usize::try_from(gpu.minor).ok() != Some(i) {
+                return Err(format!(
+                    "GPU index {i} is {} in PCI order but has device minor {}: gres.conf's order is unknown",
+                    gpu.bus_id, gpu.minor
+                ));
+            }
+            Ok((*gpu).clone())
+        })
+        .collect()
+}
+
+pub(super) fn index(token: &str) -> Result<usize, String> {
+    if crate::slurm::gpus::is_uuid(token) {
+        return Err(format!(
+            "GPU {} is a UUID, which only NVML can locate",
+            quote(token)
+        ));
+    }
+    token
+        .parse::<usize>()
+        .map_err(|_| format!("cannot locate GPU {}", quote(token)))
+}
+
+/// Relative tokens `0..n` under device constraint, as absolute indices.
+fn relative(tokens: &[&str], absolute: &[String]) -> Result<Vec<usize>, String> {
+    let mut sorted: Vec<usize> = absolute
+        .iter()
+        .map(|a| index(a))
+        .collect::<Result<_, _>>()?;
+    sorted.sort_unstable();
+    let renumbered =
+        tokens.len() == sorted.len() && tokens.iter().enumerate().all(|(j, t)| *t == j.to_string());
+    if !renumbered {
+        return Err(format!(
+            "the step's GPUs {} are neither Slurm's {} nor renumbered from 0",
+            quote(&tokens.join(",")),
+            quote(&absolute.join(","))
+        ));
+    }
+    Ok(sorted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(bus_id: &str, minor: u32) -> KernelGpu {
+        KernelGpu {
+            bus_id: bus_id.to_string(),
+            minor,
+        }
+    }
+
+    #[test]
+    fn tokens_resolve_or_are_refused() {
+        let node = [
+            gpu("0000:c1:00.0", 0),
+            gpu("0000:03:00.0", 1),
+            gpu("0000:41:00.0", 2),
+            gpu("0000:81:00.0", 3),
+        ];
+        // Minors in bus order: 03 has minor 1, but sorts first: refused.
+        let zero: Vec<String> = vec!["0".into()];
+        let err = resolve_tokens(&["0"], Some(&zero), &node).unwrap_err();
+        assert!(err.contains("has device minor 1"), "{err}");
+        let err = resolve_tokens(&["0"], None, &node).unwrap_err();
+        assert!(err.starts_with("SLURM_STEP_GPUS is not set"), "{err}");
+        let node = [
+            gpu("0000:c1:00.0", 3),
+            gpu("0000:03:00.0", 0),
+            gpu("0000:41:00.0", 1),
+            gpu("0000:81:00.0", 2),
+        ];
+        let bus = |r: Vec<KernelGpu>| -> Vec<String> { r.into_iter().map(|g| g.bus_id).collect() };
+        let abs: Vec<String> = vec!["2".into(), "3".into()];
+        assert_eq!(
+            bus(resolve_tokens(&["2", "3"], Some(&abs), &node).unwrap()),
+            ["0000:81:00.0", "0000:c1:00.0"]
+        );
+        // Under device constraint: 0,1 stand for Slurm's 3,2 sorted.
+        let abs: Vec<String> = vec!["3".into(), "2".into()];
+        assert_eq!(
+            bus(resolve_tokens(&["0", "1"], Some(&abs), &node).unwrap()),
+            ["0000:81:00.0", "0000:c1:00.0"]
+        );
+        assert!(resolve_tokens(&["1", "0"], Some(&abs), &node).is_err());
+        let five: Vec<String> = vec!["5".into()];
+        let err = resolve_tokens(&["5"], Some(&five), &node).unwrap_err();
+        assert!(err.contains("past the node's 4"), "{err}");
+        let uuid: Vec<String> = vec!["GPU-abc".into()];
+        let err = resolve_tokens(&["GPU-abc"], Some(&uuid), &node).unwrap_err();
+        assert!(err.contains("only NVML can locate"), "{err}");
+    }
+}

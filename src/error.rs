@@ -65,6 +65,8 @@ pub enum Error {
     NodeWithoutGpus,
     /// A task that Slurm bound itself, where a mapping was expected.
     SlurmBound(String),
+    /// `desi-gpu-map plan`: the plugin would not map such a node (why).
+    NotPreviewed(String),
 }
 
 /// What is wrong with a plugstack argument.
@@ -191,6 +193,7 @@ impl fmt::Display for Error {
             Error::NodeWithoutTasks => f.write_str("every node needs at least one task"),
             Error::NodeWithoutGpus => f.write_str("every node needs at least one GPU"),
             Error::SlurmBound(why) => write!(f, "{why}; keeping Slurm's binding"),
+            Error::NotPreviewed(why) => write!(f, "the plugin would not map this node: {why}"),
         }
     }
 }

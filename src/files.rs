@@ -21,16 +21,19 @@ pub trait Files {
     fn exists(&self, path: &Path) -> bool;
 }
 
-/// No files at all: every read fails as a missing file does (`ENOENT`).
+/// No files at all: every read fails as a missing file does.
 pub struct NoFiles;
+
+/// `ENOENT`, as the kernel reports a missing file.
+const NO_SUCH_FILE: i32 = 2;
 
 impl Files for NoFiles {
     fn read(&self, _: &Path) -> io::Result<String> {
-        Err(io::ErrorKind::NotFound.into())
+        Err(io::Error::from_raw_os_error(NO_SUCH_FILE))
     }
 
     fn list(&self, _: &Path, _: usize) -> io::Result<Vec<String>> {
-        Err(io::ErrorKind::NotFound.into())
+        Err(io::Error::from_raw_os_error(NO_SUCH_FILE))
     }
 
     fn exists(&self, _: &Path) -> bool {

@@ -3,15 +3,19 @@
 //! [`assign`].
 
 use crate::cpuset::CpuSet;
+use crate::env;
 use crate::error::Error;
-use crate::method::Method;
-use crate::method::Visible;
+use crate::files::{Files, NoFiles};
+use crate::method::{Method, Visible};
 use crate::names::named;
-use crate::settings::site::DEFAULT_FLAG;
+use crate::settings::option::{Choice, Request};
+use crate::settings::site::{Config, NvmlSource};
 use crate::slurm::gpus::join;
-use crate::step::{assign, locate, Near, StepMap, TaskCpus, TaskInputs};
+use crate::step::{
+    assign, plan_step, Node, NvmlAsk, StepFacts, StepMap, StepPlan, TaskCpus, TaskInputs, Unmapped,
+};
 use crate::topology::Topology;
-use crate::vendor::{Rendering, Vendor};
+use crate::vendor::{Vendor, VendorSetting};
 
 /// srun's `-m` task distribution over nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,34 +126,9 @@ fn node_rows(
     topology: Option<&Topology>,
 ) -> Result<Vec<Row>, Error> {
     let cuda = join(gpus);
-    let mut map = StepMap {
-        method,
-        visible,
-        verbose: false,
-        flag: DEFAULT_FLAG.to_string(),
-        gpus: gpus.to_vec(),
-        cuda: Some(cuda.clone()),
-        exported: None,
-        step_gpus: Some(gpus.to_vec()),
-        others: Vec::new(),
-        notes: Vec::new(),
-        // `plan` previews CUDA_VISIBLE_DEVICES, as on NVIDIA nodes.
-        rendering: Rendering {
-            vendor: Vendor::Nvidia,
-            visible,
-            pci_order: false,
-        },
-        near: Near::Unused,
-    };
+    let map = preview_map(&cuda, gpus.len(), method, visible, topology)?;
     let bound = match (method, topology) {
-        (Method::Closest, Some(topology)) => {
-            locate(&mut map, Ok(topology));
-            bind_blocks(&topology.cpus, ranks.len())
-        }
-        (Method::Closest, None) => {
-            locate(&mut map, Err("no topology was given".to_string()));
-            Vec::new()
-        }
+        (Method::Closest, Some(topology)) => bind_blocks(&topology.cpus, ranks.len()),
         _ => Vec::new(),
     };
     let bind_list = bound
@@ -189,6 +168,78 @@ fn node_rows(
         });
     }
     Ok(rows)
+}
+
+/// The plugin's plan for a node whose step has the GPUs `cuda` (`count` of
+/// them, Slurm's list), through the same [`plan_step`] as the plugin.
+fn preview_map(
+    cuda: &str,
+    count: usize,
+    method: Method,
+    visible: Visible,
+    topology: Option<&Topology>,
+) -> Result<StepMap, Error> {
+    let config = Ok(Config {
+        visible,
+        nvml: NvmlSource::Off,
+        vendor: VendorSetting::Fixed(Vendor::Nvidia),
+        ..Config::default()
+    });
+    let request = Ok(Request::Use {
+        choice: Some(Choice::Map(method)),
+        verbose: false,
+    });
+    let facts = StepFacts {
+        step_id: Ok(0),
+        config: Some(&config),
+        request: Some(&request),
+    };
+    let node = Preview {
+        cuda,
+        count: count.to_string(),
+        topology,
+    };
+    match plan_step(&facts, &node) {
+        StepPlan::Map(map) => Ok(map),
+        StepPlan::Unmapped(Unmapped { why: Some(why), .. }) => {
+            Err(Error::NotPreviewed(why.to_string()))
+        }
+        _ => Err(Error::NotPreviewed("it would stand aside".to_string())),
+    }
+}
+
+/// A node described by the preview's arguments: the step's GPUs as Slurm
+/// would list them, no files, no NVML, and the given topology.
+struct Preview<'a> {
+    cuda: &'a str,
+    count: String,
+    topology: Option<&'a Topology>,
+}
+
+impl Node for Preview<'_> {
+    fn env(&self, name: &str) -> Option<String> {
+        match name {
+            env::CUDA | env::STEP_GPUS => Some(self.cuda.to_string()),
+            env::GPUS_ON_NODE => Some(self.count.clone()),
+            _ => None,
+        }
+    }
+
+    fn files(&self) -> &dyn Files {
+        &NoFiles
+    }
+
+    fn nvml(&self, _: NvmlAsk, _: &Config) -> Result<Vec<String>, Error> {
+        Err(Error::NvmlOff)
+    }
+
+    fn given_places(&self) -> Option<Result<Topology, String>> {
+        Some(
+            self.topology
+                .cloned()
+                .ok_or_else(|| "no topology was given".to_string()),
+        )
+    }
 }
 
 /// Binds `count` tasks to equal consecutive blocks of `cpus`, as

@@ -20,10 +20,11 @@
 
 mod deadline;
 mod exports;
-mod gather;
 mod logger;
+mod node;
 mod task;
 
+use desi_gpu_map::names::Named;
 use desi_gpu_map::settings::option::{
     check_help_source, option_form, parse_option, usage, Request, ENV_FORM,
 };
@@ -98,7 +99,7 @@ unsafe impl Plugin for DesiGpuMap {
             spank.register_option(SpankOption::new(OPTION).takes_value(&option_form()).usage(
                 "Bind each task to one GPU of its node before it starts (see --desi-gpu-map=help)",
             ));
-        let config = gather::plugin_args(spank).and_then(|args| parse_args(&args));
+        let config = node::plugin_args(spank).and_then(|args| parse_args(&args));
         if is_client(spank) {
             registered.map_err(|e| Error::CannotRegister {
                 option: OPTION.to_string(),
@@ -121,7 +122,7 @@ unsafe impl Plugin for DesiGpuMap {
         if is_repeat(self.loaded_twice, &mut self.post_opt_calls) {
             return Ok(());
         }
-        let request = gather::option_value(spank, OPTION)
+        let request = node::option_value(spank, OPTION)
             .map(|v| parse_option(&v))
             .transpose();
         if is_client(spank) {
@@ -148,9 +149,12 @@ unsafe impl Plugin for DesiGpuMap {
             return Ok(());
         }
         let started = Instant::now();
-        let plan = gather::plan(spank, self.config.as_ref(), self.request.as_ref());
+        let plan = node::plan(spank, self.config.as_ref(), self.request.as_ref());
         let took = started.elapsed().as_micros();
         log::debug!("user_init took {took} us ({})", plan.kind());
+        if let StepPlan::Map(map) = &plan {
+            log::debug!("GPU lists written for {}", map.rendering.vendor.name());
+        }
         self.plan = Some(plan);
         Ok(())
     }

@@ -3,20 +3,57 @@
 //! beside it): a step planned from a few variables, and a task of it.
 
 use super::{
-    plan_step, Aside, StepFacts, StepMap, StepPlan, TaskInputs, TaskOutcome, Unlisted, Unmapped,
+    plan_step, Aside, Node, NvmlAsk, StepFacts, StepMap, StepPlan, TaskInputs, TaskOutcome,
+    Unlisted, Unmapped,
 };
 use crate::error::Error;
+use crate::files::{Files, NoFiles};
 use crate::method::Method;
 use crate::settings::option::{Choice, Request};
 use crate::settings::site::Config;
-use crate::vendor::{Chosen, Vendor};
+use crate::topology::Topology;
+use std::cell::Cell;
 use std::collections::HashMap;
 
-/// Every case here renders for NVIDIA; src/vendor/tests.rs covers the others.
-pub(crate) fn nvidia() -> Chosen {
-    Chosen {
-        vendor: Vendor::Nvidia,
-        why: "test".to_string(),
+/// A node of a few variables, no files (so vendor detection says NVIDIA;
+/// src/vendor/tests.rs covers the others), an NVML answer, and given GPU
+/// places; it counts NVML's calls.
+pub(crate) struct FakeNode {
+    pub env: HashMap<String, String>,
+    pub nvml: Result<Vec<String>, Error>,
+    pub calls: Cell<usize>,
+    /// `None`: the core locates `closest` GPUs itself.
+    pub places: Option<Result<Topology, String>>,
+}
+
+impl FakeNode {
+    pub(crate) fn new(pairs: &[(&str, &str)], nvml: Result<Vec<String>, Error>) -> FakeNode {
+        FakeNode {
+            env: env_of(pairs),
+            nvml,
+            calls: Cell::new(0),
+            // What a step whose GPUs were not located gets.
+            places: Some(Err("the GPUs' local CPUs were not read".to_string())),
+        }
+    }
+}
+
+impl Node for FakeNode {
+    fn env(&self, name: &str) -> Option<String> {
+        self.env.get(name).cloned()
+    }
+
+    fn files(&self) -> &dyn Files {
+        &NoFiles
+    }
+
+    fn nvml(&self, _: NvmlAsk, _: &Config) -> Result<Vec<String>, Error> {
+        self.calls.set(self.calls.get() + 1);
+        self.nvml.clone()
+    }
+
+    fn given_places(&self) -> Option<Result<Topology, String>> {
+        self.places.clone()
     }
 }
 
@@ -53,23 +90,16 @@ pub(crate) fn plan_step_id(
     pairs: &[(&str, &str)],
     nvml: Result<Vec<String>, Error>,
 ) -> (StepPlan, usize) {
-    let vars = env_of(pairs);
-    let lookup = |name: &str| vars.get(name).cloned();
-    let mut calls = 0;
-    let mut nvml_fn = |_: &Config, _: Method| {
-        calls += 1;
-        nvml.clone()
-    };
+    let node = FakeNode::new(pairs, nvml);
     let config = Ok(config.clone());
     let request = request.map(Ok);
     let facts = StepFacts {
         step_id: Ok(step_id),
         config: Some(&config),
         request: request.as_ref(),
-        vendor: &|_| nvidia(),
     };
-    let plan = plan_step(&facts, &lookup, &mut nvml_fn);
-    (plan, calls)
+    let plan = plan_step(&facts, &node);
+    (plan, node.calls.get())
 }
 
 /// Plans with the user asking for `choice`.

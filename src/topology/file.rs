@@ -3,6 +3,7 @@
 
 use super::{union_of, GpuPlace, Topology};
 use crate::cpuset::CpuSet;
+use crate::slurm::gpus::parse_gpu_list;
 use crate::text::quote;
 use crate::vendor::MAX_NODE_GPUS;
 use std::fmt;
@@ -61,6 +62,13 @@ impl Topology {
                     node = Some(set);
                 }
                 [token, numa, cpus] => {
+                    // As the step's list would name it: one index or UUID.
+                    if parse_gpu_list(token).map(|l| l.len()) != Ok(1) {
+                        return Err(fail(format!(
+                            "GPU {} is not an index or a GPU-/MIG- UUID",
+                            quote(token)
+                        )));
+                    }
                     if gpus.iter().any(|g| g.token == *token) {
                         return Err(fail(format!("GPU {} is listed twice", quote(token))));
                     }

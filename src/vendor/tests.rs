@@ -6,14 +6,15 @@
 //! in which order, given the variables the task ends up with.
 
 use super::*;
-use crate::error::Error;
 use crate::host::files::HostFiles;
 use crate::method::Method;
 use crate::settings::option::{Choice, Request};
 use crate::settings::site::{parse_args, Config};
+use crate::step::testing::FakeNode;
 use crate::step::{
     map_task, plan_step, Aside, StepFacts, StepMap, StepPlan, TaskCpus, TaskInputs, Unmapped,
 };
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -167,7 +168,7 @@ fn the_model_follows_the_documented_layering() {
 fn chosen(vendor: Vendor) -> Chosen {
     Chosen {
         vendor,
-        why: "test".to_string(),
+        why: format!("vendor={} in plugstack.conf", vendor.name()),
     }
 }
 
@@ -203,22 +204,26 @@ fn plan_for(vendor: Vendor, config: &Config, env: &HashMap<String, String>) -> S
 /// The plan for a `roundrobin` step with `env` on a `vendor` node, where
 /// NVML lists the node's GPUs as `GPU-0`...
 fn plan_of(vendor: Vendor, config: &Config, env: &HashMap<String, String>) -> StepPlan {
-    let config = Ok(config.clone());
+    let config = Ok(Config {
+        vendor: VendorSetting::Fixed(vendor),
+        ..config.clone()
+    });
     let request = Ok(Request::Use {
         choice: Some(Choice::Map(Method::RoundRobin)),
         verbose: true,
     });
-    let detect = |_| chosen(vendor);
     let facts = StepFacts {
         step_id: Ok(0),
         config: Some(&config),
         request: Some(&request),
-        vendor: &detect,
     };
-    let nvml = &mut |_: &Config, _: Method| -> Result<Vec<String>, Error> {
-        Ok((0..NODE).map(|i| format!("GPU-{i}")).collect())
+    let node = FakeNode {
+        env: env.clone(),
+        nvml: Ok((0..NODE).map(|i| format!("GPU-{i}")).collect()),
+        calls: Cell::new(0),
+        places: None,
     };
-    plan_step(&facts, &|n: &str| env.get(n).cloned(), nvml)
+    plan_step(&facts, &node)
 }
 
 /// Why a step stands aside on a `vendor` node; panics when it maps.
@@ -426,7 +431,8 @@ fn intel_node_without_ze_affinity_mask_stands_aside() {
         assert_eq!(why, Unbindable::NoZeList(chosen(Vendor::Intel)), "{user:?}");
         assert_eq!(
             why.to_string(),
-            "Slurm set no ZE_AFFINITY_MASK for this step, the one list Level Zero reads (test)"
+            "Slurm set no ZE_AFFINITY_MASK for this step, the one list Level Zero reads (vendor=intel in \
+             plugstack.conf)"
         );
     }
 }
@@ -477,7 +483,8 @@ fn nvml_uuids_bind_nvidia_tasks_only() {
     }
     assert_eq!(
         unbindable(Vendor::Amd, &no_gpu_env(&[])).to_string(),
-        "only NVML lists the step's GPUs, as NVIDIA UUIDs, which amd runtimes do not read (test)"
+        "only NVML lists the step's GPUs, as NVIDIA UUIDs, which amd runtimes do not read \
+         (vendor=amd in plugstack.conf)"
     );
 }
 
@@ -494,7 +501,7 @@ fn an_amd_node_with_the_users_rocr_list_stands_aside() {
     assert_eq!(
         why.to_string(),
         "ROCR_VISIBLE_DEVICES is the user's, not Slurm's, and ROCm applies it before \
-         CUDA_VISIBLE_DEVICES (test)"
+         CUDA_VISIBLE_DEVICES (vendor=amd in plugstack.conf)"
     );
     // The user's GPU_DEVICE_ORDINAL alone: HIP's list carries the GPU, and
     // OpenCL's stays the user's.

@@ -10,10 +10,12 @@
 //! Pure: the plugin hands in what Slurm told it, and applies what comes back.
 
 mod binding;
+mod locate;
+mod node;
 mod source;
 mod task;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 pub use task::{
     aside_line, assign, carry_out, map_task, task_outcome, unreadable_task, variables, Assignment,
@@ -24,18 +26,19 @@ use crate::cpuset::CpuSet;
 use crate::env;
 use crate::error::Error;
 use crate::method::closest::Fallback;
-use crate::method::Method;
-use crate::method::Visible;
+use crate::method::{Method, Visible};
 use crate::settings::option::{Choice, Request};
 use crate::settings::site::Config;
 use crate::text::quote;
-use crate::topology::near_cpus;
-use crate::topology::Topology;
-use crate::vendor::{Chosen, Rendering, StepLists, Unbindable, Vendor, VendorSetting};
+use crate::vendor::{choose, Rendering, StepLists, Unbindable};
 use binding::slurm_binds_per_task;
+use locate::discover;
 use source::{from_nvml, from_slurm, other_lists, Found, NoList};
 use std::fmt;
+use std::path::Path;
 
+pub use locate::{locate, step_topology};
+pub use node::{Node, NvmlAsk};
 pub use source::Unlisted;
 
 /// Step ids of the batch (0xfffffffb), extern (0xfffffffc) and interactive
@@ -239,68 +242,7 @@ pub enum Near {
     Fallback(Fallback),
 }
 
-impl Near {
-    /// Before [`locate`] runs: a `closest` step knows nothing yet.
-    fn for_method(method: Method) -> Near {
-        match method {
-            Method::Closest => Near::Fallback(Fallback::Unreadable(
-                "the GPUs' local CPUs were not read".to_string(),
-            )),
-            Method::Contiguous | Method::RoundRobin => Near::Unused,
-        }
-    }
-}
-
-/// A `closest` step's GPUs located: through the kernel files under the
-/// site's `kernel_root` for Slurm's own list (NVIDIA's driver files, or AMD's
-/// and Intel's render nodes), and through NVML (`places`,
-/// [`crate::host::nvml::places`] lines) for a list NVML gave, or where NVIDIA's
-/// kernel files fail and NVML is on. Indices resolve through Slurm's own
-/// list as [`StepMap::step_gpus`] keeps it (see
-/// [`crate::topology::resolve_tokens`]).
-pub fn step_topology(
-    files: &dyn crate::files::Files,
-    config: &Config,
-    map: &StepMap,
-    places: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
-) -> Result<Topology, String> {
-    let absolute = map.step_gpus.as_deref();
-    let from_nvml = |places: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>| {
-        let lines = places(config).map_err(|e| e.to_string())?;
-        crate::topology::from_nvml_lines(&lines, &map.gpus, absolute)
-    };
-    let vendor = map.rendering.vendor;
-    if map.cuda.is_none() {
-        return from_nvml(places);
-    }
-    match crate::topology::from_kernel(files, &config.kernel_root, vendor, &map.gpus, absolute) {
-        Ok(topology) => Ok(topology),
-        Err(kernel)
-            if vendor == Vendor::Nvidia
-                && config.nvml != crate::settings::site::NvmlSource::Off =>
-        {
-            from_nvml(places).map_err(|nvml| format!("{kernel}; NVML: {nvml}"))
-        }
-        Err(kernel) => Err(kernel),
-    }
-}
-
-/// Locates a `closest` step's GPUs in the node's topology (read once per
-/// step per node, or why it could not be read); other steps are left.
-pub fn locate(map: &mut StepMap, topology: Result<&Topology, String>) {
-    if map.method != Method::Closest {
-        return;
-    }
-    map.near = match topology {
-        Ok(topology) => match near_cpus(&map.gpus, topology) {
-            Ok(near) => Near::Located(near),
-            Err(why) => Near::Fallback(why),
-        },
-        Err(why) => Near::Fallback(Fallback::Unreadable(why)),
-    };
-}
-
-/// What the plugin knows of a step on this node, each part possibly
+/// What the front end knows of a step on this node, each part possibly
 /// unreadable; [`plan_step`] turns every failure into a stand-aside line.
 pub struct StepFacts<'a> {
     pub step_id: Result<u32, String>,
@@ -308,25 +250,15 @@ pub struct StepFacts<'a> {
     pub config: Option<&'a Result<Config, Error>>,
     /// `None`: the user gave no option.
     pub request: Option<&'a Result<Request, Error>>,
-    /// The node's GPU vendor for a site setting; asked only for a step
-    /// that gets mapped (it reads `/sys` and `/dev`).
-    pub vendor: &'a dyn Fn(VendorSetting) -> Chosen,
 }
 
-/// Lists the node's GPU UUIDs through NVML for a step mapped with the
-/// given method (see [`plan_step`]).
-pub type AskNvml<'a> = dyn FnMut(&Config, Method) -> Result<Vec<String>, Error> + 'a;
-
-/// Decides for a step. `env` reads the step's environment; `nvml` lists the
-/// node's GPU UUIDs, as the site configured NVML, and is called only for a
-/// step whose configuration could be read and where Slurm names no GPU list
-/// (with the step's method: a `closest` step can read the GPUs' places in
-/// the same load).
-pub fn plan_step(
-    facts: &StepFacts,
-    env: &dyn Fn(&str) -> Option<String>,
-    nvml: &mut AskNvml,
-) -> StepPlan {
+/// Decides for a step, in one pass from Slurm's facts to the plan: the
+/// step's GPUs (Slurm's list, or NVML's where Slurm's count proves it the
+/// step's), the node's vendor, and for `closest` where the GPUs sit. The
+/// node is asked only what the step needs: NVML only where Slurm names no
+/// list (once, with a `closest` step's places in the same load), the
+/// vendor and the kernel's files only for a step that gets mapped.
+pub fn plan_step(facts: &StepFacts, node: &dyn Node) -> StepPlan {
     let default_flag = crate::settings::site::DEFAULT_FLAG;
     let step_id = match &facts.step_id {
         Ok(id) => *id,
@@ -346,27 +278,26 @@ pub fn plan_step(
         None => None,
     };
     let want = resolve(request, config);
-    plan_mapping(&want, config, facts.vendor, env, nvml)
+    plan_mapping(&want, config, node)
 }
 
 /// Decides for a normal step whose inputs could all be read.
-fn plan_mapping(
-    want: &Resolved,
-    config: &Config,
-    vendor: &dyn Fn(VendorSetting) -> Chosen,
-    env: &dyn Fn(&str) -> Option<String>,
-    nvml: &mut AskNvml,
-) -> StepPlan {
+fn plan_mapping(want: &Resolved, config: &Config, node: &dyn Node) -> StepPlan {
     let method = match want.choice {
         Choice::Off => return StepPlan::quiet(&config.flag),
         Choice::Map(method) => method,
     };
+    let env = &|name: &str| node.env(name);
     if let Some(binds) = slurm_binds_per_task(env) {
         return StepPlan::aside(&config.flag, binds);
     }
+    // A closest step's places from the NVML load that listed its GPUs.
+    let mut placed = None;
     let listed = match from_slurm(env) {
         Some(listed) => listed,
-        None => from_nvml(config, env, &mut |config: &Config| nvml(config, method)),
+        None => from_nvml(config, env, &mut |config: &Config| {
+            discover(node, config, method, &mut placed)
+        }),
     };
     match listed {
         Ok(Found { gpus, slurm }) => {
@@ -392,8 +323,9 @@ fn plan_mapping(
                 others: &others,
             };
             let order = env(env::DEVICE_ORDER);
+            let chosen = choose(config.vendor, node.files(), Path::new("/"));
             let rendering = match Rendering::plan(
-                &vendor(config.vendor),
+                &chosen,
                 config.visible,
                 &step,
                 &lists.users,
@@ -403,9 +335,9 @@ fn plan_mapping(
                 Ok(rendering) => rendering,
                 Err(why) => return StepPlan::aside(&config.flag, Aside::Unbindable(why)),
             };
-            StepPlan::Map(StepMap {
+            let mut map = StepMap {
                 method,
-                near: Near::for_method(method),
+                near: Near::Unused,
                 visible: config.visible,
                 verbose: want.verbose,
                 flag: config.flag.clone(),
@@ -416,7 +348,14 @@ fn plan_mapping(
                 cuda,
                 exported,
                 step_gpus,
-            })
+            };
+            if method == Method::Closest {
+                let places = node
+                    .given_places()
+                    .unwrap_or_else(|| step_topology(node, config, &map, placed));
+                locate(&mut map, places.as_ref().map_err(Clone::clone));
+            }
+            StepPlan::Map(map)
         }
         Err(NoList::NoGpus(_)) if !want.asked => StepPlan::quiet(&config.flag),
         Err(NoList::NoGpus(why) | NoList::Failed(why)) => {
@@ -461,8 +400,7 @@ mod tests {
 
     #[test]
     fn unreadable_facts_stand_aside_with_the_reason() {
-        let vars = env_of(&SLURM_4);
-        let lookup = |name: &str| vars.get(name).cloned();
+        let node = FakeNode::new(&SLURM_4, Ok(vec![]));
         let bad_config = parse_args(&["x"]);
         let bad_request = Err(crate::settings::option::bad_option("y"));
         let config = Ok(Config::default());
@@ -472,7 +410,6 @@ mod tests {
                     step_id: Err("no id".to_string()),
                     config: Some(&config),
                     request: None,
-                    vendor: &|_| nvidia(),
                 },
                 Aside::UnreadableStepId("no id".to_string()),
             ),
@@ -481,7 +418,6 @@ mod tests {
                     step_id: Ok(1),
                     config: Some(&bad_config),
                     request: None,
-                    vendor: &|_| nvidia(),
                 },
                 Aside::Misconfigured(bad_config.clone().unwrap_err()),
             ),
@@ -490,7 +426,6 @@ mod tests {
                     step_id: Ok(1),
                     config: None,
                     request: None,
-                    vendor: &|_| nvidia(),
                 },
                 Aside::NotInitialised,
             ),
@@ -499,13 +434,12 @@ mod tests {
                     step_id: Ok(1),
                     config: Some(&config),
                     request: Some(&bad_request),
-                    vendor: &|_| nvidia(),
                 },
                 Aside::BadRequest(bad_request.clone().unwrap_err()),
             ),
         ];
         for (facts, want) in cases {
-            let why = aside(plan_step(&facts, &lookup, &mut |_, _| Ok(vec![])));
+            let why = aside(plan_step(&facts, &node));
             assert_eq!(why, want);
         }
     }
@@ -588,43 +522,38 @@ mod tests {
             Ok(vec![]),
         );
         let map = mapped(p);
-        let mut calls = 0;
-        let mut places = |_: &Config| {
-            calls += 1;
-            lines()
+        let node = |nvml| FakeNode {
+            places: None,
+            ..FakeNode::new(&[], nvml)
         };
-        let t =
-            step_topology(&crate::host::files::HostFiles, &no_files, &map, &mut places).unwrap();
+        let asked = node(lines());
+        let t = step_topology(&asked, &no_files, &map, None).unwrap();
         assert_eq!(t.gpus[1].cpus.as_ref().unwrap().to_string(), "0");
-        assert_eq!(calls, 1, "NVML asked once, after the kernel files failed");
+        assert_eq!(
+            asked.calls.get(),
+            1,
+            "NVML asked once, after the kernel files failed"
+        );
         let off = parse_args(&["kernel_root=/nonexistent", "nvml=off"]).unwrap();
-        let err = step_topology(&crate::host::files::HostFiles, &off, &map, &mut |_| lines())
-            .unwrap_err();
+        let err = step_topology(&node(lines()), &off, &map, None).unwrap_err();
         assert!(
             err.starts_with("/nonexistent/proc/driver/nvidia/gpus"),
             "{err}"
         );
-        let err = step_topology(&crate::host::files::HostFiles, &no_files, &map, &mut |_| {
-            Err(Error::NvmlOff)
-        })
-        .unwrap_err();
+        let err = step_topology(&node(Err(Error::NvmlOff)), &no_files, &map, None).unwrap_err();
         assert!(
             err.ends_with("; NVML: NVML discovery is off (nvml=off)"),
             "{err}"
         );
         // AMD and Intel GPUs: their render nodes only, never NVML.
         let mut amd = map.clone();
-        amd.rendering.vendor = Vendor::Amd;
-        let mut asked = false;
-        let err = step_topology(&crate::host::files::HostFiles, &no_files, &amd, &mut |_| {
-            asked = true;
-            lines()
-        })
-        .unwrap_err();
+        amd.rendering.vendor = crate::vendor::Vendor::Amd;
+        let never = node(lines());
+        let err = step_topology(&never, &no_files, &amd, None).unwrap_err();
         assert_eq!(
             err,
             "/nonexistent/sys/class/drm: No such file or directory (os error 2)"
         );
-        assert!(!asked);
+        assert_eq!(never.calls.get(), 0);
     }
 }

@@ -1,0 +1,86 @@
+//! slurmstepd as the core's [`Node`]: the step's environment through the
+//! SPANK handle, the machine's files, and NVML asked in a child process
+//! with a deadline. Also reads the plugstack arguments and the option value.
+
+use crate::deadline::{self, Failure};
+use desi_gpu_map::files::Files;
+use desi_gpu_map::host::files::HostFiles;
+use desi_gpu_map::host::nvml;
+use desi_gpu_map::settings::option::Request;
+use desi_gpu_map::settings::site::Config;
+use desi_gpu_map::step::{plan_step, Node, NvmlAsk, StepFacts, StepPlan};
+use desi_gpu_map::Error;
+use slurm_spank::SpankHandle;
+use std::time::Instant;
+
+/// The words after the plugin's path on its plugstack.conf line.
+pub fn plugin_args(spank: &SpankHandle) -> Result<Vec<String>, Error> {
+    spank
+        .plugin_argv()
+        .map(|args| args.iter().map(|a| a.to_string()).collect())
+        .map_err(|e| Error::UnreadableArguments(e.to_string()))
+}
+
+/// The option's value, if the user gave the option. Bytes that are not
+/// UTF-8 become U+FFFD, which no valid value contains.
+pub fn option_value(spank: &SpankHandle, name: &str) -> Option<String> {
+    spank.get_option_value_lossy(name).map(|v| v.into_owned())
+}
+
+/// Plans the step on this node: once, in `user_init`.
+pub fn plan(
+    spank: &SpankHandle,
+    config: Option<&Result<Config, Error>>,
+    request: Option<&Result<Request, Error>>,
+) -> StepPlan {
+    let facts = StepFacts {
+        step_id: spank.job_stepid().map_err(|e| e.to_string()),
+        config,
+        request,
+    };
+    plan_step(&facts, &Slurmstepd(spank))
+}
+
+/// The node as slurmstepd sees it, in `user_init`.
+struct Slurmstepd<'a, 'b>(&'a SpankHandle<'b>);
+
+impl Node for Slurmstepd<'_, '_> {
+    fn env(&self, name: &str) -> Option<String> {
+        self.0.getenv_lossy(name).ok().flatten()
+    }
+
+    fn files(&self) -> &dyn Files {
+        &HostFiles
+    }
+
+    /// Asked in a child process that is killed at the deadline: an
+    /// `nvmlInit` that blocks (a GPU fell off the bus) must not hold the
+    /// step, and NVML is never loaded into slurmstepd itself.
+    fn nvml(&self, ask: NvmlAsk, config: &Config) -> Result<Vec<String>, Error> {
+        let started = Instant::now();
+        let source = &config.nvml;
+        let work = || {
+            match ask {
+                NvmlAsk::Uuids => nvml::uuids(source),
+                NvmlAsk::Places => nvml::places(source),
+            }
+            .map_err(|e| e.to_string())
+        };
+        let answer =
+            deadline::lines_within(config.nvml_timeout, work).map_err(|failure| match failure {
+                Failure::TimedOut => {
+                    let timed_out = Error::NvmlTimedOut {
+                        seconds: config.nvml_timeout.as_secs(),
+                    };
+                    log::warn!("{timed_out}; the discovery process was killed");
+                    timed_out
+                }
+                Failure::Failed(why) => Error::Discovery(why),
+            });
+        log::debug!(
+            "NVML discovery ({ask:?}) took {} us",
+            started.elapsed().as_micros()
+        );
+        answer
+    }
+}

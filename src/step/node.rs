@@ -1,0 +1,40 @@
+//! The one narrow interface through which the core asks about the node it
+//! plans a step for. slurmstepd (the plugin), a task's own process
+//! (`desi-gpu-map exec`) and the preview (`desi-gpu-map plan`) each
+//! implement it; none decides anything.
+
+use crate::error::Error;
+use crate::files::Files;
+use crate::settings::site::Config;
+use crate::topology::Topology;
+
+/// What NVML is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NvmlAsk {
+    /// The node's GPU UUIDs, one a line.
+    Uuids,
+    /// Each GPU's UUID, PCI bus id, minor and local CPUs, one a line
+    /// (read by [`crate::topology::from_nvml_lines`]).
+    Places,
+}
+
+/// The node, as the core sees it.
+pub trait Node {
+    /// A variable of the step's (or task's) environment, as lossy UTF-8.
+    fn env(&self, name: &str) -> Option<String>;
+
+    /// The node's kernel files.
+    fn files(&self) -> &dyn Files;
+
+    /// NVML's answer to `ask`, loaded from `config.nvml`, within
+    /// `config.nvml_timeout`: [`Error::NvmlTimedOut`] past it, and
+    /// [`Error::Discovery`] where the asking broke down.
+    fn nvml(&self, ask: NvmlAsk, config: &Config) -> Result<Vec<String>, Error>;
+
+    /// The GPUs' places where the front end was handed them rather than
+    /// reading the node (the preview's topology, or why it has none);
+    /// `None`: the core locates the GPUs itself.
+    fn given_places(&self) -> Option<Result<Topology, String>> {
+        None
+    }
+}

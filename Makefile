@@ -81,7 +81,7 @@ install:
 		echo "note: $(SYSCONFDIR)/slurm/plugstack.conf does not include $(PLUGSTACK_DIR)/*.conf; add:"; \
 		echo "  include $(PLUGSTACK_DIR)/*.conf"; fi
 
-# Regenerates packaging/man/desi-gpu-map.1 from src/cli.rs (tests/manpage.rs).
+# Regenerates packaging/man/desi-gpu-map.1 from src/cli/args.rs (tests/manpage.rs).
 man:
 	UPDATE_MAN=1 $(CARGO) test --locked --test manpage
 

@@ -47,26 +47,8 @@ pub enum Error {
     NoGpusToMap,
     /// A local task id at or past the node's task count.
     LocalIdOutOfRange { local_id: usize, local_count: usize },
-    /// `desi-gpu-map plan` without a node.
-    NoNodes,
-    /// Fewer tasks than nodes.
-    TooFewTasks { tasks: usize, nodes: usize },
-    /// Not one GPU list per node.
-    ListsPerNode { lists: usize, nodes: usize },
-    /// A per-node option with neither one value nor one per node.
-    ValuesPerNode {
-        option: &'static str,
-        values: usize,
-        nodes: usize,
-    },
-    /// A node given no task.
-    NodeWithoutTasks,
-    /// A node given no GPU.
-    NodeWithoutGpus,
     /// A task that Slurm bound itself, where a mapping was expected.
     SlurmBound(String),
-    /// `desi-gpu-map plan`: the plugin would not map such a node (why).
-    NotPreviewed(String),
 }
 
 /// What is wrong with a plugstack argument.
@@ -174,26 +156,7 @@ impl fmt::Display for Error {
                 f,
                 "local task id {local_id} is not below the node's task count {local_count}"
             ),
-            Error::NoNodes => f.write_str("at least one node is needed"),
-            Error::TooFewTasks { tasks, nodes } => write!(
-                f,
-                "{tasks} tasks cannot cover {nodes} nodes (srun needs at least one task per node)"
-            ),
-            Error::ListsPerNode { lists, nodes } => {
-                write!(f, "{lists} GPU lists for {nodes} nodes")
-            }
-            Error::ValuesPerNode {
-                option,
-                values,
-                nodes,
-            } => write!(
-                f,
-                "{option} has {values} values for {nodes} nodes: give one, or one per node"
-            ),
-            Error::NodeWithoutTasks => f.write_str("every node needs at least one task"),
-            Error::NodeWithoutGpus => f.write_str("every node needs at least one GPU"),
             Error::SlurmBound(why) => write!(f, "{why}; keeping Slurm's binding"),
-            Error::NotPreviewed(why) => write!(f, "the plugin would not map this node: {why}"),
         }
     }
 }

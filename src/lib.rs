@@ -20,12 +20,13 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod cpuset;
 pub mod env;
 pub mod error;
 pub mod files;
 pub mod host;
-pub mod layout;
 pub mod method;
 pub mod names;
 pub mod settings;

@@ -1,10 +1,8 @@
-//! desi-gpu-map(1) is generated from the command line in src/cli.rs and
+//! desi-gpu-map(1) is generated from the command line in src/cli/args.rs and
 //! committed as packaging/man/desi-gpu-map.1. This test fails when the two
 //! drift apart; `make man` (UPDATE_MAN=1) rewrites the committed page.
 
-#[path = "../src/cli.rs"]
-#[allow(dead_code)]
-mod cli;
+use desi_gpu_map::cli::args as cli;
 
 use clap::CommandFactory;
 use clap_mangen::Man;
@@ -127,6 +125,6 @@ fn committed_man_page_matches_the_cli() {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == page,
-        "{PAGE} is out of date with src/cli.rs; run `make man` and commit it"
+        "{PAGE} is out of date with src/cli/args.rs; run `make man` and commit it"
     );
 }

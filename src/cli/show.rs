@@ -1,17 +1,17 @@
 //! `desi-gpu-map show`: what this task got, read from its environment and,
 //! where present, NVML (NVIDIA) or the kernel's render nodes (AMD, Intel).
 
-use crate::cli::ShowArgs;
-use crate::json;
-use desi_gpu_map::cpuset::CpuSet;
-use desi_gpu_map::env;
-use desi_gpu_map::host::files::HostFiles;
-use desi_gpu_map::host::nvml::{devices, Device};
-use desi_gpu_map::names::Named;
-use desi_gpu_map::settings::site::NvmlSource;
-use desi_gpu_map::slurm::gpus::parse_gpu_list;
-use desi_gpu_map::topology::{kernel_place, locate_token, sysfs_bus_id, GpuPlace};
-use desi_gpu_map::vendor::{choose, Vendor};
+use super::args::ShowArgs;
+use super::json;
+use crate::cpuset::CpuSet;
+use crate::env;
+use crate::host::files::HostFiles;
+use crate::host::nvml::{devices, Device};
+use crate::names::Named;
+use crate::settings::site::NvmlSource;
+use crate::slurm::gpus::parse_gpu_list;
+use crate::topology::{kernel_place, locate_token, sysfs_bus_id, GpuPlace};
+use crate::vendor::{choose, Vendor};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use std::fmt::Write;

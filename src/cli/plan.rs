@@ -1,14 +1,13 @@
 //! `desi-gpu-map plan`: the preview table.
 
-use crate::cli::PlanArgs;
-use crate::json;
-use desi_gpu_map::layout::{even_split, loads, place, preview, Load, Row};
-use desi_gpu_map::method::Method;
-use desi_gpu_map::method::Visible;
-use desi_gpu_map::names::{names, parse_name, Named};
-use desi_gpu_map::slurm::gpus::parse_gpu_list;
-use desi_gpu_map::topology::{Preset, Topology};
-use desi_gpu_map::Error;
+use super::args::PlanArgs;
+use super::json;
+use super::layout::{even_split, loads, place, preview, Load, PlanError, Row};
+use crate::method::Method;
+use crate::method::Visible;
+use crate::names::{names, parse_name, Named};
+use crate::slurm::gpus::parse_gpu_list;
+use crate::topology::{Preset, Topology};
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -23,7 +22,7 @@ pub fn run(args: &PlanArgs) -> Result<String, Box<dyn std::error::Error>> {
     if let (Method::Closest, Some(t)) = (method, &topology) {
         // The plugin says this once per node; the preview says it on stderr.
         for (node, list) in gpus.iter().enumerate() {
-            if let Err(why) = desi_gpu_map::topology::near_cpus(list, t) {
+            if let Err(why) = crate::topology::near_cpus(list, t) {
                 let line = format!("desi-gpu-map plan: node {node}: {why}\n");
                 let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             }
@@ -43,7 +42,7 @@ pub fn run(args: &PlanArgs) -> Result<String, Box<dyn std::error::Error>> {
 const MAX_TOPOLOGY_BYTES: u64 = 1 << 20;
 
 /// `--topology`: a preset's name, or a file in the format of
-/// [`desi_gpu_map::topology`]. `closest` needs one.
+/// [`crate::topology`]. `closest` needs one.
 fn topology(args: &PlanArgs) -> Result<Option<Topology>, Box<dyn std::error::Error>> {
     let Some(given) = &args.topology else {
         if args.method == Method::Closest {
@@ -61,7 +60,7 @@ fn topology(args: &PlanArgs) -> Result<Option<Topology>, Box<dyn std::error::Err
     let file = std::fs::File::open(given).map_err(|e| {
         format!(
             "--topology {}: {e}; give a file or a preset ({})",
-            desi_gpu_map::text::quote(given),
+            crate::text::quote(given),
             names::<Preset>().join(", ")
         )
     })?;
@@ -71,16 +70,16 @@ fn topology(args: &PlanArgs) -> Result<Option<Topology>, Box<dyn std::error::Err
         &mut text,
     )?;
     let topology = Topology::parse(&text)
-        .map_err(|e| format!("--topology {}: {e}", desi_gpu_map::text::quote(given)))?;
+        .map_err(|e| format!("--topology {}: {e}", crate::text::quote(given)))?;
     Ok(Some(topology))
 }
 
 /// One value per node, or one value for every node.
-fn per_node<T: Clone>(values: &[T], nodes: usize, what: &'static str) -> Result<Vec<T>, Error> {
+fn per_node<T: Clone>(values: &[T], nodes: usize, what: &'static str) -> Result<Vec<T>, PlanError> {
     match values {
         [one] => Ok(vec![one.clone(); nodes]),
         many if many.len() == nodes => Ok(many.to_vec()),
-        many => Err(Error::ValuesPerNode {
+        many => Err(PlanError::ValuesPerNode {
             option: what,
             values: many.len(),
             nodes,
@@ -88,9 +87,9 @@ fn per_node<T: Clone>(values: &[T], nodes: usize, what: &'static str) -> Result<
     }
 }
 
-fn tasks_per_node(args: &PlanArgs) -> Result<Vec<usize>, Error> {
+fn tasks_per_node(args: &PlanArgs) -> Result<Vec<usize>, PlanError> {
     if args.nodes == 0 {
-        return Err(Error::NoNodes);
+        return Err(PlanError::NoNodes);
     }
     let counts = match (args.ntasks, args.ntasks_per_node.as_slice()) {
         (Some(n), _) => even_split(n, args.nodes)?,
@@ -98,12 +97,12 @@ fn tasks_per_node(args: &PlanArgs) -> Result<Vec<usize>, Error> {
         (None, given) => per_node(given, args.nodes, "--ntasks-per-node")?,
     };
     if counts.contains(&0) {
-        return Err(Error::NodeWithoutTasks);
+        return Err(PlanError::NodeWithoutTasks);
     }
     Ok(counts)
 }
 
-fn gpu_lists(args: &PlanArgs) -> Result<Vec<Vec<String>>, Error> {
+fn gpu_lists(args: &PlanArgs) -> Result<Vec<Vec<String>>, PlanError> {
     if !args.devices.is_empty() {
         let lists = args
             .devices
@@ -117,7 +116,7 @@ fn gpu_lists(args: &PlanArgs) -> Result<Vec<Vec<String>>, Error> {
         given => per_node(given, args.nodes, "--gpus")?,
     };
     if counts.contains(&0) {
-        return Err(Error::NodeWithoutGpus);
+        return Err(PlanError::NodeWithoutGpus);
     }
     Ok(counts
         .iter()

@@ -16,6 +16,69 @@ use crate::step::{
 };
 use crate::topology::Topology;
 use crate::vendor::{Vendor, VendorSetting};
+use std::fmt;
+
+/// Why `desi-gpu-map plan` cannot preview what it was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanError {
+    /// `desi-gpu-map plan` without a node.
+    NoNodes,
+    /// Fewer tasks than nodes.
+    TooFewTasks { tasks: usize, nodes: usize },
+    /// Not one GPU list per node.
+    ListsPerNode { lists: usize, nodes: usize },
+    /// A per-node option with neither one value nor one per node.
+    ValuesPerNode {
+        option: &'static str,
+        values: usize,
+        nodes: usize,
+    },
+    /// A node given no task.
+    NodeWithoutTasks,
+    /// A node given no GPU.
+    NodeWithoutGpus,
+    /// The plugin would not map such a node (why).
+    NotPreviewed(String),
+    /// The core refused an input (a GPU list, a task).
+    Core(Error),
+}
+
+impl From<Error> for PlanError {
+    fn from(e: Error) -> Self {
+        PlanError::Core(e)
+    }
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PlanError::NoNodes => f.write_str("at least one node is needed"),
+            PlanError::TooFewTasks { tasks, nodes } => write!(
+                f,
+                "{tasks} tasks cannot cover {nodes} nodes (srun needs at least one task per node)"
+            ),
+            PlanError::ListsPerNode { lists, nodes } => {
+                write!(f, "{lists} GPU lists for {nodes} nodes")
+            }
+            PlanError::ValuesPerNode {
+                option,
+                values,
+                nodes,
+            } => write!(
+                f,
+                "{option} has {values} values for {nodes} nodes: give one, or one per node"
+            ),
+            PlanError::NodeWithoutTasks => f.write_str("every node needs at least one task"),
+            PlanError::NodeWithoutGpus => f.write_str("every node needs at least one GPU"),
+            PlanError::NotPreviewed(why) => {
+                write!(f, "the plugin would not map this node: {why}")
+            }
+            PlanError::Core(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for PlanError {}
 
 /// srun's `-m` task distribution over nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,12 +98,12 @@ named!(Distribution {
 /// taking one more: srun's split when every node offers the same CPUs
 /// (whole nodes). On shared nodes srun follows the allocation instead; give
 /// the real split with `--ntasks-per-node`.
-pub fn even_split(ntasks: usize, nodes: usize) -> Result<Vec<usize>, Error> {
+pub fn even_split(ntasks: usize, nodes: usize) -> Result<Vec<usize>, PlanError> {
     if nodes == 0 {
-        return Err(Error::NoNodes);
+        return Err(PlanError::NoNodes);
     }
     if ntasks < nodes {
-        return Err(Error::TooFewTasks {
+        return Err(PlanError::TooFewTasks {
             tasks: ntasks,
             nodes,
         });
@@ -77,8 +140,7 @@ pub fn place(per_node: &[usize], distribution: Distribution) -> Vec<Vec<usize>> 
 }
 
 /// One task of a previewed step.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(serde::Serialize))]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Row {
     pub rank: usize,
     pub node: usize,
@@ -88,7 +150,7 @@ pub struct Row {
     pub gpu: String,
     pub visible: String,
     /// `closest`: the CPUs the task is bound to in the preview.
-    #[cfg_attr(feature = "cli", serde(skip_serializing_if = "Option::is_none"))]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cpus: Option<String>,
 }
 
@@ -100,9 +162,9 @@ pub fn preview(
     method: Method,
     visible: Visible,
     topology: Option<&Topology>,
-) -> Result<Vec<Row>, Error> {
+) -> Result<Vec<Row>, PlanError> {
     if gpus.len() != ranks.len() {
-        return Err(Error::ListsPerNode {
+        return Err(PlanError::ListsPerNode {
             lists: gpus.len(),
             nodes: ranks.len(),
         });
@@ -124,7 +186,7 @@ fn node_rows(
     method: Method,
     visible: Visible,
     topology: Option<&Topology>,
-) -> Result<Vec<Row>, Error> {
+) -> Result<Vec<Row>, PlanError> {
     let cuda = join(gpus);
     let map = preview_map(&cuda, gpus.len(), method, visible, topology)?;
     let bound = match (method, topology) {
@@ -178,7 +240,7 @@ fn preview_map(
     method: Method,
     visible: Visible,
     topology: Option<&Topology>,
-) -> Result<StepMap, Error> {
+) -> Result<StepMap, PlanError> {
     let config = Ok(Config {
         visible,
         nvml: NvmlSource::Off,
@@ -202,9 +264,9 @@ fn preview_map(
     match plan_step(&facts, &node) {
         StepPlan::Map(map) => Ok(map),
         StepPlan::Unmapped(Unmapped { why: Some(why), .. }) => {
-            Err(Error::NotPreviewed(why.to_string()))
+            Err(PlanError::NotPreviewed(why.to_string()))
         }
-        _ => Err(Error::NotPreviewed("it would stand aside".to_string())),
+        _ => Err(PlanError::NotPreviewed("it would stand aside".to_string())),
     }
 }
 
@@ -263,8 +325,7 @@ pub fn bind_blocks(cpus: &CpuSet, count: usize) -> Vec<CpuSet> {
 }
 
 /// How many tasks of a previewed step share one GPU.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(serde::Serialize))]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Load {
     pub node: usize,
     pub gpu: String,

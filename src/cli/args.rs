@@ -1,16 +1,16 @@
 //! The command line, shared with the man page generator. Values are parsed
 //! straight into the core's types, by the core's own names.
 
+use super::layout::Distribution;
+use crate::method::Visible;
+use crate::method::{method_names, Method};
+use crate::names::{names, Named};
+use crate::settings::site::NvmlSource;
+use crate::text::quote;
+use crate::vendor::VendorSetting;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::error::ErrorKind;
 use clap::{Arg, Args, Parser, Subcommand};
-use desi_gpu_map::layout::Distribution;
-use desi_gpu_map::method::Visible;
-use desi_gpu_map::method::{method_names, Method};
-use desi_gpu_map::names::{names, Named};
-use desi_gpu_map::settings::site::NvmlSource;
-use desi_gpu_map::text::quote;
-use desi_gpu_map::vendor::VendorSetting;
 use std::ffi::OsStr;
 use std::str::FromStr;
 

@@ -1,0 +1,33 @@
+//! The `desi-gpu-map` command, behind the `cli` feature (the plugin links
+//! neither clap nor serde): its command line ([`args`]), `plan` (the
+//! preview, over [`layout`]) and `show`.
+
+pub mod args;
+mod json;
+mod layout;
+mod plan;
+mod show;
+
+use clap::Parser;
+use std::io::Write;
+use std::process::ExitCode;
+
+/// Runs the command with the process's arguments.
+pub fn main() -> ExitCode {
+    let cli = args::Cli::parse();
+    let result = match cli.command {
+        args::Command::Plan(args) => plan::run(&args),
+        args::Command::Show(args) => show::run(&args),
+    };
+    match result {
+        // A closed pipe (`| head`) is not an error worth a panic.
+        Ok(text) => match std::io::stdout().lock().write_all(text.as_bytes()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::from(1),
+        },
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "desi-gpu-map: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

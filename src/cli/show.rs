@@ -35,18 +35,14 @@ pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
         ("cpus", own.as_ref().map(ToString::to_string)),
     ];
     // The list that carries the task's GPU for this vendor.
-    let carrier = match vendor {
-        Vendor::Nvidia => env::CUDA,
-        Vendor::Amd => env::ROCR,
-        Vendor::Intel => env::ZE,
-    };
+    let carrier = vendor.carrier();
     let (shown, note) = match var(carrier).as_deref().map(parse_gpu_list) {
         None => (Vec::new(), None),
         Some(Err(e)) => (
             Vec::new(),
             Some(format!("{carrier} is not a valid GPU list: {e}")),
         ),
-        Some(Ok(tokens)) if vendor == Vendor::Nvidia => {
+        Some(Ok(tokens)) if vendor.has_nvml() => {
             through_nvml(&args.nvml, &args.root, &tokens, own.as_ref())
         }
         Some(Ok(tokens)) => {

@@ -7,7 +7,6 @@ use crate::method::closest::Fallback;
 use crate::method::Method;
 use crate::settings::site::{Config, NvmlSource};
 use crate::topology::{from_kernel, from_nvml_lines, near_cpus, place_uuids, Topology};
-use crate::vendor::Vendor;
 
 /// The node's GPU UUIDs through NVML, for a step mapped with `method`. A
 /// `closest` step asks for the GPUs' places instead, in the same load, and
@@ -59,7 +58,7 @@ pub fn step_topology(
     let files = node.files();
     match from_kernel(files, &config.kernel_root, vendor, &map.gpus, absolute) {
         Ok(topology) => Ok(topology),
-        Err(kernel) if vendor == Vendor::Nvidia && config.nvml != NvmlSource::Off => {
+        Err(kernel) if vendor.has_nvml() && config.nvml != NvmlSource::Off => {
             from_nvml().map_err(|nvml| format!("{kernel}; NVML: {nvml}"))
         }
         Err(kernel) => Err(kernel),

@@ -7,6 +7,8 @@ use crate::env;
 
 pub(super) const RULES: Rules = Rules {
     pci_id: 0x1002,
+    carrier: env::ROCR,
+    nvml: false,
     unbindable,
     adjust,
     render,

@@ -6,6 +6,8 @@ use crate::method::Visible;
 
 pub(super) const RULES: Rules = Rules {
     pci_id: 0x8086,
+    carrier: env::ZE,
+    nvml: false,
     unbindable,
     adjust,
     render,

@@ -68,6 +68,16 @@ impl Vendor {
         }
     }
 
+    /// The variable that carries a task's GPU for this vendor's runtime.
+    pub fn carrier(self) -> &'static str {
+        self.rules().carrier
+    }
+
+    /// Whether NVML lists and locates this vendor's GPUs.
+    pub fn has_nvml(self) -> bool {
+        self.rules().nvml
+    }
+
     /// The vendor whose PCI vendor id this is.
     pub(crate) fn from_pci_vendor(id: u32) -> Option<Vendor> {
         Vendor::ALL.iter().copied().find(|v| v.rules().pci_id == id)
@@ -81,6 +91,10 @@ type Blocker = fn(Chosen) -> Unbindable;
 struct Rules {
     /// Its PCI vendor id.
     pci_id: u32,
+    /// The variable that carries a task's GPU for its runtime.
+    carrier: &'static str,
+    /// NVML lists and locates its GPUs.
+    nvml: bool,
     /// Why no list its runtimes read can carry a task's GPU in this step
     /// (given the lists the user set), if none can.
     unbindable: fn(&StepLists, &[&str]) -> Option<Blocker>,

@@ -9,6 +9,8 @@ use std::path::Path;
 
 pub(super) const RULES: Rules = Rules {
     pci_id: 0x10de,
+    carrier: env::CUDA,
+    nvml: true,
     // CUDA reads CUDA_VISIBLE_DEVICES, which every step has.
     unbindable: |_, _| None,
     adjust,

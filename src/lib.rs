@@ -1,19 +1,23 @@
 //! desi-gpu-map's core: every decision the SPANK plugin and the
-//! `desi-gpu-map` command make, as plain functions over plain data.
+//! `desi-gpu-map` command make, as plain functions over plain data. Each
+//! module imports only the modules listed before it (`tests/layers.rs`
+//! checks this), and nothing below [`host`] does I/O: what the core needs
+//! from a node it asks through [`step::Node`] and [`files::Files`].
 //!
-//! - [`method`]: the user's `--desi-gpu-map` value;
-//! - [`names`]: the names of methods and settings, defined once;
-//! - [`bind`]: Slurm's own GPU binding requests;
-//! - [`config`]: the site's plugstack arguments;
-//! - [`gpus`]: GPU lists as Slurm writes them;
-//! - [`mapping`]: which GPU a node-local task gets;
-//! - [`closest`], [`cpuset`], [`topology`]: the `closest` rule, the CPU
-//!   sets it compares and the node's GPU places;
-//! - [`step`]: the decision for a step and its tasks on one node;
-//! - [`layout`]: where srun places tasks, for `desi-gpu-map plan`;
-//! - [`nvml`]: the node's GPUs as NVML lists them;
-//! - [`vendor`]: whose runtime reads the lists on a node, and how each is
-//!   written.
+//! - [`text`]: quoting and listing for messages;
+//! - [`env`]: the names of the variables read and written;
+//! - [`error`]: the core's errors, each carrying what its message needs;
+//! - [`files`]: how the core reads the node's kernel files;
+//! - [`names`]: values users spell by name, each named once;
+//! - [`cpuset`]: CPU sets, as the kernel and Slurm write them;
+//! - [`slurm`]: what Slurm writes (GPU lists, binding requests, CPU binds);
+//! - [`method`]: the mapping methods, one rule per file;
+//! - [`vendor`]: whose runtime reads the lists on a node, one file per vendor;
+//! - [`topology`]: where a node's GPUs sit, for `closest`;
+//! - [`settings`]: what people type (plugstack arguments, the option);
+//! - [`step`]: the plan for a step on one node, in one pass, and each task's share;
+//! - [`host`]: the real machine (files, NVML), for the front ends;
+//! - `cli` (feature `cli`): the `desi-gpu-map` command.
 
 #![forbid(unsafe_code)]
 // Outside tests the core never panics: errors are values (see Error).

@@ -83,18 +83,116 @@ pub const DEFAULT_FLAG: &str = "DESI_GPU_MAPPED";
 pub const DEFAULT_NVML_TIMEOUT_S: u64 = 10;
 pub const NVML_TIMEOUT_RANGE_S: std::ops::RangeInclusive<u64> = 1..=30;
 
-/// Every argument, for messages.
+/// One plugstack argument, declared once: messages, the README, the man
+/// page and the packaging's texts are checked against this table
+/// (`tests/names.rs`).
+pub struct Key {
+    pub name: &'static str,
+    /// What follows `name=` in messages (`None`: a word without a value).
+    pub form: fn() -> Option<String>,
+    /// The default, as the value is written (`None`: off).
+    pub default: fn() -> Option<String>,
+    /// Sets the key's value in `config` from `value`.
+    set: fn(&mut Config, &str) -> Result<(), ArgProblem>,
+}
+
+/// Every plugstack argument, in the order messages list them.
+pub const KEYS: [Key; 9] = [
+    Key {
+        name: "default",
+        form: || Some(names::<Choice>().join("|")),
+        default: || Some(Config::default().default.name().to_string()),
+        set: |c, v| {
+            c.default = named("default", v)?;
+            Ok(())
+        },
+    },
+    Key {
+        name: "flag",
+        form: || Some("NAME".to_string()),
+        default: || Some(DEFAULT_FLAG.to_string()),
+        set: |c, v| {
+            c.flag = parse_flag(v)?;
+            Ok(())
+        },
+    },
+    Key {
+        name: "visible",
+        form: || Some(names::<Visible>().join("|")),
+        default: || Some(Config::default().visible.name().to_string()),
+        set: |c, v| {
+            c.visible = named("visible", v)?;
+            Ok(())
+        },
+    },
+    Key {
+        name: "nvml",
+        form: || Some("auto|off|/ABSOLUTE/PATH".to_string()),
+        default: || Some("auto".to_string()),
+        set: |c, v| {
+            c.nvml = v.parse()?;
+            Ok(())
+        },
+    },
+    Key {
+        name: "nvml_timeout",
+        form: || {
+            let range = NVML_TIMEOUT_RANGE_S;
+            Some(format!("{}..{}", range.start(), range.end()))
+        },
+        default: || Some(DEFAULT_NVML_TIMEOUT_S.to_string()),
+        set: |c, v| {
+            c.nvml_timeout = parse_nvml_timeout(v)?;
+            Ok(())
+        },
+    },
+    Key {
+        name: "untracked",
+        form: || Some(names::<Untracked>().join("|")),
+        default: || Some(Config::default().untracked.name().to_string()),
+        set: |c, v| {
+            c.untracked = named("untracked", v)?;
+            Ok(())
+        },
+    },
+    Key {
+        name: "vendor",
+        form: || Some(names::<VendorSetting>().join("|")),
+        default: || Some(Config::default().vendor.name().to_string()),
+        set: |c, v| {
+            c.vendor = named("vendor", v)?;
+            Ok(())
+        },
+    },
+    Key {
+        name: "verbose",
+        form: || None,
+        default: || None,
+        set: |c, _| {
+            c.verbose = true;
+            Ok(())
+        },
+    },
+    Key {
+        name: "kernel_root",
+        form: || Some("/ABSOLUTE/PATH".to_string()),
+        default: || Some("/".to_string()),
+        set: |c, v| {
+            c.kernel_root = parse_root(v)?;
+            Ok(())
+        },
+    },
+];
+
+/// Every argument, for messages: `default=contiguous|..., flag=NAME, verbose`.
 pub fn keys() -> String {
-    format!(
-        "default={}, flag=NAME, visible={}, nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout={}..{}, \
-         untracked={}, vendor={}, verbose, kernel_root=/ABSOLUTE/PATH",
-        names::<Choice>().join("|"),
-        names::<Visible>().join("|"),
-        NVML_TIMEOUT_RANGE_S.start(),
-        NVML_TIMEOUT_RANGE_S.end(),
-        names::<Untracked>().join("|"),
-        names::<VendorSetting>().join("|")
-    )
+    KEYS.iter()
+        .map(|key| match (key.form)() {
+            Some(form) => format!("{}={form}", key.name),
+            None => key.name.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Parses the plugstack arguments. Every key may appear once.
@@ -121,26 +219,17 @@ pub fn parse_args<S: AsRef<str>>(args: &[S]) -> Result<Config, Error> {
     Ok(config)
 }
 
+/// Sets one argument: a known key, with a value exactly where it takes one.
 fn apply(config: &mut Config, key: &str, value: Option<&str>) -> Result<(), ArgProblem> {
-    match (key, value) {
-        ("default", Some(v)) => config.default = named("default", v)?,
-        ("flag", Some(v)) => config.flag = parse_flag(v)?,
-        ("visible", Some(v)) => config.visible = named("visible", v)?,
-        ("nvml", Some(v)) => config.nvml = v.parse()?,
-        ("untracked", Some(v)) => config.untracked = named("untracked", v)?,
-        ("vendor", Some(v)) => config.vendor = named("vendor", v)?,
-        ("nvml_timeout", Some(v)) => config.nvml_timeout = parse_nvml_timeout(v)?,
-        ("kernel_root", Some(v)) => config.kernel_root = parse_root(v)?,
-        ("verbose", None) => config.verbose = true,
-        ("verbose", Some(_)) => return Err(ArgProblem::TakesNoValue(key.to_string())),
-        (
-            "default" | "flag" | "visible" | "nvml" | "nvml_timeout" | "untracked" | "vendor"
-            | "kernel_root",
-            None,
-        ) => return Err(ArgProblem::NeedsValue(key.to_string())),
-        _ => return Err(ArgProblem::Unknown(key.to_string())),
+    let Some(known) = KEYS.iter().find(|k| k.name == key) else {
+        return Err(ArgProblem::Unknown(key.to_string()));
+    };
+    match ((known.form)().is_some(), value) {
+        (true, Some(value)) => (known.set)(config, value),
+        (true, None) => Err(ArgProblem::NeedsValue(key.to_string())),
+        (false, None) => (known.set)(config, ""),
+        (false, Some(_)) => Err(ArgProblem::TakesNoValue(key.to_string())),
     }
-    Ok(())
 }
 
 /// `kernel_root`: an absolute path.

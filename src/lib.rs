@@ -2,6 +2,7 @@
 //! `desi-gpu-map` command make, as plain functions over plain data.
 //!
 //! - [`method`]: the user's `--desi-gpu-map` value;
+//! - [`client_args`]: whether srun, sbatch or salloc got the option itself;
 //! - [`names`]: the names of methods and settings, defined once;
 //! - [`bind`]: Slurm's own GPU binding requests;
 //! - [`config`]: the site's plugstack arguments;
@@ -21,6 +22,7 @@
 #![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]
 
 pub mod bind;
+pub mod client_args;
 pub mod closest;
 pub mod config;
 pub mod cpuset;

@@ -1,5 +1,6 @@
 //! The user's option value, `--desi-gpu-map=VALUE`.
 
+use crate::client_args::{typed_option, Client};
 use crate::error::Error;
 use crate::names::{named, names, with_aliases, Named};
 use std::fmt;
@@ -148,6 +149,9 @@ pub fn parse_option(value: &str) -> Result<Request, Error> {
     })
 }
 
+/// The option's name, as users type it after `--`.
+pub const OPTION: &str = "desi-gpu-map";
+
 /// The environment form of the option, as Slurm reads it: the plugin's
 /// and the option's names with `-` turned into `_`.
 pub const ENV_FORM: &str = "SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gpu_map";
@@ -155,11 +159,16 @@ pub const ENV_FORM: &str = "SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gp
 /// `help` prints the usage and exits 0 without running anything: right when
 /// typed, wrong from the environment form, where it would replace every
 /// `srun` of a job script with the usage. `env_form` is that variable's
-/// value, `args` the client's command line.
-pub fn check_help_source(env_form: Option<&str>, args: &[String]) -> Result<(), Error> {
+/// value, `args` the client's command line. Typed means among the client's
+/// own options: a word of the program or the batch script is not the
+/// command-line form (see [`crate::client_args`]).
+pub fn check_help_source(
+    env_form: Option<&str>,
+    args: &[String],
+    client: Client,
+) -> Result<(), Error> {
     let from_env = env_form.is_some_and(|v| parse_option(v) == Ok(Request::Help));
-    let typed = args.iter().any(|a| a.starts_with("--desi-gpu-map"));
-    if from_env && !typed {
+    if from_env && !typed_option(args, client) {
         return Err(Error::HelpFromEnvironment);
     }
     Ok(())
@@ -281,18 +290,30 @@ mod tests {
     #[test]
     fn help_only_from_the_command_line() {
         let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let check = |env_form, args: &[String]| check_help_source(env_form, args, Client::Srun);
         let typed = args(&["srun", "--desi-gpu-map=help", "true"]);
         let plain = args(&["srun", "true"]);
-        assert!(check_help_source(None, &typed).is_ok());
-        assert!(check_help_source(None, &plain).is_ok(), "#SBATCH line");
-        assert!(check_help_source(Some("help"), &typed).is_ok());
-        assert!(check_help_source(Some("contiguous"), &plain).is_ok());
+        assert!(check(None, &typed).is_ok());
+        assert!(check(None, &plain).is_ok(), "#SBATCH line");
+        assert!(check(Some("help"), &typed).is_ok());
+        assert!(check(Some("contiguous"), &plain).is_ok());
         let spaced = args(&["srun", "--desi-gpu-map", "help", "true"]);
-        assert!(check_help_source(Some("help"), &spaced).is_ok());
+        assert!(check(Some("help"), &spaced).is_ok());
         for env_form in ["help", "verbose,help"] {
-            let err = check_help_source(Some(env_form), &plain).unwrap_err();
+            let err = check(Some(env_form), &plain).unwrap_err();
             assert_eq!(err, Error::HelpFromEnvironment);
         }
+        // Words of the program are not the command-line form.
+        for line in [
+            &["srun", "-w", "n1", "echo", "--desi-gpu-map-x"][..],
+            &["srun", "-w", "n1", "echo", "--desi-gpu-map=help"],
+        ] {
+            let err = check(Some("help"), &args(line)).unwrap_err();
+            assert_eq!(err, Error::HelpFromEnvironment, "{line:?}");
+        }
+        let script = args(&["sbatch", "job.sh", "--desi-gpu-map=help"]);
+        let err = check_help_source(Some("help"), &script, Client::Allocator).unwrap_err();
+        assert_eq!(err, Error::HelpFromEnvironment);
         let msg = Error::HelpFromEnvironment.to_string();
         assert!(msg.contains("help is for the command line"), "{msg}");
         assert!(msg.starts_with(ENV_FORM), "{msg}");

@@ -370,6 +370,56 @@ fn help_works_as_documented_and_only_on_the_command_line() {
 }
 
 #[test]
+fn help_from_the_environment_ignores_the_programs_arguments() {
+    let _c = setup("required", &[]);
+    let before = job_count();
+    // A word of the program (or the batch script) that looks like the
+    // option is not the command-line form: the environment's help is
+    // refused, as the README promises, and nothing runs.
+    let script = format!("{}/help-args.sh", state_dir());
+    std::fs::write(&script, "#!/bin/bash\ntrue\n").expect("script");
+    for (cmd, args) in [
+        ("srun", vec!["-w", "n1", "echo", "--desi-gpu-map-x"]),
+        ("srun", vec!["-w", "n1", "echo", "--desi-gpu-map=help"]),
+        ("srun", vec!["-J", "--desi-gpu-map=help", "true"]),
+        ("salloc", vec!["-w", "n1", "echo", "--desi-gpu-map=help"]),
+        (
+            "sbatch",
+            vec!["-o", "/dev/null", &script, "--desi-gpu-map=help"],
+        ),
+    ] {
+        let mut c = slurm(cmd, &args);
+        c.env(OPTION_ENV, "help");
+        let out = c.output().expect("client");
+        assert!(!out.status.success(), "{cmd} {args:?}: {}", show(&out));
+        assert!(
+            !text(&out.stdout).contains("Usage:")
+                && text(&out.stderr).contains("help is for the command line"),
+            "{cmd} {args:?}: {}",
+            show(&out)
+        );
+    }
+    assert_eq!(job_count(), before, "no job was created");
+    // srun's own option, spaced or after an option's value, still counts.
+    for args in [
+        &["-n", "1", "--desi-gpu-map", "help", "true"][..],
+        &["-w", "n1", "--desi-gpu-map=help", "echo", "x"],
+    ] {
+        let mut c = slurm("srun", args);
+        c.env(OPTION_ENV, "help");
+        let out = c.output().expect("srun");
+        assert!(out.status.success(), "{args:?}: {}", show(&out));
+        assert!(
+            text(&out.stdout).contains("Usage: --desi-gpu-map="),
+            "{args:?}: {}",
+            show(&out)
+        );
+        assert!(!text(&out.stdout).contains("\nx\n"), "{}", show(&out));
+    }
+    assert_eq!(job_count(), before, "no job was created");
+}
+
+#[test]
 fn the_plugin_loaded_twice_maps_once() {
     let _c = setup("required", &[]);
     let second = format!("{}/plugstack.conf.d/desi-gpu-map-second.conf", state_dir());

@@ -24,9 +24,10 @@ mod gather;
 mod logger;
 mod task;
 
+use desi_gpu_map::client_args::Client;
 use desi_gpu_map::config::{parse_args, Config};
 use desi_gpu_map::method::{
-    check_help_source, option_form, parse_option, usage, Request, ENV_FORM,
+    check_help_source, option_form, parse_option, usage, Request, ENV_FORM, OPTION,
 };
 use desi_gpu_map::step::StepPlan;
 use desi_gpu_map::Error;
@@ -38,9 +39,6 @@ use std::time::Instant;
 mod version {
     include!(concat!(env!("OUT_DIR"), "/slurm_version.rs"));
 }
-
-/// The option's name, as users type it after `--`.
-const OPTION: &str = "desi-gpu-map";
 
 type HookResult = Result<(), Box<dyn StdError>>;
 
@@ -130,7 +128,11 @@ unsafe impl Plugin for DesiGpuMap {
                     .map(|a| a.to_string_lossy().into_owned())
                     .collect();
                 let env_form = std::env::var(ENV_FORM).ok();
-                check_help_source(env_form.as_deref(), &args)?;
+                let client = match spank.context() {
+                    Ok(Context::Local) => Client::Srun,
+                    _ => Client::Allocator,
+                };
+                check_help_source(env_form.as_deref(), &args, client)?;
                 // Like srun's own --gpu-bind=help: the usage, then exit 0.
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(usage().as_bytes()).and_then(|()| out.flush());

@@ -378,6 +378,54 @@ fn srun_help_lists_the_option() {
 }
 
 #[test]
+fn value_options_are_slurms() {
+    // The help check skips option values by these lists (src/client_args.rs):
+    // each option must want a value in this series, or be unknown to the
+    // client; one that takes none would hide the program's first word.
+    use desi_gpu_map::settings::client_args::{value_options, Client};
+    let _c = setup("required", &[]);
+    let answer = |cmd: &str, word: &str| {
+        let out = slurm(cmd, &[word])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("client");
+        text(&out.stderr)
+    };
+    for (cmd, client) in [
+        ("srun", Client::Srun),
+        ("sbatch", Client::Allocator),
+        ("salloc", Client::Allocator),
+    ] {
+        let (letters, names) = value_options(client);
+        let words = letters
+            .chars()
+            .map(|c| format!("-{c}"))
+            .chain(names.iter().map(|n| format!("--{n}")));
+        for word in words {
+            let err = answer(cmd, &word);
+            assert!(
+                [
+                    "requires an argument",
+                    "unrecognized option",
+                    "invalid option"
+                ]
+                .iter()
+                .any(|known| err.contains(known)),
+                "{cmd} {word}: {err}"
+            );
+        }
+    }
+    // sbatch's -W and --wait take no value, unlike srun's.
+    for word in ["-W", "--wait"] {
+        let err = answer("sbatch", word);
+        assert!(
+            !err.contains("requires an argument"),
+            "sbatch {word}: {err}"
+        );
+    }
+}
+
+#[test]
 fn no_option_leaves_the_environment_untouched() {
     let _c = setup("required", &[]);
     let got = srun_map(&["-N1", "-n2", "-w", "n1", "--gpus-per-node=4"]);

@@ -471,6 +471,202 @@ fn help_works_as_documented_and_only_on_the_command_line() {
 }
 
 #[test]
+fn help_from_the_environment_ignores_the_programs_arguments() {
+    let _c = setup("required", &[]);
+    let before = job_count();
+    // A word of the program (or the batch script) that looks like the
+    // option is not the command-line form: the environment's help is
+    // refused, as the README promises, and nothing runs.
+    let script = format!("{}/help-args.sh", state_dir());
+    std::fs::write(&script, "#!/bin/bash\ntrue\n").expect("script");
+    for (cmd, args) in [
+        ("srun", vec!["-w", "n1", "echo", "--desi-gpu-map-x"]),
+        ("srun", vec!["-w", "n1", "echo", "--desi-gpu-map=help"]),
+        ("srun", vec!["-J", "--desi-gpu-map=help", "true"]),
+        ("salloc", vec!["-w", "n1", "echo", "--desi-gpu-map=help"]),
+        (
+            "sbatch",
+            vec!["-o", "/dev/null", &script, "--desi-gpu-map=help"],
+        ),
+    ] {
+        let mut c = slurm(cmd, &args);
+        c.env(OPTION_ENV, "help");
+        let out = c.output().expect("client");
+        assert!(!out.status.success(), "{cmd} {args:?}: {}", show(&out));
+        assert!(
+            !text(&out.stdout).contains("Usage:")
+                && text(&out.stderr).contains("help is for the command line"),
+            "{cmd} {args:?}: {}",
+            show(&out)
+        );
+    }
+    assert_eq!(job_count(), before, "no job was created");
+    // srun's own option, spaced or after an option's value, still counts.
+    for args in [
+        &["-n", "1", "--desi-gpu-map", "help", "true"][..],
+        &["-w", "n1", "--desi-gpu-map=help", "echo", "x"],
+    ] {
+        let mut c = slurm("srun", args);
+        c.env(OPTION_ENV, "help");
+        let out = c.output().expect("srun");
+        assert!(out.status.success(), "{args:?}: {}", show(&out));
+        assert!(
+            text(&out.stdout).contains("Usage: --desi-gpu-map="),
+            "{args:?}: {}",
+            show(&out)
+        );
+        assert!(!text(&out.stdout).contains("\nx\n"), "{}", show(&out));
+    }
+    assert_eq!(job_count(), before, "no job was created");
+}
+
+#[test]
+fn the_plugin_from_two_paths_maps_once_and_says_so_once() {
+    let _c = setup("required", &[]);
+    // A copy of the .so at another path is another library, with its own
+    // state: Slurm gives --desi-gpu-map to the first line only.
+    let dir = format!("{}/plugin-copy", state_dir());
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let copy = format!("{dir}/second-copy.so");
+    std::fs::copy(so(), &copy).expect("copy the .so");
+    // Dropped in reverse order: the line goes, then n1 restarts without it.
+    let _restart = RestartOnDrop("n1");
+    let second = format!("{}/plugstack.conf.d/desi-gpu-map-zz-copy.conf", state_dir());
+    std::fs::write(&second, format!("required {copy}\n")).expect("second plugstack line");
+    let _remove = RemoveOnDrop(second);
+    // slurmd runs init once at start: restart n1 so that it reads both lines.
+    let log = format!("{}/log/slurmd-n1.log", state_dir());
+    let start = std::fs::metadata(&log).map_or(0, |m| m.len());
+    cluster(&["restart-node", "n1"]);
+    let out = run(
+        "srun",
+        &[
+            "-N1",
+            "-n4",
+            "-w",
+            "n1",
+            "--gpus-per-node=4",
+            "--desi-gpu-map=verbose,contiguous",
+            "bash",
+            "-c",
+            FULL_PROBE,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&[
+            "0 n1 0 0 1 contiguous 4",
+            "1 n1 1 1 1 contiguous 4",
+            "2 n1 2 2 1 contiguous 4",
+            "3 n1 3 3 1 contiguous 4",
+        ]),
+        "{}",
+        show(&out)
+    );
+    let lines = said(&out);
+    let reports = lines.iter().filter(|l| l.contains(" rank=")).count();
+    assert_eq!(reports, 4, "one report per task: {lines:?}");
+    assert!(
+        !lines.iter().any(|l| l.contains("keeping Slurm's")),
+        "{lines:?}"
+    );
+    assert!(
+        !text(&out.stderr).contains("provided by both"),
+        "{}",
+        show(&out)
+    );
+    let out = run("srun", &["--desi-gpu-map=help", "true"]);
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        text(&out.stdout).matches("Usage:").count(),
+        1,
+        "{}",
+        show(&out)
+    );
+    // The environment form, sbatch and salloc work, and map once.
+    let mut c = slurm(
+        "srun",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=4",
+            "bash",
+            "-c",
+            FULL_PROBE,
+        ],
+    );
+    c.env(OPTION_ENV, "roundrobin");
+    let out = c.output().expect("srun");
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 n1 0 0 1 roundrobin 4", "1 n1 1 1 1 roundrobin 4"]),
+        "{}",
+        show(&out)
+    );
+    let inner = format!("srun -n2 bash -c '{FULL_PROBE}'");
+    let out = run(
+        "salloc",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=4",
+            "--desi-gpu-map=contiguous",
+            "bash",
+            "-c",
+            &inner,
+        ],
+    );
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 n1 0 0 1 contiguous 4", "1 n1 1 1 1 contiguous 4"]),
+        "{}",
+        show(&out)
+    );
+    let output = format!("{}/two-copies.out", state_dir());
+    let out = run(
+        "sbatch",
+        &[
+            "--wait",
+            "-o",
+            &output,
+            "-N1",
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=4",
+            "--desi-gpu-map=roundrobin",
+            "--wrap",
+            &inner,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let batch = std::fs::read_to_string(&output).unwrap_or_default();
+    assert_eq!(
+        probe_rows(&batch),
+        rows(&["0 n1 0 0 1 roundrobin 4", "1 n1 1 1 1 roundrobin 4"]),
+        "{batch}"
+    );
+    // One line in slurmd's log, from slurmd's own start, none per step.
+    let written = std::fs::read(&log).unwrap_or_default();
+    let new = text(
+        written
+            .get(usize::try_from(start).unwrap_or(0)..)
+            .unwrap_or_default(),
+    );
+    let aside: Vec<&str> = new.lines().filter(|l| l.contains("stands aside")).collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert!(
+        aside[0].contains(&copy) && aside[0].contains(&so()),
+        "{aside:?}"
+    );
+}
+
+#[test]
 fn the_plugin_loaded_twice_maps_once() {
     let _c = setup("required", &[]);
     let second = format!("{}/plugstack.conf.d/desi-gpu-map-second.conf", state_dir());
@@ -571,5 +767,18 @@ struct RemoveOnDrop(String);
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Restarts a node when dropped, so that its slurmd reads plugstack.conf
+/// again (without a test's extra lines), even when the test fails.
+struct RestartOnDrop(&'static str);
+
+impl Drop for RestartOnDrop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .arg(repo().join("tests/cluster/cluster.sh"))
+            .args(["restart-node", self.0])
+            .status();
     }
 }

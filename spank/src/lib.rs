@@ -11,6 +11,10 @@
 //! In slurmstepd nothing may fail: a failing hook there drains the node or
 //! fails the job, so every problem becomes a message and the task runs as
 //! Slurm made it.
+//!
+//! A second plugstack line for the plugin (the same `.so`, or a copy at
+//! another path) stands aside in every hook and context, and says so once,
+//! in slurmd's log when slurmd starts.
 
 // Slurm's processes host the plugin: outside tests nothing may panic, and
 // every unsafe block says why it is sound.
@@ -18,6 +22,7 @@
 #![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod copies;
 mod deadline;
 mod exports;
 mod logger;
@@ -25,8 +30,9 @@ mod node;
 mod task;
 
 use desi_gpu_map::names::Named;
+use desi_gpu_map::settings::client_args::Client;
 use desi_gpu_map::settings::option::{
-    check_help_source, option_form, parse_option, usage, Request, ENV_FORM,
+    check_help_source, option_form, parse_option, usage, Request, ENV_FORM, OPTION,
 };
 use desi_gpu_map::settings::site::{parse_args, Config};
 use desi_gpu_map::step::StepPlan;
@@ -40,9 +46,6 @@ mod version {
     include!(concat!(env!("OUT_DIR"), "/slurm_version.rs"));
 }
 
-/// The option's name, as users type it after `--`.
-const OPTION: &str = "desi-gpu-map";
-
 type HookResult = Result<(), Box<dyn StdError>>;
 
 #[derive(Default)]
@@ -55,6 +58,9 @@ pub(crate) struct DesiGpuMap {
     plan: Option<StepPlan>,
     /// True when plugstack.conf loads the plugin twice (see `is_repeat`).
     loaded_twice: bool,
+    /// True when another copy of the plugin, loaded first from another
+    /// path, owns the option (see copies.rs): every hook returns at once.
+    aside: bool,
     post_opt_calls: u32,
     user_init_calls: u32,
     task_init_calls: u32,
@@ -72,6 +78,17 @@ fn is_repeat(loaded_twice: bool, calls: &mut u32) -> bool {
 /// sbatch and salloc, before anything is allocated.
 fn is_client(spank: &SpankHandle) -> bool {
     matches!(spank.context(), Ok(Context::Local | Context::Allocator))
+}
+
+/// Says why a plugstack line stands aside: in slurmd's log once, when
+/// slurmd starts (its `init`); every step would repeat it, so there only
+/// at debug level.
+fn stand_aside(spank: &SpankHandle, why: &str) {
+    if matches!(spank.context(), Ok(Context::Slurmd)) {
+        log::info!("{why}");
+    } else {
+        log::debug!("{why}");
+    }
 }
 
 // SAFETY: slurm-spank requires the plugin to be safe to use across the
@@ -92,7 +109,21 @@ unsafe impl Plugin for DesiGpuMap {
     fn init(&mut self, spank: &mut SpankHandle) -> HookResult {
         if self.config.is_some() {
             self.loaded_twice = true;
-            log::info!("loaded twice by plugstack.conf; the second line stands aside");
+            stand_aside(
+                spank,
+                "loaded twice by plugstack.conf; the second line stands aside",
+            );
+            return Ok(());
+        }
+        if let Some((first, this)) = copies::first_elsewhere() {
+            self.aside = true;
+            stand_aside(
+                spank,
+                &format!(
+                    "{this} stands aside: plugstack.conf loads the plugin from {first} \
+                     first, and that copy owns --{OPTION}"
+                ),
+            );
             return Ok(());
         }
         let registered =
@@ -119,7 +150,7 @@ unsafe impl Plugin for DesiGpuMap {
     }
 
     fn init_post_opt(&mut self, spank: &mut SpankHandle) -> HookResult {
-        if is_repeat(self.loaded_twice, &mut self.post_opt_calls) {
+        if self.aside || is_repeat(self.loaded_twice, &mut self.post_opt_calls) {
             return Ok(());
         }
         let request = node::option_value(spank, OPTION)
@@ -131,7 +162,11 @@ unsafe impl Plugin for DesiGpuMap {
                     .map(|a| a.to_string_lossy().into_owned())
                     .collect();
                 let env_form = std::env::var(ENV_FORM).ok();
-                check_help_source(env_form.as_deref(), &args)?;
+                let client = match spank.context() {
+                    Ok(Context::Local) => Client::Srun,
+                    _ => Client::Allocator,
+                };
+                check_help_source(env_form.as_deref(), &args, client)?;
                 // Like srun's own --gpu-bind=help: the usage, then exit 0.
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(usage().as_bytes()).and_then(|()| out.flush());
@@ -145,7 +180,7 @@ unsafe impl Plugin for DesiGpuMap {
     }
 
     fn user_init(&mut self, spank: &mut SpankHandle) -> HookResult {
-        if is_repeat(self.loaded_twice, &mut self.user_init_calls) {
+        if self.aside || is_repeat(self.loaded_twice, &mut self.user_init_calls) {
             return Ok(());
         }
         let started = Instant::now();
@@ -160,7 +195,7 @@ unsafe impl Plugin for DesiGpuMap {
     }
 
     fn task_init(&mut self, spank: &mut SpankHandle) -> HookResult {
-        if is_repeat(self.loaded_twice, &mut self.task_init_calls) {
+        if self.aside || is_repeat(self.loaded_twice, &mut self.task_init_calls) {
             return Ok(());
         }
         let started = Instant::now();

@@ -3,6 +3,7 @@
 use crate::error::Error;
 use crate::method::Method;
 use crate::names::{named, names, with_aliases, Named};
+use crate::settings::client_args::{typed_option, Client};
 
 /// A method, or `none`: mapping turned off (also a site default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +100,10 @@ pub fn parse_option(value: &str) -> Result<Request, Error> {
     })
 }
 
+/// The option's name, as users type it after `--` (declared with the
+/// scan of the clients' command lines).
+pub use crate::settings::client_args::OPTION;
+
 /// The environment form of the option, as Slurm reads it: the plugin's
 /// and the option's names with `-` turned into `_`.
 pub const ENV_FORM: &str = "SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gpu_map";
@@ -106,11 +111,16 @@ pub const ENV_FORM: &str = "SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gp
 /// `help` prints the usage and exits 0 without running anything: right when
 /// typed, wrong from the environment form, where it would replace every
 /// `srun` of a job script with the usage. `env_form` is that variable's
-/// value, `args` the client's command line.
-pub fn check_help_source(env_form: Option<&str>, args: &[String]) -> Result<(), Error> {
+/// value, `args` the client's command line. Typed means among the client's
+/// own options: a word of the program or the batch script is not the
+/// command-line form (see [`crate::settings::client_args`]).
+pub fn check_help_source(
+    env_form: Option<&str>,
+    args: &[String],
+    client: Client,
+) -> Result<(), Error> {
     let from_env = env_form.is_some_and(|v| parse_option(v) == Ok(Request::Help));
-    let typed = args.iter().any(|a| a.starts_with("--desi-gpu-map"));
-    if from_env && !typed {
+    if from_env && !typed_option(args, client) {
         return Err(help_from_environment());
     }
     Ok(())
@@ -238,18 +248,30 @@ mod tests {
     #[test]
     fn help_only_from_the_command_line() {
         let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let check = |env_form, args: &[String]| check_help_source(env_form, args, Client::Srun);
         let typed = args(&["srun", "--desi-gpu-map=help", "true"]);
         let plain = args(&["srun", "true"]);
-        assert!(check_help_source(None, &typed).is_ok());
-        assert!(check_help_source(None, &plain).is_ok(), "#SBATCH line");
-        assert!(check_help_source(Some("help"), &typed).is_ok());
-        assert!(check_help_source(Some("contiguous"), &plain).is_ok());
+        assert!(check(None, &typed).is_ok());
+        assert!(check(None, &plain).is_ok(), "#SBATCH line");
+        assert!(check(Some("help"), &typed).is_ok());
+        assert!(check(Some("contiguous"), &plain).is_ok());
         let spaced = args(&["srun", "--desi-gpu-map", "help", "true"]);
-        assert!(check_help_source(Some("help"), &spaced).is_ok());
+        assert!(check(Some("help"), &spaced).is_ok());
         for env_form in ["help", "verbose,help"] {
-            let err = check_help_source(Some(env_form), &plain).unwrap_err();
+            let err = check(Some(env_form), &plain).unwrap_err();
             assert_eq!(err, help_from_environment());
         }
+        // Words of the program are not the command-line form.
+        for line in [
+            &["srun", "-w", "n1", "echo", "--desi-gpu-map-x"][..],
+            &["srun", "-w", "n1", "echo", "--desi-gpu-map=help"],
+        ] {
+            let err = check(Some("help"), &args(line)).unwrap_err();
+            assert_eq!(err, help_from_environment(), "{line:?}");
+        }
+        let script = args(&["sbatch", "job.sh", "--desi-gpu-map=help"]);
+        let err = check_help_source(Some("help"), &script, Client::Allocator).unwrap_err();
+        assert_eq!(err, help_from_environment());
         let msg = help_from_environment().to_string();
         assert!(msg.contains("help is for the command line"), "{msg}");
         assert!(msg.starts_with(ENV_FORM), "{msg}");

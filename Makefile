@@ -36,8 +36,9 @@ check: deps
 unit: deps
 	$(CARGO) test --workspace --locked
 
-# SERIES=22.05 (or "22.05,24.11") runs only those Slurm series; default all:
-# 22.05 (the host's), 24.11 and 26.05 (Debian roots; tests/run-cluster-tests.sh).
+# SERIES=22.05 (or "22.05,24.11") runs only those Slurm series; default all
+# in tests/cluster/series (the host's, then Debian roots; tests/run-cluster-tests.sh).
+SERIES ?= $(shell awk '!/^\#/ && NF {print $$1}' tests/cluster/series | paste -sd,)
 cluster-test: build
 	SERIES="$(SERIES)" bash tests/run-cluster-tests.sh
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the integration suite against every Slurm release series in SERIES
-# (default "22.05 24.11 26.05"; commas or spaces), each with Debian's own
+# (default: every series in tests/cluster/series; commas or spaces), each with Debian's own
 # packages: 22.05 is the host's (bookworm), 24.11 trixie's and 26.05 sid's,
 # each in a cached root made by tests/cluster/slurm-root.sh.
 # For each series: the plugin and the .deb built against that series'
@@ -20,16 +20,20 @@ cd "$(dirname "$0")/.."
 harness=tests/cluster/cluster.sh
 logs=target/cluster-tests
 
-# series -> Debian suite ("host": the machine's own Slurm)
+# series -> Debian suite ("host": the machine's own Slurm), from the table
+# in tests/cluster/series, which the Makefile reads too.
+series_table=tests/cluster/series
+known_series() { awk '!/^#/ && NF {print $1}' "$series_table"; }
 suite_of() {
-    case $1 in
-        22.05) echo host ;;
-        24.11) echo trixie ;;
-        26.05) echo sid ;;
-        *) echo "run-cluster-tests.sh: no Debian suite for Slurm series '$1'; choose from 22.05, 24.11, 26.05" >&2; return 1 ;;
-    esac
+    local suite
+    suite=$(awk -v s="$1" '!/^#/ && $1 == s {print $2}' "$series_table")
+    if [ -z "$suite" ]; then
+        echo "run-cluster-tests.sh: no Debian suite for Slurm series '$1' in $series_table; choose from $(known_series | paste -sd, | sed 's/,/, /g')" >&2
+        return 1
+    fi
+    echo "$suite"
 }
-read -r -a wanted <<<"$(tr ',' ' ' <<<"${SERIES:-22.05 24.11 26.05}")"
+read -r -a wanted <<<"$(tr ',' ' ' <<<"${SERIES:-$(known_series | paste -sd' ')}")"
 [ ${#wanted[@]} -gt 0 ] || { echo "run-cluster-tests.sh: SERIES is empty" >&2; exit 2; }
 for s in "${wanted[@]}"; do suite_of "$s" >/dev/null || exit 2; done
 
@@ -66,7 +70,7 @@ prepare() {
     fi
     case $version in
         "$s".*) ;;
-        *) echo "Debian's $suite now ships Slurm $version, not $s: update suite_of in $0" >&2; return 1 ;;
+        *) echo "Debian's $suite now ships Slurm $version, not $s: update tests/cluster/series" >&2; return 1 ;;
     esac
     deb=$(ls -t "$PWD"/target/package/desi-gpu-map_*+slurm"$s"_*.deb | head -n 1)
 }

@@ -56,7 +56,8 @@ Homepage: https://github.com/desihub/desi-gpu-map
 Description: Slurm SPANK plugin binding each task of a job step to a GPU
  The desi_gpu_map plugin sets CUDA_VISIBLE_DEVICES (and DESI_GPU_MAPPED=1)
  for every task of an srun step, before it starts, when the user asks with
- --desi-gpu-map=contiguous|roundrobin. Built for Slurm $series.x only.
+ --desi-gpu-map=contiguous|roundrobin|closest (none turns it off). Built for
+ Slurm $series.x only.
  The desi-gpu-map command previews a layout and shows a task's binding.
 EOF
 echo /etc/slurm/plugstack.conf.d/desi-gpu-map.conf >"$root/DEBIAN/conffiles"

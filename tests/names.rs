@@ -1,0 +1,188 @@
+//! Each name is declared once, in code: the methods (`method::Method`, and
+//! `none`), the vendors (`vendor::Vendor`), the plugstack keys with their
+//! forms and defaults (`settings::site::KEYS`) and the Slurm series
+//! (`tests/cluster/series`). The README, both man pages and the packaging's
+//! texts are checked against those declarations here, so that a name added
+//! in code fails this test until every text that lists such names has it.
+
+use desi_gpu_map::names::{names, Named};
+use desi_gpu_map::settings::option::Choice;
+use desi_gpu_map::settings::site::KEYS;
+use desi_gpu_map::vendor::Vendor;
+use std::path::Path;
+
+fn read(path: &str) -> String {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// A man page as plain text: roff's font escapes and `\-` undone.
+fn plain_roff(text: &str) -> String {
+    text.replace("\\fB", "")
+        .replace("\\fR", "")
+        .replace("\\fI", "")
+        .replace("\\fP", "")
+        .replace("\\-", "-")
+}
+
+/// The lines of `text` from the first line containing `from` up to the
+/// first line after it containing `to`.
+fn section<'a>(text: &'a str, from: &str, to: &str) -> Vec<&'a str> {
+    let mut lines = text.lines().skip_while(|l| !l.contains(from));
+    let first: Vec<&str> = lines.next().into_iter().collect();
+    first
+        .into_iter()
+        .chain(lines.take_while(|l| !l.contains(to)))
+        .collect()
+}
+
+fn missing<'a>(names: &[&'a str], text: &str) -> Vec<&'a str> {
+    names
+        .iter()
+        .copied()
+        .filter(|n| !text.contains(n))
+        .collect()
+}
+
+/// `none`'s siblings: every value of `--desi-gpu-map=` and `default=`.
+fn methods() -> Vec<&'static str> {
+    names::<Choice>()
+}
+
+#[test]
+fn every_method_is_in_every_text_that_lists_methods() {
+    let deb = read("packaging/deb/build-deb.sh");
+    let rpm = read("packaging/rpm/desi-gpu-map.spec");
+    let conf = read("packaging/desi-gpu-map.conf");
+    let man8 = plain_roff(&read("packaging/man/desi_gpu_map.8"));
+    let texts = [
+        (
+            "the deb's Description",
+            section(&deb, "Description:", "EOF").join("\n"),
+        ),
+        (
+            "the RPM's %description",
+            section(&rpm, "%description", "%prep").join("\n"),
+        ),
+        (
+            "the snippet's first lines",
+            section(&conf, "#", "See").join("\n"),
+        ),
+        (
+            "the snippet's default= comment",
+            section(&conf, "#   default=", "#   flag=").join("\n"),
+        ),
+        (
+            "desi_gpu_map(8)'s SYNOPSIS",
+            section(&man8, ".SH SYNOPSIS", ".SH DESCRIPTION").join("\n"),
+        ),
+        ("README.md", read("README.md")),
+        ("packaging/README.md", read("packaging/README.md")),
+    ];
+    for (what, text) in texts {
+        let methods = methods();
+        let gone = missing(&methods, &text);
+        assert!(gone.is_empty(), "{what} lacks {gone:?}:\n{text}");
+    }
+}
+
+#[test]
+fn every_vendor_is_documented() {
+    let vendors = names::<Vendor>();
+    for (what, text) in [
+        ("README.md", read("README.md")),
+        (
+            "desi_gpu_map(8)",
+            plain_roff(&read("packaging/man/desi_gpu_map.8")),
+        ),
+        ("the snippet", read("packaging/desi-gpu-map.conf")),
+        ("packaging/README.md", read("packaging/README.md")),
+    ] {
+        let gone = missing(&vendors, &text);
+        assert!(gone.is_empty(), "{what} lacks vendors {gone:?}");
+    }
+}
+
+/// A key as a Markdown table row starts: `` | `name=form` `` with `|`
+/// escaped, or `` | `verbose` ``.
+fn row_start(name: &str, form: Option<String>) -> String {
+    match form {
+        Some(form) if form.contains('|') => format!("| `{name}={}`", form.replace('|', "\\|")),
+        Some(_) => format!("| `{name}="),
+        None => format!("| `{name}`"),
+    }
+}
+
+#[test]
+fn every_plugstack_key_has_its_row_with_its_default() {
+    for path in ["README.md", "packaging/README.md"] {
+        let text = read(path);
+        for key in &KEYS {
+            let start = row_start(key.name, (key.form)());
+            let row = text
+                .lines()
+                .find(|l| l.starts_with(&start))
+                .unwrap_or_else(|| panic!("{path}: no row starting {start:?}"));
+            let default = (key.default)().map_or("off".to_string(), |d| format!("`{d}`"));
+            assert!(
+                row.contains(&format!("| {default} |")),
+                "{path}: the row of {} lacks its default {default}: {row}",
+                key.name
+            );
+        }
+    }
+}
+
+#[test]
+fn every_plugstack_key_is_in_the_man_page_and_the_snippet() {
+    let man8 = plain_roff(&read("packaging/man/desi_gpu_map.8"));
+    let synopsis = section(&man8, ".SH SYNOPSIS", ".SH DESCRIPTION").join("\n");
+    let conf = read("packaging/desi-gpu-map.conf");
+    for key in &KEYS {
+        let written = match (key.form)() {
+            Some(_) => format!("{}=", key.name),
+            None => key.name.to_string(),
+        };
+        assert!(synopsis.contains(&written), "SYNOPSIS lacks {written}");
+        assert!(
+            man8.contains(&format!(".BR {written}")) || man8.contains(&format!(".B {written}")),
+            "desi_gpu_map(8) has no entry for {written}"
+        );
+        assert!(
+            conf.lines()
+                .any(|l| l.starts_with(&format!("#   {written}"))),
+            "the snippet does not describe {written}"
+        );
+    }
+    // The snippet's line with every argument at its default.
+    let defaults: Vec<String> = KEYS
+        .iter()
+        .filter_map(|k| Some(format!("{}={}", k.name, (k.default)()?)))
+        .collect();
+    let line = format!(
+        "#required @SLURM_PLUGIN_DIR@/desi_gpu_map.so {}",
+        defaults.join(" ")
+    );
+    assert!(
+        conf.lines().any(|l| l == line),
+        "the snippet lacks the line of defaults:\n{line}"
+    );
+}
+
+#[test]
+fn every_slurm_series_has_its_readme_row() {
+    let readme = read("README.md");
+    let series = read("tests/cluster/series");
+    let listed: Vec<&str> = series
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(listed.contains(&"22.05"), "{series}");
+    for s in listed {
+        assert!(
+            readme.lines().any(|l| l.starts_with(&format!("| {s}"))),
+            "README.md's Supported Slurm has no row for {s}"
+        );
+    }
+}

@@ -5,7 +5,7 @@
 //! texts are checked against those declarations here, so that a name added
 //! in code fails this test until every text that lists such names has it.
 
-use desi_gpu_map::names::{names, Named};
+use desi_gpu_map::names::names;
 use desi_gpu_map::settings::option::Choice;
 use desi_gpu_map::settings::site::KEYS;
 use desi_gpu_map::vendor::Vendor;

@@ -21,7 +21,7 @@ pub fn apply(spank: &SpankHandle, plan: &StepPlan) {
 }
 
 /// The task's ids, read from Slurm; the node name is filled in after.
-struct Ids {
+struct TaskIds {
     local_id: usize,
     local_count: usize,
     rank: u32,
@@ -33,7 +33,7 @@ struct Ids {
     bind_list: Option<String>,
 }
 
-impl Ids {
+impl TaskIds {
     fn with_node<'a>(&'a self, node: &'a str) -> TaskInputs<'a> {
         TaskInputs {
             node,
@@ -54,7 +54,7 @@ impl Ids {
 
 /// The task's ids and lists; its CPUs only where `with_cpus` (a located
 /// `closest` step): other steps skip the affinity call.
-fn task_inputs(spank: &SpankHandle, with_cpus: bool) -> Result<Ids, String> {
+fn task_inputs(spank: &SpankHandle, with_cpus: bool) -> Result<TaskIds, String> {
     let var = |name: &str| spank.getenv_lossy(name).ok().flatten();
     let local_id = spank
         .task_id()
@@ -65,7 +65,7 @@ fn task_inputs(spank: &SpankHandle, with_cpus: bool) -> Result<Ids, String> {
     let rank = spank
         .task_global_id()
         .map_err(|e| format!("cannot read the task rank: {e}"))?;
-    Ok(Ids {
+    Ok(TaskIds {
         local_id: usize::try_from(local_id).map_err(|_| format!("odd local task id {local_id}"))?,
         local_count: usize::try_from(local_count).unwrap_or(0),
         rank,

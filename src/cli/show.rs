@@ -78,26 +78,26 @@ struct Shown {
     pci_bus_id: Option<String>,
     /// Used and total, in bytes (NVML only).
     memory: Option<(u64, u64)>,
-    near: Option<Near>,
+    near: Option<Place>,
     /// Why it was not found or located.
     missing: Option<String>,
 }
 
 /// Where a device sits: its NUMA node and local CPUs from sysfs, and
 /// whether they overlap the task's CPUs.
-struct Near {
+struct Place {
     numa: Option<u32>,
     cpus: Option<CpuSet>,
     near: Option<bool>,
 }
 
-impl Near {
-    fn of(place: GpuPlace, own: Option<&CpuSet>) -> Near {
+impl Place {
+    fn of(place: GpuPlace, own: Option<&CpuSet>) -> Place {
         let near = match (own, &place.cpus) {
             (Some(own), Some(local)) => Some(own.overlap(local) > 0),
             _ => None,
         };
-        Near {
+        Place {
             numa: place.numa,
             cpus: place.cpus,
             near,
@@ -130,7 +130,7 @@ fn through_nvml(
                 memory: Some((d.memory_used, d.memory_total)),
                 near: sysfs_bus_id(&d.pci_bus_id)
                     .and_then(|bus| kernel_place(&HostFiles, root, &bus, &bus).ok())
-                    .map(|place| Near::of(place, own)),
+                    .map(|place| Place::of(place, own)),
                 missing: None,
             },
             None => Shown {
@@ -155,7 +155,7 @@ fn through_kernel(
         Ok((bus, place)) => Shown {
             token: token.to_string(),
             pci_bus_id: Some(bus),
-            near: Some(Near::of(place, own)),
+            near: Some(Place::of(place, own)),
             ..Shown::default()
         },
         Err(why) => Shown {

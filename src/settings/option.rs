@@ -12,13 +12,23 @@ pub enum Choice {
     Map(Method),
 }
 
+/// Every method, then `none`, built from [`Method`]'s own list.
+const CHOICES: [Choice; Method::ALL.len() + 1] = {
+    let mut all = [Choice::Off; Method::ALL.len() + 1];
+    let mut i = 0;
+    while i < Method::ALL.len() {
+        // Evaluated by the compiler: an index out of range fails the build.
+        #[allow(clippy::indexing_slicing)]
+        {
+            all[i] = Choice::Map(Method::ALL[i]);
+        }
+        i += 1;
+    }
+    all
+};
+
 impl Named for Choice {
-    const ALL: &'static [Self] = &[
-        Choice::Map(Method::Contiguous),
-        Choice::Map(Method::RoundRobin),
-        Choice::Map(Method::Closest),
-        Choice::Off,
-    ];
+    const ALL: &'static [Self] = &CHOICES;
 
     fn name(self) -> &'static str {
         match self {

@@ -7,13 +7,13 @@
 use crate::error::{Error, ListProblem};
 
 /// More entries than any node holds: a longer list is garbage, not a node.
-pub const MAX_GPUS: usize = 1024;
+pub const MAX_LIST_ENTRIES: usize = 1024;
 /// Longest accepted token (a MIG id is about 60 characters).
 const MAX_TOKEN: usize = 128;
 
 /// Parses a comma-separated GPU list. Rejects what Slurm never writes and
 /// CUDA would misread: empty lists or entries, `NoDevFiles`, duplicates,
-/// odd characters, and lists longer than [`MAX_GPUS`].
+/// odd characters, and lists longer than [`MAX_LIST_ENTRIES`].
 pub fn parse_gpu_list(value: &str) -> Result<Vec<String>, Error> {
     let bad = |why| Error::BadGpuList {
         list: value.to_string(),
@@ -23,7 +23,7 @@ pub fn parse_gpu_list(value: &str) -> Result<Vec<String>, Error> {
         return Err(bad(ListProblem::Empty));
     }
     let count = value.split(',').count();
-    if count > MAX_GPUS {
+    if count > MAX_LIST_ENTRIES {
         return Err(bad(too_long(count)));
     }
     let mut gpus: Vec<String> = Vec::with_capacity(count);
@@ -48,7 +48,7 @@ pub fn check_list(gpus: &[String]) -> Result<(), Error> {
         list: join(gpus),
         why,
     };
-    if gpus.len() > MAX_GPUS {
+    if gpus.len() > MAX_LIST_ENTRIES {
         return Err(bad(too_long(gpus.len())));
     }
     for (i, token) in gpus.iter().enumerate() {
@@ -63,7 +63,7 @@ pub fn check_list(gpus: &[String]) -> Result<(), Error> {
 fn too_long(entries: usize) -> ListProblem {
     ListProblem::TooLong {
         entries,
-        most: MAX_GPUS,
+        most: MAX_LIST_ENTRIES,
     }
 }
 
@@ -75,14 +75,14 @@ fn check_token(token: &str) -> Result<(), ListProblem> {
     if token.len() > MAX_TOKEN {
         return Err(ListProblem::LongEntry { most: MAX_TOKEN });
     }
-    if is_index(token) || is_uuid(token) {
+    if is_device_index(token) || is_uuid(token) {
         Ok(())
     } else {
         Err(ListProblem::BadEntry(token.to_string()))
     }
 }
 
-fn is_index(token: &str) -> bool {
+fn is_device_index(token: &str) -> bool {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     match token.split_once('.') {
         Some((device, sub)) => digits(device) && digits(sub),
@@ -210,7 +210,7 @@ mod tests {
             problem(&many.join(",")),
             ListProblem::TooLong {
                 entries: 5000,
-                most: MAX_GPUS
+                most: MAX_LIST_ENTRIES
             }
         );
         let err = parse_gpu_list(&many.join(",")).unwrap_err().to_string();
@@ -219,8 +219,8 @@ mod tests {
             "{err}"
         );
         assert!(err.len() < 300);
-        let fine: Vec<String> = (0..MAX_GPUS).map(|i| i.to_string()).collect();
-        assert_eq!(ok(&fine.join(",")).len(), MAX_GPUS);
+        let fine: Vec<String> = (0..MAX_LIST_ENTRIES).map(|i| i.to_string()).collect();
+        assert_eq!(ok(&fine.join(",")).len(), MAX_LIST_ENTRIES);
     }
 
     #[test]

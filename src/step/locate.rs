@@ -1,7 +1,7 @@
 //! Where a `closest` step's GPUs sit: read once per step per node, from
 //! the kernel's files or NVML, and turned into each GPU's local CPUs.
 
-use super::{Near, Node, NvmlAsk, StepMap};
+use super::{GpuCpus, Node, NvmlAsk, StepMap};
 use crate::error::Error;
 use crate::method::closest::Fallback;
 use crate::method::Method;
@@ -73,9 +73,9 @@ pub fn locate(map: &mut StepMap, topology: Result<&Topology, String>) {
     }
     map.near = match topology {
         Ok(topology) => match near_cpus(&map.gpus, topology) {
-            Ok(near) => Near::Located(near),
-            Err(why) => Near::Fallback(why),
+            Ok(near) => GpuCpus::Located(near),
+            Err(why) => GpuCpus::Fallback(why),
         },
-        Err(why) => Near::Fallback(Fallback::Unreadable(why)),
+        Err(why) => GpuCpus::Fallback(Fallback::Unreadable(why)),
     };
 }

@@ -33,13 +33,13 @@ use crate::text::quote;
 use crate::vendor::{choose, Rendering, StepLists, Unbindable};
 use binding::slurm_binds_per_task;
 use locate::discover;
-use source::{from_nvml, from_slurm, other_lists, Found, NoList};
+use source::{from_nvml, from_slurm, other_lists, Missing, StepGpus};
 use std::fmt;
 use std::path::Path;
 
 pub use locate::{locate, step_topology};
 pub use node::{Node, NvmlAsk};
-pub use source::Unlisted;
+pub use source::WhyNoList;
 
 /// Step ids of the batch (0xfffffffb), extern (0xfffffffc) and interactive
 /// (0xfffffffa) steps, and Slurm's other reserved ids above them: never mapped.
@@ -92,7 +92,7 @@ impl StepPlan {
     /// Whether tasks need their CPUs read (`task_init`'s affinity call and
     /// Slurm's bind list): only a `closest` step whose GPUs were located.
     pub fn needs_task_cpus(&self) -> bool {
-        matches!(self, StepPlan::Map(map) if matches!(map.near, Near::Located(_)))
+        matches!(self, StepPlan::Map(map) if matches!(map.near, GpuCpus::Located(_)))
     }
 
     /// What the plan does, in a word, for the plugin's debug log: the
@@ -134,7 +134,7 @@ pub enum Aside {
     /// Slurm bound the node's tasks itself ([`Error::SlurmBound`]).
     SlurmBoundTasks(Error),
     /// The step has no GPU list to map.
-    NoList(Unlisted),
+    Missing(WhyNoList),
     /// No list the node's GPU runtimes read can be narrowed.
     Unbindable(Unbindable),
 }
@@ -156,7 +156,7 @@ impl fmt::Display for Aside {
                 quote(value)
             ),
             Aside::SlurmBoundTasks(e) => e.fmt(f),
-            Aside::NoList(why) => write!(f, "{why}; tasks left unchanged"),
+            Aside::Missing(why) => write!(f, "{why}; tasks left unchanged"),
             Aside::Unbindable(why) => write!(f, "{why}; tasks left unchanged"),
         }
     }
@@ -216,7 +216,7 @@ pub struct StepMap {
     /// How the lists are written for the node's GPU vendor.
     pub rendering: Rendering,
     /// Where the step's GPUs sit, for `closest`.
-    pub near: Near,
+    pub near: GpuCpus,
 }
 
 impl StepMap {
@@ -225,7 +225,7 @@ impl StepMap {
     /// back (its first task on each node says why, naming both).
     pub fn method_used(&self) -> Method {
         match (self.method, &self.near) {
-            (Method::Closest, Near::Fallback(_)) => Method::Contiguous,
+            (Method::Closest, GpuCpus::Fallback(_)) => Method::Contiguous,
             (method, _) => method,
         }
     }
@@ -233,7 +233,7 @@ impl StepMap {
 
 /// The local CPUs of the step's GPUs, for `closest`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Near {
+pub enum GpuCpus {
     /// Another method: not needed.
     Unused,
     /// Each step GPU's local CPUs, in the step's order.
@@ -300,7 +300,7 @@ fn plan_mapping(want: &Resolved, config: &Config, node: &dyn Node) -> StepPlan {
         }),
     };
     match listed {
-        Ok(Found { gpus, slurm }) => {
+        Ok(StepGpus { gpus, slurm }) => {
             let (cuda, step_gpus) = slurm.unzip();
             let lists = other_lists(env, cuda.is_some().then_some(gpus.as_slice()));
             let (others, mut notes) = (lists.slurms, lists.notes);
@@ -337,7 +337,7 @@ fn plan_mapping(want: &Resolved, config: &Config, node: &dyn Node) -> StepPlan {
             };
             let mut map = StepMap {
                 method,
-                near: Near::Unused,
+                near: GpuCpus::Unused,
                 visible: config.visible,
                 verbose: want.verbose,
                 flag: config.flag.clone(),
@@ -357,9 +357,9 @@ fn plan_mapping(want: &Resolved, config: &Config, node: &dyn Node) -> StepPlan {
             }
             StepPlan::Map(map)
         }
-        Err(NoList::NoGpus(_)) if !want.asked => StepPlan::quiet(&config.flag),
-        Err(NoList::NoGpus(why) | NoList::Failed(why)) => {
-            StepPlan::aside(&config.flag, Aside::NoList(why))
+        Err(Missing::NoGpus(_)) if !want.asked => StepPlan::quiet(&config.flag),
+        Err(Missing::NoGpus(why) | Missing::Failed(why)) => {
+            StepPlan::aside(&config.flag, Aside::Missing(why))
         }
     }
 }
@@ -475,7 +475,7 @@ mod tests {
                     .to_string(),
             ),
             (
-                Aside::NoList(Unlisted::NoGpus { inherited: None }),
+                Aside::Missing(WhyNoList::NoGpus { inherited: None }),
                 "no GPUs are allocated to this step on this node; tasks left unchanged".to_string(),
             ),
         ] {

@@ -10,16 +10,16 @@ use crate::text::quote;
 use std::fmt;
 
 /// Why a step gets no GPU list.
-pub(super) enum NoList {
+pub(super) enum Missing {
     /// Slurm gave the step no GPUs on this node: said only when asked.
-    NoGpus(Unlisted),
+    NoGpus(WhyNoList),
     /// It has GPUs, but they cannot be named safely.
-    Failed(Unlisted),
+    Failed(WhyNoList),
 }
 
 /// What stands between a step and its GPU list.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unlisted {
+pub enum WhyNoList {
     /// Slurm allocated the step no GPUs here; `inherited` is a
     /// `CUDA_VISIBLE_DEVICES` the step has all the same, not Slurm's.
     NoGpus {
@@ -47,11 +47,11 @@ pub enum Unlisted {
     },
 }
 
-impl fmt::Display for Unlisted {
+impl fmt::Display for WhyNoList {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (cuda, count_var) = (env::CUDA, env::GPUS_ON_NODE);
         match self {
-            Unlisted::NoGpus { inherited } => {
+            WhyNoList::NoGpus { inherited } => {
                 f.write_str("no GPUs are allocated to this step on this node")?;
                 match inherited {
                     Some(list) => write!(
@@ -62,7 +62,7 @@ impl fmt::Display for Unlisted {
                     None => Ok(()),
                 }
             }
-            Unlisted::CountMismatch {
+            WhyNoList::CountMismatch {
                 cuda: list,
                 listed,
                 count,
@@ -71,15 +71,15 @@ impl fmt::Display for Unlisted {
                 "{cuda}={} lists {listed} GPUs but {count_var}={count}",
                 quote(list)
             ),
-            Unlisted::BadCount(value) => write!(f, "{count_var}={} is not a count", quote(value)),
-            Unlisted::NvmlOff => write!(
+            WhyNoList::BadCount(value) => write!(f, "{count_var}={} is not a count", quote(value)),
+            WhyNoList::NvmlOff => write!(
                 f,
                 "Slurm set no {cuda} and NVML discovery is off (nvml=off)"
             ),
-            Unlisted::Nvml(e) => write!(f, "Slurm set no {cuda}, and {e}"),
-            Unlisted::BadNvmlList(e) => write!(f, "NVML's device list is unusable: {e}"),
-            Unlisted::NvmlFindsNone => f.write_str("NVML finds no GPU on this node"),
-            Unlisted::NvmlCountMismatch { found, count } => write!(
+            WhyNoList::Nvml(e) => write!(f, "Slurm set no {cuda}, and {e}"),
+            WhyNoList::BadNvmlList(e) => write!(f, "NVML's device list is unusable: {e}"),
+            WhyNoList::NvmlFindsNone => f.write_str("NVML finds no GPU on this node"),
+            WhyNoList::NvmlCountMismatch { found, count } => write!(
                 f,
                 "NVML finds {found} GPUs but {count_var}={count}, so the step's GPUs cannot be \
                  told apart"
@@ -89,14 +89,14 @@ impl fmt::Display for Unlisted {
 }
 
 /// A step's GPUs on this node, and where they were listed.
-pub(super) struct Found {
+pub(super) struct StepGpus {
     pub gpus: Vec<String>,
     /// Slurm's `CUDA_VISIBLE_DEVICES` and its own list (`SLURM_STEP_GPUS`)
     /// that it was checked against; `None` when NVML listed the GPUs.
     pub slurm: Option<(String, Vec<String>)>,
 }
 
-pub(super) type Listed = Result<Found, NoList>;
+pub(super) type Sourced = Result<StepGpus, Missing>;
 
 /// The GPU list from `CUDA_VISIBLE_DEVICES`, where Slurm set it for this
 /// step (`None` otherwise). Slurm overwrites the user's value in every step
@@ -107,7 +107,7 @@ pub(super) type Listed = Result<Found, NoList>;
 /// Slurm's companion lists renumbered alike (see [`renumbered_by_slurm`]),
 /// and where `SLURM_GPUS_ON_NODE` counts the step's GPUs. A list that is no
 /// list (`0,0`, empty) is neither, so it is the user's, and NVML decides.
-pub(super) fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Option<Listed> {
+pub(super) fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Option<Sourced> {
     let cuda = env(env::CUDA)?;
     // Slurm sets the count in every step with GPUs and removes it from every
     // other step, even when the user exported one (measured on 22.05).
@@ -118,13 +118,13 @@ pub(super) fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Option<Listed>
         return None;
     }
     if count != gpus.len() {
-        return Some(Err(NoList::Failed(Unlisted::CountMismatch {
+        return Some(Err(Missing::Failed(WhyNoList::CountMismatch {
             listed: gpus.len(),
             cuda,
             count,
         })));
     }
-    Some(Ok(Found {
+    Some(Ok(StepGpus {
         gpus,
         slurm: Some((cuda, step)),
     }))
@@ -157,33 +157,33 @@ pub(super) fn from_nvml(
     config: &Config,
     env: &dyn Fn(&str) -> Option<String>,
     nvml: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
-) -> Listed {
+) -> Sourced {
     let count = match env(env::GPUS_ON_NODE) {
         Some(v) => match v.trim().parse::<usize>() {
-            Ok(0) => return Err(NoList::NoGpus(no_gpus(env))),
+            Ok(0) => return Err(Missing::NoGpus(no_gpus(env))),
             Ok(count) => Some(count),
-            Err(_) => return Err(NoList::Failed(Unlisted::BadCount(v))),
+            Err(_) => return Err(Missing::Failed(WhyNoList::BadCount(v))),
         },
         None if config.untracked == Untracked::WholeNode => None,
-        None => return Err(NoList::NoGpus(no_gpus(env))),
+        None => return Err(Missing::NoGpus(no_gpus(env))),
     };
     // Without a count from Slurm, no answer from NVML just means no GPUs.
-    let fail = |why: Unlisted| match count {
-        Some(_) => NoList::Failed(why),
-        None => NoList::NoGpus(why),
+    let fail = |why: WhyNoList| match count {
+        Some(_) => Missing::Failed(why),
+        None => Missing::NoGpus(why),
     };
     if config.nvml == NvmlSource::Off {
-        return Err(fail(Unlisted::NvmlOff));
+        return Err(fail(WhyNoList::NvmlOff));
     }
-    let uuids = nvml(config).map_err(|e| fail(Unlisted::Nvml(e)))?;
-    check_list(&uuids).map_err(|e| fail(Unlisted::BadNvmlList(e)))?;
+    let uuids = nvml(config).map_err(|e| fail(WhyNoList::Nvml(e)))?;
+    check_list(&uuids).map_err(|e| fail(WhyNoList::BadNvmlList(e)))?;
     match count {
-        _ if uuids.is_empty() => Err(fail(Unlisted::NvmlFindsNone)),
-        Some(count) if count != uuids.len() => Err(fail(Unlisted::NvmlCountMismatch {
+        _ if uuids.is_empty() => Err(fail(WhyNoList::NvmlFindsNone)),
+        Some(count) if count != uuids.len() => Err(fail(WhyNoList::NvmlCountMismatch {
             found: uuids.len(),
             count,
         })),
-        _ => Ok(Found {
+        _ => Ok(StepGpus {
             gpus: uuids,
             slurm: None,
         }),
@@ -191,8 +191,8 @@ pub(super) fn from_nvml(
 }
 
 /// The step has no GPUs here; a list it has is not Slurm's.
-fn no_gpus(env: &dyn Fn(&str) -> Option<String>) -> Unlisted {
-    Unlisted::NoGpus {
+fn no_gpus(env: &dyn Fn(&str) -> Option<String>) -> WhyNoList {
+    WhyNoList::NoGpus {
         inherited: env(env::CUDA),
     }
 }
@@ -279,7 +279,7 @@ mod tests {
             ("SLURM_GPUS_ON_NODE", "4"),
             ("SLURM_STEP_GPUS", "0,1"),
         ]));
-        let want = Unlisted::CountMismatch {
+        let want = WhyNoList::CountMismatch {
             cuda: "0,1".to_string(),
             listed: 2,
             count: 4,
@@ -291,7 +291,7 @@ mod tests {
         );
         assert_eq!(unlisted(plan(&[])), gpus_none(None));
         let why = unlisted(plan(&[("SLURM_GPUS_ON_NODE", "two")]));
-        assert_eq!(why, Unlisted::BadCount("two".to_string()));
+        assert_eq!(why, WhyNoList::BadCount("two".to_string()));
     }
 
     #[test]
@@ -374,7 +374,7 @@ mod tests {
 
         let (p, _) = plan_with(&config, c, &[("SLURM_GPUS_ON_NODE", "4")], Ok(uuids(2)));
         let why = unlisted(p);
-        assert_eq!(why, Unlisted::NvmlCountMismatch { found: 2, count: 4 });
+        assert_eq!(why, WhyNoList::NvmlCountMismatch { found: 2, count: 4 });
         assert_eq!(
             why.to_string(),
             "NVML finds 2 GPUs but SLURM_GPUS_ON_NODE=4, so the step's GPUs cannot be told apart"
@@ -386,7 +386,7 @@ mod tests {
             Err(Error::Discovery("NVML: init failed".into())),
         );
         let failed = Error::Discovery("NVML: init failed".into());
-        assert_eq!(unlisted(p), Unlisted::Nvml(failed));
+        assert_eq!(unlisted(p), WhyNoList::Nvml(failed));
         let (p, calls) = plan_with(&config, c, &[("SLURM_GPUS_ON_NODE", "0")], Ok(uuids(4)));
         assert_eq!(unlisted(p), gpus_none(None));
         assert_eq!(calls, 0);
@@ -402,7 +402,7 @@ mod tests {
             ..Config::default()
         };
         let (p, calls) = plan_with(&off, c, &[("SLURM_GPUS_ON_NODE", "4")], Ok(uuids(4)));
-        assert_eq!(unlisted(p), Unlisted::NvmlOff);
+        assert_eq!(unlisted(p), WhyNoList::NvmlOff);
         assert_eq!(calls, 0);
     }
 
@@ -434,7 +434,7 @@ mod tests {
         quiet(p);
         let no_library = Error::Discovery("NVML: no library".into());
         let (p, _) = plan_with(&whole, c, &[], Err(no_library.clone()));
-        assert_eq!(unlisted(p), Unlisted::Nvml(no_library));
+        assert_eq!(unlisted(p), WhyNoList::Nvml(no_library));
         // A count of zero is no GPUs, whatever the site says.
         let (p, calls) = plan_with(&whole, c, &[("SLURM_GPUS_ON_NODE", "0")], Ok(uuids(2)));
         assert_eq!(unlisted(p), gpus_none(None));
@@ -452,7 +452,7 @@ mod tests {
         ] {
             let (p, _) = plan_with(&config, c, &count, Ok(bad.clone()));
             let why = unlisted(p);
-            assert!(matches!(why, Unlisted::BadNvmlList(_)), "{why:?}");
+            assert!(matches!(why, WhyNoList::BadNvmlList(_)), "{why:?}");
         }
     }
 

@@ -2,7 +2,7 @@
 //! variables written into its environment, or why it is left alone.
 
 use super::binding::slurm_bound_task;
-use super::{stale_names, Aside, Near, StepMap, StepPlan, Unmapped};
+use super::{stale_names, Aside, GpuCpus, StepMap, StepPlan, Unmapped};
 use crate::cpuset::CpuSet;
 use crate::env;
 use crate::error::Error;
@@ -168,7 +168,7 @@ pub fn assign(map: &StepMap, task: &TaskInputs) -> Result<Assignment, Error> {
         return Err(Error::SlurmBound(why));
     }
     let (position, closeness) = match (&map.method, &map.near) {
-        (Method::Closest, Near::Located(near)) => closest_position(near, task)?,
+        (Method::Closest, GpuCpus::Located(near)) => closest_position(near, task)?,
         _ => {
             let method = map.method_used();
             let at = position(method, task.local_id, task.local_count, map.gpus.len())?;
@@ -257,7 +257,7 @@ pub fn map_task(map: &StepMap, task: &TaskInputs) -> TaskOutcome {
 fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> TaskOutcome {
     let mut say = Vec::new();
     // A `closest` step that fell back says so once per node, verbose or not.
-    if let (Near::Fallback(why), 0) = (&map.near, task.local_id) {
+    if let (GpuCpus::Fallback(why), 0) = (&map.near, task.local_id) {
         say.push(aside_line(task.node, &why.to_string()));
     }
     // So does one whose tasks' CPUs tell no GPU apart.
@@ -636,7 +636,7 @@ mod tests {
         // writes none, and binds no task).
         let mut map = mapped_4(&Config::default(), Method::Closest);
         let cpus = |l: &str| CpuSet::parse(l).unwrap();
-        map.near = Near::Located(vec![cpus("1"), cpus("1"), cpus("0"), cpus("0")]);
+        map.near = GpuCpus::Located(vec![cpus("1"), cpus("1"), cpus("0"), cpus("0")]);
         let list = "0x1,0x1,0x1,0x3,0x3,0x3,0x3,0x3";
         let gpus = |own: &dyn Fn(usize) -> CpuSet| -> Vec<String> {
             (0..8)

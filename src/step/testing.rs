@@ -4,7 +4,7 @@
 
 use super::{
     plan_step, Aside, Node, NvmlAsk, StepFacts, StepMap, StepPlan, TaskInputs, TaskOutcome,
-    Unlisted, Unmapped,
+    Unmapped, WhyNoList,
 };
 use crate::error::Error;
 use crate::files::{Files, NoFiles};
@@ -138,16 +138,16 @@ pub(crate) fn aside(plan: StepPlan) -> Aside {
 }
 
 /// Why a step has no list to map; panics when it maps or says another thing.
-pub(crate) fn unlisted(plan: StepPlan) -> Unlisted {
+pub(crate) fn unlisted(plan: StepPlan) -> WhyNoList {
     match aside(plan) {
-        Aside::NoList(why) => why,
+        Aside::Missing(why) => why,
         other => panic!("expected no list, got {other:?}"),
     }
 }
 
 /// The step's stand-aside for a step without GPUs here.
-pub(crate) fn gpus_none(inherited: Option<&str>) -> Unlisted {
-    Unlisted::NoGpus {
+pub(crate) fn gpus_none(inherited: Option<&str>) -> WhyNoList {
+    WhyNoList::NoGpus {
         inherited: inherited.map(String::from),
     }
 }

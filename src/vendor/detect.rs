@@ -46,7 +46,7 @@ pub fn detect(files: &dyn Files, root: &Path) -> Chosen {
                     Vendor::Nvidia,
                     format!(
                         "GPUs of several vendors ({}); NVIDIA by default",
-                        names(several)
+                        vendor_list(several)
                     ),
                 ),
             }
@@ -54,7 +54,7 @@ pub fn detect(files: &dyn Files, root: &Path) -> Chosen {
     }
 }
 
-fn names(vendors: &[Vendor]) -> String {
+fn vendor_list(vendors: &[Vendor]) -> String {
     vendors
         .iter()
         .map(|v| v.name())

@@ -21,7 +21,7 @@ pub(super) const RULES: Rules = Rules {
 /// Slurm's indices follow the PCI bus order: CUDA is told to read them so,
 /// unless the user chose an order.
 fn adjust(r: &mut Rendering, step: &StepLists, user_order: Option<&str>, notes: &mut Vec<String>) {
-    if !(step.from_slurm && step.gpus.iter().all(|g| is_index(g))) {
+    if !(step.from_slurm && step.gpus.iter().all(|g| is_whole_number(g))) {
         return;
     }
     match user_order {
@@ -42,7 +42,7 @@ fn render(r: &Rendering, step: &StepLists, position: usize) -> Vec<(String, Stri
     set
 }
 
-fn is_index(token: &str) -> bool {
+fn is_whole_number(token: &str) -> bool {
     !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit())
 }
 

@@ -1,5 +1,6 @@
-//! What people type: the site's plugstack arguments ([`site`]) and the
-//! user's `--desi-gpu-map` value ([`option`]).
+//! What people type: the site's plugstack arguments ([`site`]), the user's
+//! `--desi-gpu-map` value ([`option`]), and where on the client's command
+//! line it was typed ([`client_args`]).
 
 pub mod client_args;
 pub mod option;

@@ -1,13 +1,16 @@
 //! The decision for one job step on one node: whether it is mapped, and
-//! with which list. Each rule lives in its own module, its tests beside it:
+//! with which list, made in one pass by [`plan_step`] from what a front end's
+//! [`Node`] answers. Each rule lives in its own module, its tests beside it:
 //!
+//! - `node`: the interface the front ends implement;
 //! - `source`: where the step's GPU list comes from (Slurm's list, or NVML);
 //! - `binding`: when Slurm's own per-task binding wins;
+//! - `locate`: where a `closest` step's GPUs sit;
 //! - `task`: what each task gets, and the variables written for it
 //!   (through [`crate::vendor`], which writes the lists for the node's
 //!   vendor).
 //!
-//! Pure: the plugin hands in what Slurm told it, and applies what comes back.
+//! No I/O: the front end hands in the node, and applies what comes back.
 
 mod binding;
 mod locate;

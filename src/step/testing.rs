@@ -1,4 +1,4 @@
-//! Compiled only under #[cfg(test)] (see step.rs).
+//! Compiled only under #[cfg(test)] (see step/mod.rs).
 //! Fixtures shared by the step's unit tests (each module's tests stand
 //! beside it): a step planned from a few variables, and a task of it.
 

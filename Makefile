@@ -11,12 +11,17 @@ TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
 SO := $(TARGET_DIR)/release/libdesi_gpu_map_spank.so
 BIN := $(TARGET_DIR)/release/desi-gpu-map
 
-.PHONY: all build deps demo test check unit cluster-test clean
+.PHONY: all build deps nvidia demo test check unit cluster-test clean
 
 all: build
 
 deps:
 	bash tests/deps.sh
+
+# Debian's real NVML and MPS binaries (non-free), unpacked for the tests into
+# /var/tmp/desi-gpu-map-nvidia, never installed (tests/nvidia/fetch.sh).
+nvidia:
+	bash tests/nvidia/fetch.sh >/dev/null
 
 build: deps
 	$(CARGO) build --release --workspace --locked
@@ -33,13 +38,13 @@ check: deps
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) clippy --workspace --all-targets --locked --features cluster-tests -- -D warnings
 
-unit: deps
+unit: deps nvidia
 	$(CARGO) test --workspace --locked
 
 # SERIES=22.05 (or "22.05,24.11") runs only those Slurm series; default all
 # in tests/cluster/series (the host's, then Debian roots; tests/run-cluster-tests.sh).
 SERIES ?= $(shell awk '!/^\#/ && NF {print $$1}' tests/cluster/series | paste -sd,)
-cluster-test: build
+cluster-test: build nvidia
 	SERIES="$(SERIES)" bash tests/run-cluster-tests.sh
 
 clean:

@@ -299,3 +299,35 @@ fn show_locates_an_amd_gpu_through_its_render_node() {
     );
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+#[test]
+fn show_prints_the_real_nvmls_own_error() {
+    // Debian's real libnvidia-ml (tests/nvidia/fetch.sh), which cannot
+    // initialise without a driver: NVML_ERROR_DRIVER_NOT_LOADED.
+    let dir = std::env::var("DGM_NVIDIA_DIR")
+        .unwrap_or_else(|_| "/var/tmp/desi-gpu-map-nvidia/current".to_string());
+    let lib = format!("{dir}/libnvidia-ml.so.1");
+    assert!(
+        std::path::Path::new(&lib).is_file(),
+        "{lib} is missing: run tests/nvidia/fetch.sh (make nvidia) as root"
+    );
+    let want = format!("NVML: cannot initialise {lib}: NVIDIA driver is not loaded");
+    let show = |json: bool| {
+        let mut args = vec!["show", "--nvml", &lib];
+        args.extend(json.then_some("--json"));
+        let out = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+            .args(&args)
+            .env("CUDA_VISIBLE_DEVICES", "0")
+            .output()
+            .expect("run desi-gpu-map");
+        assert!(out.status.success(), "{out:?}");
+        stdout(&out)
+    };
+    let text = show(false);
+    assert!(text.contains(&format!("\nnvml: {want}\n")), "{text}");
+    let json = show(true);
+    assert!(
+        json.contains(&format!("\"nvml_note\": \"{want}\"")),
+        "{json}"
+    );
+}

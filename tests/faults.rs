@@ -7,8 +7,9 @@
 mod common;
 use common::*;
 use std::ffi::OsStr;
+use std::fs::FileTimes;
 use std::os::unix::ffi::OsStrExt;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The lines the plugin printed on the tasks' stderr.
 fn said(out: &std::process::Output) -> Vec<String> {
@@ -341,6 +342,110 @@ fn scancel_ends_a_job_whose_nvml_hangs() {
         "n4: {}",
         show(&state)
     );
+}
+
+// ------------------------------------------------------------ the real NVML
+
+/// What NVML's `nvmlInit` says without a driver (NVML_ERROR_DRIVER_NOT_LOADED,
+/// as nvml-wrapper words it; nvmlErrorString says "Driver Not Loaded").
+const NO_DRIVER: &str = "NVIDIA driver is not loaded";
+
+/// 2000-01-01: an access time that any read of a file replaces, under
+/// `relatime` too.
+fn long_ago() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(946_684_800)
+}
+
+/// Marks `path` as unread since long ago.
+fn age(path: &str) {
+    let file = std::fs::File::options()
+        .write(true)
+        .open(path)
+        .expect("open to set times");
+    file.set_times(FileTimes::new().set_accessed(long_ago()))
+        .expect("set the access time");
+}
+
+/// Whether `path` was read since [`age`].
+fn was_read(path: &str) -> bool {
+    let accessed = std::fs::metadata(path).and_then(|m| m.accessed());
+    accessed.expect("access time") != long_ago()
+}
+
+/// The real NVML for the cluster, on a file system that records reads in
+/// access times (what tells whether the plugin loaded it); checked here.
+fn real_nvml_watched() -> String {
+    let lib = real_nvml();
+    age(&lib);
+    let mut head = [0u8; 4];
+    std::fs::File::open(&lib)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .expect("read the real NVML");
+    assert!(
+        was_read(&lib),
+        "{lib}: this file system records no reads (noatime), so the tests cannot tell whether NVML was loaded"
+    );
+    age(&lib);
+    lib
+}
+
+#[test]
+fn the_real_nvml_without_a_driver_leaves_a_no_gpu_env_step_unmapped_with_its_error() {
+    // n4 says Flags=no_gpu_env: only NVML could list its GPUs, and Debian's
+    // real libnvidia-ml fails to initialise without a driver.
+    let lib = real_nvml_watched();
+    let _c = setup("required", &[&format!("nvml={lib}"), "nvml_timeout=5"]);
+    let started = Instant::now();
+    let out = nvml_step(&[]);
+    let took = started.elapsed();
+    let want = format!("NVML: cannot initialise {lib}: {NO_DRIVER}");
+    assert_unchanged_with_one_line(&out, &want);
+    assert!(
+        took < Duration::from_secs(5),
+        "took {took:?}: {}",
+        show(&out)
+    );
+    assert!(
+        was_read(&lib),
+        "the plugin never loaded {lib}: {}",
+        show(&out)
+    );
+    let log =
+        std::fs::read_to_string(format!("{}/log/slurmd-n4.log", state_dir())).unwrap_or_default();
+    assert!(
+        log.contains(&want),
+        "slurmd-n4.log: {}",
+        log.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn the_real_nvml_is_not_loaded_where_slurm_lists_the_gpus() {
+    let lib = real_nvml_watched();
+    let _c = setup("required", &[&format!("nvml={lib}")]);
+    let out = run(
+        "srun",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=2",
+            "--desi-gpu-map=contiguous",
+            "bash",
+            "-c",
+            PROBE,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 n1 0 0 1", "1 n1 1 1 1"]),
+        "{}",
+        show(&out)
+    );
+    assert!(said(&out).is_empty(), "{}", show(&out));
+    assert!(!was_read(&lib), "the plugin loaded {lib}: {}", show(&out));
 }
 
 // ------------------------------------------------------------ bad input

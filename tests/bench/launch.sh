@@ -80,7 +80,7 @@ for n in 8 32 64; do
 done
 
 # Time inside the plugin's own hooks, per method, from slurmd's debug log
-# ("task_init took N us (METHOD)").
+# ("task_init took N us (METHOD), thread cpu M us").
 hook_times() { cat "$DGM_CLUSTER_DIR"/log/slurmd-n*.log | sed -n "s/.*$1 took \([0-9]*\) us ($2).*/\1/p"; }
 echo
 for m in contiguous closest; do

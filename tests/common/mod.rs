@@ -36,6 +36,30 @@ pub fn bin() -> String {
         .to_string()
 }
 
+/// Debian's real NVML (`libnvidia-ml1`), as `tests/nvidia/fetch.sh`
+/// unpacked it (`make nvidia`); `DGM_NVIDIA_DIR` names another such dir.
+pub fn real_nvml_unpacked() -> PathBuf {
+    let dir = std::env::var("DGM_NVIDIA_DIR")
+        .unwrap_or_else(|_| "/var/tmp/desi-gpu-map-nvidia/current".to_string());
+    let lib = PathBuf::from(dir).join("libnvidia-ml.so.1");
+    assert!(
+        lib.is_file(),
+        "{} is missing: run tests/nvidia/fetch.sh (make nvidia) as root",
+        lib.display()
+    );
+    lib
+}
+
+/// A copy of the real NVML in the state dir, where a Slurm root sees it at
+/// the same path (cluster.sh binds only the state dir and the repo into it).
+pub fn real_nvml() -> String {
+    let dir = format!("{}/real-nvml", state_dir());
+    std::fs::create_dir_all(&dir).expect("make the real NVML's dir");
+    let lib = format!("{dir}/libnvidia-ml.so.1");
+    std::fs::copy(real_nvml_unpacked(), &lib).expect("copy the real NVML");
+    lib
+}
+
 pub const OPTION_ENV: &str = "SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gpu_map";
 
 pub fn text(bytes: &[u8]) -> String {

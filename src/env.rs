@@ -43,6 +43,19 @@ pub const BIND_REQUESTS: [&str; 2] = ["SLURM_GPU_BIND", "SLURM_TRES_BIND"];
 /// Exported to every mapped task.
 pub const METHOD: &str = "DESI_GPU_MAP_METHOD";
 pub const NODE_GPUS: &str = "DESI_GPU_MAP_NODE_GPUS";
+/// The step the task was mapped in (`JOBID.STEPID`), so that
+/// `desi-gpu-map exec` tells the plugin's mapping of this step from a flag
+/// inherited from an outer one.
+pub const STEP: &str = "DESI_GPU_MAP_STEP";
+
+/// What Slurm tells each task of where it sits, in its environment.
+pub const JOB_ID: &str = "SLURM_JOB_ID";
+pub const STEP_ID: &str = "SLURM_STEP_ID";
+pub const LOCAL_ID: &str = "SLURM_LOCALID";
+pub const RANK: &str = "SLURM_PROCID";
+pub const NODE_ID: &str = "SLURM_NODEID";
+pub const TASKS_PER_NODE: &str = "SLURM_STEP_TASKS_PER_NODE";
+pub const NODE_NAME: &str = "SLURMD_NODENAME";
 
 /// The plugin's own variables begin with this; a site's flag must not.
 pub const OWN_PREFIX: &str = "DESI_GPU_MAP_";

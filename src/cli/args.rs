@@ -2,9 +2,10 @@
 //! straight into the core's types, by the core's own names.
 
 use super::layout::Distribution;
-use crate::method::Visible;
-use crate::method::{method_names, Method};
-use crate::names::{names, Named};
+use crate::env;
+use crate::method::{method_names, Method, Visible};
+use crate::names::{names, with_aliases, Named};
+use crate::settings::option::Choice;
 use crate::settings::site::NvmlSource;
 use crate::text::quote;
 use crate::vendor::VendorSetting;
@@ -29,6 +30,69 @@ pub enum Command {
     Plan(PlanArgs),
     /// Inside a task: report the GPU binding this task got.
     Show(ShowArgs),
+    /// Inside a task: bind it to its GPU as the plugin would, then run APP
+    /// in its place (for sites without the plugin).
+    Exec(ExecArgs),
+    /// What exec asks NVML, in a child process it can give up on.
+    #[command(hide = true)]
+    NvmlQuery(NvmlQueryArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Run it as the task itself: srun starts it, it binds the task's GPU and execs APP
+(same pid, signals, exit code). Where the plugin already mapped this step, or
+the step has no GPUs, APP runs unchanged.
+
+Examples:
+  srun -N2 -n8 --gpus-per-node=4 desi-gpu-map exec --method contiguous -- python app.py
+  srun ... desi-gpu-map exec -- ./app        # $DESI_GPU_MAP_METHOD, else contiguous
+  srun ... desi-gpu-map exec --verbose --method closest -- ./app")]
+pub struct ExecArgs {
+    #[arg(
+        long,
+        value_parser = CoreValue::<Choice>::new("--method", choices),
+        help = format!(
+            "Mapping method: {} [default: ${}, else contiguous]",
+            choices(),
+            env::METHOD
+        )
+    )]
+    pub method: Option<Choice>,
+    /// One line per task on its stderr, and a line where the task runs
+    /// unchanged.
+    #[arg(long)]
+    pub verbose: bool,
+    /// What stays visible to each task (plugstack visible=).
+    #[arg(long, default_value = "single", value_parser = one_of::<Visible>())]
+    pub visible: Visible,
+    /// Whose runtime reads the GPU lists (plugstack vendor=); auto detects it.
+    #[arg(long, default_value = "auto", value_parser = one_of::<VendorSetting>())]
+    pub vendor: VendorSetting,
+    /// NVML, for steps in which Slurm names no GPU list: auto, off, or a
+    /// library path.
+    #[arg(long, default_value = "auto")]
+    pub nvml: String,
+    /// Map even outside a Slurm step, from the SLURM_* variables given (for
+    /// tests).
+    #[arg(long)]
+    pub allow_outside_slurm: bool,
+    /// The application and its arguments, after --.
+    #[arg(last = true, value_name = "APP")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Args, Debug)]
+pub struct NvmlQueryArgs {
+    /// uuids, or places.
+    pub ask: String,
+    #[arg(long, default_value = "auto")]
+    pub nvml: String,
+}
+
+/// The methods and `none`, with their other spellings.
+fn choices() -> String {
+    with_aliases::<Choice>()
 }
 
 #[derive(Args, Debug)]

@@ -1,8 +1,10 @@
 //! The `desi-gpu-map` command, behind the `cli` feature (the plugin links
 //! neither clap nor serde): its command line ([`args`]), `plan` (the
-//! preview, over [`layout`]) and `show`.
+//! preview, over [`layout`]), `show`, and `exec` (the plugin's mapping,
+//! run by the task itself).
 
 pub mod args;
+mod exec;
 mod json;
 mod layout;
 mod plan;
@@ -18,6 +20,8 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         args::Command::Plan(args) => plan::run(&args),
         args::Command::Show(args) => show::run(&args),
+        args::Command::Exec(args) => return exec::run(&args),
+        args::Command::NvmlQuery(args) => return exec::nvml_query(&args.ask, &args.nvml),
     };
     match result {
         // A closed pipe (`| head`) is not an error worth a panic.

@@ -20,7 +20,7 @@ use std::path::Path;
 pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
     let var = |name: &str| std::env::var(name).ok();
     let vendor = choose(args.vendor, &HostFiles, &args.root).vendor;
-    let own = own_cpus();
+    let own = crate::host::cpus::allowed("self");
     let facts = [
         ("node", var("SLURMD_NODENAME")),
         ("rank", var("SLURM_PROCID")),
@@ -59,15 +59,6 @@ pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
     } else {
         Ok(to_text(&args.flag, &facts, &shown, note.as_deref()))
     }
-}
-
-/// This task's CPUs, as the kernel reports them (`Cpus_allowed_list`).
-fn own_cpus() -> Option<CpuSet> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let list = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
-    CpuSet::parse_list(list.trim()).ok()
 }
 
 /// One GPU of the task's list, as far as it was found.

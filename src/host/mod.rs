@@ -2,5 +2,6 @@
 //! files ([`files::HostFiles`]) and its NVML ([`nvml`]). Nothing in the
 //! core imports this module.
 
+pub mod cpus;
 pub mod files;
 pub mod nvml;

@@ -142,6 +142,19 @@ pub enum Aside {
     Unbindable(Unbindable),
 }
 
+impl Aside {
+    /// A step that its user expects to run as Slurm made it: no GPUs here,
+    /// or Slurm binds each task itself.
+    pub fn is_routine(&self) -> bool {
+        matches!(
+            self,
+            Aside::SlurmBindsStep { .. }
+                | Aside::SlurmBoundTasks(_)
+                | Aside::Missing(WhyNoList::NoGpus { .. })
+        )
+    }
+}
+
 impl fmt::Display for Aside {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -189,6 +202,7 @@ pub(crate) fn stale_names(flag: &str) -> Vec<String> {
         flag.to_string(),
         env::METHOD.to_string(),
         env::NODE_GPUS.to_string(),
+        env::STEP.to_string(),
     ]
 }
 
@@ -220,6 +234,9 @@ pub struct StepMap {
     pub rendering: Rendering,
     /// Where the step's GPUs sit, for `closest`.
     pub near: GpuCpus,
+    /// This step, `JOBID.STEPID` (`None`: Slurm gave no job id), exported
+    /// so that `desi-gpu-map exec` knows the plugin mapped it.
+    pub step: Option<String>,
 }
 
 impl StepMap {
@@ -281,11 +298,11 @@ pub fn plan_step(facts: &StepFacts, node: &dyn Node) -> StepPlan {
         None => None,
     };
     let want = resolve(request, config);
-    plan_mapping(&want, config, node)
+    plan_mapping(&want, config, node, step_id)
 }
 
 /// Decides for a normal step whose inputs could all be read.
-fn plan_mapping(want: &Resolved, config: &Config, node: &dyn Node) -> StepPlan {
+fn plan_mapping(want: &Resolved, config: &Config, node: &dyn Node, step_id: u32) -> StepPlan {
     let method = match want.choice {
         Choice::Off => return StepPlan::quiet(&config.flag),
         Choice::Map(method) => method,
@@ -351,6 +368,9 @@ fn plan_mapping(want: &Resolved, config: &Config, node: &dyn Node) -> StepPlan {
                 cuda,
                 exported,
                 step_gpus,
+                step: node
+                    .env(env::JOB_ID)
+                    .map(|job| format!("{}.{step_id}", job.trim())),
             };
             if method == Method::Closest {
                 let places = node
@@ -383,7 +403,8 @@ mod tests {
             [
                 "DESI_GPU_MAPPED",
                 "DESI_GPU_MAP_METHOD",
-                "DESI_GPU_MAP_NODE_GPUS"
+                "DESI_GPU_MAP_NODE_GPUS",
+                "DESI_GPU_MAP_STEP"
             ]
         );
         assert_eq!(calls, 0);

@@ -288,6 +288,9 @@ pub fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, String)
     let mut set = render(&map.rendering, &lists, assignment.position);
     set.push((env::METHOD.to_string(), map.method_used().to_string()));
     set.push((env::NODE_GPUS.to_string(), map.gpus.len().to_string()));
+    if let Some(step) = &map.step {
+        set.push((env::STEP.to_string(), step.clone()));
+    }
     // Last: a task whose variables could not all be set gets no flag.
     set.push((map.flag.clone(), "1".to_string()));
     set

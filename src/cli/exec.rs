@@ -1,0 +1,346 @@
+//! `desi-gpu-map exec -- APP`: the plugin's mapping for users whose site
+//! has not installed it. Run as the task itself (srun starts it), it plans
+//! the step through the same core as the plugin, from what slurmstepd left
+//! in the task's environment, and then execs APP with the task's variables:
+//! no child process, so APP keeps the task's pid, signals and exit code.
+
+use super::args::ExecArgs;
+use crate::env;
+use crate::error::Error;
+use crate::files::Files;
+use crate::host::cpus;
+use crate::host::files::HostFiles;
+use crate::settings::option::{parse_option, Choice, Request};
+use crate::settings::site::{parse_args, Config, NvmlSource};
+use crate::slurm::tasks::local_count;
+use crate::step::{
+    carry_out, plan_step, task_outcome, unreadable_task, Aside, Node, NvmlAsk, StepFacts, StepPlan,
+    TaskCpus, TaskInputs, Unmapped,
+};
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+/// The shell's exit codes for a command that cannot be found or run.
+const NOT_FOUND: u8 = 127;
+const NOT_EXECUTABLE: u8 = 126;
+/// Bad input: nothing was run.
+const USAGE: u8 = 2;
+
+/// Maps this task and execs the application; returns only on failure.
+pub fn run(args: &ExecArgs) -> ExitCode {
+    match prepare(args) {
+        Ok(mut command) => {
+            let app = args.command.first().cloned().unwrap_or_default();
+            failed(&app, command.exec())
+        }
+        Err(why) => {
+            say(&[format!("desi-gpu-map exec: {why}")]);
+            ExitCode::from(USAGE)
+        }
+    }
+}
+
+/// The application's command, with the task's variables set; or why
+/// nothing may run.
+fn prepare(args: &ExecArgs) -> Result<Command, String> {
+    let (app, app_args) = args.command.split_first().ok_or_else(|| {
+        "no command to run: desi-gpu-map exec [OPTIONS] -- APP [ARGS...]".to_string()
+    })?;
+    let method = method(args)?;
+    let config = config(args)?;
+    let node = Process;
+    if node.env(env::STEP_ID).is_none() && !args.allow_outside_slurm {
+        return Err(format!(
+            "not inside a Slurm step ({} is not set), so nothing was run; start it with srun, \
+             or give --allow-outside-slurm to test",
+            env::STEP_ID
+        ));
+    }
+    let mut command = Command::new(app);
+    command.args(app_args);
+    if mapped_by_plugin(&node, &config) {
+        if args.verbose {
+            say(&[format!(
+                "desi-gpu-map exec: the plugin mapped this step; {} runs unchanged",
+                app.to_string_lossy()
+            )]);
+        }
+        return Ok(command);
+    }
+    let plan = plan(&node, config, method, args.verbose);
+    let lines = apply(&node, &plan, &mut command);
+    if args.verbose || !routine(&plan) {
+        say(&lines);
+    }
+    Ok(command)
+}
+
+/// `--method`, else `$DESI_GPU_MAP_METHOD`, else contiguous.
+fn method(args: &ExecArgs) -> Result<Choice, String> {
+    if let Some(choice) = args.method {
+        return Ok(choice);
+    }
+    match std::env::var(env::METHOD) {
+        Ok(value) => match parse_option(&value) {
+            Ok(Request::Use {
+                choice: Some(choice),
+                ..
+            }) => Ok(choice),
+            _ => Err(format!(
+                "{}={value:?} names no method; give --method",
+                env::METHOD
+            )),
+        },
+        Err(_) => Ok(Choice::Map(crate::method::Method::Contiguous)),
+    }
+}
+
+/// The plugin's settings that exec takes as options, checked by the same
+/// rules as plugstack.conf's.
+fn config(args: &ExecArgs) -> Result<Config, String> {
+    use crate::names::Named;
+    let words = [
+        format!("visible={}", args.visible.name()),
+        format!("vendor={}", args.vendor.name()),
+        format!("nvml={}", args.nvml),
+    ];
+    parse_args(&words).map_err(|e| e.to_string())
+}
+
+/// The plugin mapped this very step: its flag, and its record of the step
+/// equal to this one (an outer step's flag records another step).
+fn mapped_by_plugin(node: &Process, config: &Config) -> bool {
+    let this = node
+        .env(env::JOB_ID)
+        .zip(node.env(env::STEP_ID))
+        .map(|(job, step)| format!("{}.{}", job.trim(), step.trim()));
+    node.env(&config.flag).as_deref() == Some("1") && this.is_some() && node.env(env::STEP) == this
+}
+
+/// The step's plan, through the same core as the plugin's.
+fn plan(node: &Process, config: Config, choice: Choice, verbose: bool) -> StepPlan {
+    let step_id = node
+        .env(env::STEP_ID)
+        .unwrap_or_else(|| "0".to_string())
+        .trim()
+        .parse::<u32>()
+        .map_err(|_| format!("{} is not a step id", env::STEP_ID));
+    let config = Ok(config);
+    let request = Ok(Request::Use {
+        choice: Some(choice),
+        verbose,
+    });
+    let facts = StepFacts {
+        step_id,
+        config: Some(&config),
+        request: Some(&request),
+    };
+    plan_step(&facts, node)
+}
+
+/// Sets the task's variables on `command`; returns the lines to say.
+fn apply(node: &Process, plan: &StepPlan, command: &mut Command) -> Vec<String> {
+    let name = node.env(env::NODE_NAME).unwrap_or_else(|| "?".to_string());
+    let cuda = node.env(env::CUDA);
+    let tres_bind = node.env(env::TRES_BIND);
+    let bind_type = node.env(env::CPU_BIND_TYPE);
+    let bind_list = node.env(env::CPU_BIND_LIST);
+    let outcome = match task_ids(node) {
+        Ok((local_id, local_count, rank)) => {
+            let closest = plan.needs_task_cpus();
+            let task = TaskInputs {
+                node: &name,
+                local_id,
+                local_count,
+                rank,
+                cuda: cuda.as_deref(),
+                tres_bind: tres_bind.as_deref(),
+                cpus: TaskCpus {
+                    own: closest.then(|| cpus::allowed("self")).flatten(),
+                    parent: closest
+                        .then(|| cpus::allowed(&std::os::unix::process::parent_id().to_string()))
+                        .flatten(),
+                    bind_type: bind_type.as_deref(),
+                    bind_list: bind_list.as_deref(),
+                },
+            };
+            task_outcome(plan, &task)
+        }
+        Err(why) => unreadable_task(plan, &name, &why),
+    };
+    let env = std::cell::RefCell::new(command);
+    carry_out(
+        &outcome,
+        &name,
+        &mut |var| {
+            env.borrow_mut().env_remove(var);
+            Ok(())
+        },
+        &mut |var, value| {
+            env.borrow_mut().env(var, value);
+            Ok(())
+        },
+    )
+}
+
+/// The task's node-local id, the node's task count and its rank, from the
+/// variables slurmstepd set.
+fn task_ids(node: &Process) -> Result<(usize, usize, u32), String> {
+    let number = |name: &str| -> Result<usize, String> {
+        let value = node.env(name).ok_or_else(|| format!("{name} is not set"))?;
+        value
+            .trim()
+            .parse::<usize>()
+            .map_err(|_| format!("{name}={value:?} is not a number"))
+    };
+    let local_id = number(env::LOCAL_ID)?;
+    let node_id = number(env::NODE_ID)?;
+    let counts = node
+        .env(env::TASKS_PER_NODE)
+        .ok_or_else(|| format!("{} is not set", env::TASKS_PER_NODE))?;
+    let local_count = local_count(&counts, node_id).ok_or_else(|| {
+        format!(
+            "{}={counts:?} gives no task count for node {node_id}",
+            env::TASKS_PER_NODE
+        )
+    })?;
+    let rank = u32::try_from(number(env::RANK)?).map_err(|_| "rank too large".to_string())?;
+    Ok((local_id, local_count, rank))
+}
+
+/// An unmapped step that the user expects to run unchanged (no GPUs here,
+/// or Slurm binds each task itself): said only under `--verbose`.
+fn routine(plan: &StepPlan) -> bool {
+    match plan {
+        StepPlan::Untouched => true,
+        StepPlan::Unmapped(Unmapped { why, .. }) => why.as_ref().map_or(true, Aside::is_routine),
+        StepPlan::Map(_) => false,
+    }
+}
+
+/// The shell's words and exit code for an application that cannot run.
+fn failed(app: &OsString, e: std::io::Error) -> ExitCode {
+    let app = app.to_string_lossy();
+    let (code, why) = match e.kind() {
+        std::io::ErrorKind::NotFound => (NOT_FOUND, "command not found".to_string()),
+        std::io::ErrorKind::PermissionDenied => (NOT_EXECUTABLE, "Permission denied".to_string()),
+        _ => (NOT_EXECUTABLE, e.to_string()),
+    };
+    say(&[format!("desi-gpu-map exec: {app}: {why}")]);
+    ExitCode::from(code)
+}
+
+fn say(lines: &[String]) {
+    let mut err = std::io::stderr().lock();
+    for line in lines {
+        let _ = writeln!(err, "{line}");
+    }
+}
+
+/// The task's own process as the core's node: its environment, the
+/// machine's files, and NVML asked in a child process with a deadline.
+struct Process;
+
+impl Node for Process {
+    fn env(&self, name: &str) -> Option<String> {
+        std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+    }
+
+    fn files(&self) -> &dyn Files {
+        &HostFiles
+    }
+
+    fn nvml(&self, ask: NvmlAsk, config: &Config) -> Result<Vec<String>, Error> {
+        ask_nvml(ask, &config.nvml, config.nvml_timeout)
+    }
+}
+
+/// How often the child is looked at while NVML runs.
+const POLL: Duration = Duration::from_millis(5);
+
+/// NVML's answer from `desi-gpu-map nvml-query`, run as a child that is
+/// killed at the deadline: a hung `nvmlInit` must not hold the task, and
+/// NVML is never loaded into the process that becomes the application.
+fn ask_nvml(ask: NvmlAsk, source: &NvmlSource, timeout: Duration) -> Result<Vec<String>, Error> {
+    let broke = |why: String| Error::Discovery(format!("NVML discovery: {why}"));
+    let me = std::env::current_exe().map_err(|e| broke(format!("cannot find myself: {e}")))?;
+    let mut child = Command::new(me)
+        .arg("nvml-query")
+        .arg(match ask {
+            NvmlAsk::Uuids => "uuids",
+            NvmlAsk::Places => "places",
+        })
+        .arg("--nvml")
+        .arg(source_arg(source))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| broke(e.to_string()))?;
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                // Not waited for: a child stuck in the kernel would hold us.
+                let _ = child.kill();
+                return Err(Error::NvmlTimedOut {
+                    seconds: timeout.as_secs(),
+                });
+            }
+            Ok(None) => std::thread::sleep(POLL),
+            Err(e) => return Err(broke(e.to_string())),
+        }
+    };
+    let read = |pipe: Option<&mut dyn Read>| {
+        let mut text = String::new();
+        if let Some(pipe) = pipe {
+            let _ = pipe.take(1 << 20).read_to_string(&mut text);
+        }
+        text
+    };
+    let out = read(child.stdout.as_mut().map(|p| p as &mut dyn Read));
+    let err = read(child.stderr.as_mut().map(|p| p as &mut dyn Read));
+    if !status.success() {
+        return Err(Error::Discovery(err.trim().to_string()));
+    }
+    Ok(out.lines().map(String::from).collect())
+}
+
+/// `--nvml` as the child takes it.
+fn source_arg(source: &NvmlSource) -> String {
+    match source {
+        NvmlSource::Auto => "auto".to_string(),
+        NvmlSource::Off => "off".to_string(),
+        NvmlSource::Path(path) => path.display().to_string(),
+    }
+}
+
+/// The child's side: NVML's answer on stdout, one line each, or its error
+/// on stderr and exit status 1.
+pub fn nvml_query(ask: &str, source: &str) -> ExitCode {
+    let answer = source
+        .parse::<NvmlSource>()
+        .map_err(|e| e.to_string())
+        .and_then(|source| match ask {
+            "uuids" => crate::host::nvml::uuids(&source).map_err(|e| e.to_string()),
+            "places" => crate::host::nvml::places(&source).map_err(|e| e.to_string()),
+            other => Err(format!("nvml-query: {other:?} is neither uuids nor places")),
+        });
+    match answer {
+        Ok(lines) => {
+            let mut out = std::io::stdout().lock();
+            for line in lines {
+                let _ = writeln!(out, "{line}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            say(&[why]);
+            ExitCode::from(1)
+        }
+    }
+}

@@ -148,6 +148,47 @@ fn srun_on(node: &str, args: &str, probe: &str) -> (String, String) {
     (probe_rows(&text(&out.stdout)), text(&out.stderr))
 }
 
+/// `closest` through `desi-gpu-map exec`, with no plugin: bound tasks take
+/// the GPUs next to their CPUs, as the plugin's tasks do above.
+#[test]
+fn exec_gives_bound_tasks_the_gpus_next_to_their_cpus() {
+    let _c = with_root();
+    cluster(&["plugin", "off"]);
+    let Cpus { a, b, .. } = cpus();
+    let root = tree("nvidia").display().to_string();
+    let exec = bin();
+    let out = run(
+        "srun",
+        &[
+            "-n2",
+            "--gpus-per-node=4",
+            "--cpu-bind=cores",
+            "-w",
+            "n1",
+            &exec,
+            "exec",
+            "--verbose",
+            "--method",
+            "closest",
+            "--kernel-root",
+            &root,
+            "--",
+            "bash",
+            "-c",
+            CPU_PROBE,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let err = text(&out.stderr);
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        expect(&[("2", a), ("0", b)]),
+        "{err}"
+    );
+    let line = format!("cpus={a} cpus_from=slurm gpu_cpus={a} near=yes");
+    assert!(err.contains(&line), "{err}");
+}
+
 /// The lines of `err` that report a `closest` fallback.
 fn closest_lines(err: &str) -> Vec<&str> {
     err.lines().filter(|l| l.contains("closest:")).collect()

@@ -48,9 +48,8 @@ fn check(cases: &[Case]) {
     }
 }
 
-#[test]
-fn both_methods_in_every_layout() {
-    check(&[
+/// Both methods in every layout.
+const EVERY_LAYOUT: &[Case] = &[
         // 4 tasks on each node's 4 GPUs: both methods give each task its own GPU.
         case(
             "-N2 -n8 --ntasks-per-node=4 -w n[1-2] --gpus-per-node=4 --desi-gpu-map=contiguous",
@@ -113,37 +112,88 @@ fn both_methods_in_every_layout() {
                 "5 n3 1 0 1", "6 n3 2 1 1", "7 n3 3 1 1",
             ],
         ),
-    ]);
+];
+
+/// Partial grants, GPUs another job holds, and `visible=rotate`.
+const PARTIAL_AND_ROTATE: &[Case] = &[
+    case(
+        "-N1 -n3 -w n1 --gres=gpu:2 --desi-gpu-map=contiguous",
+        &["0 n1 0 0 1", "1 n1 1 0 1", "2 n1 2 1 1"],
+    ),
+    // Another job holds GPUs 0 and 1: Slurm's tokens are kept.
+    Case {
+        held: Some(("n1", "gpu:2")),
+        ..case(
+            "-N1 -n3 -w n1 --gres=gpu:2 --desi-gpu-map=contiguous",
+            &["0 n1 0 2 1", "1 n1 1 2 1", "2 n1 2 3 1"],
+        )
+    },
+    Case {
+        plugstack: &["visible=rotate"],
+        ..case(
+            "-N1 -n4 -w n1 --gpus-per-node=4 --desi-gpu-map=roundrobin",
+            &[
+                "0 n1 0 0,1,2,3 1",
+                "1 n1 1 1,2,3,0 1",
+                "2 n1 2 2,3,0,1 1",
+                "3 n1 3 3,0,1,2 1",
+            ],
+        )
+    },
+];
+
+#[test]
+fn both_methods_in_every_layout() {
+    check(EVERY_LAYOUT);
 }
 
 #[test]
 fn partial_allocations_and_rotate() {
-    check(&[
-        case(
-            "-N1 -n3 -w n1 --gres=gpu:2 --desi-gpu-map=contiguous",
-            &["0 n1 0 0 1", "1 n1 1 0 1", "2 n1 2 1 1"],
-        ),
-        // Another job holds GPUs 0 and 1: Slurm's tokens are kept.
-        Case {
-            held: Some(("n1", "gpu:2")),
-            ..case(
-                "-N1 -n3 -w n1 --gres=gpu:2 --desi-gpu-map=contiguous",
-                &["0 n1 0 2 1", "1 n1 1 2 1", "2 n1 2 3 1"],
-            )
-        },
-        Case {
-            plugstack: &["visible=rotate"],
-            ..case(
-                "-N1 -n4 -w n1 --gpus-per-node=4 --desi-gpu-map=roundrobin",
-                &[
-                    "0 n1 0 0,1,2,3 1",
-                    "1 n1 1 1,2,3,0 1",
-                    "2 n1 2 2,3,0,1 1",
-                    "3 n1 3 3,0,1,2 1",
-                ],
-            )
-        },
-    ]);
+    check(PARTIAL_AND_ROTATE);
+}
+
+/// The same tables through `desi-gpu-map exec`, with no plugin in
+/// plugstack.conf: the same rows, task for task.
+#[test]
+fn exec_gives_the_plugins_rows_without_the_plugin() {
+    for case in EVERY_LAYOUT.iter().chain(PARTIAL_AND_ROTATE) {
+        let _c = setup("required", &[]);
+        cluster(&["plugin", "off"]);
+        let _held = case.held.map(|(node, gres)| hold(node, gres));
+        let (srun, exec) = through_exec(case);
+        let mut all: Vec<&str> = srun.iter().map(String::as_str).collect();
+        all.extend(exec.iter().map(String::as_str));
+        all.extend(["bash", "-c", PROBE]);
+        let out = run("srun", &all);
+        assert!(out.status.success(), "srun {all:?}:\n{}", show(&out));
+        assert_eq!(
+            probe_rows(&text(&out.stdout)),
+            rows(case.rows),
+            "srun {all:?}"
+        );
+    }
+}
+
+/// A case's srun words less `--desi-gpu-map=`, and the exec command that
+/// asks for the same: `desi-gpu-map exec --method M [--visible V] --`.
+fn through_exec(case: &Case) -> (Vec<String>, Vec<String>) {
+    let mut srun = Vec::new();
+    let mut exec = vec![bin(), "exec".to_string()];
+    for word in case.srun.split_whitespace() {
+        match word.strip_prefix("--desi-gpu-map=") {
+            Some(value) => {
+                let method = value.strip_prefix("verbose,").unwrap_or(value);
+                exec.extend(["--method".to_string(), method.to_string()]);
+            }
+            None => srun.push(word.to_string()),
+        }
+    }
+    for arg in case.plugstack {
+        let (key, value) = arg.split_once('=').expect("a key=value plugstack argument");
+        exec.extend([format!("--{key}"), value.to_string()]);
+    }
+    exec.push("--".to_string());
+    (srun, exec)
 }
 
 // ------------------------------------------------------------ GPU vendors

@@ -782,3 +782,215 @@ impl Drop for RestartOnDrop {
             .status();
     }
 }
+
+// ------------------------------------------------ desi-gpu-map exec
+
+/// `srun SRUN desi-gpu-map exec EXEC -- bash -c APP`, with the plugin as
+/// `setup` left it.
+fn exec(srun: &str, exec: &str, app: &str) -> Output {
+    let bin = bin();
+    let mut all: Vec<&str> = srun.split_whitespace().collect();
+    all.extend([bin.as_str(), "exec"]);
+    all.extend(exec.split_whitespace());
+    all.extend(["--", "bash", "-c", app]);
+    run("srun", &all)
+}
+
+#[test]
+fn exec_becomes_the_application_with_its_exit_code() {
+    let _c = setup("required", &[]);
+    cluster(&["plugin", "off"]);
+    // The application is the task: slurmstepd is its parent, and its exit
+    // code is srun's.
+    let out = exec(
+        "-w n1 -n2 --gpus-per-node=4",
+        "--method roundrobin",
+        r#"echo "T $SLURM_PROCID $CUDA_VISIBLE_DEVICES $DESI_GPU_MAPPED $(cat /proc/$PPID/comm)"; exit 3"#,
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", show(&out));
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 0 1 slurmstepd", "1 1 1 slurmstepd"]),
+        "{}",
+        show(&out)
+    );
+    // A command that cannot run: the shell's message and code.
+    let bin = bin();
+    let data = format!("{}/not-a-program", state_dir());
+    std::fs::write(&data, "data\n").unwrap();
+    let denied = format!("{data}: Permission denied");
+    for (app, code, says) in [
+        (
+            "no-such-command-here",
+            127,
+            "no-such-command-here: command not found",
+        ),
+        (data.as_str(), 126, denied.as_str()),
+    ] {
+        let out = run("srun", &["-w", "n1", "-n1", &bin, "exec", "--", app]);
+        assert_eq!(out.status.code(), Some(code), "{}", show(&out));
+        assert!(text(&out.stderr).contains(says), "{}", show(&out));
+    }
+    // Bad input: nothing runs.
+    for (args, says) in [
+        (
+            &["exec", "--method", "nearest", "--", "touch", "x"][..],
+            "invalid --method \"nearest\"",
+        ),
+        (&["exec"], "no command to run"),
+    ] {
+        let mut all = vec!["-w", "n1", "-n1", bin.as_str()];
+        all.extend(args);
+        let out = run("srun", &all);
+        assert!(!out.status.success(), "{}", show(&out));
+        assert!(text(&out.stderr).contains(says), "{}", show(&out));
+    }
+}
+
+#[test]
+fn scancel_reaches_an_exec_application_as_sigterm() {
+    let _c = setup("required", &[]);
+    cluster(&["plugin", "off"]);
+    let dir = format!("{}/exec-term", state_dir());
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let app = format!("{dir}/app.sh");
+    std::fs::write(
+        &app,
+        format!(
+            "trap 'echo term > {dir}/term.$SLURM_PROCID; exit 0' TERM\n\
+             echo $CUDA_VISIBLE_DEVICES > {dir}/ready.$SLURM_PROCID\n\
+             while :; do sleep 0.1; done\n"
+        ),
+    )
+    .unwrap();
+    let wrap = format!(
+        "srun -n1 --gpus-per-node=4 {} exec --method contiguous -- bash {app}",
+        bin()
+    );
+    let out = run(
+        "sbatch",
+        &[
+            "--parsable",
+            "-o",
+            "/dev/null",
+            "-w",
+            "n1",
+            "-n1",
+            "--gpus-per-node=4",
+            "--wrap",
+            &wrap,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let id = text(&out.stdout).trim().to_string();
+    let _held = Held(id.clone());
+    let ready = format!("{dir}/ready.0");
+    let wait_for = |path: &str| {
+        (0..200).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            std::path::Path::new(path).exists()
+        })
+    };
+    assert!(wait_for(&ready), "the application never started");
+    assert_eq!(std::fs::read_to_string(&ready).unwrap().trim(), "0");
+    let cancelled = run("scancel", &[&id]);
+    assert!(cancelled.status.success(), "{}", show(&cancelled));
+    assert!(
+        wait_for(&format!("{dir}/term.0")),
+        "the application got no SIGTERM"
+    );
+}
+
+#[test]
+fn exec_changes_nothing_where_the_plugin_mapped_the_step() {
+    let _c = setup("required", &[]);
+    // The plugin maps contiguously; exec, asked for roundrobin, stands aside.
+    let out = exec(
+        "-w n1 -n4 --gres=gpu:2 --desi-gpu-map=contiguous",
+        "--verbose --method roundrobin",
+        r#"echo "T $SLURM_PROCID $CUDA_VISIBLE_DEVICES $DESI_GPU_MAPPED""#,
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 0 1", "1 0 1", "2 1 1", "3 1 1"]),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        text(&out.stderr).contains("the plugin mapped this step"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn a_flag_from_an_outer_step_does_not_stop_exec() {
+    let _c = setup("required", &[]);
+    cluster(&["plugin", "off"]);
+    // What a task of mapped step 0 passes on to a step it starts.
+    let out = slurm(
+        "srun",
+        &[
+            "-w",
+            "n1",
+            "-n4",
+            "--gres=gpu:2",
+            &bin(),
+            "exec",
+            "--method",
+            "roundrobin",
+            "--",
+            "bash",
+            "-c",
+            r#"echo "T $SLURM_PROCID $CUDA_VISIBLE_DEVICES $DESI_GPU_MAPPED $DESI_GPU_MAP_STEP""#,
+        ],
+    )
+    .env("DESI_GPU_MAPPED", "1")
+    .env("DESI_GPU_MAP_STEP", "999999.0")
+    .env("CUDA_VISIBLE_DEVICES", "1")
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let got = probe_rows(&text(&out.stdout));
+    let step = got
+        .lines()
+        .next()
+        .and_then(|l| l.split(' ').nth(3))
+        .unwrap_or_default()
+        .to_string();
+    assert!(step.ends_with(".0") && step != "999999.0", "{got}");
+    assert_eq!(
+        got,
+        rows(&[
+            &format!("0 0 1 {step}"),
+            &format!("1 1 1 {step}"),
+            &format!("2 0 1 {step}"),
+            &format!("3 1 1 {step}"),
+        ]),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn exec_on_a_step_without_gpus_runs_the_application_unchanged() {
+    let _c = setup("required", &[]);
+    cluster(&["plugin", "off"]);
+    let app = r#"echo "T $SLURM_PROCID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAPPED-unset}""#;
+    let out = exec("-w n1 -n2", "--method contiguous", app);
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 unset unset", "1 unset unset"])
+    );
+    assert_eq!(text(&out.stderr), "", "silent without --verbose");
+    let out = exec("-w n1 -n2", "--verbose --method contiguous", app);
+    assert_eq!(
+        said(&out),
+        ["desi-gpu-map: node n1: no GPUs are allocated to this step on this node; tasks left unchanged"],
+        "{}",
+        show(&out)
+    );
+}

@@ -73,6 +73,10 @@ pub struct ExecArgs {
     /// library path.
     #[arg(long, default_value = "auto")]
     pub nvml: String,
+    /// Where closest reads the kernel's GPU files (plugstack kernel_root=;
+    /// tests give a fake tree).
+    #[arg(long, default_value = "/", hide = true)]
+    pub kernel_root: std::path::PathBuf,
     /// Map even outside a Slurm step, from the SLURM_* variables given (for
     /// tests).
     #[arg(long)]

@@ -106,6 +106,7 @@ fn config(args: &ExecArgs) -> Result<Config, String> {
         format!("visible={}", args.visible.name()),
         format!("vendor={}", args.vendor.name()),
         format!("nvml={}", args.nvml),
+        format!("kernel_root={}", args.kernel_root.display()),
     ];
     parse_args(&words).map_err(|e| e.to_string())
 }

@@ -43,7 +43,7 @@ fn render_page() -> String {
     let top = Man::new(cmd.clone());
     let subs: Vec<_> = cmd
         .get_subcommands()
-        .filter(|s| s.get_name() != "help")
+        .filter(|s| s.get_name() != "help" && !s.is_hide_set())
         .map(|s| (s.clone(), Man::new(s.clone())))
         .collect();
 
@@ -68,9 +68,11 @@ fn render_page() -> String {
         bold("srun --desi-gpu-map=METHOD"),
         roman(" (see "),
         bold("desi_gpu_map"),
-        roman("(8)). This command needs no Slurm: "),
+        roman("(8)). Where the site has not installed the plugin, "),
+        bold("exec"),
+        roman(", run as each task, takes the same decision and then runs the application in the task's place. "),
         bold("plan"),
-        roman(" previews the binding each task would get, and "),
+        roman(" needs no Slurm and previews the binding each task would get, and "),
         bold("show"),
         roman(", run inside a task, reports the binding the task got."),
     ]));
@@ -97,7 +99,9 @@ fn render_page() -> String {
         Roff::new()
             .control("SH", ["EXIT STATUS"])
             .text([roman(
-                "0 on success; 2 on a usage error or when the command cannot do what was asked.",
+                "0 on success; 2 on a usage error or when the command cannot do what was asked. \
+                 exec returns the application's own status (it becomes the application), or, \
+                 where the application cannot run, 127 (not found) or 126 (not executable).",
             )])
             .control("SH", ["SEE ALSO"])
             .text([

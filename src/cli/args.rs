@@ -15,8 +15,9 @@ use clap::{Arg, Args, Parser, Subcommand};
 use std::ffi::OsStr;
 use std::str::FromStr;
 
-/// Bind each task of a Slurm job step to a GPU before it starts: preview a
-/// layout, or show what a running task got.
+/// Bind each task of a Slurm job step to a GPU before it starts: bind a task
+/// where the plugin is not installed (exec), preview a layout, or show what a
+/// running task got.
 #[derive(Parser, Debug)]
 #[command(name = "desi-gpu-map", version, long_about = None)]
 pub struct Cli {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Launch-overhead benchmark on the local test cluster (2 nodes, 4 fake GPUs
-# each). Interleaves four variants, A B C D A B C D ..., at 8, 32 and 64
+# each). Interleaves the variants, A B C D A B C D ..., at 8, 32 and 64
 # tasks, and prints medians and ratios against "none", all measured in this
 # one run. It asserts nothing: noise on a 2-core machine is real.
 #   none     no plugin in plugstack
@@ -10,6 +10,8 @@
 #   slurm    no plugin; Slurm's own --gpu-bind=map_gpu:0,1,2,3
 #   closest  --desi-gpu-map=closest, the GPUs located through a fake
 #            kernel tree (kernel_root=); tasks unbound (task/none)
+#   exec     no plugin; each task started as desi-gpu-map exec --method
+#            contiguous -- true (the command for sites without the plugin)
 # Usage: tests/bench/launch.sh [ROUNDS]   (default 15 rounds)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -44,6 +46,7 @@ step() {
         wrapper) bash "$harness" plugin off >/dev/null; args+=("$work/wrapper.sh") ;;
         slurm) bash "$harness" plugin off >/dev/null; args+=(--gpu-bind=map_gpu:0,1,2,3) ;;
         closest) bash "$harness" plugin required "$so" "kernel_root=$work/kernel" >/dev/null; args+=(--desi-gpu-map=closest) ;;
+        exec) bash "$harness" plugin off >/dev/null; args+=("$bin" exec --method contiguous --) ;;
     esac
     t0=$(date +%s%N)
     srun "${args[@]}" true
@@ -54,29 +57,33 @@ step() {
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 export -f step
-export harness so work
+bin=$PWD/target/release/desi-gpu-map
+export harness so work bin
 results=$work/results
 : >"$results"
 salloc -N2 --ntasks-per-node=32 -w 'n[1-2]' --gpus-per-node=4 bash -c "
     for r in \$(seq $rounds); do
         for n in 8 32 64; do
-            for v in none plugin wrapper slurm closest; do
+            for v in none plugin wrapper slurm closest exec; do
                 echo \"\$n \$v \$(step \$v \$n)\" >>'$results'
             done
         done
     done" 2>/dev/null
 
 echo "launch time of one srun step, median of $rounds interleaved rounds (ms), 2 nodes, 4 GPUs each"
-printf '%6s %8s %8s %8s %8s %8s %14s %15s %15s\n' tasks none plugin wrapper slurm closest plugin/none wrapper/none closest/none
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
+printf '%6s %8s %8s %8s %8s %8s %8s %12s %13s %13s %11s %13s\n' tasks none plugin wrapper slurm closest exec \
+    plugin/none wrapper/none closest/none exec/none exec/wrapper
 for n in 8 32 64; do
     declare -A med=()
-    for v in none plugin wrapper slurm closest; do
+    for v in none plugin wrapper slurm closest exec; do
         med[$v]=$(awk -v n="$n" -v v="$v" '$1 == n && $2 == v {print $3}' "$results" | median)
     done
-    printf '%6s %8s %8s %8s %8s %8s %14s %15s %15s\n' "$n" "${med[none]}" "${med[plugin]}" "${med[wrapper]}" "${med[slurm]}" "${med[closest]}" \
-        "$(awk -v a="${med[plugin]}" -v b="${med[none]}" 'BEGIN {printf "%.3f", a / b}')" \
-        "$(awk -v a="${med[wrapper]}" -v b="${med[none]}" 'BEGIN {printf "%.3f", a / b}')" \
-        "$(awk -v a="${med[closest]}" -v b="${med[none]}" 'BEGIN {printf "%.3f", a / b}')"
+    printf '%6s %8s %8s %8s %8s %8s %8s %12s %13s %13s %11s %13s\n' "$n" "${med[none]}" "${med[plugin]}" \
+        "${med[wrapper]}" "${med[slurm]}" "${med[closest]}" "${med[exec]}" \
+        "$(ratio "${med[plugin]}" "${med[none]}")" "$(ratio "${med[wrapper]}" "${med[none]}")" \
+        "$(ratio "${med[closest]}" "${med[none]}")" "$(ratio "${med[exec]}" "${med[none]}")" \
+        "$(ratio "${med[exec]}" "${med[wrapper]}")"
 done
 
 # Time inside the plugin's own hooks, per method, from slurmd's debug log

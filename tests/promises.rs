@@ -993,4 +993,13 @@ fn exec_on_a_step_without_gpus_runs_the_application_unchanged() {
         "{}",
         show(&out)
     );
+    // Slurm binds each task itself: its binding stays, without the flag.
+    let out = exec("-w n1 -n2 --gpus-per-task=1", "--method roundrobin", app);
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&["0 0 unset", "1 1 unset"]),
+        "{}",
+        show(&out)
+    );
 }

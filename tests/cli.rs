@@ -331,3 +331,132 @@ fn show_prints_the_real_nvmls_own_error() {
         "{json}"
     );
 }
+
+/// `desi-gpu-map exec ARGS` with a task's Slurm variables (local task
+/// `local` of 6 on node 0, 4 GPUs), and nothing else of the caller's.
+fn exec_in_task(local: &str, args: &[&str], extra: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs([
+            ("SLURM_JOB_ID", "7"),
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_LOCALID", local),
+            ("SLURM_PROCID", local),
+            ("SLURM_NODEID", "0"),
+            ("SLURM_STEP_TASKS_PER_NODE", "6(x2)"),
+            ("SLURMD_NODENAME", "n1"),
+            ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+            ("SLURM_STEP_GPUS", "0,1,2,3"),
+            ("SLURM_GPUS_ON_NODE", "4"),
+        ])
+        .envs(extra.iter().copied())
+        .arg("exec")
+        .args(args);
+    cmd.output().expect("run desi-gpu-map exec")
+}
+
+const SHOW_ENV: &str = r#"echo "$$ ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAPPED-unset} ${DESI_GPU_MAP_METHOD-unset} ${DESI_GPU_MAP_STEP-unset}""#;
+
+#[test]
+fn exec_maps_the_task_then_becomes_the_application() {
+    // Local task 3 of 6 on 4 GPUs: contiguous gives GPU 1, roundrobin 3.
+    for (method, gpu) in [
+        ("contiguous", "1"),
+        ("roundrobin", "3"),
+        ("round-robin", "3"),
+    ] {
+        let out = exec_in_task("3", &["--method", method, "--", "sh", "-c", SHOW_ENV], &[]);
+        assert!(out.status.success(), "{out:?}");
+        let words: Vec<String> = stdout(&out).split_whitespace().map(String::from).collect();
+        let method = method.replace('-', "");
+        assert_eq!(words[1..], [gpu, "1", method.as_str(), "7.0"], "{out:?}");
+    }
+    // $DESI_GPU_MAP_METHOD is the default; the exit code is the application's.
+    let out = exec_in_task(
+        "3",
+        &["--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES; exit 5"],
+        &[("DESI_GPU_MAP_METHOD", "roundrobin")],
+    );
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert_eq!(stdout(&out), "3\n");
+}
+
+#[test]
+fn exec_keeps_the_pid_and_steps_aside_for_the_plugins_mapping() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"));
+    let child = cmd
+        .args(["exec", "--allow-outside-slurm", "--", "sh", "-c", "echo $$"])
+        .env_remove("SLURM_STEP_ID")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(stdout(&out).trim(), pid.to_string(), "exec, not a child");
+    // The plugin mapped this step (7.0): nothing changes.
+    let mapped = [
+        ("CUDA_VISIBLE_DEVICES", "2"),
+        ("DESI_GPU_MAPPED", "1"),
+        ("DESI_GPU_MAP_STEP", "7.0"),
+        ("DESI_GPU_MAP_METHOD", "contiguous"),
+    ];
+    let out = exec_in_task(
+        "0",
+        &["--method", "roundrobin", "--", "sh", "-c", SHOW_ENV],
+        &mapped,
+    );
+    let words: Vec<String> = stdout(&out).split_whitespace().map(String::from).collect();
+    assert_eq!(words[1..], ["2", "1", "contiguous", "7.0"], "{out:?}");
+    // An outer step's mapping (6.0) does not stop it.
+    let outer = [("DESI_GPU_MAPPED", "1"), ("DESI_GPU_MAP_STEP", "6.0")];
+    let out = exec_in_task(
+        "0",
+        &["--method", "roundrobin", "--", "sh", "-c", SHOW_ENV],
+        &outer,
+    );
+    let words: Vec<String> = stdout(&out).split_whitespace().map(String::from).collect();
+    assert_eq!(words[1..], ["0", "1", "roundrobin", "7.0"], "{out:?}");
+}
+
+#[test]
+fn exec_refuses_bad_input_and_runs_nothing() {
+    let marker = std::env::temp_dir().join(format!("dgm-exec-{}", std::process::id()));
+    let touch = marker.display().to_string();
+    for (args, says) in [
+        (
+            &["--method", "nearest", "--", "touch", touch.as_str()][..],
+            "invalid --method \"nearest\"",
+        ),
+        (&[][..], "no command to run"),
+        (&["touch", touch.as_str()][..], "unexpected argument"),
+    ] {
+        let out = exec_in_task("0", args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{out:?}"
+        );
+    }
+    let out = exec_in_task(
+        "0",
+        &["--", "touch", &touch],
+        &[("DESI_GPU_MAP_METHOD", "bogus")],
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    // Outside a Slurm step.
+    let out = run(&["exec", "--", "touch", &touch]);
+    if std::env::var_os("SLURM_STEP_ID").is_none() {
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a Slurm step"));
+    }
+    assert!(!marker.exists(), "nothing ran");
+    // Commands that cannot run: the shell's codes.
+    let out = exec_in_task("0", &["--", "no-such-command-here"], &[]);
+    assert_eq!(out.status.code(), Some(127), "{out:?}");
+    let data = std::env::temp_dir().join(format!("dgm-data-{}", std::process::id()));
+    std::fs::write(&data, "data\n").unwrap();
+    let out = exec_in_task("0", &["--", &data.display().to_string()], &[]);
+    let _ = std::fs::remove_file(&data);
+    assert_eq!(out.status.code(), Some(126), "{out:?}");
+}

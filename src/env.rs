@@ -40,6 +40,10 @@ pub const PER_TASK_REQUESTS: [&str; 4] = [
 /// Those of them that may ask for no binding (`none`).
 pub const BIND_REQUESTS: [&str; 2] = ["SLURM_GPU_BIND", "SLURM_TRES_BIND"];
 
+/// The flag set to `1` in every mapped task, unless the site names another
+/// (plugstack `flag=`).
+pub const DEFAULT_FLAG: &str = "DESI_GPU_MAPPED";
+
 /// Exported to every mapped task.
 pub const METHOD: &str = "DESI_GPU_MAP_METHOD";
 pub const NODE_GPUS: &str = "DESI_GPU_MAP_NODE_GPUS";

@@ -53,3 +53,15 @@ hooks! {
     slurm_spank_user_init => user_init,
     slurm_spank_task_init => task_init,
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_exported_name_is_the_declared_one() {
+        let name = super::plugin_name;
+        assert_eq!(
+            name.split_last(),
+            Some((&0, desi_gpu_map::settings::option::PLUGIN.as_bytes()))
+        );
+    }
+}

@@ -158,7 +158,7 @@ pub struct PlanArgs {
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     /// Name of the skip flag the site configured (plugstack flag=).
-    #[arg(long, default_value = "DESI_GPU_MAPPED")]
+    #[arg(long, default_value = env::DEFAULT_FLAG)]
     pub flag: String,
     /// NVML to ask for device details: auto, off, or a library path.
     #[arg(

@@ -14,6 +14,8 @@
 
 /// The option's name, as users type it after `--`.
 pub const OPTION: &str = "desi-gpu-map";
+/// The plugin's name, as Slurm knows it (the `.so` exports it).
+pub const PLUGIN: &str = "desi_gpu_map";
 
 /// The client whose command line is scanned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,6 @@
 //! The user's option value, `--desi-gpu-map=VALUE`.
 
+use crate::env::DEFAULT_FLAG;
 use crate::error::Error;
 use crate::method::Method;
 use crate::names::{named, names, with_aliases, Named};
@@ -112,7 +113,7 @@ pub fn parse_option(value: &str) -> Result<Request, Error> {
 
 /// The option's name, as users type it after `--` (declared with the
 /// scan of the clients' command lines).
-pub use crate::settings::client_args::OPTION;
+pub use crate::settings::client_args::{OPTION, PLUGIN};
 
 /// The environment form of the option, as Slurm reads it: the plugin's
 /// and the option's names with `-` turned into `_`.
@@ -171,20 +172,20 @@ pub fn usage() -> String {
     }
     format!(
         "\
-Usage: --desi-gpu-map=[verbose,]METHOD
+Usage: --{OPTION}=[verbose,]METHOD
 
 Binds each task of a job step to one GPU of its node before the task starts,
-and sets DESI_GPU_MAPPED=1 so that the application skips its own binding.
+and sets {DEFAULT_FLAG}=1 so that the application skips its own binding.
 
 METHOD:
 {choices}  help         print this text and exit
   verbose      prefix: each task reports its GPU on stderr; alone, it
                reports with the site default method
 
-srun, sbatch and salloc need a command: srun --desi-gpu-map=help true
+srun, sbatch and salloc need a command: srun --{OPTION}=help true
 Environment form: {ENV_FORM}=VALUE
 (a method or verbose; help only on the command line).
-See desi_gpu_map(8) and `desi-gpu-map plan --help`.
+See {PLUGIN}(8) and `desi-gpu-map plan --help`.
 "
     )
 }
@@ -286,6 +287,13 @@ mod tests {
         assert!(msg.contains("help is for the command line"), "{msg}");
         assert!(msg.starts_with(ENV_FORM), "{msg}");
         assert!(msg.contains("contiguous, roundrobin"), "{msg}");
+    }
+
+    #[test]
+    fn the_environment_form_is_slurms_spelling_of_the_names() {
+        let derived =
+            format!("SLURM_SPANK__SLURM_SPANK_OPTION_{PLUGIN}_{OPTION}").replace('-', "_");
+        assert_eq!(ENV_FORM, derived);
     }
 
     #[test]

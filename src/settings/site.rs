@@ -73,7 +73,7 @@ impl Default for Config {
     }
 }
 
-pub const DEFAULT_FLAG: &str = "DESI_GPU_MAPPED";
+pub use crate::env::DEFAULT_FLAG;
 
 /// NVML discovery's deadline, in whole seconds: the default and the range.
 /// A job cancelled while discovery waits stays COMPLETING until the

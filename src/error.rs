@@ -107,6 +107,19 @@ impl fmt::Display for NvmlCause {
 /// What every message about a GPU list entry says is valid.
 const VALID_ENTRIES: &str = "entries must be indices (3, or 0.1) or GPU-/MIG- UUIDs";
 
+impl Error {
+    /// Whether this came back from an NVML child whose `nvmlInit` worked
+    /// and a later call failed ([`Error::NvmlCall`] as it crosses the
+    /// process boundary): asking again for less may then succeed, while a
+    /// failed init or a broken child would only fail again, as slowly.
+    pub fn is_failed_nvml_call(&self) -> bool {
+        match self {
+            Error::Discovery(why) => why.starts_with("NVML: nvml") && why.contains(" failed: "),
+            _ => false,
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -212,5 +225,27 @@ impl std::error::Error for Error {
             Error::NvmlInit { source, .. } | Error::NvmlCall { source, .. } => Some(&*source.0),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_call_after_init_is_worth_asking_again() {
+        let crossed = |e: Error| Error::Discovery(e.to_string());
+        let call = Error::NvmlCall {
+            call: "nvmlDeviceGetCpuAffinity",
+            source: NvmlCause(Arc::new(nvml_wrapper::error::NvmlError::Unknown)),
+        };
+        assert!(crossed(call).is_failed_nvml_call());
+        let init = Error::NvmlInit {
+            library: "libnvidia-ml.so.1".to_string(),
+            source: NvmlCause(Arc::new(nvml_wrapper::error::NvmlError::DriverNotLoaded)),
+        };
+        assert!(!crossed(init).is_failed_nvml_call());
+        assert!(!Error::Discovery("the child died".to_string()).is_failed_nvml_call());
+        assert!(!Error::NvmlTimedOut { seconds: 10 }.is_failed_nvml_call());
     }
 }

@@ -1,5 +1,6 @@
-//! `desi-gpu-map`: preview a layout (`plan`), or report what a task got
-//! (`show`); the command lives in the library's `cli` module.
+//! `desi-gpu-map`: bind a task where the plugin is not installed (`exec`),
+//! preview a layout (`plan`), or report what a task got (`show`); the
+//! command lives in the library's `cli` module.
 
 #![forbid(unsafe_code)]
 

@@ -70,10 +70,14 @@ pub struct ExecArgs {
     /// Whose runtime reads the GPU lists (plugstack vendor=); auto detects it.
     #[arg(long, default_value = "auto", value_parser = one_of::<VendorSetting>())]
     pub vendor: VendorSetting,
-    /// NVML, for steps in which Slurm names no GPU list: auto, off, or a
-    /// library path.
-    #[arg(long, default_value = "auto")]
-    pub nvml: String,
+    /// NVML, for steps in which Slurm names no GPU list: auto, off, or an
+    /// absolute library path.
+    #[arg(
+        long,
+        default_value = "auto",
+        value_parser = CoreValue::<NvmlSource>::new("--nvml", nvml_forms)
+    )]
+    pub nvml: NvmlSource,
     /// Where closest reads the kernel's GPU files (plugstack kernel_root=;
     /// tests give a fake tree).
     #[arg(long, default_value = "/", hide = true)]

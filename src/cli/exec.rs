@@ -11,7 +11,7 @@ use crate::files::Files;
 use crate::host::cpus;
 use crate::host::files::HostFiles;
 use crate::settings::option::{parse_option, Choice, Request};
-use crate::settings::site::{parse_args, Config, NvmlSource};
+use crate::settings::site::{Config, NvmlSource};
 use crate::slurm::tasks::local_count;
 use crate::step::{
     carry_out, plan_step, task_outcome, unreadable_task, Aside, Node, NvmlAsk, StepFacts, StepPlan,
@@ -50,7 +50,7 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
         "no command to run: desi-gpu-map exec [OPTIONS] -- APP [ARGS...]".to_string()
     })?;
     let method = method(args)?;
-    let config = config(args)?;
+    let config = config(args);
     let node = Process;
     if node.env(env::STEP_ID).is_none() && !args.allow_outside_slurm {
         return Err(format!(
@@ -61,10 +61,10 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
     }
     let mut command = Command::new(app);
     command.args(app_args);
-    if mapped_by_plugin(&node, &config) {
+    if mapped_already(&node) {
         if args.verbose {
             say(&[format!(
-                "desi-gpu-map exec: the plugin mapped this step; {} runs unchanged",
+                "desi-gpu-map exec: this step is mapped already (by the plugin); {} runs unchanged",
                 app.to_string_lossy()
             )]);
         }
@@ -98,27 +98,28 @@ fn method(args: &ExecArgs) -> Result<Choice, String> {
     }
 }
 
-/// The plugin's settings that exec takes as options, checked by the same
-/// rules as plugstack.conf's.
-fn config(args: &ExecArgs) -> Result<Config, String> {
-    use crate::names::Named;
-    let words = [
-        format!("visible={}", args.visible.name()),
-        format!("vendor={}", args.vendor.name()),
-        format!("nvml={}", args.nvml),
-        format!("kernel_root={}", args.kernel_root.display()),
-    ];
-    parse_args(&words).map_err(|e| e.to_string())
+/// The plugin's settings that exec takes as options (clap checked each);
+/// the rest are the plugin's defaults.
+fn config(args: &ExecArgs) -> Config {
+    Config {
+        visible: args.visible,
+        vendor: args.vendor,
+        nvml: args.nvml.clone(),
+        kernel_root: args.kernel_root.clone(),
+        ..Config::default()
+    }
 }
 
-/// The plugin mapped this very step: its flag, and its record of the step
-/// equal to this one (an outer step's flag records another step).
-fn mapped_by_plugin(node: &Process, config: &Config) -> bool {
+/// This very step is mapped already: the plugin (or an earlier exec)
+/// recorded it in `DESI_GPU_MAP_STEP`, which it writes only where it maps
+/// and removes everywhere else, whatever the site's flag is called. An
+/// outer step's record names another step.
+fn mapped_already(node: &Process) -> bool {
     let this = node
         .env(env::JOB_ID)
         .zip(node.env(env::STEP_ID))
         .map(|(job, step)| format!("{}.{}", job.trim(), step.trim()));
-    node.env(&config.flag).as_deref() == Some("1") && this.is_some() && node.env(env::STEP) == this
+    this.is_some() && node.env(env::STEP) == this
 }
 
 /// The step's plan, through the same core as the plugin's.
@@ -161,9 +162,11 @@ fn apply(node: &Process, plan: &StepPlan, command: &mut Command) -> Vec<String> 
                 tres_bind: tres_bind.as_deref(),
                 cpus: TaskCpus {
                     own: closest.then(|| cpus::allowed("self")).flatten(),
+                    // slurmstepd's mask: an unbound task's own equals it.
                     parent: closest
-                        .then(|| cpus::allowed(&std::os::unix::process::parent_id().to_string()))
-                        .flatten(),
+                        .then(cpus::slurmstepd_above)
+                        .flatten()
+                        .and_then(|pid| cpus::allowed(&pid.to_string())),
                     bind_type: bind_type.as_deref(),
                     bind_list: bind_list.as_deref(),
                 },
@@ -261,6 +264,12 @@ impl Node for Process {
 
 /// How often the child is looked at while NVML runs.
 const POLL: Duration = Duration::from_millis(5);
+/// How long a killed child is given to be reaped, so that the application
+/// does not inherit it as a child of its own (one stuck in the kernel is
+/// left: waiting for it would hold the task).
+const REAP_GRACE: Duration = Duration::from_millis(200);
+/// Most bytes read from the child.
+const MOST_OUTPUT: u64 = 1 << 20;
 
 /// NVML's answer from `desi-gpu-map nvml-query`, run as a child that is
 /// killed at the deadline: a hung `nvmlInit` must not hold the task, and
@@ -281,13 +290,20 @@ fn ask_nvml(ask: NvmlAsk, source: &NvmlSource, timeout: Duration) -> Result<Vec<
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| broke(e.to_string()))?;
+    // Read while it runs, so that a long answer cannot fill a pipe and
+    // pass for a hang.
+    let out = child.stdout.take().map(drain);
+    let err = child.stderr.take().map(drain);
     let deadline = Instant::now() + timeout;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if Instant::now() >= deadline => {
-                // Not waited for: a child stuck in the kernel would hold us.
                 let _ = child.kill();
+                let reaped = Instant::now() + REAP_GRACE;
+                while Instant::now() < reaped && !matches!(child.try_wait(), Ok(Some(_))) {
+                    std::thread::sleep(POLL);
+                }
                 return Err(Error::NvmlTimedOut {
                     seconds: timeout.as_secs(),
                 });
@@ -296,19 +312,23 @@ fn ask_nvml(ask: NvmlAsk, source: &NvmlSource, timeout: Duration) -> Result<Vec<
             Err(e) => return Err(broke(e.to_string())),
         }
     };
-    let read = |pipe: Option<&mut dyn Read>| {
-        let mut text = String::new();
-        if let Some(pipe) = pipe {
-            let _ = pipe.take(1 << 20).read_to_string(&mut text);
-        }
-        text
+    let text = |reader: Option<std::thread::JoinHandle<String>>| {
+        reader.and_then(|r| r.join().ok()).unwrap_or_default()
     };
-    let out = read(child.stdout.as_mut().map(|p| p as &mut dyn Read));
-    let err = read(child.stderr.as_mut().map(|p| p as &mut dyn Read));
+    let (out, err) = (text(out), text(err));
     if !status.success() {
         return Err(Error::Discovery(err.trim().to_string()));
     }
     Ok(out.lines().map(String::from).collect())
+}
+
+/// Reads a pipe to its end in a thread of its own.
+fn drain(pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.take(MOST_OUTPUT).read_to_string(&mut text);
+        text
+    })
 }
 
 /// `--nvml` as the child takes it.

@@ -19,7 +19,8 @@ pub enum NvmlSource {
     Auto,
     /// Never load NVML.
     Off,
-    /// This library file (an absolute path from plugstack.conf only).
+    /// This library file (an absolute path: from plugstack.conf for the
+    /// plugin, from the user for `desi-gpu-map exec`, which runs as the user).
     Path(PathBuf),
 }
 
@@ -53,7 +54,9 @@ pub struct Config {
     pub verbose: bool,
     /// Where `closest` reads the kernel's GPU files (`proc/driver/nvidia`,
     /// `sys/bus/pci`): `/`, or a fake tree in tests. Only plugstack.conf
-    /// sets it, so no user can point the plugin at files of their own.
+    /// sets it for the plugin, so no user can point the plugin at files of
+    /// their own (exec's hidden `--kernel-root` misleads only the user's
+    /// own task).
     pub kernel_root: std::path::PathBuf,
 }
 

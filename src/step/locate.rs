@@ -11,8 +11,9 @@ use crate::topology::{from_kernel, from_nvml_lines, near_cpus, place_uuids, Topo
 /// The node's GPU UUIDs through NVML, for a step mapped with `method`. A
 /// `closest` step asks for the GPUs' places instead, in the same load, and
 /// keeps them in `placed` for [`step_topology`]; where a call of that load
-/// fails (CPU affinity, say) it asks for the UUIDs alone, so that the step
-/// still maps (not after a timeout: that would wait twice).
+/// fails after NVML started (CPU affinity, say) it asks for the UUIDs
+/// alone, so that the step still maps. Not after a failed start or a
+/// timeout: that would only wait again, past the deadline's bound.
 pub(super) fn discover(
     node: &dyn Node,
     config: &Config,
@@ -26,7 +27,7 @@ pub(super) fn discover(
     let uuids = lines.as_ref().map(|l| place_uuids(l)).map_err(Clone::clone);
     *placed = Some(lines);
     match uuids {
-        Err(Error::Discovery(_)) => node.nvml(NvmlAsk::Uuids, config),
+        Err(e) if e.is_failed_nvml_call() => node.nvml(NvmlAsk::Uuids, config),
         found => found,
     }
 }

@@ -40,7 +40,8 @@ use source::{from_nvml, from_slurm, other_lists, Missing, StepGpus};
 use std::fmt;
 use std::path::Path;
 
-pub use locate::{locate, step_topology};
+pub use locate::locate;
+pub(crate) use locate::step_topology;
 pub use node::{Node, NvmlAsk};
 pub use source::WhyNoList;
 

@@ -13,7 +13,8 @@ use crate::slurm::cpu_bind::bind_list_cpus;
 use crate::slurm::gpus::join;
 use crate::vendor::{render, StepLists};
 
-/// One task, as slurmstepd sees it in `task_init`.
+/// One task, as slurmstepd sees it in `task_init`, or as the task itself
+/// sees it (`desi-gpu-map exec`).
 pub struct TaskInputs<'a> {
     pub node: &'a str,
     pub local_id: usize,
@@ -35,8 +36,8 @@ pub struct TaskInputs<'a> {
 pub struct TaskCpus<'a> {
     /// Its own affinity mask (`sched_getaffinity`).
     pub own: Option<CpuSet>,
-    /// Its parent's, slurmstepd's (`sched_getaffinity(getppid())`): an
-    /// unbound task's own mask equals it.
+    /// slurmstepd's (the plugin's task is its fork; exec looks above
+    /// itself): an unbound task's own mask equals it.
     pub parent: Option<CpuSet>,
     /// `SLURM_CPU_BIND_TYPE` in its environment.
     pub bind_type: Option<&'a str>,

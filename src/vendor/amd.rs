@@ -42,9 +42,8 @@ fn render(r: &Rendering, step: &StepLists, position: usize) -> Vec<(String, Stri
     match step.list(env::ROCR) {
         Some(rocr) => {
             put(env::ROCR, own(r, rocr, position));
-            if step.from_slurm {
-                put(env::CUDA, layered(r, step, position));
-            }
+            // Slurm's list (NVML's is refused in `unbindable`).
+            put(env::CUDA, layered(r, step, position));
             if step.list(env::GPU_ORDINAL).is_some() {
                 put(env::GPU_ORDINAL, layered(r, step, position));
             }

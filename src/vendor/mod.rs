@@ -282,10 +282,8 @@ fn own(r: &Rendering, list: &[String], position: usize) -> String {
 /// in the task's order: its first entries, in order.
 fn layered(r: &Rendering, step: &StepLists, position: usize) -> String {
     let count = visible_list(step.gpus, position, r.visible).len();
-    (0..count)
-        .map(|i| i.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
+    let indices: Vec<String> = (0..count).map(|i| i.to_string()).collect();
+    join(&indices)
 }
 
 /// Most GPUs on one node: more make `closest` fall back (nodes hold a few

@@ -156,37 +156,30 @@ fn exec_gives_bound_tasks_the_gpus_next_to_their_cpus() {
     cluster(&["plugin", "off"]);
     let Cpus { a, b, .. } = cpus();
     let root = tree("nvidia").display().to_string();
-    let exec = bin();
-    let out = run(
-        "srun",
-        &[
-            "-n2",
-            "--gpus-per-node=4",
-            "--cpu-bind=cores",
-            "-w",
-            "n1",
-            &exec,
-            "exec",
-            "--verbose",
-            "--method",
-            "closest",
-            "--kernel-root",
-            &root,
-            "--",
-            "bash",
-            "-c",
-            CPU_PROBE,
-        ],
+    let exec = format!(
+        "{} exec --verbose --method closest --kernel-root {root} --",
+        bin()
     );
-    assert!(out.status.success(), "{}", show(&out));
-    let err = text(&out.stderr);
-    assert_eq!(
-        probe_rows(&text(&out.stdout)),
-        expect(&[("2", a), ("0", b)]),
-        "{err}"
-    );
-    let line = format!("cpus={a} cpus_from=slurm gpu_cpus={a} near=yes");
-    assert!(err.contains(&line), "{err}");
+    let probe = format!("{}/cpu-probe.sh", state_dir());
+    std::fs::write(&probe, CPU_PROBE).unwrap();
+    // Started by srun directly, and under a shell that stays (slurmstepd is
+    // then the shell's parent, not exec's).
+    let direct = format!("{exec} bash {probe}");
+    let under_shell = format!("true; {exec} bash {probe}; true");
+    for line in [direct, under_shell] {
+        let mut all = vec!["-n2", "--gpus-per-node=4", "--cpu-bind=cores", "-w", "n1"];
+        all.extend(["bash", "-c", &line]);
+        let out = run("srun", &all);
+        assert!(out.status.success(), "{}", show(&out));
+        let err = text(&out.stderr);
+        assert_eq!(
+            probe_rows(&text(&out.stdout)),
+            expect(&[("2", a), ("0", b)]),
+            "{err}"
+        );
+        let line = format!("cpus={a} cpus_from=slurm gpu_cpus={a} near=yes");
+        assert!(err.contains(&line), "{err}");
+    }
 }
 
 /// The lines of `err` that report a `closest` fallback.

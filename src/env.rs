@@ -9,7 +9,8 @@ pub const ROCR: &str = "ROCR_VISIBLE_DEVICES";
 pub const GPU_ORDINAL: &str = "GPU_DEVICE_ORDINAL";
 /// Intel Level Zero's list.
 pub const ZE: &str = "ZE_AFFINITY_MASK";
-/// HIP's own list: Slurm never sets it, and the plugin never touches it.
+/// HIP's own list: Slurm never sets it, and the plugin never touches it; on
+/// an AMD node a user's value makes the step stand aside.
 pub const HIP: &str = "HIP_VISIBLE_DEVICES";
 /// How CUDA numbers devices: `PCI_BUS_ID` makes its indices Slurm's.
 pub const DEVICE_ORDER: &str = "CUDA_DEVICE_ORDER";

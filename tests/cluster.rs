@@ -340,6 +340,48 @@ fn vendor_amd_puts_the_gpu_in_rocr_visible_devices() {
     );
 }
 
+/// The user's HIP_VISIBLE_DEVICES (Slurm never sets it): HIP reads it
+/// instead of CUDA_VISIBLE_DEVICES, so the tasks are not bound, and the
+/// flag must not say they are.
+#[test]
+fn vendor_amd_with_the_users_hip_list_stands_aside() {
+    let _c = setup("required", &["vendor=amd"]);
+    let out = slurm(
+        "srun",
+        &[
+            "-N1",
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=4",
+            "--desi-gpu-map=roundrobin",
+            "bash",
+            "-c",
+            GPU_VARS,
+        ],
+    )
+    .env("HIP_VISIBLE_DEVICES", "1")
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        sorted_lines(&out.stdout, |l| l.starts_with("V ")),
+        [
+            "V 0 0,1,2,3 0,1,2,3 0,1,2,3 0,1,2,3 1 unset unset",
+            "V 1 0,1,2,3 0,1,2,3 0,1,2,3 0,1,2,3 1 unset unset"
+        ],
+        "{}",
+        show(&out)
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(
+            "HIP_VISIBLE_DEVICES is the user's, and HIP reads it instead of CUDA_VISIBLE_DEVICES"
+        ),
+        "{err}"
+    );
+}
+
 #[test]
 fn vendor_amd_rotate_reorders_rocr_only() {
     // ROCR reorders the devices it keeps, so the index lists stay 0,1.

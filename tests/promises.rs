@@ -919,7 +919,7 @@ fn exec_changes_nothing_where_the_plugin_mapped_the_step() {
         show(&out)
     );
     assert!(
-        text(&out.stderr).contains("the plugin mapped this step"),
+        text(&out.stderr).contains("this step is mapped already"),
         "{}",
         show(&out)
     );

@@ -238,6 +238,15 @@ pub(super) fn other_lists(
             quote(&value)
         ));
     }
+    // Slurm never sets HIP's own list: one in the step is the user's.
+    if let Some(value) = env(env::HIP) {
+        lists.users.push(env::HIP);
+        lists.notes.push(format!(
+            "{}={} left as the user's: Slurm never sets it",
+            env::HIP,
+            quote(&value)
+        ));
+    }
     lists
 }
 

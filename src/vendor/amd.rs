@@ -20,6 +20,8 @@ fn unbindable(step: &StepLists, user_lists: &[&str]) -> Option<Blocker> {
         Some(Unbindable::NvmlUuids)
     } else if user_lists.contains(&env::ROCR) {
         Some(Unbindable::UsersRocr)
+    } else if user_lists.contains(&env::HIP) {
+        Some(Unbindable::UsersHip)
     } else {
         None
     }

@@ -186,6 +186,9 @@ pub enum Unbindable {
     /// The user's `ROCR_VISIBLE_DEVICES`, which ROCm applies before the
     /// index lists, would stay under them.
     UsersRocr(Chosen),
+    /// The user's `HIP_VISIBLE_DEVICES`, which HIP reads instead of
+    /// `CUDA_VISIBLE_DEVICES`, would name the task's devices.
+    UsersHip(Chosen),
 }
 
 impl fmt::Display for Unbindable {
@@ -208,6 +211,13 @@ impl fmt::Display for Unbindable {
                 f,
                 "{} is the user's, not Slurm's, and ROCm applies it before {} ({})",
                 env::ROCR,
+                env::CUDA,
+                c.why
+            ),
+            Unbindable::UsersHip(c) => write!(
+                f,
+                "{} is the user's, and HIP reads it instead of {} ({})",
+                env::HIP,
                 env::CUDA,
                 c.why
             ),

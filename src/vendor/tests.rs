@@ -503,6 +503,17 @@ fn an_amd_node_with_the_users_rocr_list_stands_aside() {
         "ROCR_VISIBLE_DEVICES is the user's, not Slurm's, and ROCm applies it before \
          CUDA_VISIBLE_DEVICES (vendor=amd in plugstack.conf)"
     );
+    // The user's HIP_VISIBLE_DEVICES: HIP reads it instead of the list the
+    // plugin writes.
+    let mut env = slurm_env(&[2, 3]);
+    env.insert("HIP_VISIBLE_DEVICES".to_string(), "1".to_string());
+    let why = unbindable(Vendor::Amd, &env);
+    assert_eq!(why, Unbindable::UsersHip(chosen(Vendor::Amd)));
+    assert_eq!(
+        why.to_string(),
+        "HIP_VISIBLE_DEVICES is the user's, and HIP reads it instead of CUDA_VISIBLE_DEVICES \
+         (vendor=amd in plugstack.conf)"
+    );
     // The user's GPU_DEVICE_ORDINAL alone: HIP's list carries the GPU, and
     // OpenCL's stays the user's.
     let mut env = slurm_env(&[2, 3]);

@@ -14,8 +14,8 @@ use crate::settings::option::{parse_option, Choice, Request};
 use crate::settings::site::{Config, NvmlSource};
 use crate::slurm::tasks::local_count;
 use crate::step::{
-    carry_out, plan_step, task_outcome, unreadable_task, Aside, Node, NvmlAsk, StepFacts, StepPlan,
-    TaskCpus, TaskInputs, Unmapped,
+    carry_out, plan_step, step_tag, task_outcome, unreadable_task, Aside, Node, NvmlAsk, StepFacts,
+    StepPlan, TaskCpus, TaskInputs, Unmapped,
 };
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -116,20 +116,24 @@ fn config(args: &ExecArgs) -> Config {
 /// outer step's record names another step.
 fn mapped_already(node: &Process) -> bool {
     let this = node
-        .env(env::JOB_ID)
-        .zip(node.env(env::STEP_ID))
-        .map(|(job, step)| format!("{}.{}", job.trim(), step.trim()));
+        .env(env::STEP_ID)
+        .and(step_id(node).ok())
+        .and_then(|id| step_tag(node, id));
     this.is_some() && node.env(env::STEP) == this
+}
+
+/// This step's id (0 outside a step, with `--allow-outside-slurm`).
+fn step_id(node: &Process) -> Result<u32, String> {
+    node.env(env::STEP_ID)
+        .unwrap_or_else(|| "0".to_string())
+        .trim()
+        .parse::<u32>()
+        .map_err(|_| format!("{} is not a step id", env::STEP_ID))
 }
 
 /// The step's plan, through the same core as the plugin's.
 fn plan(node: &Process, config: Config, choice: Choice, verbose: bool) -> StepPlan {
-    let step_id = node
-        .env(env::STEP_ID)
-        .unwrap_or_else(|| "0".to_string())
-        .trim()
-        .parse::<u32>()
-        .map_err(|_| format!("{} is not a step id", env::STEP_ID));
+    let step_id = step_id(node);
     let config = Ok(config);
     let request = Ok(Request::Use {
         choice: Some(choice),

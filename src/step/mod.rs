@@ -263,6 +263,13 @@ pub enum GpuCpus {
     Fallback(Fallback),
 }
 
+/// This step as mapped tasks record it in `DESI_GPU_MAP_STEP`:
+/// `JOBID.STEPID` (`None`: Slurm gave no job id).
+pub fn step_tag(node: &dyn Node, step_id: u32) -> Option<String> {
+    node.env(env::JOB_ID)
+        .map(|job| format!("{}.{step_id}", job.trim()))
+}
+
 /// What the front end knows of a step on this node, each part possibly
 /// unreadable; [`plan_step`] turns every failure into a stand-aside line.
 pub struct StepFacts<'a> {
@@ -369,9 +376,7 @@ fn plan_mapping(want: &Resolved, config: &Config, node: &dyn Node, step_id: u32)
                 cuda,
                 exported,
                 step_gpus,
-                step: node
-                    .env(env::JOB_ID)
-                    .map(|job| format!("{}.{step_id}", job.trim())),
+                step: step_tag(node, step_id),
             };
             if method == Method::Closest {
                 let places = node

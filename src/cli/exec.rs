@@ -288,7 +288,7 @@ fn ask_nvml(ask: NvmlAsk, source: &NvmlSource, timeout: Duration) -> Result<Vec<
             NvmlAsk::Places => "places",
         })
         .arg("--nvml")
-        .arg(source_arg(source))
+        .arg(source.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -333,15 +333,6 @@ fn drain(pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
         let _ = pipe.take(MOST_OUTPUT).read_to_string(&mut text);
         text
     })
-}
-
-/// `--nvml` as the child takes it.
-fn source_arg(source: &NvmlSource) -> String {
-    match source {
-        NvmlSource::Auto => "auto".to_string(),
-        NvmlSource::Off => "off".to_string(),
-        NvmlSource::Path(path) => path.display().to_string(),
-    }
 }
 
 /// The child's side: NVML's answer on stdout, one line each, or its error

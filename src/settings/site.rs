@@ -131,7 +131,7 @@ pub const KEYS: [Key; 9] = [
     Key {
         name: "nvml",
         form: || Some("auto|off|/ABSOLUTE/PATH".to_string()),
-        default: || Some("auto".to_string()),
+        default: || Some(Config::default().nvml.to_string()),
         set: |c, v| {
             c.nvml = v.parse()?;
             Ok(())
@@ -179,7 +179,7 @@ pub const KEYS: [Key; 9] = [
     Key {
         name: "kernel_root",
         form: || Some("/ABSOLUTE/PATH".to_string()),
-        default: || Some("/".to_string()),
+        default: || Some(Config::default().kernel_root.display().to_string()),
         set: |c, v| {
             c.kernel_root = parse_root(v)?;
             Ok(())
@@ -270,6 +270,17 @@ impl NvmlSource {
     pub const FORMS: &'static str = "auto, off, /ABSOLUTE/PATH";
 }
 
+/// As it is written in plugstack.conf (and `FromStr` reads it back).
+impl std::fmt::Display for NvmlSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NvmlSource::Auto => f.write_str("auto"),
+            NvmlSource::Off => f.write_str("off"),
+            NvmlSource::Path(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
 impl FromStr for NvmlSource {
     type Err = ArgProblem;
 
@@ -353,6 +364,14 @@ mod tests {
         assert_eq!(c.nvml_timeout, Duration::from_secs(10));
         assert_eq!(c.vendor, VendorSetting::Auto);
         assert!(!c.verbose);
+    }
+
+    #[test]
+    fn nvml_sources_read_back_as_written() {
+        for written in ["auto", "off", "/opt/nvidia/libnvidia-ml.so.1"] {
+            let source: NvmlSource = written.parse().unwrap();
+            assert_eq!(source.to_string(), written);
+        }
     }
 
     #[test]

@@ -19,12 +19,8 @@ pub fn position(l: usize, n: usize, k: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use crate::method::tests::all;
     use crate::method::{position, Method};
-
-    /// Every task's position through the method's dispatch.
-    fn all(method: Method, n: usize, k: usize) -> Vec<usize> {
-        (0..n).map(|l| position(method, l, n, k).unwrap()).collect()
-    }
 
     #[test]
     fn contiguous_literal_tables() {

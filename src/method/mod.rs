@@ -112,11 +112,13 @@ pub fn visible_list<S: AsRef<str>>(gpus: &[S], position: usize, visible: Visible
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn all(method: Method, n: usize, k: usize) -> Vec<usize> {
+    /// Every task's position through the method's dispatch; the method
+    /// files' literal tables use it too.
+    pub(crate) fn all(method: Method, n: usize, k: usize) -> Vec<usize> {
         (0..n).map(|l| position(method, l, n, k).unwrap()).collect()
     }
 

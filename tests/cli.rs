@@ -356,6 +356,11 @@ fn exec_in_task(local: &str, args: &[&str], extra: &[(&str, &str)]) -> Output {
     cmd.output().expect("run desi-gpu-map exec")
 }
 
+/// The words the application printed.
+fn words_of(out: &Output) -> Vec<String> {
+    stdout(out).split_whitespace().map(String::from).collect()
+}
+
 const SHOW_ENV: &str = r#"echo "$$ ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAPPED-unset} ${DESI_GPU_MAP_METHOD-unset} ${DESI_GPU_MAP_STEP-unset}""#;
 
 #[test]
@@ -368,7 +373,7 @@ fn exec_maps_the_task_then_becomes_the_application() {
     ] {
         let out = exec_in_task("3", &["--method", method, "--", "sh", "-c", SHOW_ENV], &[]);
         assert!(out.status.success(), "{out:?}");
-        let words: Vec<String> = stdout(&out).split_whitespace().map(String::from).collect();
+        let words = words_of(&out);
         let method = method.replace('-', "");
         assert_eq!(words[1..], [gpu, "1", method.as_str(), "7.0"], "{out:?}");
     }
@@ -406,7 +411,7 @@ fn exec_keeps_the_pid_and_steps_aside_for_the_plugins_mapping() {
         &["--method", "roundrobin", "--", "sh", "-c", SHOW_ENV],
         &mapped,
     );
-    let words: Vec<String> = stdout(&out).split_whitespace().map(String::from).collect();
+    let words = words_of(&out);
     assert_eq!(words[1..], ["2", "1", "contiguous", "7.0"], "{out:?}");
     // An outer step's mapping (6.0) does not stop it.
     let outer = [("DESI_GPU_MAPPED", "1"), ("DESI_GPU_MAP_STEP", "6.0")];
@@ -415,7 +420,7 @@ fn exec_keeps_the_pid_and_steps_aside_for_the_plugins_mapping() {
         &["--method", "roundrobin", "--", "sh", "-c", SHOW_ENV],
         &outer,
     );
-    let words: Vec<String> = stdout(&out).split_whitespace().map(String::from).collect();
+    let words = words_of(&out);
     assert_eq!(words[1..], ["0", "1", "roundrobin", "7.0"], "{out:?}");
 }
 

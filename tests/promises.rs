@@ -28,6 +28,19 @@ fn probe(srun: &str) -> Output {
     out
 }
 
+/// Four verbose contiguous tasks on n1's four GPUs, each task's row.
+fn four_on_n1() -> Output {
+    probe("-N1 -n4 -w n1 --gpus-per-node=4 --desi-gpu-map=verbose,contiguous")
+}
+
+/// Each of [`four_on_n1`]'s tasks mapped once, to its own GPU.
+const FOUR_MAPPED_ONCE: [&str; 4] = [
+    "0 n1 0 0 1 contiguous 4",
+    "1 n1 1 1 1 contiguous 4",
+    "2 n1 2 2 1 contiguous 4",
+    "3 n1 3 3 1 contiguous 4",
+];
+
 /// Asserts that the two tasks on `node` ran without GPU or flag.
 fn assert_two_unmapped(out: &Output, node: &str) {
     assert_eq!(
@@ -538,29 +551,10 @@ fn the_plugin_from_two_paths_maps_once_and_says_so_once() {
     let log = format!("{}/log/slurmd-n1.log", state_dir());
     let start = std::fs::metadata(&log).map_or(0, |m| m.len());
     cluster(&["restart-node", "n1"]);
-    let out = run(
-        "srun",
-        &[
-            "-N1",
-            "-n4",
-            "-w",
-            "n1",
-            "--gpus-per-node=4",
-            "--desi-gpu-map=verbose,contiguous",
-            "bash",
-            "-c",
-            FULL_PROBE,
-        ],
-    );
-    assert!(out.status.success(), "{}", show(&out));
+    let out = four_on_n1();
     assert_eq!(
         probe_rows(&text(&out.stdout)),
-        rows(&[
-            "0 n1 0 0 1 contiguous 4",
-            "1 n1 1 1 1 contiguous 4",
-            "2 n1 2 2 1 contiguous 4",
-            "3 n1 3 3 1 contiguous 4",
-        ]),
+        rows(&FOUR_MAPPED_ONCE),
         "{}",
         show(&out)
     );
@@ -672,30 +666,8 @@ fn the_plugin_loaded_twice_maps_once() {
     let second = format!("{}/plugstack.conf.d/desi-gpu-map-second.conf", state_dir());
     std::fs::write(&second, format!("required {}\n", so())).expect("second plugstack line");
     let _remove = RemoveOnDrop(second);
-    let out = run(
-        "srun",
-        &[
-            "-N1",
-            "-n4",
-            "-w",
-            "n1",
-            "--gpus-per-node=4",
-            "--desi-gpu-map=verbose,contiguous",
-            "bash",
-            "-c",
-            FULL_PROBE,
-        ],
-    );
-    assert!(out.status.success(), "{}", show(&out));
-    assert_eq!(
-        probe_rows(&text(&out.stdout)),
-        rows(&[
-            "0 n1 0 0 1 contiguous 4",
-            "1 n1 1 1 1 contiguous 4",
-            "2 n1 2 2 1 contiguous 4",
-            "3 n1 3 3 1 contiguous 4",
-        ])
-    );
+    let out = four_on_n1();
+    assert_eq!(probe_rows(&text(&out.stdout)), rows(&FOUR_MAPPED_ONCE));
     let lines = said(&out);
     let reports = lines.iter().filter(|l| l.contains(" rank=")).count();
     assert_eq!(reports, 4, "one report per task: {lines:?}");

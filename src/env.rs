@@ -53,6 +53,27 @@ pub const NODE_GPUS: &str = "DESI_GPU_MAP_NODE_GPUS";
 /// inherited from an outer one.
 pub const STEP: &str = "DESI_GPU_MAP_STEP";
 
+/// Set in each task that the plugin's MPS daemon serves (`1`).
+pub const MPS: &str = "DESI_GPU_MAP_MPS";
+
+/// What CUDA's MPS reads: the daemon's pipe and log directories, and a
+/// client's share of its GPU (also how Slurm's `gres/mps` marks a step).
+pub const MPS_PIPE: &str = "CUDA_MPS_PIPE_DIRECTORY";
+pub const MPS_LOG: &str = "CUDA_MPS_LOG_DIRECTORY";
+pub const MPS_SHARE: &str = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
+/// The MPS control daemon, and where it is looked for (NVIDIA's packages,
+/// the CUDA toolkit's default prefix), in order.
+pub const MPS_CONTROL: &str = "nvidia-cuda-mps-control";
+pub const MPS_CONTROL_DIRS: [&str; 4] = [
+    "/usr/bin",
+    "/usr/local/bin",
+    "/usr/local/cuda/bin",
+    "/usr/sbin",
+];
+/// The job's temporary directory, under which each step's MPS directory
+/// is made unless the site names another base (`mps_dir=`).
+pub const TMPDIR: &str = "TMPDIR";
+
 /// What Slurm tells each task of where it sits, in its environment.
 pub const JOB_ID: &str = "SLURM_JOB_ID";
 pub const STEP_ID: &str = "SLURM_STEP_ID";

@@ -10,6 +10,12 @@ use std::sync::Arc;
 pub enum Error {
     /// A `--desi-gpu-map` value that names no choice; `valid` lists them.
     BadOption { value: String, valid: String },
+    /// A `--desi-gpu-map` value whose words do not go together.
+    BadCombination { value: String, why: &'static str },
+    /// `mps` asked where the site turned it off (`mps=off`).
+    MpsOff,
+    /// `mps` asked beside no method, where the site's default is `none`.
+    MpsWithoutMethod,
     /// `help` given through the option's environment form (`env_form`).
     HelpFromEnvironment {
         env_form: &'static str,
@@ -134,6 +140,20 @@ impl fmt::Display for Error {
                     "invalid --desi-gpu-map value {what}; valid values: {valid}"
                 )
             }
+            Error::BadCombination { value, why } => write!(
+                f,
+                "invalid --desi-gpu-map value {}: {why}; give a method with mps, \
+                 as in contiguous,mps",
+                quote(value)
+            ),
+            Error::MpsOff => f.write_str(
+                "--desi-gpu-map: this site turned mps off (mps=off in plugstack.conf); \
+                 give the method alone, as in --desi-gpu-map=contiguous",
+            ),
+            Error::MpsWithoutMethod => f.write_str(
+                "--desi-gpu-map: mps needs a method, and this site's default is none; \
+                 give one, as in --desi-gpu-map=contiguous,mps",
+            ),
             Error::HelpFromEnvironment { env_form, valid } => write!(
                 f,
                 "{env_form}=help: help is for the command line (srun --desi-gpu-map=help true); \

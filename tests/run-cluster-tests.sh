@@ -97,7 +97,7 @@ run_series() {
     local rc=0
     bash tests/package/deb-smoke.sh "$deb" || rc=1
     cargo test --locked --features cluster-tests --no-fail-fast \
-        --test cluster --test faults --test promises -- --test-threads=1 || rc=1
+        --test cluster --test faults --test promises --test mps -- --test-threads=1 || rc=1
     # closest's task_none_* tests need a cluster that binds no CPUs: this one.
     cargo test --locked --features cluster-tests --no-fail-fast \
         --test closest -- --test-threads=1 task_none_ || rc=1
@@ -116,7 +116,7 @@ fi
 # Debian's real NVML, which the tests hand the plugin (tests/nvidia/fetch.sh).
 bash tests/nvidia/fetch.sh >/dev/null
 # The tests drive the cluster from the host; build them once.
-cargo test --locked --features cluster-tests --test cluster --test faults --test promises --test closest --no-run 2>&1 | tail -n 1
+cargo test --locked --features cluster-tests --test cluster --test faults --test promises --test mps --test closest --no-run 2>&1 | tail -n 1
 mkdir -p "$logs"
 
 failed=0 summary=()
@@ -129,7 +129,7 @@ for s in "${wanted[@]}"; do
     took=$(($(date +%s) - t0))
     v=$(sed -n 's/^series [0-9.]*: Slurm \([0-9.]*\).*/\1/p' "$log" | head -n 1)
     line="series ${v:-$s}:"
-    for suite in cluster faults promises closest; do
+    for suite in cluster faults promises mps closest; do
         line+=" $(result $suite 'test result:' <(sed -n "/Running tests\/$suite.rs/,/test result:/p" "$log")),"
     done
     line+=" $(result deb '^deb-smoke:' "$log"); ${took} s"

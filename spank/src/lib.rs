@@ -26,16 +26,17 @@ mod copies;
 mod deadline;
 mod exports;
 mod logger;
+mod mps;
 mod node;
 mod task;
 
 use desi_gpu_map::names::Named;
 use desi_gpu_map::settings::client_args::Client;
 use desi_gpu_map::settings::option::{
-    check_help_source, option_form, parse_option, usage, Request, ENV_FORM, OPTION,
+    check_help_source, check_request, option_form, parse_option, usage, Request, ENV_FORM, OPTION,
 };
-use desi_gpu_map::settings::site::{parse_args, Config};
-use desi_gpu_map::step::StepPlan;
+use desi_gpu_map::settings::site::{parse_args, Config, DEFAULT_NVML_TIMEOUT_S};
+use desi_gpu_map::step::{Mps, StepPlan};
 use desi_gpu_map::Error;
 use slurm_spank::{Context, Plugin, SpankHandle, SpankOption};
 use std::error::Error as StdError;
@@ -76,9 +77,62 @@ pub(crate) struct DesiGpuMap {
     /// True when another copy of the plugin, loaded first from another
     /// path, owns the option (see copies.rs): every hook returns at once.
     aside: bool,
+    /// The step's MPS daemon on this node, while it runs.
+    daemon: Option<mps::Running>,
+    /// The job's supplementary groups, for the daemon's children.
+    groups: Vec<libc::gid_t>,
+    /// Tasks on this node, and how many have exited: the last one's exit
+    /// stops the daemon.
+    local_tasks: u32,
+    exited: u32,
     post_opt_calls: u32,
     user_init_calls: u32,
     task_init_calls: u32,
+    task_exit_calls: u32,
+}
+
+impl DesiGpuMap {
+    /// Starts the step's MPS daemon where the plan has one, before any task
+    /// execs; the plan then serves the tasks through it, or runs without.
+    fn start_mps(&mut self, spank: &SpankHandle, plan: &mut StepPlan) {
+        let StepPlan::Map(map) = plan else {
+            return;
+        };
+        if let Mps::Start(daemon) = &map.mps {
+            self.groups = spank.job_supplementary_gids().unwrap_or_default();
+            self.local_tasks = spank.job_local_task_count().unwrap_or(0);
+            let timeout = match &self.config {
+                Some(Ok(config)) => config.nvml_timeout,
+                _ => Duration::from_secs(DEFAULT_NVML_TIMEOUT_S),
+            };
+            match mps::start(daemon, &self.groups, timeout) {
+                Ok(running) => {
+                    log::info!(
+                        "MPS daemon started for the step in {} (GPUs {})",
+                        daemon.dir.display(),
+                        daemon.gpus.join(",")
+                    );
+                    self.daemon = Some(running);
+                    map.mps_started();
+                }
+                Err(why) => map.mps_failed(why),
+            }
+        }
+        if let Mps::Without(why) = &map.mps {
+            log::warn!("{why}; running without MPS");
+        }
+    }
+
+    /// Stops the step's MPS daemon, if one runs; says what went wrong in
+    /// slurmd's log.
+    fn stop_mps(&mut self) {
+        if let Some(running) = self.daemon.take() {
+            for line in mps::stop(running, &self.groups) {
+                log::warn!("{line}");
+            }
+            log::info!("MPS daemon of the step stopped");
+        }
+    }
 }
 
 /// With the `.so` on two plugstack lines, both share this process's state
@@ -187,7 +241,10 @@ unsafe impl Plugin for DesiGpuMap {
                 let _ = out.write_all(usage().as_bytes()).and_then(|()| out.flush());
                 std::process::exit(0);
             }
-            request?;
+            let request = request?;
+            if let (Some(request), Some(Ok(config))) = (&request, &self.config) {
+                check_request(request, config)?;
+            }
             return Ok(());
         }
         self.request = request.transpose();
@@ -199,7 +256,8 @@ unsafe impl Plugin for DesiGpuMap {
             return Ok(());
         }
         let started = Instant::now();
-        let plan = node::plan(spank, self.config.as_ref(), self.request.as_ref());
+        let mut plan = node::plan(spank, self.config.as_ref(), self.request.as_ref());
+        self.start_mps(spank, &mut plan);
         let took = started.elapsed().as_micros();
         log::debug!("user_init took {took} us ({})", plan.kind());
         if let StepPlan::Map(map) = &plan {
@@ -224,6 +282,22 @@ unsafe impl Plugin for DesiGpuMap {
             started.elapsed().as_micros(),
             thread_cpu().saturating_sub(cpu).as_micros()
         );
+        Ok(())
+    }
+
+    fn task_exit(&mut self, _spank: &mut SpankHandle) -> HookResult {
+        if self.aside || is_repeat(self.loaded_twice, &mut self.task_exit_calls) {
+            return Ok(());
+        }
+        self.exited = self.exited.saturating_add(1);
+        if self.exited >= self.local_tasks {
+            self.stop_mps();
+        }
+        Ok(())
+    }
+
+    fn exit(&mut self, _spank: &mut SpankHandle) -> HookResult {
+        self.stop_mps();
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use desi_gpu_map::host::files::HostFiles;
 use desi_gpu_map::host::nvml;
 use desi_gpu_map::settings::option::Request;
 use desi_gpu_map::settings::site::Config;
-use desi_gpu_map::step::{plan_step, Node, NvmlAsk, StepFacts, StepPlan};
+use desi_gpu_map::step::{plan_step, MpsFacts, Node, NvmlAsk, StepFacts, StepPlan};
 use desi_gpu_map::Error;
 use slurm_spank::SpankHandle;
 use std::time::Instant;
@@ -37,8 +37,19 @@ pub fn plan(
         step_id: spank.job_stepid().map_err(|e| e.to_string()),
         config,
         request,
+        mps: mps_facts(spank),
     };
     plan_step(&facts, &Slurmstepd(spank))
+}
+
+/// The job's user and the step's tasks on this node, for an MPS daemon.
+fn mps_facts(spank: &SpankHandle) -> Option<MpsFacts> {
+    Some(MpsFacts {
+        uid: spank.job_uid().ok()?,
+        gid: spank.job_gid().ok()?,
+        local_tasks: usize::try_from(spank.job_local_task_count().ok()?).ok()?,
+        node_id: spank.job_nodeid().ok()?,
+    })
 }
 
 /// The node as slurmstepd sees it, in `user_init`.

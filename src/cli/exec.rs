@@ -138,11 +138,13 @@ fn plan(node: &Process, config: Config, choice: Choice, verbose: bool) -> StepPl
     let request = Ok(Request::Use {
         choice: Some(choice),
         verbose,
+        mps: false,
     });
     let facts = StepFacts {
         step_id,
         config: Some(&config),
         request: Some(&request),
+        mps: None,
     };
     plan_step(&facts, node)
 }

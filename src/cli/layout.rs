@@ -250,11 +250,13 @@ fn preview_map(
     let request = Ok(Request::Use {
         choice: Some(Choice::Map(method)),
         verbose: false,
+        mps: false,
     });
     let facts = StepFacts {
         step_id: Ok(0),
         config: Some(&config),
         request: Some(&request),
+        mps: None,
     };
     let node = Preview {
         cuda,

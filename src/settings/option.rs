@@ -57,10 +57,46 @@ impl Choice {
 
 named!(from_str Choice);
 
+/// A word that may stand beside the method, in any order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Modifier {
+    /// Each task reports its GPU on stderr.
+    Verbose,
+    /// The step's tasks run as clients of a CUDA MPS daemon per node.
+    Mps,
+}
+
+named!(Modifier {
+    Verbose => "verbose",
+    Mps => "mps",
+});
+
+impl Modifier {
+    fn described(self) -> &'static [&'static str] {
+        match self {
+            Modifier::Verbose => &["each task reports its GPU on stderr"],
+            Modifier::Mps => &[
+                "the step's tasks share their GPUs through one CUDA MPS",
+                "daemon per node, started as the job's user and",
+                "stopped when the step ends",
+            ],
+        }
+    }
+}
+
 /// The option's value as the plugin registers it with Slurm:
-/// `[verbose,]contiguous|roundrobin|closest|none|help`.
+/// `[verbose,]contiguous|roundrobin|closest|none[,mps]|help`.
 pub fn option_form() -> String {
-    format!("[verbose,]{}|help", names::<Choice>().join("|"))
+    format!(
+        "[{}]{}[,{}]|help",
+        modifier_prefix(Modifier::Verbose),
+        names::<Choice>().join("|"),
+        Modifier::Mps.name()
+    )
+}
+
+fn modifier_prefix(modifier: Modifier) -> String {
+    format!("{},", modifier.name())
 }
 
 /// What the user asked for with `--desi-gpu-map`.
@@ -68,47 +104,100 @@ pub fn option_form() -> String {
 pub enum Request {
     /// Print the usage and exit 0.
     Help,
-    /// `choice` is `None` for a bare `verbose`: the site default, reported.
+    /// `choice` is `None` for modifiers alone: the site default.
     Use {
         choice: Option<Choice>,
         verbose: bool,
+        mps: bool,
     },
 }
 
 /// The values listed in every error message about the option:
-/// `contiguous, roundrobin (or round-robin), closest, none, help, each optionally
-/// after "verbose,"`.
+/// `contiguous, roundrobin (or round-robin), closest, none, help; with
+/// "verbose" or "mps" beside them, comma-separated`.
 pub fn valid_values() -> String {
+    let modifiers: Vec<String> = Modifier::ALL
+        .iter()
+        .map(|m| format!("\"{}\"", m.name()))
+        .collect();
     format!(
-        "{}, help, each optionally after \"verbose,\"",
-        with_aliases::<Choice>()
+        "{}, help; with {} beside them, comma-separated",
+        with_aliases::<Choice>(),
+        modifiers.join(" or ")
     )
 }
 
 /// Parses one option value, as typed by the user or read from the
-/// environment form of the option.
+/// environment form of the option: a method (or `none` or `help`) and
+/// modifiers, comma-separated, in any order, each at most once.
 pub fn parse_option(value: &str) -> Result<Request, Error> {
-    let (verbose, rest) = match value.strip_prefix("verbose") {
-        Some("") => {
-            return Ok(Request::Use {
-                choice: None,
-                verbose: true,
-            })
+    let (mut choice, mut help, mut modifiers) = (None, false, Vec::new());
+    for word in value.split(',') {
+        if let Ok(modifier) = word.parse::<Modifier>() {
+            if modifiers.contains(&modifier) {
+                return Err(bad_option(value));
+            }
+            modifiers.push(modifier);
+        } else if word == "help" && !help && choice.is_none() {
+            help = true;
+        } else {
+            match word.parse::<Choice>() {
+                Ok(c) if choice.is_none() && !help => choice = Some(c),
+                _ => return Err(bad_option(value)),
+            }
         }
-        Some(rest) => match rest.strip_prefix(',') {
-            Some(rest) => (true, rest),
-            None => (false, value),
-        },
-        None => (false, value),
-    };
-    if rest == "help" {
-        return Ok(Request::Help);
     }
-    let choice = rest.parse::<Choice>().map_err(|_| bad_option(value))?;
+    let mps = modifiers.contains(&Modifier::Mps);
+    if help {
+        return match mps {
+            false => Ok(Request::Help),
+            true => Err(bad_combination(
+                value,
+                "help prints the usage and runs nothing",
+            )),
+        };
+    }
+    if mps && choice == Some(Choice::Off) {
+        return Err(bad_combination(
+            value,
+            "none maps no task, and MPS needs mapped tasks",
+        ));
+    }
     Ok(Request::Use {
-        choice: Some(choice),
-        verbose,
+        choice,
+        verbose: modifiers.contains(&Modifier::Verbose),
+        mps,
     })
+}
+
+/// A value whose words are valid alone but not together.
+fn bad_combination(value: &str, why: &'static str) -> Error {
+    Error::BadCombination {
+        value: value.to_string(),
+        why,
+    }
+}
+
+/// Refuses, before anything is allocated, what this site does not allow:
+/// `mps` where plugstack.conf says `mps=off`, and `mps` beside a site
+/// default of `none`.
+pub fn check_request(
+    request: &Request,
+    config: &crate::settings::site::Config,
+) -> Result<(), Error> {
+    let Request::Use {
+        choice, mps: true, ..
+    } = request
+    else {
+        return Ok(());
+    };
+    if config.mps == crate::settings::site::MpsMode::Off {
+        return Err(Error::MpsOff);
+    }
+    if choice.unwrap_or(config.default) == Choice::Off {
+        return Err(Error::MpsWithoutMethod);
+    }
+    Ok(())
 }
 
 /// The option's name, as users type it after `--` (declared with the
@@ -170,21 +259,31 @@ pub fn usage() -> String {
         choices += &also;
         choices.push('\n');
     }
+    let mut modifiers = String::new();
+    for modifier in Modifier::ALL {
+        let mut lines = modifier.described().iter();
+        let first = lines.next().copied().unwrap_or_default();
+        modifiers += &format!("  {:<12} {first}\n", modifier.name());
+        for line in lines {
+            modifiers += &format!("{:15}{line}\n", "");
+        }
+    }
     format!(
         "\
-Usage: --{OPTION}=[verbose,]METHOD
+Usage: --{OPTION}=METHOD[,verbose][,mps]
 
 Binds each task of a job step to one GPU of its node before the task starts,
 and sets {DEFAULT_FLAG}=1 so that the application skips its own binding.
 
 METHOD:
 {choices}  help         print this text and exit
-  verbose      prefix: each task reports its GPU on stderr; alone, it
-               reports with the site default method
 
+Modifiers, before or after METHOD, comma-separated; alone, they apply to
+the site default method:
+{modifiers}
 srun, sbatch and salloc need a command: srun --{OPTION}=help true
 Environment form: {ENV_FORM}=VALUE
-(a method or verbose; help only on the command line).
+(any value but help, which is for the command line).
 See {PLUGIN}(8) and `desi-gpu-map plan --help`.
 "
     )
@@ -199,6 +298,7 @@ mod tests {
         Request::Use {
             choice: Some(choice),
             verbose,
+            mps: false,
         }
     }
 
@@ -222,7 +322,8 @@ mod tests {
             parse_option("verbose"),
             Ok(Request::Use {
                 choice: None,
-                verbose: true
+                verbose: true,
+                mps: false
             })
         );
     }
@@ -250,10 +351,72 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "invalid --desi-gpu-map value \"contigous\"; valid values: contiguous, roundrobin \
-             (or round-robin), closest, none, help, each optionally after \"verbose,\""
+             (or round-robin), closest, none, help; with \"verbose\" or \"mps\" beside them, \
+             comma-separated"
         );
         let err = parse_option("").unwrap_err();
         assert!(err.to_string().contains("an empty value"), "{err}");
+    }
+
+    #[test]
+    fn modifiers_stand_anywhere_once_and_mps_needs_a_method() {
+        let c = Some(Choice::Map(Method::Contiguous));
+        let req = |choice, verbose, mps| {
+            Ok(Request::Use {
+                choice,
+                verbose,
+                mps,
+            })
+        };
+        for value in ["contiguous,mps", "mps,contiguous"] {
+            assert_eq!(parse_option(value), req(c, false, true), "{value}");
+        }
+        for value in [
+            "verbose,contiguous,mps",
+            "mps,verbose,contiguous",
+            "contiguous,verbose,mps",
+        ] {
+            assert_eq!(parse_option(value), req(c, true, true), "{value}");
+        }
+        assert_eq!(parse_option("contiguous,verbose"), req(c, true, false));
+        assert_eq!(parse_option("mps"), req(None, false, true));
+        assert_eq!(parse_option("verbose,mps"), req(None, true, true));
+        for bad in [
+            "mps,mps",
+            "contiguous,closest",
+            "mps,",
+            ",mps",
+            "contiguous,help",
+        ] {
+            assert_eq!(parse_option(bad), Err(bad_option(bad)), "{bad}");
+        }
+        for (bad, why) in [
+            ("none,mps", "none maps no task"),
+            ("mps,none", "none maps no task"),
+            ("help,mps", "help prints the usage"),
+        ] {
+            let err = parse_option(bad).unwrap_err().to_string();
+            assert!(
+                err.contains(why) && err.contains(&format!("{bad:?}")),
+                "{err}"
+            );
+        }
+        let site = crate::settings::site::parse_args;
+        let asked = parse_option("contiguous,mps").unwrap();
+        assert_eq!(
+            check_request(&asked, &site(&["mps=off"]).unwrap()),
+            Err(Error::MpsOff)
+        );
+        assert!(check_request(&asked, &site(&["mps=auto"]).unwrap()).is_ok());
+        let alone = parse_option("mps").unwrap();
+        let none = crate::settings::site::Config::default();
+        assert_eq!(check_request(&alone, &none), Err(Error::MpsWithoutMethod));
+        let with_default = site(&["default=roundrobin"]).unwrap();
+        assert!(check_request(&alone, &with_default).is_ok());
+        assert!(check_request(&parse_option("contiguous").unwrap(), &none).is_ok());
+        assert!(Error::MpsOff
+            .to_string()
+            .contains("mps=off in plugstack.conf"));
     }
 
     #[test]
@@ -304,11 +467,11 @@ mod tests {
         );
         assert_eq!(
             option_form(),
-            "[verbose,]contiguous|roundrobin|closest|none|help"
+            "[verbose,]contiguous|roundrobin|closest|none[,mps]|help"
         );
         assert_eq!(
             valid_values(),
-            "contiguous, roundrobin (or round-robin), closest, none, help, each optionally after \"verbose,\""
+            "contiguous, roundrobin (or round-robin), closest, none, help; with \"verbose\" or \"mps\" beside them, comma-separated"
         );
         assert_eq!("closest".parse(), Ok(Method::Closest));
         assert_eq!("round-robin".parse(), Ok(Method::RoundRobin));
@@ -322,7 +485,7 @@ mod tests {
     #[test]
     fn usage_lists_every_choice() {
         let want = "\
-Usage: --desi-gpu-map=[verbose,]METHOD
+Usage: --desi-gpu-map=METHOD[,verbose][,mps]
 
 Binds each task of a job step to one GPU of its node before the task starts,
 and sets DESI_GPU_MAPPED=1 so that the application skips its own binding.
@@ -337,12 +500,17 @@ METHOD:
                are unknown (said in one line)
   none         no mapping, even if the site set a default
   help         print this text and exit
-  verbose      prefix: each task reports its GPU on stderr; alone, it
-               reports with the site default method
+
+Modifiers, before or after METHOD, comma-separated; alone, they apply to
+the site default method:
+  verbose      each task reports its GPU on stderr
+  mps          the step's tasks share their GPUs through one CUDA MPS
+               daemon per node, started as the job's user and
+               stopped when the step ends
 
 srun, sbatch and salloc need a command: srun --desi-gpu-map=help true
 Environment form: SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gpu_map=VALUE
-(a method or verbose; help only on the command line).
+(any value but help, which is for the command line).
 See desi_gpu_map(8) and `desi-gpu-map plan --help`.
 ";
         assert_eq!(usage(), want);

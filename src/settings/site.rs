@@ -39,6 +39,37 @@ named!(Untracked {
     WholeNode => "whole-node",
 });
 
+/// When a step's tasks run under CUDA MPS (`mps=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MpsMode {
+    /// Never: the `mps` modifier is refused before allocation.
+    Off,
+    /// When the user asks (`--desi-gpu-map=METHOD,mps`).
+    Allow,
+    /// Also wherever a node's tasks outnumber the step's GPUs there.
+    Auto,
+}
+
+named!(MpsMode {
+    Off => "off",
+    Allow => "allow",
+    Auto => "auto",
+});
+
+/// How much of its GPU each MPS client may use (`mps_share=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MpsShare {
+    /// `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` = floor(100 / tasks on its GPU).
+    Even,
+    /// No limit set: MPS's own default.
+    None,
+}
+
+named!(MpsShare {
+    Even => "even",
+    None => "none",
+});
+
 /// The site configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -58,6 +89,13 @@ pub struct Config {
     /// their own (exec's hidden `--kernel-root` misleads only the user's
     /// own task).
     pub kernel_root: std::path::PathBuf,
+    pub mps: MpsMode,
+    /// The MPS control daemon; `None`: found in [`crate::env::MPS_CONTROL_DIRS`].
+    pub mps_control: Option<PathBuf>,
+    /// Where each step's private MPS directory is made; `None`: the
+    /// step's `TMPDIR`, else `/tmp`.
+    pub mps_dir: Option<PathBuf>,
+    pub mps_share: MpsShare,
 }
 
 impl Default for Config {
@@ -72,6 +110,10 @@ impl Default for Config {
             vendor: VendorSetting::Auto,
             verbose: false,
             kernel_root: std::path::PathBuf::from("/"),
+            mps: MpsMode::Allow,
+            mps_control: None,
+            mps_dir: None,
+            mps_share: MpsShare::None,
         }
     }
 }
@@ -100,7 +142,7 @@ pub struct Key {
 }
 
 /// Every plugstack argument, in the order messages list them.
-pub const KEYS: [Key; 9] = [
+pub const KEYS: [Key; 13] = [
     Key {
         name: "default",
         form: || Some(names::<Choice>().join("|")),
@@ -181,7 +223,43 @@ pub const KEYS: [Key; 9] = [
         form: || Some("/ABSOLUTE/PATH".to_string()),
         default: || Some(Config::default().kernel_root.display().to_string()),
         set: |c, v| {
-            c.kernel_root = parse_root(v)?;
+            c.kernel_root = parse_root("kernel_root", v)?;
+            Ok(())
+        },
+    },
+    Key {
+        name: "mps",
+        form: || Some(names::<MpsMode>().join("|")),
+        default: || Some(Config::default().mps.name().to_string()),
+        set: |c, v| {
+            c.mps = named("mps", v)?;
+            Ok(())
+        },
+    },
+    Key {
+        name: "mps_control",
+        form: || Some("/ABSOLUTE/PATH".to_string()),
+        default: || None,
+        set: |c, v| {
+            c.mps_control = Some(parse_root("mps_control", v)?);
+            Ok(())
+        },
+    },
+    Key {
+        name: "mps_dir",
+        form: || Some("/ABSOLUTE/PATH".to_string()),
+        default: || None,
+        set: |c, v| {
+            c.mps_dir = Some(parse_root("mps_dir", v)?);
+            Ok(())
+        },
+    },
+    Key {
+        name: "mps_share",
+        form: || Some(names::<MpsShare>().join("|")),
+        default: || Some(Config::default().mps_share.name().to_string()),
+        set: |c, v| {
+            c.mps_share = named("mps_share", v)?;
             Ok(())
         },
     },
@@ -235,17 +313,14 @@ fn apply(config: &mut Config, key: &str, value: Option<&str>) -> Result<(), ArgP
     }
 }
 
-/// `kernel_root`: an absolute path.
-fn parse_root(value: &str) -> Result<std::path::PathBuf, ArgProblem> {
+/// A path argument (`kernel_root`, `mps_control`, `mps_dir`): absolute,
+/// since slurmstepd's working directory is no place to search from.
+fn parse_root(key: &'static str, value: &str) -> Result<std::path::PathBuf, ArgProblem> {
     let path = std::path::PathBuf::from(value);
     if path.is_absolute() {
         Ok(path)
     } else {
-        Err(bad_value(
-            "kernel_root",
-            value,
-            "an absolute path".to_string(),
-        ))
+        Err(bad_value(key, value, "an absolute path".to_string()))
     }
 }
 
@@ -603,6 +678,47 @@ mod tests {
     }
 
     #[test]
+    fn mps_keys_parse_and_name_the_bad_value() {
+        let c = parse_args(&[
+            "mps=auto",
+            "mps_control=/opt/nv/nvidia-cuda-mps-control",
+            "mps_dir=/scratch/mps",
+            "mps_share=even",
+        ])
+        .unwrap();
+        assert_eq!(c.mps, MpsMode::Auto);
+        assert_eq!(c.mps_share, MpsShare::Even);
+        assert_eq!(
+            c.mps_control.unwrap(),
+            PathBuf::from("/opt/nv/nvidia-cuda-mps-control")
+        );
+        assert_eq!(c.mps_dir.unwrap(), PathBuf::from("/scratch/mps"));
+        let d = Config::default();
+        assert_eq!(
+            (d.mps, d.mps_share, d.mps_control, d.mps_dir),
+            (MpsMode::Allow, MpsShare::None, None, None)
+        );
+        for (arg, want) in [
+            ("mps=on", "mps must be off, allow or auto, not \"on\""),
+            (
+                "mps_share=half",
+                "mps_share must be even or none, not \"half\"",
+            ),
+            (
+                "mps_dir=tmp",
+                "mps_dir must be an absolute path, not \"tmp\"",
+            ),
+            (
+                "mps_control=bin/x",
+                "mps_control must be an absolute path, not \"bin/x\"",
+            ),
+        ] {
+            let err = parse_args(&[arg]).unwrap_err().to_string();
+            assert!(err.contains(want), "{err}");
+        }
+    }
+
+    #[test]
     fn the_message_lists_every_argument() {
         let err = parse_args(&["default=x"]).unwrap_err();
         assert_eq!(
@@ -611,7 +727,8 @@ mod tests {
              none, not \"x\"; valid arguments: default=contiguous|roundrobin|closest|none, flag=NAME, \
              visible=single|rotate, nvml=auto|off|/ABSOLUTE/PATH, nvml_timeout=1..30, \
              untracked=ignore|whole-node, vendor=auto|nvidia|amd|intel, verbose, \
-             kernel_root=/ABSOLUTE/PATH"
+             kernel_root=/ABSOLUTE/PATH, mps=off|allow|auto, mps_control=/ABSOLUTE/PATH, \
+             mps_dir=/ABSOLUTE/PATH, mps_share=even|none"
         );
         let err = parse_args(&["kernel_root=tmp"]).unwrap_err();
         assert!(

@@ -14,6 +14,7 @@
 
 mod binding;
 mod locate;
+mod mps;
 mod node;
 mod source;
 mod task;
@@ -42,6 +43,7 @@ use std::path::Path;
 
 pub use locate::locate;
 pub(crate) use locate::step_topology;
+pub use mps::{mps_line, mps_variables, tasks_per_gpu, Daemon, Mps, MpsFacts, MAX_CLIENTS};
 pub use node::{Node, NvmlAsk};
 pub use source::WhyNoList;
 
@@ -61,23 +63,36 @@ pub struct Resolved {
     /// The user gave the option (a method or `verbose`), not only the site
     /// default: only then does a step without GPUs say so.
     pub asked: bool,
+    /// The user asked for MPS (`mps`).
+    pub mps: bool,
 }
 
 /// The method and verbosity for a step: the user's option over the site's.
 pub fn resolve(request: Option<Request>, config: &Config) -> Resolved {
-    let (choice, verbose, asked) = match request {
+    let (choice, verbose, asked, mps) = match request {
         Some(Request::Use {
             choice: Some(choice),
             verbose,
-        }) => (choice, verbose || config.verbose, choice != Choice::Off),
-        Some(Request::Use { choice: None, .. }) => (config.default, true, true),
+            mps,
+        }) => (
+            choice,
+            verbose || config.verbose,
+            choice != Choice::Off,
+            mps,
+        ),
+        Some(Request::Use {
+            choice: None,
+            verbose,
+            mps,
+        }) => (config.default, verbose || config.verbose, true, mps),
         // Help never reaches a node: srun, sbatch and salloc exit on it.
-        Some(Request::Help) | None => (config.default, config.verbose, false),
+        Some(Request::Help) | None => (config.default, config.verbose, false, false),
     };
     Resolved {
         choice,
         verbose,
         asked,
+        mps,
     }
 }
 
@@ -97,6 +112,17 @@ impl StepPlan {
     /// Slurm's bind list): only a `closest` step whose GPUs were located.
     pub fn needs_task_cpus(&self) -> bool {
         matches!(self, StepPlan::Map(map) if matches!(map.near, GpuCpus::Located(_)))
+    }
+
+    /// The MPS daemon the front end is to start for the step, if any.
+    pub fn daemon_to_start(&self) -> Option<&Daemon> {
+        match self {
+            StepPlan::Map(StepMap {
+                mps: Mps::Start(daemon),
+                ..
+            }) => Some(daemon),
+            _ => None,
+        }
     }
 
     /// What the plan does, in a word, for the plugin's debug log: the
@@ -204,6 +230,7 @@ pub(crate) fn stale_names(flag: &str) -> Vec<String> {
         env::METHOD.to_string(),
         env::NODE_GPUS.to_string(),
         env::STEP.to_string(),
+        env::MPS.to_string(),
     ]
 }
 
@@ -238,6 +265,8 @@ pub struct StepMap {
     /// This step, `JOBID.STEPID` (`None`: Slurm gave no job id), exported
     /// so that `desi-gpu-map exec` knows the plugin mapped it.
     pub step: Option<String>,
+    /// CUDA MPS for the step on this node.
+    pub mps: Mps,
 }
 
 impl StepMap {
@@ -278,6 +307,9 @@ pub struct StepFacts<'a> {
     pub config: Option<&'a Result<Config, Error>>,
     /// `None`: the user gave no option.
     pub request: Option<&'a Result<Request, Error>>,
+    /// The step's user and task count on this node, for MPS; `None`: the
+    /// front end starts no daemons.
+    pub mps: Option<MpsFacts>,
 }
 
 /// Decides for a step, in one pass from Slurm's facts to the plan: the
@@ -306,11 +338,17 @@ pub fn plan_step(facts: &StepFacts, node: &dyn Node) -> StepPlan {
         None => None,
     };
     let want = resolve(request, config);
-    plan_mapping(&want, config, node, step_id)
+    plan_mapping(&want, config, node, step_id, facts.mps)
 }
 
 /// Decides for a normal step whose inputs could all be read.
-fn plan_mapping(want: &Resolved, config: &Config, node: &dyn Node, step_id: u32) -> StepPlan {
+fn plan_mapping(
+    want: &Resolved,
+    config: &Config,
+    node: &dyn Node,
+    step_id: u32,
+    mps: Option<MpsFacts>,
+) -> StepPlan {
     let method = match want.choice {
         Choice::Off => return StepPlan::quiet(&config.flag),
         Choice::Map(method) => method,
@@ -377,6 +415,7 @@ fn plan_mapping(want: &Resolved, config: &Config, node: &dyn Node, step_id: u32)
                 exported,
                 step_gpus,
                 step: step_tag(node, step_id),
+                mps: Mps::Off,
             };
             if method == Method::Closest {
                 let places = node
@@ -384,6 +423,7 @@ fn plan_mapping(want: &Resolved, config: &Config, node: &dyn Node, step_id: u32)
                     .unwrap_or_else(|| step_topology(node, config, &map, placed));
                 locate(&mut map, places.as_ref().map_err(Clone::clone));
             }
+            map.mps = mps::plan_mps(&map, want.mps, config, node, mps);
             StepPlan::Map(map)
         }
         Err(Missing::NoGpus(_)) if !want.asked => StepPlan::quiet(&config.flag),
@@ -410,7 +450,8 @@ mod tests {
                 "DESI_GPU_MAPPED",
                 "DESI_GPU_MAP_METHOD",
                 "DESI_GPU_MAP_NODE_GPUS",
-                "DESI_GPU_MAP_STEP"
+                "DESI_GPU_MAP_STEP",
+                "DESI_GPU_MAP_MPS"
             ]
         );
         assert_eq!(calls, 0);
@@ -440,6 +481,7 @@ mod tests {
                     step_id: Err("no id".to_string()),
                     config: Some(&config),
                     request: None,
+                    mps: None,
                 },
                 Aside::UnreadableStepId("no id".to_string()),
             ),
@@ -448,6 +490,7 @@ mod tests {
                     step_id: Ok(1),
                     config: Some(&bad_config),
                     request: None,
+                    mps: None,
                 },
                 Aside::Misconfigured(bad_config.clone().unwrap_err()),
             ),
@@ -456,6 +499,7 @@ mod tests {
                     step_id: Ok(1),
                     config: None,
                     request: None,
+                    mps: None,
                 },
                 Aside::NotInitialised,
             ),
@@ -464,6 +508,7 @@ mod tests {
                     step_id: Ok(1),
                     config: Some(&config),
                     request: Some(&bad_request),
+                    mps: None,
                 },
                 Aside::BadRequest(bad_request.clone().unwrap_err()),
             ),
@@ -527,6 +572,7 @@ mod tests {
         let verbose = |choice| Request::Use {
             choice,
             verbose: true,
+            mps: false,
         };
         assert_eq!(got(Some(verbose(Some(c)))), (c, true, true));
         assert_eq!(got(Some(verbose(None))), (rr, true, true));

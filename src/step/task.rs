@@ -265,6 +265,11 @@ fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> Tas
     if let Some(c) = assignment.closeness.as_ref().filter(|c| c.alike) {
         say.push(aside_line(task.node, &unbound_line(c)));
     }
+    if task.local_id == 0 {
+        if let Some(line) = super::mps_line(&map.mps, map.verbose) {
+            say.push(aside_line(task.node, &line));
+        }
+    }
     if map.verbose {
         say.push(verbose_line(map, task, assignment));
         if task.local_id == 0 {
@@ -287,6 +292,7 @@ pub fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, String)
         others: &map.others,
     };
     let mut set = render(&map.rendering, &lists, assignment.position);
+    set.extend(super::mps_variables(&map.mps, assignment.position));
     set.push((env::METHOD.to_string(), map.method_used().to_string()));
     set.push((env::NODE_GPUS.to_string(), map.gpus.len().to_string()));
     if let Some(step) = &map.step {
@@ -315,7 +321,7 @@ fn verbose_line(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> St
         map.method_used(),
         if map.cuda.is_some() { "slurm" } else { "nvml" },
     );
-    match &assignment.closeness {
+    let line = match &assignment.closeness {
         Some(c) => format!(
             "{line} cpus={} cpus_from={} gpu_cpus={} near={}",
             c.cpus.as_ref().map_or("-".to_string(), ToString::to_string),
@@ -324,6 +330,14 @@ fn verbose_line(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> St
             if c.matches() { "yes" } else { "no" }
         ),
         None => line,
+    };
+    match &map.mps {
+        super::Mps::Serving(d) => {
+            let share = d.shares.get(assignment.position).copied().flatten();
+            let share = share.map_or("-".to_string(), |s| s.to_string());
+            format!("{line} mps={} mps_share={share}", d.pipe.display())
+        }
+        _ => line,
     }
 }
 

@@ -69,6 +69,7 @@ pub(crate) fn asking(choice: Choice) -> Request {
     Request::Use {
         choice: Some(choice),
         verbose: false,
+        mps: false,
     }
 }
 
@@ -97,6 +98,7 @@ pub(crate) fn plan_step_id(
         step_id: Ok(step_id),
         config: Some(&config),
         request: request.as_ref(),
+        mps: None,
     };
     let plan = plan_step(&facts, &node);
     (plan, node.calls.get())

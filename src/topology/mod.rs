@@ -24,7 +24,7 @@ mod resolve;
 
 pub use file::BadTopology;
 pub use kernel::{from_kernel, kernel_place, locate_token};
-pub use nvml_lines::{from_nvml_lines, place_uuids, sysfs_bus_id};
+pub use nvml_lines::{from_nvml_lines, nvml_uuids, place_uuids, sysfs_bus_id};
 pub use presets::Preset;
 pub use resolve::resolve_tokens;
 

@@ -31,6 +31,9 @@ pub fn sysfs_bus_id(nvml: &str) -> Option<String> {
     ok.then(|| format!("{domain:04x}:{rest}"))
 }
 
+/// One GPU of NVML's answer: its UUID, where it sits, its local CPUs.
+type Found = (String, KernelGpu, Option<CpuSet>);
+
 /// The step's GPUs located from NVML's answer ([`crate::host::nvml::places`]
 /// lines: `UUID BUS-ID MINOR CPULIST`). A UUID token names its device
 /// directly; an index resolves as in [`resolve_tokens`], with NVML's bus
@@ -40,24 +43,39 @@ pub fn from_nvml_lines<S: AsRef<str>>(
     tokens: &[S],
     absolute: Option<&[String]>,
 ) -> Result<Topology, String> {
-    let mut found: Vec<(String, KernelGpu, Option<CpuSet>)> = Vec::new();
-    if lines.len() > MAX_NODE_GPUS {
-        return Err(format!("NVML lists more than {MAX_NODE_GPUS} GPUs"));
-    }
-    for line in lines {
-        let bad = || format!("NVML gave the odd line {}", quote(line));
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let [uuid, bus, minor, cpus] = words.as_slice() else {
-            return Err(bad());
-        };
-        let bus_id = sysfs_bus_id(bus).ok_or_else(bad)?;
-        let minor = minor.parse::<u32>().map_err(|_| bad())?;
-        let cpus = match *cpus {
-            "-" => None,
-            list => Some(CpuSet::parse_list(list).map_err(|e| e.to_string())?),
-        };
-        found.push(((*uuid).to_string(), KernelGpu { bus_id, minor }, cpus));
-    }
+    let found = resolve_lines(lines, tokens, absolute)?;
+    let gpus: Vec<GpuPlace> = tokens
+        .iter()
+        .zip(found)
+        .map(|(token, (_, _, cpus))| GpuPlace {
+            token: token.as_ref().to_string(),
+            numa: None,
+            cpus,
+        })
+        .collect();
+    Ok(Topology {
+        cpus: union_of(&gpus),
+        gpus,
+    })
+}
+
+/// The UUID of each of the step's GPUs, located as in [`from_nvml_lines`].
+pub fn nvml_uuids<S: AsRef<str>>(
+    lines: &[String],
+    tokens: &[S],
+    absolute: Option<&[String]>,
+) -> Result<Vec<String>, String> {
+    let found = resolve_lines(lines, tokens, absolute)?;
+    Ok(found.into_iter().map(|(uuid, _, _)| uuid).collect())
+}
+
+/// NVML's entry for each token, in the tokens' order.
+fn resolve_lines<S: AsRef<str>>(
+    lines: &[String],
+    tokens: &[S],
+    absolute: Option<&[String]>,
+) -> Result<Vec<Found>, String> {
+    let found = parse_lines(lines)?;
     let tokens: Vec<&str> = tokens.iter().map(AsRef::as_ref).collect();
     let all_uuids = tokens.iter().all(|t| crate::slurm::gpus::is_uuid(t));
     let buses: Vec<String> = if all_uuids {
@@ -78,22 +96,40 @@ pub fn from_nvml_lines<S: AsRef<str>>(
             .map(|g| g.bus_id)
             .collect()
     };
-    let gpus: Vec<GpuPlace> = tokens
+    buses
         .iter()
-        .zip(&buses)
-        .map(|(token, bus)| GpuPlace {
-            token: (*token).to_string(),
-            numa: None,
-            cpus: found
+        .map(|bus| {
+            found
                 .iter()
                 .find(|(_, g, _)| &g.bus_id == bus)
-                .and_then(|(_, _, c)| c.clone()),
+                .cloned()
+                .ok_or_else(|| format!("NVML does not list the GPU at {bus}"))
         })
-        .collect();
-    Ok(Topology {
-        cpus: union_of(&gpus),
-        gpus,
-    })
+        .collect()
+}
+
+/// NVML's lines, each checked.
+fn parse_lines(lines: &[String]) -> Result<Vec<Found>, String> {
+    if lines.len() > MAX_NODE_GPUS {
+        return Err(format!("NVML lists more than {MAX_NODE_GPUS} GPUs"));
+    }
+    lines
+        .iter()
+        .map(|line| {
+            let bad = || format!("NVML gave the odd line {}", quote(line));
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let [uuid, bus, minor, cpus] = words.as_slice() else {
+                return Err(bad());
+            };
+            let bus_id = sysfs_bus_id(bus).ok_or_else(bad)?;
+            let minor = minor.parse::<u32>().map_err(|_| bad())?;
+            let cpus = match *cpus {
+                "-" => None,
+                list => Some(CpuSet::parse_list(list).map_err(|e| e.to_string())?),
+            };
+            Ok(((*uuid).to_string(), KernelGpu { bus_id, minor }, cpus))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -126,6 +162,25 @@ mod tests {
         assert!(from_nvml_lines(&many, &["GPU-a"], None)
             .unwrap_err()
             .contains(&format!("more than {MAX_NODE_GPUS} GPUs")));
+        // Renumbered under device constraint: 0,1 are absolute 2,3.
+        let rel: Vec<String> = vec!["0".into(), "1".into()];
+        assert_eq!(
+            nvml_uuids(&lines, &rel, Some(&abs)).unwrap(),
+            ["GPU-c", "GPU-d"]
+        );
+        assert_eq!(
+            nvml_uuids(
+                &lines,
+                &["3", "2"],
+                Some(&["3".to_string(), "2".to_string()])
+            )
+            .unwrap(),
+            ["GPU-d", "GPU-c"]
+        );
+        assert!(
+            nvml_uuids(&lines, &["0"], None).is_err(),
+            "no SLURM_STEP_GPUS"
+        );
         let odd = vec!["GPU-a 1 2".to_string()];
         assert!(from_nvml_lines(&odd, &["0"], None)
             .unwrap_err()

@@ -211,11 +211,13 @@ fn plan_of(vendor: Vendor, config: &Config, env: &HashMap<String, String>) -> St
     let request = Ok(Request::Use {
         choice: Some(Choice::Map(Method::RoundRobin)),
         verbose: true,
+        mps: false,
     });
     let facts = StepFacts {
         step_id: Ok(0),
         config: Some(&config),
         request: Some(&request),
+        mps: None,
     };
     let node = FakeNode {
         env: env.clone(),

@@ -343,6 +343,35 @@ build_helpers() {
     chmod 0666 "$D/nvml/fake-nvml.log"
 }
 
+# The test users, who run the MPS tests' jobs (a daemon never runs as
+# root): NAME:UID each, made on the host and in the Slurm root, where
+# slurmd looks them up. The same names in tests/common/mod.rs.
+TEST_USERS=(dgm-alice:3901 dgm-bob:3902)
+
+make_users() {
+    local entry name uid etc
+    for entry in "${TEST_USERS[@]}"; do
+        name=${entry%%:*} uid=${entry##*:}
+        if ! getent passwd "$name" >/dev/null; then
+            groupadd -g "$uid" "$name" 2>/dev/null || true
+            useradd -u "$uid" -g "$uid" -M -d /tmp -s /bin/bash "$name"
+        fi
+        [ -n "$ROOT" ] || continue
+        for etc in passwd group; do
+            grep -q "^$name:" "$ROOT/etc/$etc" || getent "$etc" "$name" >>"$ROOT/etc/$etc"
+        done
+    done
+}
+
+# The real MPS control daemon (tests/nvidia/fetch.sh unpacked it), copied
+# into the state dir, where a Slurm root sees it too.
+copy_mps() {
+    local src=${DGM_NVIDIA_DIR:-/var/tmp/desi-gpu-map-nvidia/current}/nvidia-cuda-mps-control
+    mkdir -p "$D/mps"
+    [ -x "$src" ] || { log "no $src: the MPS tests will fail (run tests/nvidia/fetch.sh)"; return 0; }
+    install -m 0755 "$src" "$D/mps/nvidia-cuda-mps-control"
+}
+
 # ---------------------------------------------------------------- daemons
 
 # launch PIDFILE LOGFILE CMD...: run CMD in the background under dgm-reaper
@@ -451,7 +480,12 @@ start_slurmd() {
 }
 
 # wait_idle SECONDS [NODES...]: wait until the nodes (default all) are exactly "idle"
-wait_idle() {
+wait_idle() { STATES=idle wait_states "$@"; }
+
+# wait_up SECONDS [NODES...]: until the nodes respond, running jobs or not
+wait_up() { STATES='idle|mix|alloc' wait_states "$@"; }
+
+wait_states() {
     local t=$1 deadline out bad n
     shift
     local want=("$@")
@@ -461,7 +495,7 @@ wait_idle() {
         out=$(timeout 5 "${IN[@]}" sinfo -h -N -o '%N %t' 2>/dev/null || true)
         bad=0
         for n in "${want[@]}"; do
-            grep -qx "$n idle" <<<"$out" || bad=1
+            grep -qxE "$n ($STATES)" <<<"$out" || bad=1
         done
         [ $bad = 0 ] && return 0
         [ "$(date +%s)" -ge $deadline ] && { log "node states: $(tr '\n' ' ' <<<"$out")"; return 1; }
@@ -622,6 +656,8 @@ cmd_up() {
     slurm_version >"$D/version" || die "cannot run slurmd -V${ROOT:+ in $ROOT}"
     write_config "$@"
     build_helpers
+    make_users
+    copy_mps
     start_munge
     start_slurmctld
     for n in $(node_names); do start_slurmd "$n"; done
@@ -708,7 +744,7 @@ cmd_restart_node() {
         pid_is "$(cat "$f")" slurmd || { show_logs 30 >&2; die "slurmd $name died on restart"; }
         sleep 0.05
     done
-    wait_idle 30 "$name" || { show_logs 30 >&2; die "$name did not become idle after restart"; }
+    wait_up 30 "$name" || { show_logs 30 >&2; die "$name did not respond after restart"; }
     log "$name restarted (slurmd pid $(cat "$f"))"
 }
 

@@ -138,10 +138,27 @@ pub fn series_at_least(major_minor: &str) -> bool {
 /// runs inside it (`chroot`), where the state dir and the repo have the
 /// same paths as here.
 pub fn slurm(cmd: &str, args: &[&str]) -> Command {
+    slurm_as("root", cmd, args)
+}
+
+/// The test users cluster.sh makes (`TEST_USERS` there), and their uids.
+pub const USERS: [(&str, u32); 2] = [("dgm-alice", 3901), ("dgm-bob", 3902)];
+
+/// [`slurm`] run as `user`, from `/tmp` (the repository may be closed to them).
+pub fn slurm_as(user: &str, cmd: &str, args: &[&str]) -> Command {
     let mut c = Command::new("timeout");
     c.arg("120");
-    if let Some(root) = slurm_root() {
-        c.arg("chroot").arg(root);
+    match (slurm_root(), user) {
+        (Some(root), "root") => c.arg("chroot").arg(root),
+        (Some(root), user) => c
+            .arg("chroot")
+            .arg(format!("--userspec={user}:{user}"))
+            .arg(root),
+        (None, "root") => &mut c,
+        (None, user) => c.args(["runuser", "-u", user, "--"]),
+    };
+    if user != "root" {
+        c.current_dir("/tmp").env("HOME", "/tmp");
     }
     c.arg(cmd).args(args);
     c.env("SLURM_CONF", format!("{}/slurm.conf", state_dir()));

@@ -1,0 +1,397 @@
+//! Starts and stops a step's CUDA MPS control daemon in slurmstepd, as the
+//! core planned it ([`Daemon`]). Everything runs as the job's user: the
+//! private directories are made and removed by `mkdir` and `rm` children,
+//! and the daemon itself, each with the user's uid and gid (see `as_user`).
+//! A process is signalled only after its uid, executable and start time
+//! show it is the daemon this plugin started (or that daemon's server).
+
+use desi_gpu_map::step::Daemon;
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The MPS server the control daemon starts for CUDA clients.
+const SERVER: &str = "nvidia-cuda-mps-server";
+/// How often a wait looks again.
+const POLL: Duration = Duration::from_millis(10);
+
+/// The step's daemon, while it runs.
+pub struct Running {
+    child: Child,
+    /// The daemon as `/proc` shows it when it answered.
+    identity: Identity,
+    daemon: Daemon,
+    timeout: Duration,
+}
+
+/// What tells the daemon from a later process with its pid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Identity {
+    uid: u32,
+    exe: PathBuf,
+    start_time: u64,
+}
+
+/// Makes the step's directories, starts the daemon, and waits until it
+/// answers on its pipe, all within `timeout`. On failure nothing is left.
+pub fn start(
+    daemon: &Daemon,
+    groups: &[libc::gid_t],
+    timeout: Duration,
+) -> Result<Running, String> {
+    let deadline = Instant::now() + timeout;
+    make_dirs(daemon, groups, timeout)?;
+    let started = spawn_daemon(daemon, groups).and_then(|child| {
+        let mut running = Running {
+            identity: Identity {
+                uid: daemon.uid,
+                exe: PathBuf::new(),
+                start_time: 0,
+            },
+            child,
+            daemon: daemon.clone(),
+            timeout,
+        };
+        match answers(&mut running, groups, deadline) {
+            Ok(()) => Ok(running),
+            Err(why) => {
+                // Our own child, not yet reaped: its pid is still its own.
+                let _ = running.child.kill();
+                let _ = running.child.wait();
+                Err(format!("{why}{}", last_log_line(daemon)))
+            }
+        }
+    });
+    if started.is_err() {
+        let _ = remove_dirs(daemon, groups, timeout);
+    }
+    started
+}
+
+/// The step ended on this node: `quit`, a wait, then signals to what is
+/// left of the daemon and its servers, and the directories go. Returns
+/// what happened, for slurmd's log.
+pub fn stop(mut running: Running, groups: &[libc::gid_t]) -> Vec<String> {
+    let mut said = Vec::new();
+    let deadline = Instant::now() + running.timeout;
+    let pid = running.child.id();
+    let servers = servers_of(pid, running.daemon.uid);
+    match ask(&running.daemon, groups, "quit", deadline) {
+        Ok(_) => {}
+        Err(why) => said.push(format!("MPS daemon {pid}: quit: {why}")),
+    }
+    let exited = wait_until(&mut running.child, deadline);
+    if !exited {
+        for server in &servers {
+            signal_if(server.0, &server.1, libc::SIGKILL);
+        }
+        if signal_if(pid, &running.identity, libc::SIGKILL) {
+            said.push(format!("MPS daemon {pid} did not quit in time: killed"));
+        }
+        wait_until(&mut running.child, Instant::now() + Duration::from_secs(1));
+    }
+    // A server the daemon left behind (it was killed, say).
+    for (server_pid, identity) in servers {
+        if signal_if(server_pid, &identity, libc::SIGKILL) {
+            said.push(format!(
+                "MPS server {server_pid} outlived its daemon: killed"
+            ));
+        }
+    }
+    if let Err(why) = remove_dirs(&running.daemon, groups, running.timeout) {
+        said.push(why);
+    }
+    said
+}
+
+/// `mkdir -m 0700 DIR DIR/pipe DIR/log`, as the user: fails if DIR exists.
+fn make_dirs(d: &Daemon, groups: &[libc::gid_t], timeout: Duration) -> Result<(), String> {
+    let mut mkdir = Command::new("/bin/mkdir");
+    mkdir
+        .env_clear()
+        .arg("-m")
+        .arg("0700")
+        .arg("--")
+        .args([&d.dir, &d.pipe, &d.log]);
+    run_as(mkdir, d, groups, "", Instant::now() + timeout)
+        .and_then(|(status, _, err)| match status.success() {
+            true => Ok(()),
+            false => Err(err.trim().to_string()),
+        })
+        .map_err(|why| format!("cannot make the MPS directory {}: {why}", d.dir.display()))
+}
+
+/// `rm -rf DIR`, as the user.
+fn remove_dirs(d: &Daemon, groups: &[libc::gid_t], timeout: Duration) -> Result<(), String> {
+    let mut rm = Command::new("/bin/rm");
+    rm.env_clear()
+        .arg("-rf")
+        .arg("--one-file-system")
+        .arg("--")
+        .arg(&d.dir);
+    run_as(rm, d, groups, "", Instant::now() + timeout)
+        .and_then(|(status, _, err)| match status.success() {
+            true => Ok(()),
+            false => Err(err.trim().to_string()),
+        })
+        .map_err(|why| format!("cannot remove the MPS directory {}: {why}", d.dir.display()))
+}
+
+/// The daemon's last log line, for a failure's message.
+fn last_log_line(d: &Daemon) -> String {
+    let text = fs::read_to_string(d.log.join("control.log")).unwrap_or_default();
+    match text.lines().last() {
+        Some(line) => format!("; its log ends: {}", line.trim()),
+        None => "; its log is empty".to_string(),
+    }
+}
+
+/// The daemon in the foreground (`-f`), as the user, with only MPS's
+/// variables, its output in `control.log` in the log directory.
+fn spawn_daemon(d: &Daemon, groups: &[libc::gid_t]) -> Result<Child, String> {
+    let log = fs::OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(d.log.join("control.log"))
+        .map_err(|e| format!("cannot open the MPS log in {}: {e}", d.log.display()))?;
+    let err = log
+        .try_clone()
+        .map_err(|e| format!("cannot open the MPS log: {e}"))?;
+    let mut cmd = Command::new(&d.control);
+    cmd.arg("-f")
+        .env_clear()
+        .envs(d.env())
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err);
+    as_user(&mut cmd, d, groups);
+    cmd.spawn()
+        .map_err(|e| format!("cannot start {}: {e}", d.control.display()))
+}
+
+/// Waits until the daemon answers `get_default_active_thread_percentage`
+/// with a number, and records who it is.
+fn answers(running: &mut Running, groups: &[libc::gid_t], deadline: Instant) -> Result<(), String> {
+    let control = running.daemon.control.display().to_string();
+    let mut last = "its pipe never appeared".to_string();
+    loop {
+        if let Ok(Some(status)) = running.child.try_wait() {
+            return Err(format!(
+                "the MPS control daemon {control} exited ({status}) before it answered; \
+                 its log: {}",
+                running.daemon.log.join("control.log").display()
+            ));
+        }
+        if running.daemon.pipe.join("control").exists() {
+            let asked = ask(
+                &running.daemon,
+                groups,
+                "get_default_active_thread_percentage",
+                deadline,
+            );
+            match asked {
+                Ok(answer) if answer.trim().parse::<f64>().is_ok() => {
+                    let pid = running.child.id();
+                    running.identity = identity(pid).ok_or("the MPS daemon vanished")?;
+                    return Ok(());
+                }
+                Ok(answer) => last = format!("it answered {:?}", answer.trim()),
+                Err(why) => last = why,
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "the MPS control daemon {control} did not answer within {} s ({last})",
+                running.timeout.as_secs()
+            ));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Sends one command to the daemon through its pipe, as the user; its answer.
+fn ask(
+    d: &Daemon,
+    groups: &[libc::gid_t],
+    command: &str,
+    deadline: Instant,
+) -> Result<String, String> {
+    let mut cmd = Command::new(&d.control);
+    cmd.env_clear().envs(d.env());
+    let (status, out, err) = run_as(cmd, d, groups, &format!("{command}\n"), deadline)?;
+    match status.success() {
+        true => Ok(out),
+        false => Err(format!("{status}: {}", err.trim())),
+    }
+}
+
+/// Runs `cmd` as the user with `input` on its stdin, killed at `deadline`.
+fn run_as(
+    mut cmd: Command,
+    d: &Daemon,
+    groups: &[libc::gid_t],
+    input: &str,
+    deadline: Instant,
+) -> Result<(ExitStatus, String, String), String> {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    as_user(&mut cmd, d, groups);
+    let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input.as_bytes());
+    }
+    if !wait_until(&mut child, deadline) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err("no answer before the deadline".to_string());
+    }
+    let read = |pipe: Option<&mut dyn Read>| {
+        let mut text = String::new();
+        if let Some(p) = pipe {
+            let _ = p.take(65_536).read_to_string(&mut text);
+        }
+        text
+    };
+    let out = read(child.stdout.as_mut().map(|p| p as &mut dyn Read));
+    let err = read(child.stderr.as_mut().map(|p| p as &mut dyn Read));
+    let status = child.wait().map_err(|e| e.to_string())?;
+    Ok((status, out, err))
+}
+
+/// True once `child` has exited (or was reaped by slurmstepd, which waits
+/// for any child), false at `deadline`.
+fn wait_until(child: &mut Child, deadline: Instant) -> bool {
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return true,
+            Ok(None) if Instant::now() >= deadline => return false,
+            Ok(None) => std::thread::sleep(POLL),
+        }
+    }
+}
+
+/// Makes `cmd` run as the daemon's user: the job's groups where this
+/// process may set them (the exit hook runs as root; `user_init` already
+/// has the user's), then gid and uid, real, effective and saved, so that
+/// nothing can return to root. Every descriptor of slurmstepd's is
+/// closed at exec, so the daemon holds none of the step's connections.
+fn as_user(cmd: &mut Command, d: &Daemon, groups: &[libc::gid_t]) {
+    let (uid, gid) = (d.uid, d.gid);
+    let groups = groups.to_vec();
+    let hook = move || -> std::io::Result<()> {
+        let fail = || Err(std::io::Error::last_os_error());
+        // SAFETY: between fork and exec only async-signal-safe system calls
+        // run here; `groups` is a live slice of `groups.len()` gids.
+        unsafe {
+            if libc::geteuid() == 0 && libc::setgroups(groups.len(), groups.as_ptr()) != 0 {
+                return fail();
+            }
+            if libc::setresgid(gid, gid, gid) != 0 || libc::setresuid(uid, uid, uid) != 0 {
+                return fail();
+            }
+            cloexec_from(3);
+        }
+        Ok(())
+    };
+    // SAFETY: the hook above calls only async-signal-safe functions and
+    // allocates nothing (its vector was made before the fork).
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
+/// Marks every descriptor from `first` close-on-exec.
+///
+/// # Safety
+/// Only system calls; callable between fork and exec.
+unsafe fn cloexec_from(first: libc::c_uint) {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range only changes this process's descriptor flags.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if rc == 0 {
+        return;
+    }
+    // Kernels before 5.11: one descriptor at a time.
+    for fd in first..65_536 {
+        // SAFETY: fcntl on a descriptor that may not exist fails harmlessly.
+        unsafe { libc::fcntl(fd as libc::c_int, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+}
+
+/// `pid`'s uid (all four must agree), executable and start time.
+fn identity(pid: u32) -> Option<Identity> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let uids: Vec<u32> = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .map(|u| u.parse().ok())
+        .collect::<Option<_>>()?;
+    let uid = *uids.first()?;
+    if uids.iter().any(|&u| u != uid) {
+        return None;
+    }
+    let exe = fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    Some(Identity {
+        uid,
+        exe,
+        start_time: start_time(pid)?,
+    })
+}
+
+/// Field 22 of `/proc/PID/stat`, after the command's parentheses.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The MPS servers the daemon `pid` started, as the user.
+fn servers_of(pid: u32, uid: u32) -> Vec<(u32, Identity)> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| parent_of(p) == Some(pid))
+        .filter_map(|p| Some((p, identity(p)?)))
+        .filter(|(_, id)| id.uid == uid && is_named(&id.exe, SERVER))
+        .collect()
+}
+
+fn is_named(exe: &Path, name: &str) -> bool {
+    exe.file_name().and_then(|n| n.to_str()) == Some(name)
+}
+
+/// Sends `signal` to `pid` only if it is still the process `identity`
+/// describes; true if sent.
+fn signal_if(pid: u32, identity: &Identity, signal: libc::c_int) -> bool {
+    if identity.start_time == 0 || self::identity(pid).as_ref() != Some(identity) {
+        return false;
+    }
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill only sends a signal, to a process just checked.
+    unsafe { libc::kill(pid, signal) == 0 }
+}

@@ -1,0 +1,710 @@
+//! CUDA MPS per step (`--desi-gpu-map=METHOD,mps`) on the local test
+//! cluster, with Debian's real `nvidia-cuda-mps-control` (the control
+//! daemon runs and answers without a GPU; tests/nvidia/fetch.sh fetches
+//! it, cluster.sh copies it into the state dir). Jobs run as the harness's
+//! test users, since the daemon never runs as root.
+#![cfg(feature = "cluster-tests")]
+
+mod common;
+use common::*;
+use std::process::Output;
+use std::sync::MutexGuard;
+use std::time::{Duration, Instant};
+
+const ALICE: &str = USERS[0].0;
+const BOB: &str = USERS[1].0;
+
+/// The real control daemon, as cluster.sh copied it.
+fn control() -> String {
+    let path = format!("{}/mps/nvidia-cuda-mps-control", state_dir());
+    assert!(
+        std::path::Path::new(&path).is_file(),
+        "{path} is missing: run tests/nvidia/fetch.sh (make nvidia), then cluster.sh up"
+    );
+    path
+}
+
+/// The plugin, required, with the real control daemon and `extra`.
+fn mps_setup(extra: &[&str]) -> MutexGuard<'static, ()> {
+    let at = format!("mps_control={}", control());
+    let mut args = Vec::new();
+    if !extra.iter().any(|a| a.starts_with("mps_control=")) {
+        args.push(at.as_str());
+    }
+    args.extend_from_slice(extra);
+    setup("required", &args)
+}
+
+/// Each task prints `T rank node local GPU mps-flag share answer dir`:
+/// `answer` is its daemon's reply to `get_default_active_thread_percentage`
+/// through the pipe it was given (`none`: no pipe), `dir` the mode and
+/// owner of the step's MPS directory. Local task 0 also prints `D node
+/// uids GPUs` for each control daemon serving that pipe.
+const TASK: &str = r#"
+a=none m=none
+if [ -n "${CUDA_MPS_PIPE_DIRECTORY-}" ]; then
+  for i in $(seq 100); do
+    a=$(echo get_default_active_thread_percentage | CONTROL 2>/dev/null) && [ -n "$a" ] && break
+    a=failed; sleep 0.05
+  done
+  m=$(stat -c %a:%U "${CUDA_MPS_PIPE_DIRECTORY%/pipe}")
+fi
+echo "T $SLURM_PROCID $(hostname) $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAP_MPS-unset} ${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE-unset} $a $m"
+if [ "$SLURM_LOCALID" = 0 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY-}" ]; then
+  for p in /proc/[0-9]*; do
+    case "$(readlink $p/exe 2>/dev/null)" in */nvidia-cuda-mps-control) ;; *) continue ;; esac
+    e=$(tr '\0' '\n' <$p/environ 2>/dev/null) || continue
+    grep -qx "CUDA_MPS_PIPE_DIRECTORY=$CUDA_MPS_PIPE_DIRECTORY" <<<"$e" || continue
+    echo "D $(hostname) $(awk '/^Uid:/ {print $2","$3","$4","$5}' $p/status) $(grep ^CUDA_VISIBLE_DEVICES= <<<"$e")"
+  done
+fi
+"#;
+
+fn task() -> String {
+    TASK.replace("CONTROL", &control())
+}
+
+/// `srun ARGS bash -c TASK` as `user`.
+fn srun_as(user: &str, args: &[&str]) -> Output {
+    let task = task();
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["bash", "-c", &task]);
+    slurm_as(user, "srun", &all).output().expect("run srun")
+}
+
+/// The `T` rows by rank, without the `T`, and the sorted `D` lines.
+fn rows_and_daemons(out: &Output) -> (String, Vec<String>) {
+    let daemons = sorted_lines(&out.stdout, |l| l.starts_with("D "));
+    (probe_rows(&text(&out.stdout)), daemons)
+}
+
+/// The plugin's lines on the tasks' stderr.
+fn said(out: &Output) -> Vec<String> {
+    sorted_lines(&out.stderr, |l| l.starts_with("desi-gpu-map: "))
+}
+
+/// Every control daemon of the test users on this machine: (pid, uid).
+fn daemons() -> Vec<(u32, u32)> {
+    let uids: Vec<u32> = USERS.iter().map(|(_, uid)| *uid).collect();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+        if !exe.ends_with("nvidia-cuda-mps-control") {
+            continue;
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let uid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|l| l.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+        if uids.contains(&uid) {
+            found.push((pid, uid));
+        }
+    }
+    found
+}
+
+/// The steps' MPS directories under /tmp, as slurmstepd sees it.
+fn mps_dirs() -> Vec<String> {
+    let tmp = format!("{}/tmp", slurm_root().unwrap_or_default());
+    let mut dirs: Vec<String> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(String::from))
+        .filter(|n| n.starts_with("desi-gpu-map-mps."))
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// Waits up to `secs` for `done`.
+fn wait_for(secs: u64, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    done()
+}
+
+/// No daemon and no directory of any step is left on the node.
+fn assert_nothing_left(after: &str) {
+    let clean = wait_for(10, || daemons().is_empty() && mps_dirs().is_empty());
+    assert!(
+        clean,
+        "after {after}: daemons {:?}, directories {:?}",
+        daemons(),
+        mps_dirs()
+    );
+}
+
+/// Submits `script` as `user` with `args`; the job id.
+fn sbatch_as(user: &str, args: &[&str], script: &str) -> Held {
+    let mut all = vec!["--parsable", "-o", "/dev/null"];
+    all.extend_from_slice(args);
+    all.extend(["--wrap", script]);
+    let out = slurm_as(user, "sbatch", &all).output().unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    Held(text(&out.stdout).trim().to_string())
+}
+
+fn job_done(id: &str) -> bool {
+    let out = run("squeue", &["-h", "-j", id, "-o", "%t"]);
+    text(&out.stdout).trim().is_empty()
+}
+
+/// Four GPUs' UUIDs as the fake NVML names them on `node`.
+fn uuids(node: &str, indices: &[u32]) -> String {
+    let all: Vec<String> = indices
+        .iter()
+        .map(|i| format!("GPU-fake-{node}-{i}"))
+        .collect();
+    all.join(",")
+}
+
+// ------------------------------------------------------------ serving
+
+#[test]
+fn one_daemon_per_step_per_node_as_the_user_serves_every_task() {
+    let _c = mps_setup(&[]);
+    assert_nothing_left("the previous test");
+    let out = srun_as(
+        ALICE,
+        &[
+            &TWO_NODES_EIGHT_TASKS[..],
+            &["--desi-gpu-map=contiguous,mps"],
+        ]
+        .concat(),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let (rows, daemons) = rows_and_daemons(&out);
+    let want: Vec<String> = (0..8)
+        .map(|rank| {
+            let node = format!("n{}", rank / 4 + 1);
+            let local = rank % 4;
+            let gpu = uuids(&node, &[local]);
+            format!("{rank} {node} {local} {gpu} 1 unset 100.0 700:{ALICE}")
+        })
+        .collect();
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    assert_eq!(rows, common::rows(&want), "{}", show(&out));
+    let uid = USERS[0].1;
+    let ids = format!("{uid},{uid},{uid},{uid}");
+    assert_eq!(
+        daemons,
+        [
+            format!(
+                "D n1 {ids} CUDA_VISIBLE_DEVICES={}",
+                uuids("n1", &[0, 1, 2, 3])
+            ),
+            format!(
+                "D n2 {ids} CUDA_VISIBLE_DEVICES={}",
+                uuids("n2", &[0, 1, 2, 3])
+            ),
+        ],
+        "one daemon per node, as the user, holding the step's GPUs by UUID\n{}",
+        show(&out)
+    );
+    assert_nothing_left("a normal end");
+}
+
+#[test]
+fn mps_share_even_gives_each_task_its_share_of_its_gpu() {
+    let _c = mps_setup(&["mps_share=even"]);
+    // 6 tasks on 4 GPUs, contiguous: 2, 2, 1, 1 tasks per GPU.
+    let out = srun_as(
+        ALICE,
+        &[
+            "-n6",
+            "-w",
+            "n1",
+            "--gpus-per-node=4",
+            "--desi-gpu-map=mps,contiguous",
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let shares: Vec<String> = probe_rows(&text(&out.stdout))
+        .lines()
+        .map(|l| l.split(' ').nth(5).unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        shares,
+        ["50", "50", "50", "50", "100", "100"],
+        "{}",
+        show(&out)
+    );
+    assert_nothing_left("mps_share=even");
+}
+
+#[test]
+fn slurm_indices_become_the_uuids_of_the_same_gpus() {
+    let _c = mps_setup(&[]);
+    // Another job holds GPUs 0 and 1: the step gets 2 and 3.
+    let _held = hold("n1", "gpu:2");
+    let out = srun_as(
+        ALICE,
+        &[
+            "-n2",
+            "-w",
+            "n1",
+            "--gres=gpu:2",
+            "--desi-gpu-map=verbose,contiguous,mps",
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let (rows, daemons) = rows_and_daemons(&out);
+    let two = uuids("n1", &[2]);
+    let three = uuids("n1", &[3]);
+    assert_eq!(
+        rows,
+        common::rows(&[
+            &format!("0 n1 0 {two} 1 unset 100.0 700:{ALICE}"),
+            &format!("1 n1 1 {three} 1 unset 100.0 700:{ALICE}"),
+        ])
+    );
+    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    assert!(
+        daemons[0].ends_with(&format!("CUDA_VISIBLE_DEVICES={two},{three}")),
+        "{daemons:?}"
+    );
+    let verbose = said(&out);
+    assert!(
+        verbose.iter().any(|l| l.contains(&format!("gpu={two}")) && l.contains(" mps=/tmp/desi-gpu-map-mps.")),
+        "{verbose:?}"
+    );
+}
+
+#[test]
+fn mps_auto_serves_steps_whose_tasks_outnumber_their_gpus() {
+    let _c = mps_setup(&["mps=auto", "default=contiguous"]);
+    let out = srun_as(ALICE, &["-n4", "-w", "n3", "--gpus-per-node=2"]);
+    let (rows, daemons) = rows_and_daemons(&out);
+    assert!(
+        rows.lines().all(|r| r.contains(" 1 unset 100.0 ")),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(daemons.len(), 1, "{}", show(&out));
+    let out = srun_as(ALICE, &["-n2", "-w", "n3", "--gpus-per-node=2"]);
+    let (rows, _) = rows_and_daemons(&out);
+    assert_eq!(
+        rows,
+        common::rows(&[
+            "0 n3 0 0 unset unset none none",
+            "1 n3 1 1 unset unset none none"
+        ])
+    );
+    assert_nothing_left("mps=auto");
+}
+
+// ------------------------------------------------------------ teardown
+
+/// Runs a job of ALICE's whose step sleeps under MPS, waits for its
+/// daemon, ends it with `end`, and checks nothing is left.
+fn teardown_after(what: &str, args: &[&str], end: impl FnOnce(&str)) {
+    assert_nothing_left("the previous test");
+    let job = sbatch_as(
+        ALICE,
+        &[&["-w", "n1", "-n2", "--gpus-per-node=2"][..], args].concat(),
+        "srun --desi-gpu-map=contiguous,mps sleep 300",
+    );
+    assert!(
+        wait_for(30, || daemons().len() == 1),
+        "{what}: no daemon started; {:?}",
+        daemons()
+    );
+    end(&job.0);
+    assert!(
+        wait_for(150, || job_done(&job.0)),
+        "{what}: the job never ended"
+    );
+    assert_nothing_left(what);
+}
+
+#[test]
+fn teardown_after_scancel() {
+    let _c = mps_setup(&[]);
+    teardown_after("scancel", &[], |job| {
+        let out = run("scancel", &[job]);
+        assert!(out.status.success(), "{}", show(&out));
+    });
+}
+
+#[test]
+fn teardown_after_a_slurmd_restart_during_the_step() {
+    let _c = mps_setup(&[]);
+    teardown_after("a slurmd restart", &[], |job| {
+        cluster(&["restart-node", "n1"]);
+        assert_eq!(
+            daemons().len(),
+            1,
+            "the step's daemon outlives slurmd's restart"
+        );
+        let out = run("scancel", &[job]);
+        assert!(out.status.success(), "{}", show(&out));
+    });
+}
+
+#[test]
+fn teardown_after_the_time_limit() {
+    let _c = mps_setup(&[]);
+    // One minute, Slurm's smallest limit; slurmctld checks every 30 s.
+    teardown_after("the time limit", &["-t", "1"], |_| {});
+}
+
+#[test]
+fn teardown_after_a_crashing_task() {
+    let _c = mps_setup(&[]);
+    assert_nothing_left("the previous test");
+    let out = slurm_as(
+        ALICE,
+        "srun",
+        &[
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=2",
+            "--desi-gpu-map=contiguous,mps",
+            "bash",
+            "-c",
+            "[ $SLURM_LOCALID = 1 ] && kill -SEGV $$; sleep 1",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(!out.status.success(), "{}", show(&out));
+    assert_nothing_left("a crashing task");
+}
+
+// ------------------------------------------------------------ isolation
+
+/// Submits a job of `user` on n1 whose step sleeps under MPS; waits until
+/// its daemon answers; returns the job and its pipe directory.
+fn serving_job(user: &str, uid: u32) -> (Held, String) {
+    let before = daemons().len();
+    let job = sbatch_as(
+        user,
+        &["-w", "n1", "-n1", "--gres=gpu:1"],
+        "srun --desi-gpu-map=contiguous,mps sleep 300",
+    );
+    assert!(
+        wait_for(30, || daemons().len() > before),
+        "no daemon for {user}"
+    );
+    let pipe = format!(
+        "{}/tmp/desi-gpu-map-mps.{uid}.{}.0.0/pipe",
+        slurm_root().unwrap_or_default(),
+        job.0
+    );
+    let inside = pipe
+        .trim_start_matches(&slurm_root().unwrap_or_default())
+        .to_string();
+    (job, inside)
+}
+
+/// Asks the daemon at `pipe` as `user`, from a step of theirs on n1: its
+/// answers to `get_default_active_thread_percentage` and `quit`.
+fn reach_as(user: &str, pipe: &str) -> String {
+    let script = format!(
+        "ls {pipe} 2>&1 | head -n1; for c in get_default_active_thread_percentage quit; do \
+         echo $c | CUDA_MPS_PIPE_DIRECTORY={pipe} {} 2>&1; echo \"rc=$?\"; done",
+        control()
+    );
+    let out = slurm_as(
+        user,
+        "srun",
+        &["-w", "n1", "-n1", "--overlap", "bash", "-c", &script],
+    )
+    .output()
+    .unwrap();
+    text(&out.stdout)
+}
+
+#[test]
+fn another_user_on_a_shared_node_cannot_reach_the_daemon() {
+    let _c = mps_setup(&[]);
+    assert_nothing_left("the previous test");
+    let (job, pipe) = serving_job(ALICE, USERS[0].1);
+    let bob = reach_as(BOB, &pipe);
+    assert!(bob.contains("Permission denied"), "{bob}");
+    assert!(!bob.contains("rc=0"), "bob reached alice's daemon:\n{bob}");
+    assert_eq!(daemons().len(), 1, "alice's daemon survives bob's quit");
+    drop(job);
+    assert_nothing_left("alice's job");
+}
+
+#[test]
+fn two_jobs_of_one_user_get_separate_daemons_and_neither_stops_the_other() {
+    let _c = mps_setup(&[]);
+    assert_nothing_left("the previous test");
+    let uid = USERS[0].1;
+    let (first, _) = serving_job(ALICE, uid);
+    let (second, pipe) = serving_job(ALICE, uid);
+    assert_eq!(daemons().len(), 2);
+    drop(first);
+    assert!(wait_for(20, || daemons().len() == 1), "{:?}", daemons());
+    let answer = reach_as(ALICE, &pipe);
+    assert!(
+        answer.contains("100.0\nrc=0"),
+        "the second job's daemon still answers:\n{answer}"
+    );
+    drop(second);
+    assert_nothing_left("both jobs");
+}
+
+#[test]
+fn eight_concurrent_steps_get_eight_daemons_and_leave_none() {
+    let _c = mps_setup(&[]);
+    assert_nothing_left("the previous test");
+    let script = format!(
+        "for i in $(seq 8); do srun --overlap -n1 --gres=gpu:1 --desi-gpu-map=contiguous,mps bash -c '{}' & done; wait",
+        task().replace('\'', "'\\''")
+    );
+    let out = slurm_as(
+        ALICE,
+        "salloc",
+        &[
+            "-w",
+            "n1",
+            "-n8",
+            "--gpus-per-node=4",
+            "bash",
+            "-c",
+            &script,
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let (rows, daemons) = rows_and_daemons(&out);
+    assert_eq!(rows.lines().count(), 8, "{}", show(&out));
+    assert!(
+        rows.lines().all(|r| r.contains(" 1 unset 100.0 700:")),
+        "{rows}"
+    );
+    assert_eq!(daemons.len(), 8, "one daemon per step\n{}", show(&out));
+    assert_nothing_left("8 concurrent steps");
+}
+
+#[test]
+fn a_nested_step_uses_its_parents_daemon_and_never_stops_it() {
+    let _c = mps_setup(&["verbose"]);
+    let inner = format!(
+        "srun --overlap -n1 --gres=gpu:1 --desi-gpu-map=contiguous,mps bash -c 'echo inner $DESI_GPU_MAP_MPS' 2>&1; \
+         echo get_default_active_thread_percentage | {} ; echo outer-rc=$?",
+        control()
+    );
+    let out = slurm_as(
+        ALICE,
+        "srun",
+        &[
+            "-n1",
+            "-w",
+            "n1",
+            "--gpus-per-node=2",
+            "--desi-gpu-map=contiguous,mps",
+            "bash",
+            "-c",
+            &inner,
+        ],
+    )
+    .output()
+    .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        stdout.contains("serves this step; no MPS daemon started"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("100.0\nouter-rc=0"),
+        "the parent's daemon still answers:\n{stdout}"
+    );
+    assert_nothing_left("a nested step");
+}
+
+// ------------------------------------------------------------ failures
+
+/// A step asking for MPS that must run mapped without it, saying `why`
+/// once per node, here and in slurmd's log.
+fn runs_without(extra: &[&str], srun: &[&str], why: &str) {
+    let _c = mps_setup(extra);
+    let started = Instant::now();
+    let out = srun_as(ALICE, srun);
+    assert!(out.status.success(), "{}", show(&out));
+    let (rows, daemons) = rows_and_daemons(&out);
+    assert!(daemons.is_empty(), "{daemons:?}");
+    assert!(
+        rows.lines().all(|r| r.ends_with(" unset unset none none")),
+        "{rows}"
+    );
+    let lines = said(&out);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains(why) && lines[0].ends_with("; running without MPS"),
+        "{lines:?}"
+    );
+    let log = std::fs::read_to_string(format!("{}/log/slurmd-n1.log", state_dir())).unwrap();
+    assert!(log.contains(why), "slurmd's log lacks {why:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_nothing_left(why);
+}
+
+#[test]
+fn a_missing_control_binary_runs_the_step_without_mps() {
+    runs_without(
+        &["mps_control=/nonexistent/nvidia-cuda-mps-control"],
+        &[
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=2",
+            "--desi-gpu-map=contiguous,mps",
+        ],
+        "cannot start /nonexistent/nvidia-cuda-mps-control: No such file or directory",
+    );
+}
+
+#[test]
+fn a_daemon_that_never_answers_is_bounded_by_the_deadline() {
+    let stuck = format!("{}/mps/stuck-control", state_dir());
+    std::fs::write(&stuck, "#!/bin/sh\nexec sleep 1000\n").unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&stuck, mode).unwrap();
+    let at = format!("mps_control={stuck}");
+    runs_without(
+        &[&at, "nvml_timeout=2"],
+        &[
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=2",
+            "--desi-gpu-map=contiguous,mps",
+        ],
+        "did not answer within 2 s",
+    );
+    assert!(
+        !std::process::Command::new("pgrep")
+            .args(["-fx", "sleep 1000"])
+            .status()
+            .unwrap()
+            .success(),
+        "the stand-in was killed"
+    );
+}
+
+#[test]
+fn more_than_48_clients_per_gpu_run_without_mps() {
+    runs_without(
+        &[],
+        &[
+            "-n49",
+            "-w",
+            "n1",
+            "--gres=gpu:1",
+            "--desi-gpu-map=contiguous,mps",
+        ],
+        "49 tasks would share one GPU, and MPS serves at most 48 clients per GPU",
+    );
+}
+
+#[test]
+fn slurms_gres_mps_serves_the_step_and_nothing_starts() {
+    let _c = mps_setup(&[]);
+    let out = slurm_as(
+        ALICE,
+        "srun",
+        &[
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=2",
+            "--desi-gpu-map=contiguous,mps",
+            "bash",
+            "-c",
+            &task(),
+        ],
+    )
+    .env("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25")
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let (rows, daemons) = rows_and_daemons(&out);
+    assert!(daemons.is_empty());
+    assert_eq!(
+        rows,
+        common::rows(&["0 n1 0 0 unset 25 none none", "1 n1 1 1 unset 25 none none"])
+    );
+    let lines = said(&out);
+    assert_eq!(
+        lines,
+        ["desi-gpu-map: node n1: Slurm's gres/mps serves this step \
+          (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=\"25\"); no MPS daemon started"]
+    );
+}
+
+#[test]
+fn without_nvml_uuids_no_daemon_starts_and_nvmls_error_is_said() {
+    let real = real_nvml();
+    let at = format!("nvml={real}");
+    runs_without(
+        &[&at],
+        &[
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=2",
+            "--desi-gpu-map=contiguous,mps",
+        ],
+        "cannot name the step's GPUs by UUID (NVML: ",
+    );
+}
+
+// ------------------------------------------------------------ refused
+
+#[test]
+fn bad_combinations_and_a_site_without_mps_are_refused_before_allocation() {
+    let _c = mps_setup(&[]);
+    let jobs = job_count();
+    for (value, want) in [
+        ("none,mps", "none maps no task, and MPS needs mapped tasks"),
+        ("help,mps", "help prints the usage and runs nothing"),
+        ("mps,mps", "invalid --desi-gpu-map value \"mps,mps\""),
+    ] {
+        let out = run("srun", &["-n1", &format!("--desi-gpu-map={value}"), "true"]);
+        assert!(!out.status.success(), "{value}: {}", show(&out));
+        assert!(text(&out.stderr).contains(want), "{value}: {}", show(&out));
+    }
+    // The site default is none: mps alone names no method.
+    let out = run("sbatch", &["-n1", "--desi-gpu-map=mps", "--wrap", "true"]);
+    assert_ne!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("mps needs a method"),
+        "{}",
+        show(&out)
+    );
+    drop(_c);
+    let _c = mps_setup(&["mps=off"]);
+    let out = run("srun", &["-n1", "--desi-gpu-map=contiguous,mps", "true"]);
+    assert!(!out.status.success(), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("this site turned mps off (mps=off in plugstack.conf)"),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(job_count(), jobs, "no job was created");
+}

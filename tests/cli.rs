@@ -74,6 +74,46 @@ fn plan_json_for_scripts() {
 }
 
 #[test]
+fn plan_mps_shows_each_tasks_share_and_refuses_49_clients() {
+    // The seed's case: 32 ranks on a 4-GPU node, 8 per GPU, 12% each.
+    let out = run(&["plan", "-n", "32", "--gpus", "4", "--mps"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    assert!(
+        text.contains("  rank  node     local      gpu share  visible\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("     0     0      0/32        0    12  0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("    31     0     31/32        3    12  3\n"),
+        "{text}"
+    );
+    let out = run(&["plan", "-n", "6", "--gpus", "4", "--mps", "--json"]);
+    let text = stdout(&out);
+    let shares: Vec<&str> = text
+        .match_indices("\"share\": ")
+        .map(|(i, _)| &text[i + 9..i + 12])
+        .collect();
+    assert_eq!(shares, ["50}", "50}", "50}", "50}", "100", "100"], "{text}");
+    assert!(text.contains("\"mps\": true"), "{text}");
+    let out = run(&["plan", "-n", "49", "--gpus", "1", "--mps"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "node 0: 49 tasks would share GPU 0, and MPS serves at most 48 clients per GPU"
+        ),
+        "{err}"
+    );
+    // Without --mps, no share column.
+    let text = stdout(&run(&["plan", "-n", "6", "--gpus", "4"]));
+    assert!(!text.contains("share"), "{text}");
+}
+
+#[test]
 fn plan_errors_name_the_bad_value() {
     for (args, want) in [
         (

@@ -708,3 +708,46 @@ fn bad_combinations_and_a_site_without_mps_are_refused_before_allocation() {
     );
     assert_eq!(job_count(), jobs, "no job was created");
 }
+
+#[test]
+fn show_reports_the_mps_daemon_serving_the_task() {
+    let _c = mps_setup(&["mps_share=even"]);
+    let bin = bin();
+    let out = slurm_as(
+        ALICE,
+        "srun",
+        &[
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=1",
+            "--desi-gpu-map=contiguous,mps",
+            &bin,
+            "show",
+            "--nvml",
+            "off",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout.matches("\nmps: 1\n").count(), 2, "{stdout}");
+    assert_eq!(
+        stdout
+            .matches("\nmps_active_thread_percentage: 50\n")
+            .count(),
+        2,
+        "{stdout}"
+    );
+    let pipe = format!(
+        "\nmps_pipe_directory: /tmp/desi-gpu-map-mps.{}.",
+        USERS[0].1
+    );
+    assert_eq!(stdout.matches(&pipe).count(), 2, "{stdout}");
+    assert!(
+        stdout.contains("cuda_visible_devices: GPU-fake-n1-0\n"),
+        "{stdout}"
+    );
+    assert_nothing_left("show");
+}

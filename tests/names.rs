@@ -123,7 +123,7 @@ fn every_plugstack_key_has_its_row_with_its_default() {
                 .lines()
                 .find(|l| l.starts_with(&start))
                 .unwrap_or_else(|| panic!("{path}: no row starting {start:?}"));
-            let default = (key.default)().map_or("off".to_string(), |d| format!("`{d}`"));
+            let default = (key.default)().map_or(key.unset.to_string(), |d| format!("`{d}`"));
             assert!(
                 row.contains(&format!("| {default} |")),
                 "{path}: the row of {} lacks its default {default}: {row}",

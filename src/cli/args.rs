@@ -154,6 +154,11 @@ pub struct PlanArgs {
     /// What stays visible to each task.
     #[arg(long, default_value = "single", value_parser = one_of::<Visible>())]
     pub visible: Visible,
+    /// Preview the step under CUDA MPS (--desi-gpu-map=METHOD,mps): each
+    /// task's share of its GPU under mps_share=even; more than 48 tasks on
+    /// one GPU is refused, as the plugin runs such a step without MPS.
+    #[arg(long)]
+    pub mps: bool,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,

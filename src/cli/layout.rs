@@ -41,6 +41,12 @@ pub enum PlanError {
     NotPreviewed(String),
     /// The core refused an input (a GPU list, a task).
     Core(Error),
+    /// `--mps`: more tasks on one GPU than MPS serves.
+    TooManyClients {
+        node: usize,
+        gpu: String,
+        tasks: usize,
+    },
 }
 
 impl From<Error> for PlanError {
@@ -74,6 +80,12 @@ impl fmt::Display for PlanError {
                 write!(f, "the plugin would not map this node: {why}")
             }
             PlanError::Core(e) => e.fmt(f),
+            PlanError::TooManyClients { node, gpu, tasks } => write!(
+                f,
+                "node {node}: {tasks} tasks would share GPU {gpu}, and MPS serves at most {} \
+                 clients per GPU; the plugin would run this step without MPS",
+                crate::step::MAX_CLIENTS
+            ),
         }
     }
 }
@@ -152,6 +164,13 @@ pub struct Row {
     /// `closest`: the CPUs the task is bound to in the preview.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpus: Option<String>,
+    /// The tasks sharing its GPU as the plugin counts them for MPS
+    /// ([`crate::step::tasks_per_gpu`]).
+    #[serde(skip)]
+    pub clients: usize,
+    /// `--mps`: its `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` under `mps_share=even`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<usize>,
 }
 
 /// The whole step: each node's GPU list, and what each task gets from the
@@ -199,6 +218,7 @@ fn node_rows(
         .collect::<Vec<_>>()
         .join(",");
     let name = format!("node{node}");
+    let clients = crate::step::tasks_per_gpu(&map, ranks.len());
     let mut rows = Vec::with_capacity(ranks.len());
     for (local_id, &rank) in ranks.iter().enumerate() {
         let task = TaskInputs {
@@ -227,6 +247,8 @@ fn node_rows(
             gpu: got.gpu,
             visible: join(&got.visible),
             cpus: bound.get(local_id).map(ToString::to_string),
+            clients: clients.get(got.position).copied().unwrap_or(0),
+            share: None,
         });
     }
     Ok(rows)

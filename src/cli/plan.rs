@@ -29,13 +29,33 @@ pub fn run(args: &PlanArgs) -> Result<String, Box<dyn std::error::Error>> {
         }
     }
     let ranks = place(&per_node, args.distribution);
-    let rows = preview(&ranks, &gpus, method, visible, topology.as_ref())?;
+    let mut rows = preview(&ranks, &gpus, method, visible, topology.as_ref())?;
+    if args.mps {
+        shares(&mut rows)?;
+    }
     let loads = loads(&rows, &gpus);
     if args.json {
-        Ok(to_json(method, visible, &rows, &loads)?)
+        Ok(to_json(method, visible, args.mps, &rows, &loads)?)
     } else {
         Ok(to_text(method, visible, &rows, &loads))
     }
+}
+
+/// `--mps`: each task's even share of its GPU, refusing more clients per
+/// GPU than MPS serves, as the plugin does (a `closest` step is counted
+/// as contiguous places it, as there).
+fn shares(rows: &mut [Row]) -> Result<(), PlanError> {
+    for row in rows.iter_mut() {
+        if row.clients > crate::step::MAX_CLIENTS {
+            return Err(PlanError::TooManyClients {
+                node: row.node,
+                gpu: row.gpu.clone(),
+                tasks: row.clients,
+            });
+        }
+        row.share = Some(100 / row.clients.max(1));
+    }
+    Ok(())
 }
 
 /// The largest topology file read.
@@ -127,9 +147,11 @@ fn gpu_lists(args: &PlanArgs) -> Result<Vec<Vec<String>>, PlanError> {
 fn to_text(method: Method, visible: Visible, rows: &[Row], loads: &[Load]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "method {} visible {}", method.name(), visible.name());
+    let mps = rows.iter().any(|r| r.share.is_some());
+    let share_head = if mps { " share" } else { "" };
     let _ = writeln!(
         out,
-        "{:>6} {:>5} {:>9} {:>8}  visible",
+        "{:>6} {:>5} {:>9} {:>8}{share_head}  visible",
         "rank", "node", "local", "gpu"
     );
     for r in rows {
@@ -138,9 +160,10 @@ fn to_text(method: Method, visible: Visible, rows: &[Row], loads: &[Load]) -> St
             .cpus
             .as_ref()
             .map_or(String::new(), |c| format!("  cpus {c}"));
+        let share = r.share.map_or(String::new(), |s| format!(" {s:>5}"));
         let _ = writeln!(
             out,
-            "{:>6} {:>5} {:>9} {:>8}  {}{cpus}",
+            "{:>6} {:>5} {:>9} {:>8}{share}  {}{cpus}",
             r.rank, r.node, local, r.gpu, r.visible
         );
     }
@@ -157,6 +180,9 @@ fn to_text(method: Method, visible: Visible, rows: &[Row], loads: &[Load]) -> St
 struct Report<'a> {
     method: &'a str,
     visible: &'a str,
+    /// Present (true) only under `--mps`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    mps: bool,
     tasks: &'a [Row],
     load: &'a [Load],
 }
@@ -164,12 +190,14 @@ struct Report<'a> {
 fn to_json(
     method: Method,
     visible: Visible,
+    mps: bool,
     rows: &[Row],
     loads: &[Load],
 ) -> Result<String, serde_json::Error> {
     json::line(&Report {
         method: method.name(),
         visible: visible.name(),
+        mps,
         tasks: rows,
         load: loads,
     })

@@ -33,6 +33,10 @@ pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
         ("rocr_visible_devices", var(env::ROCR)),
         ("ze_affinity_mask", var(env::ZE)),
         ("cpus", own.as_ref().map(ToString::to_string)),
+        // MPS: the plugin's daemon serves the task (1), where, and its share.
+        ("mps", var(env::MPS)),
+        ("mps_pipe_directory", var(env::MPS_PIPE)),
+        ("mps_active_thread_percentage", var(env::MPS_SHARE)),
     ];
     // The list that carries the task's GPU for this vendor.
     let carrier = vendor.carrier();

@@ -135,8 +135,10 @@ pub struct Key {
     pub name: &'static str,
     /// What follows `name=` in messages (`None`: a word without a value).
     pub form: fn() -> Option<String>,
-    /// The default, as the value is written (`None`: off).
+    /// The default, as the value is written (`None`: unset).
     pub default: fn() -> Option<String>,
+    /// What an unset key means, in the docs' words.
+    pub unset: &'static str,
     /// Sets the key's value in `config` from `value`.
     set: fn(&mut Config, &str) -> Result<(), ArgProblem>,
 }
@@ -147,6 +149,7 @@ pub const KEYS: [Key; 13] = [
         name: "default",
         form: || Some(names::<Choice>().join("|")),
         default: || Some(Config::default().default.name().to_string()),
+        unset: "",
         set: |c, v| {
             c.default = named("default", v)?;
             Ok(())
@@ -156,6 +159,7 @@ pub const KEYS: [Key; 13] = [
         name: "flag",
         form: || Some("NAME".to_string()),
         default: || Some(DEFAULT_FLAG.to_string()),
+        unset: "",
         set: |c, v| {
             c.flag = parse_flag(v)?;
             Ok(())
@@ -165,6 +169,7 @@ pub const KEYS: [Key; 13] = [
         name: "visible",
         form: || Some(names::<Visible>().join("|")),
         default: || Some(Config::default().visible.name().to_string()),
+        unset: "",
         set: |c, v| {
             c.visible = named("visible", v)?;
             Ok(())
@@ -174,6 +179,7 @@ pub const KEYS: [Key; 13] = [
         name: "nvml",
         form: || Some("auto|off|/ABSOLUTE/PATH".to_string()),
         default: || Some(Config::default().nvml.to_string()),
+        unset: "",
         set: |c, v| {
             c.nvml = v.parse()?;
             Ok(())
@@ -186,6 +192,7 @@ pub const KEYS: [Key; 13] = [
             Some(format!("{}..{}", range.start(), range.end()))
         },
         default: || Some(DEFAULT_NVML_TIMEOUT_S.to_string()),
+        unset: "",
         set: |c, v| {
             c.nvml_timeout = parse_nvml_timeout(v)?;
             Ok(())
@@ -195,6 +202,7 @@ pub const KEYS: [Key; 13] = [
         name: "untracked",
         form: || Some(names::<Untracked>().join("|")),
         default: || Some(Config::default().untracked.name().to_string()),
+        unset: "",
         set: |c, v| {
             c.untracked = named("untracked", v)?;
             Ok(())
@@ -204,6 +212,7 @@ pub const KEYS: [Key; 13] = [
         name: "vendor",
         form: || Some(names::<VendorSetting>().join("|")),
         default: || Some(Config::default().vendor.name().to_string()),
+        unset: "",
         set: |c, v| {
             c.vendor = named("vendor", v)?;
             Ok(())
@@ -213,6 +222,7 @@ pub const KEYS: [Key; 13] = [
         name: "verbose",
         form: || None,
         default: || None,
+        unset: "off",
         set: |c, _| {
             c.verbose = true;
             Ok(())
@@ -222,6 +232,7 @@ pub const KEYS: [Key; 13] = [
         name: "kernel_root",
         form: || Some("/ABSOLUTE/PATH".to_string()),
         default: || Some(Config::default().kernel_root.display().to_string()),
+        unset: "",
         set: |c, v| {
             c.kernel_root = parse_root("kernel_root", v)?;
             Ok(())
@@ -231,6 +242,7 @@ pub const KEYS: [Key; 13] = [
         name: "mps",
         form: || Some(names::<MpsMode>().join("|")),
         default: || Some(Config::default().mps.name().to_string()),
+        unset: "",
         set: |c, v| {
             c.mps = named("mps", v)?;
             Ok(())
@@ -240,6 +252,7 @@ pub const KEYS: [Key; 13] = [
         name: "mps_control",
         form: || Some("/ABSOLUTE/PATH".to_string()),
         default: || None,
+        unset: "found",
         set: |c, v| {
             c.mps_control = Some(parse_root("mps_control", v)?);
             Ok(())
@@ -249,6 +262,7 @@ pub const KEYS: [Key; 13] = [
         name: "mps_dir",
         form: || Some("/ABSOLUTE/PATH".to_string()),
         default: || None,
+        unset: "`$TMPDIR`, else `/tmp`",
         set: |c, v| {
             c.mps_dir = Some(parse_root("mps_dir", v)?);
             Ok(())
@@ -258,6 +272,7 @@ pub const KEYS: [Key; 13] = [
         name: "mps_share",
         form: || Some(names::<MpsShare>().join("|")),
         default: || Some(Config::default().mps_share.name().to_string()),
+        unset: "",
         set: |c, v| {
             c.mps_share = named("mps_share", v)?;
             Ok(())

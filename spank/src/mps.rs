@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 /// The MPS server the control daemon starts for CUDA clients.
 const SERVER: &str = "nvidia-cuda-mps-server";
 /// How often a wait looks again.
-const POLL: Duration = Duration::from_millis(10);
+const POLL: Duration = Duration::from_millis(2);
 
 /// The step's daemon, while it runs.
 pub struct Running {

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# MPS launch benchmark on the local test cluster (one node, 4 fake GPUs),
+# with Debian's real nvidia-cuda-mps-control (tests/nvidia/fetch.sh), as the
+# harness's test user dgm-alice (the plugin never starts a daemon for
+# root). Interleaves the variants at 8 and 32 tasks and prints medians and
+# ratios measured in this one run. It asserts nothing.
+#   contiguous  srun --desi-gpu-map=contiguous true
+#   mps         srun --desi-gpu-map=contiguous,mps true: the plugin makes
+#               the step's directories, starts the daemon, waits until it
+#               answers, and stops it and removes them at the end
+#   byhand      what batch scripts do: mkdir the pipe and log directories,
+#               nvidia-cuda-mps-control -d, srun --desi-gpu-map=contiguous
+#               true, echo quit | nvidia-cuda-mps-control, rm -r
+# Without a GPU no MPS server starts (no CUDA client connects), so this
+# measures what the plugin adds to a step's launch, not MPS itself.
+# Usage: tests/bench/mps.sh [ROUNDS]   (default 15 rounds)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds=${1:-15}
+. tests/cluster/session.sh
+bash "$harness" up 4 >/dev/null
+eval "$(bash "$harness" env)"
+control=$DGM_CLUSTER_DIR/mps/nvidia-cuda-mps-control
+[ -x "$control" ] || { echo "$0: no $control: run tests/nvidia/fetch.sh first" >&2; exit 1; }
+bash "$harness" plugin required "$so" "mps_control=$control" >/dev/null
+user=dgm-alice
+work=$(runuser -u "$user" -- mktemp -d /tmp/dgm-mps-bench.XXXXXX)
+results=$work/results
+cat >"$work/step.sh" <<'STEP'
+# One timed step inside the allocation: VARIANT NTASKS -> milliseconds.
+variant=$1 n=$2
+t0=$(date +%s%N)
+case $variant in
+    contiguous) srun -n"$n" --overlap --desi-gpu-map=contiguous true ;;
+    mps) srun -n"$n" --overlap --desi-gpu-map=contiguous,mps true ;;
+    byhand)
+        d=$(mktemp -d "$TMPDIR/mps.XXXXXX")
+        mkdir -m 0700 "$d/pipe" "$d/log"
+        CUDA_MPS_PIPE_DIRECTORY=$d/pipe CUDA_MPS_LOG_DIRECTORY=$d/log "$CONTROL" -d
+        CUDA_MPS_PIPE_DIRECTORY=$d/pipe srun -n"$n" --overlap --desi-gpu-map=contiguous true
+        echo quit | CUDA_MPS_PIPE_DIRECTORY=$d/pipe "$CONTROL" >/dev/null
+        rm -rf "$d"
+        ;;
+esac
+echo "$n $variant $((($(date +%s%N) - t0) / 1000000))"
+STEP
+chown "$user" "$work/step.sh"
+runuser -u "$user" -- env SLURM_CONF="$SLURM_CONF" CONTROL="$control" TMPDIR=/tmp bash -c "
+    cd /tmp
+    salloc -N1 -n32 -w n1 --gpus-per-node=4 bash -c '
+        for r in \$(seq $rounds); do
+            for n in 8 32; do
+                for v in contiguous mps byhand; do bash $work/step.sh \$v \$n; done
+            done
+        done' >$results 2>/dev/null"
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
+echo "launch time of one srun step under MPS, median of $rounds interleaved rounds (ms), 1 node, 4 GPUs"
+printf '%6s %11s %8s %8s %16s %12s\n' tasks contiguous mps byhand mps/contiguous mps/byhand
+for n in 8 32; do
+    declare -A med=()
+    for v in contiguous mps byhand; do
+        med[$v]=$(awk -v n="$n" -v v="$v" '$1 == n && $2 == v {print $3}' "$results" | median)
+    done
+    printf '%6s %11s %8s %8s %16s %12s\n' "$n" "${med[contiguous]}" "${med[mps]}" "${med[byhand]}" \
+        "$(ratio "${med[mps]}" "${med[contiguous]}")" "$(ratio "${med[mps]}" "${med[byhand]}")"
+done
+left=$(find /tmp -maxdepth 1 -name 'desi-gpu-map-mps.*' | wc -l)
+echo "MPS directories left under /tmp: $left"
+rm -rf "$work"

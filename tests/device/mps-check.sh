@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# mps-check.sh: the device check, for a machine with an NVIDIA GPU and its
+# driver (libcuda.so.1, libnvidia-ml.so.1, nvidia-cuda-mps-control).
+# Run as root from the repository root after `make build` (the release
+# binaries). It prints what it saw and exits non-zero on the first
+# broken promise; what the test cluster here cannot answer is what it asks.
+#
+#  1. NVML: the plugin's own discovery code (`desi-gpu-map nvml-query`,
+#     the child the plugin runs) against the real libnvidia-ml; and
+#     `desi-gpu-map show` in a task mapped to GPU 0, with NVML's details.
+#  2. MPS, as the plugin runs it: a control daemon as an unprivileged user,
+#     in 0700 directories, CUDA_VISIBLE_DEVICES = the GPU's UUID; RANKS
+#     clients (tests/device/cuda_client.py) given the same UUID. One server
+#     must serve them all (get_server_list, then show_clients), each client
+#     must see exactly its own GPU, and after `quit` nothing may be left.
+#  3. Where `srun` works and the plugin is installed (DGM_SRUN=1), the same
+#     through the plugin: srun -n RANKS --desi-gpu-map=contiguous,mps.
+# Usage: tests/device/mps-check.sh [RANKS]   (default 4)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ranks=${1:-4}
+bin=$PWD/target/release/desi-gpu-map
+client=$PWD/tests/device/cuda_client.py
+fail() { echo "mps-check: FAILED: $*"; exit 1; }
+say() { echo "mps-check: $*"; }
+[ -x "$bin" ] || fail "no $bin: run make build first"
+control=$(command -v nvidia-cuda-mps-control || true)
+[ -n "$control" ] || fail "nvidia-cuda-mps-control is not on PATH"
+nvidia-smi -L || true
+
+say "1. NVML through the plugin's discovery code"
+"$bin" nvml-query places || fail "nvml-query places"
+uuid=$("$bin" nvml-query uuids | head -n 1)
+[[ "$uuid" == GPU-* ]] || fail "no GPU UUID from NVML: '$uuid'"
+CUDA_VISIBLE_DEVICES=0 DESI_GPU_MAPPED=1 SLURM_LOCALID=0 "$bin" show || fail "show"
+
+say "2. MPS as the plugin runs it: one daemon for $uuid, $ranks clients"
+user=${DGM_DEVICE_USER:-nobody}
+dir=$(mktemp -d /tmp/desi-gpu-map-mps.check.XXXXXX)
+mkdir -m 0700 "$dir/pipe" "$dir/log"
+chown -R "$user" "$dir"
+chmod 0700 "$dir"
+as_user() { runuser -u "$user" -- env -i PATH=/usr/bin:/bin CUDA_MPS_PIPE_DIRECTORY="$dir/pipe" \
+    CUDA_MPS_LOG_DIRECTORY="$dir/log" CUDA_VISIBLE_DEVICES="$uuid" "$@"; }
+cleanup() { echo quit | as_user "$control" >/dev/null 2>&1 || true; rm -rf "$dir"; }
+trap cleanup EXIT
+as_user "$control" -d || fail "the control daemon did not start"
+for r in $(seq 0 $((ranks - 1))); do
+    as_user env RANK=$r python3 "$client" 6 >"$dir.client$r" 2>&1 &
+done
+sleep 3
+servers=$(echo get_server_list | as_user "$control")
+say "servers: $servers"
+[ "$(wc -w <<<"$servers")" = 1 ] || fail "expected one MPS server, got '$servers'"
+clients=$(echo "show_clients $servers" | as_user "$control")
+say "clients of server $servers: $(tr '\n' ' ' <<<"$clients")"
+[ "$(wc -w <<<"$clients")" = "$ranks" ] || fail "expected $ranks clients"
+wait
+cat "$dir".client*
+for r in $(seq 0 $((ranks - 1))); do
+    grep -q "^C $r pid=.* devices=1 uuid=$uuid cvd=$uuid$" "$dir.client$r" || fail "client $r did not see exactly $uuid"
+done
+rm -f "$dir".client*
+echo quit | as_user "$control" >/dev/null
+sleep 1
+left=$(pgrep -u "$user" -f 'nvidia-cuda-mps-(control|server)' || true)
+[ -z "$left" ] || fail "MPS processes left after quit: $left"
+say "one server served $ranks clients, each on $uuid; nothing left after quit"
+
+if [ "${DGM_SRUN:-0}" = 1 ]; then
+    say "3. through the plugin: srun -n$ranks --desi-gpu-map=verbose,contiguous,mps"
+    out=$(runuser -u "$user" -- srun -n"$ranks" --desi-gpu-map=verbose,contiguous,mps bash -c \
+        '[ "$SLURM_LOCALID" = 0 ] && (sleep 3; s=$(echo get_server_list | nvidia-cuda-mps-control); echo "S $s $(echo show_clients $s | nvidia-cuda-mps-control | wc -w)") & python3 '"$client"' 6; wait' 2>&1)
+    echo "$out"
+    grep -q "^S [0-9]* $ranks$" <<<"$out" || fail "one server serving $ranks clients, through the plugin"
+    [ "$(grep -c '^C .* devices=1 uuid=GPU-' <<<"$out")" = "$ranks" ] || fail "each client on one GPU"
+    sleep 1
+    [ -z "$(find /tmp -maxdepth 1 -name 'desi-gpu-map-mps.*' ! -name '*.check.*')" ] || fail "MPS directories left"
+fi
+say "all checks passed"

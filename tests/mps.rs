@@ -500,7 +500,7 @@ fn eight_concurrent_steps_get_eight_daemons_and_leave_none() {
 fn a_nested_step_uses_its_parents_daemon_and_never_stops_it() {
     let _c = mps_setup(&["verbose"]);
     let inner = format!(
-        "srun --overlap -n1 --gres=gpu:1 --desi-gpu-map=contiguous,mps bash -c 'echo inner $DESI_GPU_MAP_MPS' 2>&1; \
+        "srun --overlap -n1 --gres=gpu:1 --desi-gpu-map=contiguous,mps bash -c 'echo inner $CUDA_VISIBLE_DEVICES' 2>&1; \
          echo get_default_active_thread_percentage | {} ; echo outer-rc=$?",
         control()
     );
@@ -526,6 +526,7 @@ fn a_nested_step_uses_its_parents_daemon_and_never_stops_it() {
         stdout.contains("serves this step; no MPS daemon started"),
         "{stdout}"
     );
+    assert!(stdout.contains("inner GPU-fake-n1-"), "the inner task's GPU by UUID:\n{stdout}");
     assert!(
         stdout.contains("100.0\nouter-rc=0"),
         "the parent's daemon still answers:\n{stdout}"

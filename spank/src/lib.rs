@@ -290,7 +290,8 @@ unsafe impl Plugin for DesiGpuMap {
             return Ok(());
         }
         self.exited = self.exited.saturating_add(1);
-        if self.exited >= self.local_tasks {
+        // Unknown count (0): the step's end stops it (`exit`).
+        if self.local_tasks > 0 && self.exited >= self.local_tasks {
             self.stop_mps();
         }
         Ok(())

@@ -423,7 +423,7 @@ fn plan_mapping(
                     .unwrap_or_else(|| step_topology(node, config, &map, placed));
                 locate(&mut map, places.as_ref().map_err(Clone::clone));
             }
-            map.mps = mps::plan_mps(&map, want.mps, config, node, mps);
+            mps::plan_mps(&mut map, want.mps, config, node, mps);
             StepPlan::Map(map)
         }
         Err(Missing::NoGpus(_)) if !want.asked => StepPlan::quiet(&config.flag),

@@ -20,6 +20,10 @@ use std::path::{Path, PathBuf};
 /// Volta-and-later MPS serves at most this many clients per GPU.
 pub const MAX_CLIENTS: usize = 48;
 
+/// The longest path of a Unix socket (`sun_path` holds 108 bytes with its
+/// terminating NUL): the daemon's `pipe/control` must fit.
+const MAX_SOCKET_PATH: usize = 107;
+
 /// What the front end knows of the step's user and tasks on this node;
 /// only slurmstepd starts daemons, so only the plugin gives these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +47,13 @@ pub enum Mps {
     Serving(Box<Daemon>),
     /// Another's MPS serves the step (Slurm's `gres/mps`, or a daemon at
     /// the pipe directory the step names): nothing started; said once.
-    Theirs { why: String, loud: bool },
+    /// Its tasks get `gpus`, the step's GPUs by UUID, where the daemon is
+    /// one at a pipe directory (its devices may be numbered otherwise).
+    Theirs {
+        why: String,
+        loud: bool,
+        gpus: Option<Vec<String>>,
+    },
     /// Asked for, but the step runs mapped without MPS; said once.
     Without(String),
 }
@@ -80,9 +90,26 @@ impl Daemon {
     }
 }
 
-/// Decides MPS for a mapped step. The node is asked for NVML's UUIDs only
-/// where MPS will run and Slurm's list names GPUs by index.
+/// Decides MPS for a mapped step, and names its tasks' GPUs by UUID where
+/// a daemon at a pipe directory serves them. The node is asked for NVML's
+/// UUIDs only where MPS will run and Slurm's list names GPUs by index.
 pub fn plan_mps(
+    map: &mut StepMap,
+    asked: bool,
+    config: &Config,
+    node: &dyn Node,
+    facts: Option<MpsFacts>,
+) {
+    map.mps = decide(map, asked, config, node, facts);
+    if let Mps::Theirs {
+        gpus: Some(gpus), ..
+    } = &map.mps
+    {
+        map.gpus = gpus.clone();
+    }
+}
+
+fn decide(
     map: &StepMap,
     asked: bool,
     config: &Config,
@@ -124,15 +151,30 @@ fn serve(
             env::MPS_SHARE,
             quote(&share)
         );
-        return Ok(Mps::Theirs { why, loud: asked });
+        return Ok(Mps::Theirs {
+            why,
+            loud: asked,
+            gpus: None,
+        });
     }
     if let Some(pipe) = node.env(env::MPS_PIPE) {
-        let why = format!(
+        let mut why = format!(
             "the MPS daemon at {}={} serves this step; no MPS daemon started",
             env::MPS_PIPE,
             quote(&pipe)
         );
-        return Ok(Mps::Theirs { why, loud: asked });
+        let gpus = match uuids(map, config, node) {
+            Ok(gpus) => Some(gpus),
+            Err(e) => {
+                why += &format!("; its tasks keep Slurm's indices: {e}");
+                None
+            }
+        };
+        return Ok(Mps::Theirs {
+            why,
+            loud: asked,
+            gpus,
+        });
     }
     let per_gpu = tasks_per_gpu(map, facts.local_tasks);
     if let Some(most) = per_gpu.iter().copied().max().filter(|&m| m > MAX_CLIENTS) {
@@ -149,6 +191,14 @@ fn serve(
         .as_deref()
         .ok_or("Slurm gave no job id to name the MPS directory by")?;
     let dir = base_dir(config, node).join(dir_name(facts.uid, step, facts.node_id));
+    let socket = dir.join("pipe").join("control");
+    if socket.as_os_str().len() > MAX_SOCKET_PATH {
+        return Err(format!(
+            "the MPS socket path {} is longer than a socket path may be ({MAX_SOCKET_PATH} \
+             bytes); a shorter base is needed (TMPDIR, or the site's mps_dir=)",
+            socket.display()
+        ));
+    }
     let share = |count: usize| match config.mps_share {
         MpsShare::Even => u32::try_from(100 / count.max(1)).ok(),
         MpsShare::None => None,
@@ -287,7 +337,7 @@ pub fn mps_variables(mps: &Mps, position: usize) -> Vec<(String, String)> {
 pub fn mps_line(mps: &Mps, verbose: bool) -> Option<String> {
     match mps {
         Mps::Without(why) => Some(format!("{why}; running without MPS")),
-        Mps::Theirs { why, loud } if *loud || verbose => Some(why.clone()),
+        Mps::Theirs { why, loud, .. } if *loud || verbose => Some(why.clone()),
         _ => None,
     }
 }
@@ -512,8 +562,12 @@ mod tests {
         ] {
             let pairs = [&SLURM_4[..], &[(var, value)]].concat();
             let (plan, calls) = plan_mps_with(&[], true, &pairs, places(), Some(USER));
-            assert_eq!(calls, 0, "no NVML for another's daemon");
-            let Mps::Theirs { why, loud: true } = mps_of(&plan) else {
+            let asked = usize::from(var == env::MPS_PIPE);
+            assert_eq!(calls, asked, "NVML only for a pipe directory's daemon");
+            let Mps::Theirs {
+                why, loud: true, ..
+            } = mps_of(&plan)
+            else {
                 panic!("{plan:?}")
             };
             assert!(
@@ -523,6 +577,9 @@ mod tests {
             let out = task_outcome(&plan, &task(0, 6, Some("0,1,2,3")));
             assert_eq!(out.say.len(), 1);
             assert_eq!(get(&out, env::MPS_PIPE), None, "the step's own values stay");
+            // A daemon at a pipe directory: the tasks name their GPU by UUID.
+            let gpu = if var == env::MPS_PIPE { "GPU-u0" } else { "0" };
+            assert_eq!(get(&out, env::CUDA), Some(gpu));
         }
         // The user's log directory stays too.
         let pairs = [&SLURM_4[..], &[(env::MPS_LOG, "/home/u/log")]].concat();
@@ -549,6 +606,7 @@ mod tests {
         let theirs = Mps::Theirs {
             why: "x".to_string(),
             loud: false,
+            gpus: None,
         };
         assert_eq!(mps_line(&theirs, false), None);
         assert_eq!(mps_line(&theirs, true).as_deref(), Some("x"));
@@ -568,6 +626,10 @@ mod tests {
         };
         assert_eq!(d.dir, PathBuf::from("/var/mps/desi-gpu-map-mps.1000.7.0.3"));
         assert_eq!(dir_name(5, "1/../2.0", 1), "desi-gpu-map-mps.5.1..2.0.1");
+        let long = format!("/{}", "d".repeat(80));
+        let deep = [&SLURM_4[..], &[("TMPDIR", long.as_str())]].concat();
+        let (plan, _) = plan_mps_with(&[], true, &deep, places(), Some(USER));
+        assert!(without(&plan).contains("longer than a socket path may be"));
         assert_eq!(dir_name(5, "./x", 0), "desi-gpu-map-mps.5.x.0");
     }
 

@@ -26,7 +26,7 @@ nvidia:
 build: deps
 	$(CARGO) build --release --workspace --locked
 
-demo: build
+demo: build nvidia
 	bash tests/demo.sh
 
 # Everything CI runs: style, lints, unit and property tests, then the

@@ -453,7 +453,7 @@ fn help_prints_usage_and_exits_zero_without_a_job() {
         let out = run(cmd, &trivial_job(cmd, &["-N1", "--desi-gpu-map=help"]));
         assert!(out.status.success(), "{cmd}: {}", show(&out));
         assert!(
-            text(&out.stdout).contains("Usage: --desi-gpu-map=[verbose,]METHOD"),
+            text(&out.stdout).contains("Usage: --desi-gpu-map=METHOD[,verbose][,mps]"),
             "{cmd}: {}",
             show(&out)
         );

@@ -19,6 +19,21 @@ for ntasks in 8 12; do for method in contiguous roundrobin; do
             printf '%5s %5s %6s %5s %16s\n' "$rank" "$node" "$local" "$gpu" "$flag"
         done
 done; done
+control=$DGM_CLUSTER_DIR/mps/nvidia-cuda-mps-control
+if [ -x "$control" ]; then
+    echo
+    echo "== MPS, as user dgm-alice: srun -n8 -w n1 --gpus-per-node=4 --desi-gpu-map=contiguous,mps"
+    echo "   (Debian's real nvidia-cuda-mps-control; each task asks its step's daemon through its pipe)"
+    bash "$harness" plugin required "$so" "mps_control=$control" mps_share=even
+    printf '%5s %14s %6s %10s %s\n' rank gpu share answer pipe
+    mps_probe='a=; for i in $(seq 50); do a=$(echo get_default_active_thread_percentage | '"$control"' 2>/dev/null) && [ -n "$a" ] && break; sleep 0.05; done
+echo "$SLURM_PROCID $CUDA_VISIBLE_DEVICES $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE $a $CUDA_MPS_PIPE_DIRECTORY"'
+    (cd /tmp && runuser -u dgm-alice -- env SLURM_CONF="$SLURM_CONF" srun -n8 -w n1 --gpus-per-node=4 \
+        --desi-gpu-map=contiguous,mps bash -c "$mps_probe") | sort -n | while read -r rank gpu share answer pipe; do
+        printf '%5s %14s %6s %10s %s\n' "$rank" "$gpu" "$share" "$answer" "$pipe"
+    done
+    echo "   MPS directories left after the step: $(find /tmp -maxdepth 1 -name 'desi-gpu-map-mps.*' | wc -l)"
+fi
 echo
 echo "== a layout previewed without Slurm with: desi-gpu-map plan -N 2 -n 12 --method contiguous"
 target/release/desi-gpu-map plan -N 2 -n 12 --method contiguous

@@ -526,7 +526,10 @@ fn a_nested_step_uses_its_parents_daemon_and_never_stops_it() {
         stdout.contains("serves this step; no MPS daemon started"),
         "{stdout}"
     );
-    assert!(stdout.contains("inner GPU-fake-n1-"), "the inner task's GPU by UUID:\n{stdout}");
+    assert!(
+        stdout.contains("inner GPU-fake-n1-"),
+        "the inner task's GPU by UUID:\n{stdout}"
+    );
     assert!(
         stdout.contains("100.0\nouter-rc=0"),
         "the parent's daemon still answers:\n{stdout}"

@@ -64,6 +64,15 @@ fn task() -> String {
     TASK.replace("CONTROL", &control())
 }
 
+/// srun's arguments for 2 tasks on n1 with 2 GPUs, under MPS.
+const TWO_ON_N1: [&str; 5] = [
+    "-n2",
+    "-w",
+    "n1",
+    "--gpus-per-node=2",
+    "--desi-gpu-map=contiguous,mps",
+];
+
 /// `srun ARGS bash -c TASK` as `user`.
 fn srun_as(user: &str, args: &[&str]) -> Output {
     let task = task();
@@ -370,15 +379,14 @@ fn teardown_after_a_crashing_task() {
         ALICE,
         "srun",
         &[
-            "-n2",
-            "-w",
-            "n1",
-            "--gpus-per-node=2",
-            "--desi-gpu-map=contiguous,mps",
-            "bash",
-            "-c",
-            "[ $SLURM_LOCALID = 1 ] && kill -SEGV $$; sleep 1",
-        ],
+            &TWO_ON_N1[..],
+            &[
+                "bash",
+                "-c",
+                "[ $SLURM_LOCALID = 1 ] && kill -SEGV $$; sleep 1",
+            ],
+        ]
+        .concat(),
     )
     .output()
     .unwrap();
@@ -572,13 +580,7 @@ fn runs_without(extra: &[&str], srun: &[&str], why: &str) {
 fn a_missing_control_binary_runs_the_step_without_mps() {
     runs_without(
         &["mps_control=/nonexistent/nvidia-cuda-mps-control"],
-        &[
-            "-n2",
-            "-w",
-            "n1",
-            "--gpus-per-node=2",
-            "--desi-gpu-map=contiguous,mps",
-        ],
+        &TWO_ON_N1,
         "cannot start /nonexistent/nvidia-cuda-mps-control: No such file or directory",
     );
 }
@@ -592,13 +594,7 @@ fn a_daemon_that_never_answers_is_bounded_by_the_deadline() {
     let at = format!("mps_control={stuck}");
     runs_without(
         &[&at, "nvml_timeout=2"],
-        &[
-            "-n2",
-            "-w",
-            "n1",
-            "--gpus-per-node=2",
-            "--desi-gpu-map=contiguous,mps",
-        ],
+        &TWO_ON_N1,
         "did not answer within 2 s",
     );
     assert!(
@@ -632,16 +628,7 @@ fn slurms_gres_mps_serves_the_step_and_nothing_starts() {
     let out = slurm_as(
         ALICE,
         "srun",
-        &[
-            "-n2",
-            "-w",
-            "n1",
-            "--gpus-per-node=2",
-            "--desi-gpu-map=contiguous,mps",
-            "bash",
-            "-c",
-            &task(),
-        ],
+        &[&TWO_ON_N1[..], &["bash", "-c", &task()]].concat(),
     )
     .env("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25")
     .output()
@@ -667,13 +654,7 @@ fn without_nvml_uuids_no_daemon_starts_and_nvmls_error_is_said() {
     let at = format!("nvml={real}");
     runs_without(
         &[&at],
-        &[
-            "-n2",
-            "-w",
-            "n1",
-            "--gpus-per-node=2",
-            "--desi-gpu-map=contiguous,mps",
-        ],
+        &TWO_ON_N1,
         "cannot name the step's GPUs by UUID (NVML: ",
     );
 }

@@ -736,3 +736,56 @@ fn show_reports_the_mps_daemon_serving_the_task() {
     );
     assert_nothing_left("show");
 }
+
+#[test]
+fn sbatch_and_the_environment_form_ask_for_mps_too() {
+    let _c = mps_setup(&[]);
+    // The environment form, on srun.
+    let task = task();
+    let out = slurm_as(
+        ALICE,
+        "srun",
+        &["-n2", "-w", "n1", "--gpus-per-node=2", "bash", "-c", &task],
+    )
+    .env(OPTION_ENV, "contiguous,mps")
+    .output()
+    .unwrap();
+    let (rows, daemons) = rows_and_daemons(&out);
+    assert!(
+        rows.lines().all(|r| r.contains(" 1 unset 100.0 700:")),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(daemons.len(), 1, "{}", show(&out));
+    // sbatch's option reaches the script's srun.
+    let name = format!("dgm-mps-sbatch-{}.out", std::process::id());
+    let inside = format!("/tmp/{name}");
+    let script = format!("srun -n2 bash -c '{}'", task.replace('\'', "'\\''"));
+    let job = sbatch_as(
+        ALICE,
+        &[
+            "-w",
+            "n1",
+            "-n2",
+            "--gpus-per-node=2",
+            "--desi-gpu-map=contiguous,mps",
+            "-o",
+            &inside,
+        ],
+        &script,
+    );
+    assert!(
+        wait_for(60, || job_done(&job.0)),
+        "the batch job never ended"
+    );
+    let file = format!("{}{inside}", slurm_root().unwrap_or_default());
+    let output = std::fs::read_to_string(&file).unwrap_or_default();
+    let _ = std::fs::remove_file(&file);
+    let rows = probe_rows(&output);
+    assert_eq!(rows.lines().count(), 2, "{output}");
+    assert!(
+        rows.lines().all(|r| r.contains(" 1 unset 100.0 700:")),
+        "{output}"
+    );
+    assert_nothing_left("sbatch and the environment form");
+}

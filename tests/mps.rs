@@ -475,7 +475,7 @@ fn eight_concurrent_steps_get_eight_daemons_and_leave_none() {
     let _c = mps_setup(&[]);
     assert_nothing_left("the previous test");
     let script = format!(
-        "for i in $(seq 8); do srun --overlap -n1 --gres=gpu:1 --desi-gpu-map=contiguous,mps bash -c '{}' & done; wait",
+        "for i in $(seq 8); do srun --overlap -n1 --gpus-per-node=1 --desi-gpu-map=contiguous,mps bash -c '{}' & done; wait",
         task().replace('\'', "'\\''")
     );
     let out = slurm_as(
@@ -508,7 +508,7 @@ fn eight_concurrent_steps_get_eight_daemons_and_leave_none() {
 fn a_nested_step_uses_its_parents_daemon_and_never_stops_it() {
     let _c = mps_setup(&["verbose"]);
     let inner = format!(
-        "srun --overlap -n1 --gres=gpu:1 --desi-gpu-map=contiguous,mps bash -c 'echo inner $CUDA_VISIBLE_DEVICES' 2>&1; \
+        "srun --overlap -n1 --gpus-per-node=1 --desi-gpu-map=contiguous,mps bash -c 'echo inner $CUDA_VISIBLE_DEVICES' 2>&1; \
          echo get_default_active_thread_percentage | {} ; echo outer-rc=$?",
         control()
     );

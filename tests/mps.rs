@@ -506,7 +506,8 @@ fn eight_concurrent_steps_get_eight_daemons_and_leave_none() {
 
 #[test]
 fn a_nested_step_uses_its_parents_daemon_and_never_stops_it() {
-    let _c = mps_setup(&["verbose"]);
+    // mps_share=even: the inherited share is the parent's, not gres/mps.
+    let _c = mps_setup(&["verbose", "mps_share=even"]);
     let inner = format!(
         "srun --overlap -n1 --gpus-per-node=1 --desi-gpu-map=contiguous,mps bash -c 'echo inner $CUDA_VISIBLE_DEVICES' 2>&1; \
          echo get_default_active_thread_percentage | {} ; echo outer-rc=$?",

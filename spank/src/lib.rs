@@ -35,7 +35,7 @@ use desi_gpu_map::settings::client_args::Client;
 use desi_gpu_map::settings::option::{
     check_help_source, check_request, option_form, parse_option, usage, Request, ENV_FORM, OPTION,
 };
-use desi_gpu_map::settings::site::{parse_args, Config, DEFAULT_NVML_TIMEOUT_S};
+use desi_gpu_map::settings::site::{parse_args, Config};
 use desi_gpu_map::step::{Mps, StepPlan};
 use desi_gpu_map::Error;
 use slurm_spank::{Context, Plugin, SpankHandle, SpankOption};
@@ -83,8 +83,8 @@ pub(crate) struct DesiGpuMap {
     groups: Vec<libc::gid_t>,
     /// Tasks on this node, and how many have exited: the last one's exit
     /// stops the daemon.
-    local_tasks: u32,
-    exited: u32,
+    local_tasks: usize,
+    exited: usize,
     post_opt_calls: u32,
     user_init_calls: u32,
     task_init_calls: u32,
@@ -100,25 +100,21 @@ impl DesiGpuMap {
         };
         if let Mps::Start(daemon) = &map.mps {
             self.groups = spank.job_supplementary_gids().unwrap_or_default();
-            self.local_tasks = spank.job_local_task_count().unwrap_or(0);
-            let timeout = match &self.config {
-                Some(Ok(config)) => config.nvml_timeout,
-                _ => Duration::from_secs(DEFAULT_NVML_TIMEOUT_S),
-            };
-            match mps::start(daemon, &self.groups, timeout) {
+            match mps::start(daemon, &self.groups) {
                 Ok(running) => {
                     log::info!(
                         "MPS daemon started for the step in {} (GPUs {})",
                         daemon.dir.display(),
                         daemon.gpus.join(",")
                     );
+                    self.local_tasks = daemon.local_tasks;
                     self.daemon = Some(running);
                     map.mps_started();
                 }
                 Err(why) => map.mps_failed(why),
             }
         }
-        if let Mps::Without(why) = &map.mps {
+        if let Mps::Without { why, .. } = &map.mps {
             log::warn!("{why}; running without MPS");
         }
     }

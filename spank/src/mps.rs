@@ -7,7 +7,8 @@
 
 use desi_gpu_map::step::Daemon;
 use std::fs;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,8 @@ use std::time::{Duration, Instant};
 const SERVER: &str = "nvidia-cuda-mps-server";
 /// How often a wait looks again.
 const POLL: Duration = Duration::from_millis(2);
+/// The most read of a child's output, or of the daemon's log.
+const MAX_OUTPUT: u64 = 4096;
 
 /// The step's daemon, while it runs.
 pub struct Running {
@@ -25,7 +28,6 @@ pub struct Running {
     /// The daemon as `/proc` shows it when it answered.
     identity: Identity,
     daemon: Daemon,
-    timeout: Duration,
 }
 
 /// What tells the daemon from a later process with its pid.
@@ -37,24 +39,28 @@ struct Identity {
 }
 
 /// Makes the step's directories, starts the daemon, and waits until it
-/// answers on its pipe, all within `timeout`. On failure nothing is left.
-pub fn start(
-    daemon: &Daemon,
-    groups: &[libc::gid_t],
-    timeout: Duration,
-) -> Result<Running, String> {
-    let deadline = Instant::now() + timeout;
-    make_dirs(daemon, groups, timeout)?;
+/// answers on its pipe, all within the daemon's timeout. On failure
+/// nothing is left (the removal has a timeout of its own).
+pub fn start(daemon: &Daemon, groups: &[libc::gid_t]) -> Result<Running, String> {
+    let deadline = Instant::now() + daemon.timeout;
+    let mut mkdir = Command::new("/bin/mkdir");
+    mkdir.args(["-m", "0700", "--"]);
+    mkdir.args([&daemon.dir, &daemon.pipe, &daemon.log]);
+    user_tool(mkdir, daemon, groups, deadline).map_err(|why| {
+        format!(
+            "cannot make the MPS directory {}: {why}",
+            daemon.dir.display()
+        )
+    })?;
     let started = spawn_daemon(daemon, groups).and_then(|child| {
         let mut running = Running {
+            child,
             identity: Identity {
                 uid: daemon.uid,
                 exe: PathBuf::new(),
                 start_time: 0,
             },
-            child,
             daemon: daemon.clone(),
-            timeout,
         };
         match answers(&mut running, groups, deadline) {
             Ok(()) => Ok(running),
@@ -67,84 +73,87 @@ pub fn start(
         }
     });
     if started.is_err() {
-        let _ = remove_dirs(daemon, groups, timeout);
+        let _ = remove_dirs(daemon, groups);
     }
     started
 }
 
-/// The step ended on this node: `quit`, a wait, then signals to what is
-/// left of the daemon and its servers, and the directories go. Returns
-/// what happened, for slurmd's log.
+/// The step ended on this node: `quit` and a wait within the timeout,
+/// then SIGKILL to what is left of the daemon and its servers, and the
+/// directories go. Returns what went wrong, for slurmd's log.
 pub fn stop(mut running: Running, groups: &[libc::gid_t]) -> Vec<String> {
     let mut said = Vec::new();
-    let deadline = Instant::now() + running.timeout;
+    let deadline = Instant::now() + running.daemon.timeout;
     let pid = running.child.id();
-    let servers = servers_of(pid, running.daemon.uid);
-    match ask(&running.daemon, groups, "quit", deadline) {
-        Ok(_) => {}
-        Err(why) => said.push(format!("MPS daemon {pid}: quit: {why}")),
+    // Its servers, while the pid is still the daemon's (slurmstepd, which
+    // waits for any child, may have reaped a daemon that died early).
+    let servers = match identity(pid) {
+        Some(now) if now == running.identity => servers_of(pid, running.daemon.uid),
+        _ => Vec::new(),
+    };
+    if let Err(why) = ask(&running.daemon, groups, "quit", deadline) {
+        said.push(format!("MPS daemon {pid}: quit: {why}"));
     }
-    let exited = wait_until(&mut running.child, deadline);
-    if !exited {
-        for server in &servers {
-            signal_if(server.0, &server.1, libc::SIGKILL);
-        }
+    if !wait_until(&mut running.child, deadline) {
         if signal_if(pid, &running.identity, libc::SIGKILL) {
             said.push(format!("MPS daemon {pid} did not quit in time: killed"));
         }
-        wait_until(&mut running.child, Instant::now() + Duration::from_secs(1));
+        wait_until(&mut running.child, Instant::now() + POLL * 100);
     }
-    // A server the daemon left behind (it was killed, say).
-    for (server_pid, identity) in servers {
-        if signal_if(server_pid, &identity, libc::SIGKILL) {
-            said.push(format!(
-                "MPS server {server_pid} outlived its daemon: killed"
-            ));
+    // Servers the daemon left behind (it was killed, say).
+    for (server, identity) in servers {
+        if signal_if(server, &identity, libc::SIGKILL) {
+            said.push(format!("MPS server {server} outlived its daemon: killed"));
         }
     }
-    if let Err(why) = remove_dirs(&running.daemon, groups, running.timeout) {
+    if let Err(why) = remove_dirs(&running.daemon, groups) {
         said.push(why);
     }
     said
 }
 
-/// `mkdir -m 0700 DIR DIR/pipe DIR/log`, as the user: fails if DIR exists.
-fn make_dirs(d: &Daemon, groups: &[libc::gid_t], timeout: Duration) -> Result<(), String> {
-    let mut mkdir = Command::new("/bin/mkdir");
-    mkdir
-        .env_clear()
-        .arg("-m")
-        .arg("0700")
-        .arg("--")
-        .args([&d.dir, &d.pipe, &d.log]);
-    run_as(mkdir, d, groups, "", Instant::now() + timeout)
-        .and_then(|(status, _, err)| match status.success() {
-            true => Ok(()),
-            false => Err(err.trim().to_string()),
-        })
-        .map_err(|why| format!("cannot make the MPS directory {}: {why}", d.dir.display()))
-}
-
-/// `rm -rf DIR`, as the user.
-fn remove_dirs(d: &Daemon, groups: &[libc::gid_t], timeout: Duration) -> Result<(), String> {
+/// `rm -rf DIR`, as the user, within the daemon's timeout.
+fn remove_dirs(d: &Daemon, groups: &[libc::gid_t]) -> Result<(), String> {
     let mut rm = Command::new("/bin/rm");
-    rm.env_clear()
-        .arg("-rf")
-        .arg("--one-file-system")
-        .arg("--")
-        .arg(&d.dir);
-    run_as(rm, d, groups, "", Instant::now() + timeout)
-        .and_then(|(status, _, err)| match status.success() {
-            true => Ok(()),
-            false => Err(err.trim().to_string()),
-        })
+    rm.args(["-rf", "--one-file-system", "--"]).arg(&d.dir);
+    user_tool(rm, d, groups, Instant::now() + d.timeout)
         .map_err(|why| format!("cannot remove the MPS directory {}: {why}", d.dir.display()))
 }
 
-/// The daemon's last log line, for a failure's message.
+/// Runs a tool (`mkdir`, `rm`) as the user; its error output if it fails.
+fn user_tool(
+    mut cmd: Command,
+    d: &Daemon,
+    groups: &[libc::gid_t],
+    deadline: Instant,
+) -> Result<(), String> {
+    cmd.env_clear();
+    let (status, _, err) = run_as(cmd, d, groups, "", deadline)?;
+    match status.success() {
+        true => Ok(()),
+        false => Err(err.trim().to_string()),
+    }
+}
+
+/// The end of the daemon's log, for a failure's message: at most
+/// [`MAX_OUTPUT`] bytes of a regular file, never following a link or
+/// waiting on a pipe the user may have put in its place.
 fn last_log_line(d: &Daemon) -> String {
-    let text = fs::read_to_string(d.log.join("control.log")).unwrap_or_default();
-    match text.lines().last() {
+    let read = || -> std::io::Result<String> {
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(d.log.join("control.log"))?;
+        let len = file.metadata()?.len();
+        if !file.metadata()?.is_file() {
+            return Ok(String::new());
+        }
+        file.seek(SeekFrom::Start(len.saturating_sub(MAX_OUTPUT)))?;
+        let mut text = String::new();
+        file.take(MAX_OUTPUT).read_to_string(&mut text)?;
+        Ok(text)
+    };
+    match read().unwrap_or_default().lines().last() {
         Some(line) => format!("; its log ends: {}", line.trim()),
         None => "; its log is empty".to_string(),
     }
@@ -183,9 +192,7 @@ fn answers(running: &mut Running, groups: &[libc::gid_t], deadline: Instant) -> 
     loop {
         if let Ok(Some(status)) = running.child.try_wait() {
             return Err(format!(
-                "the MPS control daemon {control} exited ({status}) before it answered; \
-                 its log: {}",
-                running.daemon.log.join("control.log").display()
+                "the MPS control daemon {control} exited ({status}) before it answered"
             ));
         }
         if running.daemon.pipe.join("control").exists() {
@@ -208,7 +215,7 @@ fn answers(running: &mut Running, groups: &[libc::gid_t], deadline: Instant) -> 
         if Instant::now() >= deadline {
             return Err(format!(
                 "the MPS control daemon {control} did not answer within {} s ({last})",
-                running.timeout.as_secs()
+                running.daemon.timeout.as_secs()
             ));
         }
         std::thread::sleep(POLL);
@@ -231,7 +238,8 @@ fn ask(
     }
 }
 
-/// Runs `cmd` as the user with `input` on its stdin, killed at `deadline`.
+/// Runs `cmd` as the user with `input` on its stdin, killed at `deadline`;
+/// its status and the start of its output.
 fn run_as(
     mut cmd: Command,
     d: &Daemon,
@@ -252,17 +260,20 @@ fn run_as(
         let _ = child.wait();
         return Err("no answer before the deadline".to_string());
     }
-    let read = |pipe: Option<&mut dyn Read>| {
-        let mut text = String::new();
-        if let Some(p) = pipe {
-            let _ = p.take(65_536).read_to_string(&mut text);
-        }
-        text
-    };
-    let out = read(child.stdout.as_mut().map(|p| p as &mut dyn Read));
-    let err = read(child.stderr.as_mut().map(|p| p as &mut dyn Read));
+    let out = child.stdout.take().map(drain).unwrap_or_default();
+    let err = child.stderr.take().map(drain).unwrap_or_default();
     let status = child.wait().map_err(|e| e.to_string())?;
     Ok((status, out, err))
+}
+
+/// What an exited child left in a pipe, without waiting for more: a
+/// process it left behind may hold the pipe open.
+fn drain<P: Read + AsRawFd>(mut pipe: P) -> String {
+    // SAFETY: fcntl changes only the flags of a descriptor `pipe` owns.
+    unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+    let mut bytes = Vec::new();
+    let _ = (&mut pipe).take(MAX_OUTPUT).read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// True once `child` has exited (or was reaped by slurmstepd, which waits
@@ -325,10 +336,20 @@ unsafe fn cloexec_from(first: libc::c_uint) {
     if rc == 0 {
         return;
     }
-    // Kernels before 5.11: one descriptor at a time.
-    for fd in first..65_536 {
+    // Kernels before 5.11: one descriptor at a time, up to the limit.
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into `limit`, live and writable.
+    let most = match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } {
+        0 => libc::c_int::try_from(limit.rlim_cur).unwrap_or(libc::c_int::MAX),
+        _ => 65_536,
+    };
+    let first = libc::c_int::try_from(first).unwrap_or(most);
+    for fd in first..most {
         // SAFETY: fcntl on a descriptor that may not exist fails harmlessly.
-        unsafe { libc::fcntl(fd as libc::c_int, libc::F_SETFD, libc::FD_CLOEXEC) };
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     }
 }
 
@@ -349,21 +370,17 @@ fn identity(pid: u32) -> Option<Identity> {
     Some(Identity {
         uid,
         exe,
-        start_time: start_time(pid)?,
+        start_time: stat_field(pid, 22)?,
     })
 }
 
-/// Field 22 of `/proc/PID/stat`, after the command's parentheses.
-fn start_time(pid: u32) -> Option<u64> {
+/// Field `n` (counted from 1, as proc(5) does) of `/proc/PID/stat`, a
+/// number; the command's name, in parentheses, may hold spaces.
+fn stat_field(pid: u32, n: usize) -> Option<u64> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(1)?.parse().ok()
+    // `rest` starts at field 3.
+    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
 }
 
 /// The MPS servers the daemon `pid` started, as the user.
@@ -373,7 +390,7 @@ fn servers_of(pid: u32, uid: u32) -> Vec<(u32, Identity)> {
     };
     entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&p| parent_of(p) == Some(pid))
+        .filter(|&p| stat_field(p, 4) == Some(u64::from(pid)))
         .filter_map(|p| Some((p, identity(p)?)))
         .filter(|(_, id)| id.uid == uid && is_named(&id.exe, SERVER))
         .collect()
@@ -394,4 +411,28 @@ fn signal_if(pid: u32, identity: &Identity, signal: libc::c_int) -> bool {
     };
     // SAFETY: kill only sends a signal, to a process just checked.
     unsafe { libc::kill(pid, signal) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_known_by_its_proc_files() {
+        let me = std::process::id();
+        let id = identity(me).unwrap();
+        assert!(id.start_time > 0);
+        assert_eq!(
+            stat_field(me, 4),
+            Some(u64::from(std::os::unix::process::parent_id()))
+        );
+        assert_eq!(stat_field(me, 2), None, "the name is not a number");
+        assert_eq!(stat_field(me, 1), None, "before the name");
+        // A different start time is another process: no signal.
+        let other = Identity {
+            start_time: id.start_time + 1,
+            ..id
+        };
+        assert!(!signal_if(me, &other, 0));
+    }
 }

@@ -170,7 +170,7 @@ pub struct Row {
     pub clients: usize,
     /// `--mps`: its `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` under `mps_share=even`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub share: Option<usize>,
+    pub share: Option<u32>,
 }
 
 /// The whole step: each node's GPU list, and what each task gets from the

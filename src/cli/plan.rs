@@ -53,7 +53,7 @@ fn shares(rows: &mut [Row]) -> Result<(), PlanError> {
                 tasks: row.clients,
             });
         }
-        row.share = Some(100 / row.clients.max(1));
+        row.share = Some(crate::step::even_share(row.clients));
     }
     Ok(())
 }

@@ -85,13 +85,14 @@ impl Modifier {
 }
 
 /// The option's value as the plugin registers it with Slurm:
-/// `[verbose,]contiguous|roundrobin|closest|none[,mps]|help`.
+/// `[verbose,]contiguous|roundrobin|closest[,mps]|none|help`.
 pub fn option_form() -> String {
     format!(
-        "[{}]{}[,{}]|help",
+        "[{}]{}[,{}]|{}|help",
         modifier_prefix(Modifier::Verbose),
-        names::<Choice>().join("|"),
-        Modifier::Mps.name()
+        names::<Method>().join("|"),
+        Modifier::Mps.name(),
+        Choice::Off.name()
     )
 }
 
@@ -467,7 +468,7 @@ mod tests {
         );
         assert_eq!(
             option_form(),
-            "[verbose,]contiguous|roundrobin|closest|none[,mps]|help"
+            "[verbose,]contiguous|roundrobin|closest[,mps]|none|help"
         );
         assert_eq!(
             valid_values(),

@@ -43,7 +43,9 @@ use std::path::Path;
 
 pub use locate::locate;
 pub(crate) use locate::step_topology;
-pub use mps::{mps_line, mps_variables, tasks_per_gpu, Daemon, Mps, MpsFacts, MAX_CLIENTS};
+pub use mps::{
+    even_share, mps_line, mps_variables, tasks_per_gpu, Daemon, Mps, MpsFacts, MAX_CLIENTS,
+};
 pub use node::{Node, NvmlAsk};
 pub use source::WhyNoList;
 
@@ -112,17 +114,6 @@ impl StepPlan {
     /// Slurm's bind list): only a `closest` step whose GPUs were located.
     pub fn needs_task_cpus(&self) -> bool {
         matches!(self, StepPlan::Map(map) if matches!(map.near, GpuCpus::Located(_)))
-    }
-
-    /// The MPS daemon the front end is to start for the step, if any.
-    pub fn daemon_to_start(&self) -> Option<&Daemon> {
-        match self {
-            StepPlan::Map(StepMap {
-                mps: Mps::Start(daemon),
-                ..
-            }) => Some(daemon),
-            _ => None,
-        }
     }
 
     /// What the plan does, in a word, for the plugin's debug log: the

@@ -54,8 +54,9 @@ pub enum Mps {
         loud: bool,
         gpus: Option<Vec<String>>,
     },
-    /// Asked for, but the step runs mapped without MPS; said once.
-    Without(String),
+    /// Asked for (or `mps=auto`), but the step runs mapped without MPS;
+    /// said once, where the user asked or with `verbose`.
+    Without { why: String, loud: bool },
 }
 
 /// One control daemon for one step on one node.
@@ -76,6 +77,12 @@ pub struct Daemon {
     pub shares: Vec<Option<u32>>,
     /// The user set `CUDA_MPS_LOG_DIRECTORY`: theirs stays.
     pub keep_log: bool,
+    /// How long its start and its stop may each wait (`nvml_timeout`).
+    pub timeout: std::time::Duration,
+    /// The step's tasks on this node: the last one's exit stops it.
+    pub local_tasks: usize,
+    /// The user asked for MPS (not only `mps=auto`): a failure is said.
+    pub asked: bool,
 }
 
 impl Daemon {
@@ -122,11 +129,12 @@ fn decide(
         return Mps::Off;
     }
     if asked && config.mps == MpsMode::Off {
-        return Mps::Without("this site turned mps off (mps=off)".to_string());
+        let why = "this site turned mps off (mps=off)".to_string();
+        return Mps::Without { why, loud: true };
     }
     match serve(map, asked, config, node, facts) {
         Ok(mps) => mps,
-        Err(why) => Mps::Without(why),
+        Err(why) => Mps::Without { why, loud: asked },
     }
 }
 
@@ -145,7 +153,10 @@ fn serve(
             crate::names::Named::name(vendor)
         ));
     }
-    if let Some(share) = node.env(env::MPS_SHARE) {
+    // A nested step inherits its parent task's MPS variables: they are the
+    // plugin's, not Slurm's or the user's.
+    let inherited = node.env(env::MPS).is_some();
+    if let Some(share) = node.env(env::MPS_SHARE).filter(|_| !inherited) {
         let why = format!(
             "Slurm's gres/mps serves this step ({}={}); no MPS daemon started",
             env::MPS_SHARE,
@@ -157,7 +168,12 @@ fn serve(
             gpus: None,
         });
     }
-    if let Some(pipe) = node.env(env::MPS_PIPE) {
+    // The parent's daemon serves where it runs: on this node (a nested
+    // step on another node gets its own).
+    let pipe = node
+        .env(env::MPS_PIPE)
+        .filter(|pipe| !inherited || node.files().exists(&Path::new(pipe).join("control")));
+    if let Some(pipe) = pipe {
         let mut why = format!(
             "the MPS daemon at {}={} serves this step; no MPS daemon started",
             env::MPS_PIPE,
@@ -179,7 +195,8 @@ fn serve(
     let per_gpu = tasks_per_gpu(map, facts.local_tasks);
     if let Some(most) = per_gpu.iter().copied().max().filter(|&m| m > MAX_CLIENTS) {
         return Err(format!(
-            "{most} tasks would share one GPU, and MPS serves at most {MAX_CLIENTS} clients per GPU"
+            "{most} tasks would share one GPU, and MPS serves at most {MAX_CLIENTS} clients \
+             per GPU; fewer tasks per node, or more GPUs, would fit"
         ));
     }
     if facts.uid == 0 {
@@ -200,7 +217,7 @@ fn serve(
         ));
     }
     let share = |count: usize| match config.mps_share {
-        MpsShare::Even => u32::try_from(100 / count.max(1)).ok(),
+        MpsShare::Even => Some(even_share(count)),
         MpsShare::None => None,
     };
     Ok(Mps::Start(Box::new(Daemon {
@@ -212,7 +229,10 @@ fn serve(
         uid: facts.uid,
         gid: facts.gid,
         shares: per_gpu.into_iter().map(share).collect(),
-        keep_log: node.env(env::MPS_LOG).is_some(),
+        keep_log: !inherited && node.env(env::MPS_LOG).is_some(),
+        timeout: config.nvml_timeout,
+        local_tasks: facts.local_tasks,
+        asked,
     })))
 }
 
@@ -229,6 +249,12 @@ pub fn dir_name(uid: u32, step: &str, node_id: u32) -> String {
         "desi-gpu-map-mps.{uid}.{}.{node_id}",
         step.trim_matches('.')
     )
+}
+
+/// A client's share of its GPU under `mps_share=even`: floor(100 / the
+/// tasks on it).
+pub fn even_share(tasks: usize) -> u32 {
+    u32::try_from(100 / tasks.max(1)).unwrap_or(100)
 }
 
 /// How many of the node's `tasks` each of the step's GPUs serves. A
@@ -305,15 +331,20 @@ impl StepMap {
     /// The daemon answers: tasks get its GPUs' UUIDs, which the MPS
     /// server reads whatever its own numbering.
     pub fn mps_started(&mut self) {
-        if let super::Mps::Start(daemon) = &self.mps {
+        if let Mps::Start(daemon) = std::mem::replace(&mut self.mps, Mps::Off) {
             self.gpus = daemon.gpus.clone();
-            self.mps = Mps::Serving(daemon.clone());
+            self.mps = Mps::Serving(daemon);
         }
     }
 
-    /// The daemon could not be started: the step runs mapped without it.
+    /// The daemon could not be started: the step runs mapped without it,
+    /// saying so where the user asked for MPS or with `verbose`.
     pub fn mps_failed(&mut self, why: String) {
-        self.mps = Mps::Without(why);
+        let loud = match &self.mps {
+            Mps::Start(daemon) => daemon.asked,
+            _ => true,
+        };
+        self.mps = Mps::Without { why, loud };
     }
 }
 
@@ -336,7 +367,9 @@ pub fn mps_variables(mps: &Mps, position: usize) -> Vec<(String, String)> {
 /// What local task 0 says about MPS, if anything.
 pub fn mps_line(mps: &Mps, verbose: bool) -> Option<String> {
     match mps {
-        Mps::Without(why) => Some(format!("{why}; running without MPS")),
+        Mps::Without { why, loud } if *loud || verbose => {
+            Some(format!("{why}; running without MPS"))
+        }
         Mps::Theirs { why, loud, .. } if *loud || verbose => Some(why.clone()),
         _ => None,
     }
@@ -399,7 +432,7 @@ mod tests {
 
     fn without(plan: &StepPlan) -> String {
         match mps_of(plan) {
-            Mps::Without(why) => why,
+            Mps::Without { why, loud: true } => why,
             other => panic!("expected no MPS, got {other:?}"),
         }
     }
@@ -424,7 +457,6 @@ mod tests {
         assert!(d
             .env()
             .contains(&(env::CUDA, "GPU-u0,GPU-u1,GPU-u2,GPU-u3".to_string())));
-        assert_eq!(plan.daemon_to_start(), Some(&*d));
         // Once it answers, each task is its client.
         let mut map = mapped(plan);
         map.mps_started();
@@ -602,6 +634,16 @@ mod tests {
         assert!(matches!(mps_of(&plan), Mps::Start(_)), "{plan:?}");
         let (plan, _) = plan_mps_with(&[], false, &SLURM_4, places(), Some(USER));
         assert_eq!(mps_of(&plan), Mps::Off, "allow: only on request");
+        // Under auto alone a failure is said only with verbose.
+        let root = MpsFacts { uid: 0, ..USER };
+        let (plan, _) = plan_mps_with(&["mps=auto"], false, &SLURM_4, places(), Some(root));
+        let quiet = mps_of(&plan);
+        assert!(
+            matches!(quiet, Mps::Without { loud: false, .. }),
+            "{quiet:?}"
+        );
+        assert_eq!(mps_line(&quiet, false), None);
+        assert!(mps_line(&quiet, true).is_some());
         // auto's own notes are quiet unless verbose; failures are not.
         let theirs = Mps::Theirs {
             why: "x".to_string(),
@@ -610,6 +652,30 @@ mod tests {
         };
         assert_eq!(mps_line(&theirs, false), None);
         assert_eq!(mps_line(&theirs, true).as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn a_nested_steps_inherited_values_are_its_parents() {
+        // The parent's share and pipe, inherited: not gres/mps; the
+        // parent's daemon where it runs here (the fake node has no files,
+        // so it does not), else a daemon of the step's own.
+        let inherited = [
+            &SLURM_4[..],
+            &[
+                (env::MPS, "1"),
+                (env::MPS_SHARE, "50"),
+                (env::MPS_PIPE, "/tmp/desi-gpu-map-mps.1000.7.0.3/pipe"),
+                (env::MPS_LOG, "/tmp/desi-gpu-map-mps.1000.7.0.3/log"),
+            ],
+        ]
+        .concat();
+        let (plan, _) = plan_mps_with(&[], true, &inherited, places(), Some(USER));
+        let Mps::Start(d) = mps_of(&plan) else {
+            panic!("{plan:?}")
+        };
+        assert!(!d.keep_log, "the parent's log directory is not the user's");
+        assert_eq!(even_share(8), 12);
+        assert_eq!(even_share(0), 100);
     }
 
     #[test]

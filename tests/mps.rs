@@ -92,7 +92,7 @@ fn said(out: &Output) -> Vec<String> {
     sorted_lines(&out.stderr, |l| l.starts_with("desi-gpu-map: "))
 }
 
-/// Every control daemon of the test users on this machine: (pid, uid).
+/// Every control daemon (not a client) of the test users here: (pid, uid).
 fn daemons() -> Vec<(u32, u32)> {
     let uids: Vec<u32> = USERS.iter().map(|(_, uid)| *uid).collect();
     let mut found = Vec::new();
@@ -105,7 +105,12 @@ fn daemons() -> Vec<(u32, u32)> {
             continue;
         };
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
-        if !exe.ends_with("nvidia-cuda-mps-control") {
+        // The daemon runs with -f; a client of it (the plugin's own
+        // questions) runs without.
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if !exe.ends_with("nvidia-cuda-mps-control")
+            || !cmdline.split(|&b| b == 0).any(|a| a == b"-f")
+        {
             continue;
         }
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();

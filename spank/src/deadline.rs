@@ -145,15 +145,13 @@ fn detach(out: RawFd) -> RawFd {
     }
 }
 
-/// Closes descriptors `first..=last`: with close_range(2) (Linux 5.9, called
-/// as a system call so that glibc 2.34 is not needed), else one by one as
-/// /proc lists them.
+/// Closes descriptors `first..=last`: with close_range(2)
+/// ([`crate::fds::close_range`]), else one by one as /proc lists them.
 fn close_range(first: RawFd, last: RawFd) {
     let (Ok(lo), Ok(hi)) = (u32::try_from(first), u32::try_from(last)) else {
         return;
     };
-    // SAFETY: close_range takes two numbers and flags, no pointer.
-    if unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0) } == 0 {
+    if crate::fds::close_range(lo, hi, 0) {
         return;
     }
     let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {

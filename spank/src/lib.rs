@@ -25,6 +25,7 @@
 mod copies;
 mod deadline;
 mod exports;
+mod fds;
 mod logger;
 mod mps;
 mod node;

@@ -276,16 +276,9 @@ fn drain<P: Read + AsRawFd>(mut pipe: P) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// True once `child` has exited (or was reaped by slurmstepd, which waits
-/// for any child), false at `deadline`.
+/// [`desi_gpu_map::host::child::wait_until`], looking every [`POLL`].
 fn wait_until(child: &mut Child, deadline: Instant) -> bool {
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) | Err(_) => return true,
-            Ok(None) if Instant::now() >= deadline => return false,
-            Ok(None) => std::thread::sleep(POLL),
-        }
-    }
+    desi_gpu_map::host::child::wait_until(child, deadline, POLL)
 }
 
 /// Makes `cmd` run as the daemon's user: the job's groups where this
@@ -324,16 +317,7 @@ fn as_user(cmd: &mut Command, d: &Daemon, groups: &[libc::gid_t]) {
 /// Only system calls; callable between fork and exec.
 unsafe fn cloexec_from(first: libc::c_uint) {
     const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-    // SAFETY: close_range only changes this process's descriptor flags.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            first,
-            libc::c_uint::MAX,
-            CLOSE_RANGE_CLOEXEC,
-        )
-    };
-    if rc == 0 {
+    if crate::fds::close_range(first, libc::c_uint::MAX, CLOSE_RANGE_CLOEXEC) {
         return;
     }
     // Kernels before 5.11: one descriptor at a time, up to the limit.

@@ -8,6 +8,7 @@ use super::args::ExecArgs;
 use crate::env;
 use crate::error::Error;
 use crate::files::Files;
+use crate::host::child::wait_until;
 use crate::host::cpus;
 use crate::host::files::HostFiles;
 use crate::settings::option::{parse_option, Choice, Request};
@@ -300,24 +301,14 @@ fn ask_nvml(ask: NvmlAsk, source: &NvmlSource, timeout: Duration) -> Result<Vec<
     // pass for a hang.
     let out = child.stdout.take().map(drain);
     let err = child.stderr.take().map(drain);
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let reaped = Instant::now() + REAP_GRACE;
-                while Instant::now() < reaped && !matches!(child.try_wait(), Ok(Some(_))) {
-                    std::thread::sleep(POLL);
-                }
-                return Err(Error::NvmlTimedOut {
-                    seconds: timeout.as_secs(),
-                });
-            }
-            Ok(None) => std::thread::sleep(POLL),
-            Err(e) => return Err(broke(e.to_string())),
-        }
-    };
+    if !wait_until(&mut child, Instant::now() + timeout, POLL) {
+        let _ = child.kill();
+        wait_until(&mut child, Instant::now() + REAP_GRACE, POLL);
+        return Err(Error::NvmlTimedOut {
+            seconds: timeout.as_secs(),
+        });
+    }
+    let status = child.wait().map_err(|e| broke(e.to_string()))?;
     let text = |reader: Option<std::thread::JoinHandle<String>>| {
         reader.and_then(|r| r.join().ok()).unwrap_or_default()
     };

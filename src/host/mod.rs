@@ -1,7 +1,9 @@
 //! The real machine, for the front ends (the plugin and the command): its
-//! files ([`files::HostFiles`]) and its NVML ([`nvml`]). Nothing in the
+//! files ([`files::HostFiles`]), its NVML ([`nvml`]) and waiting for
+//! child processes ([`child`]). Nothing in the
 //! core imports this module.
 
+pub mod child;
 pub mod cpus;
 pub mod files;
 pub mod nvml;

@@ -55,6 +55,9 @@ pub const STEP: &str = "DESI_GPU_MAP_STEP";
 
 /// Set in each task that the plugin's MPS daemon serves (`1`).
 pub const MPS: &str = "DESI_GPU_MAP_MPS";
+/// Beside it, the host that daemon runs on: a nested step elsewhere
+/// (where the pipe directory may be shared) starts its own.
+pub const MPS_HOST: &str = "DESI_GPU_MAP_MPS_HOST";
 
 /// What CUDA's MPS reads: the daemon's pipe and log directories, and a
 /// client's share of its GPU (also how Slurm's `gres/mps` marks a step).
@@ -70,6 +73,15 @@ pub const MPS_CONTROL_DIRS: [&str; 4] = [
     "/usr/local/cuda/bin",
     "/usr/sbin",
 ];
+/// The MPS server, which the control daemon execs (through its `PATH`)
+/// for its first client.
+pub const MPS_SERVER: &str = "nvidia-cuda-mps-server";
+/// Where the control daemon looks for its server, after the control
+/// binary's own folder and that folder's sibling `sbin` (NVIDIA's and
+/// Debian's packages put the server in `sbin`).
+pub const MPS_SERVER_DIRS: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
+/// The kernel's name for this host (per UTS namespace).
+pub const HOSTNAME_FILE: &str = "/proc/sys/kernel/hostname";
 /// The job's temporary directory, under which each step's MPS directory
 /// is made unless the site names another base (`mps_dir=`).
 pub const TMPDIR: &str = "TMPDIR";

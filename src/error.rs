@@ -29,6 +29,9 @@ pub enum Error {
     },
     /// Slurm could not hand the plugstack arguments over.
     UnreadableArguments(String),
+    /// A plugstack argument that is not UTF-8 text, as shown with U+FFFD
+    /// for the bytes that are not.
+    ArgumentNotUtf8 { shown: String },
     /// The option could not be registered with Slurm.
     CannotRegister { option: String, why: String },
     /// A GPU list that no task may be given.
@@ -165,6 +168,19 @@ impl fmt::Display for Error {
                 quote(arg)
             ),
             Error::UnreadableArguments(why) => write!(f, "bad plugstack argument: {why}"),
+            Error::ArgumentNotUtf8 { shown } => match shown.split_once('=') {
+                Some((key, value)) => write!(
+                    f,
+                    "bad plugstack argument {key}={}: its value is not UTF-8 text (the bytes \
+                     that are not are shown as U+FFFD)",
+                    quote(value)
+                ),
+                None => write!(
+                    f,
+                    "bad plugstack argument {}: it is not UTF-8 text",
+                    quote(shown)
+                ),
+            },
             Error::CannotRegister { option, why } => {
                 write!(f, "cannot register --{option}: {why}")
             }

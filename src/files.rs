@@ -19,6 +19,17 @@ pub trait Files {
     fn list(&self, dir: &Path, most: usize) -> io::Result<Vec<String>>;
     /// Whether `path` exists.
     fn exists(&self, path: &Path) -> bool;
+    /// Who owns `path` (followed if a link) and its mode.
+    fn stat(&self, path: &Path) -> io::Result<Stat>;
+}
+
+/// A file's owner and mode, as stat(2) gives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub uid: u32,
+    /// The permission bits, with set-id and sticky (`0o7777`).
+    pub mode: u32,
+    pub is_dir: bool,
 }
 
 /// No files at all: every read fails as a missing file does.
@@ -38,6 +49,10 @@ impl Files for NoFiles {
 
     fn exists(&self, _: &Path) -> bool {
         false
+    }
+
+    fn stat(&self, _: &Path) -> io::Result<Stat> {
+        Err(io::Error::from_raw_os_error(NO_SUCH_FILE))
     }
 }
 

@@ -19,7 +19,7 @@ for ntasks in 8 12; do for method in contiguous roundrobin; do
             printf '%5s %5s %6s %5s %16s\n' "$rank" "$node" "$local" "$gpu" "$flag"
         done
 done; done
-control=$DGM_CLUSTER_DIR/mps/nvidia-cuda-mps-control
+control=$DGM_CLUSTER_DIR/mps/bin/nvidia-cuda-mps-control
 if [ -x "$control" ]; then
     echo
     echo "== MPS, as user dgm-alice: srun -n8 -w n1 --gpus-per-node=4 --desi-gpu-map=contiguous,mps"

@@ -8,6 +8,8 @@ command -v slurmd >/dev/null || need+=(slurm-wlm)
 command -v munged >/dev/null || need+=(munge)
 command -v cc >/dev/null || need+=(gcc)
 command -v unshare >/dev/null || need+=(util-linux)
+# The MPS tests trace the control daemon's execve of its server.
+command -v strace >/dev/null || need+=(strace)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "deps.sh: missing ${need[*]}; install them as root (apt-get install ${need[*]})" >&2

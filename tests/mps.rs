@@ -16,7 +16,7 @@ const BOB: &str = USERS[1].0;
 
 /// The real control daemon, as cluster.sh copied it.
 fn control() -> String {
-    let path = format!("{}/mps/nvidia-cuda-mps-control", state_dir());
+    let path = format!("{}/mps/bin/nvidia-cuda-mps-control", state_dir());
     assert!(
         std::path::Path::new(&path).is_file(),
         "{path} is missing: run tests/nvidia/fetch.sh (make nvidia), then cluster.sh up"
@@ -402,35 +402,62 @@ fn teardown_after_a_crashing_task() {
 // ------------------------------------------------------------ isolation
 
 /// Submits a job of `user` on n1 whose step sleeps under MPS; waits until
-/// its daemon answers; returns the job and its pipe directory.
+/// its daemon answers; returns the job and its pipe directory (as the
+/// daemon's environment names it).
 fn serving_job(user: &str, uid: u32) -> (Held, String) {
-    let before = daemons().len();
+    let (job, pid) = serving_job_pid(user, uid);
+    let pipe = daemon_env(pid, "CUDA_MPS_PIPE_DIRECTORY").expect("the daemon's pipe");
+    (job, pipe)
+}
+
+/// [`serving_job`], with its daemon's pid.
+fn serving_job_pid(user: &str, uid: u32) -> (Held, u32) {
+    let before = daemons();
     let job = sbatch_as(
         user,
         &["-w", "n1", "-n1", "--gres=gpu:1"],
         "srun --desi-gpu-map=contiguous,mps sleep 300",
     );
-    assert!(
-        wait_for(30, || daemons().len() > before),
-        "no daemon for {user}"
-    );
-    let pipe = format!(
-        "{}/tmp/desi-gpu-map-mps.{uid}.{}.0.0/pipe",
-        slurm_root().unwrap_or_default(),
-        job.0
-    );
-    let inside = pipe
-        .trim_start_matches(&slurm_root().unwrap_or_default())
-        .to_string();
-    (job, inside)
+    let mut new = None;
+    let started = wait_for(30, || {
+        new = daemons()
+            .into_iter()
+            .find(|d| d.1 == uid && !before.contains(d))
+            .map(|d| d.0);
+        new.is_some()
+    });
+    assert!(started, "no daemon for {user}");
+    (job, new.unwrap_or_default())
+}
+
+/// The variable `name` in the environment of process `pid`.
+fn daemon_env(pid: u32, name: &str) -> Option<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{name}=");
+    environ
+        .split(|&b| b == 0)
+        .find_map(|v| text(v).strip_prefix(&prefix).map(String::from))
 }
 
 /// Asks the daemon at `pipe` as `user`, from a step of theirs on n1: its
 /// answers to `get_default_active_thread_percentage` and `quit`.
 fn reach_as(user: &str, pipe: &str) -> String {
+    ask_as(
+        user,
+        pipe,
+        &["get_default_active_thread_percentage", "quit"],
+    )
+}
+
+/// Sends each of `commands` to the daemon at `pipe` as `user`, from a step
+/// of theirs on n1: what `ls` says of the pipe, then each answer and its
+/// exit status.
+fn ask_as(user: &str, pipe: &str, commands: &[&str]) -> String {
+    let quoted: Vec<String> = commands.iter().map(|c| format!("'{c}'")).collect();
     let script = format!(
-        "ls {pipe} 2>&1 | head -n1; for c in get_default_active_thread_percentage quit; do \
+        "ls {pipe} 2>&1 | head -n1; for c in {}; do \
          echo $c | CUDA_MPS_PIPE_DIRECTORY={pipe} {} 2>&1; echo \"rc=$?\"; done",
+        quoted.join(" "),
         control()
     );
     let out = slurm_as(
@@ -593,7 +620,7 @@ fn a_missing_control_binary_runs_the_step_without_mps() {
 
 #[test]
 fn a_daemon_that_never_answers_is_bounded_by_the_deadline() {
-    let stuck = format!("{}/mps/stuck-control", state_dir());
+    let stuck = format!("{}/mps/bin/stuck-control", state_dir());
     std::fs::write(&stuck, "#!/bin/sh\nexec sleep 1000\n").unwrap();
     let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
     std::fs::set_permissions(&stuck, mode).unwrap();
@@ -794,4 +821,283 @@ fn sbatch_and_the_environment_form_ask_for_mps_too() {
         "{output}"
     );
     assert_nothing_left("sbatch and the environment form");
+}
+
+// ------------------------------------------------------------ edges
+
+/// Traces `pid`'s execve calls (and its children's) while `during` runs;
+/// the trace.
+fn trace_execs(pid: u32, during: impl FnOnce()) -> String {
+    let file = format!("{}/log/execve-{pid}.trace", state_dir());
+    let mut strace = std::process::Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=execve", "-o", &file, "-p"])
+        .arg(pid.to_string())
+        .spawn()
+        .expect("strace (tests/deps.sh installs it)");
+    let traced = wait_for(10, || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.starts_with("TracerPid:") && l.split_whitespace().nth(1) != Some("0"))
+    });
+    assert!(traced, "strace never attached to {pid}");
+    during();
+    std::thread::sleep(Duration::from_millis(500));
+    // SIGINT detaches strace from the daemon and ends it.
+    let _ = run("kill", &["-INT", &strace.id().to_string()]);
+    let _ = strace.wait();
+    std::fs::read_to_string(&file).unwrap_or_default()
+}
+
+#[test]
+fn the_daemon_execs_its_server_from_where_the_package_put_it() {
+    let _c = mps_setup(&[]);
+    assert_nothing_left("the previous test");
+    let (job, pid) = serving_job_pid(ALICE, USERS[0].1);
+    let pipe = daemon_env(pid, "CUDA_MPS_PIPE_DIRECTORY").expect("pipe");
+    let trace = trace_execs(pid, || {
+        let asked = ask_as(
+            ALICE,
+            &pipe,
+            &[&format!("start_server -uid {}", USERS[0].1)],
+        );
+        assert!(asked.contains("rc=0"), "{asked}");
+    });
+    let server = format!("{}/mps/sbin/nvidia-cuda-mps-server", state_dir());
+    let server = server.trim_start_matches(&slurm_root().unwrap_or_default());
+    assert!(
+        trace
+            .lines()
+            .any(|l| l.contains(&format!("execve(\"{server}\"")) && l.ends_with("= 0")),
+        "the daemon never exec'd {server}:\n{trace}"
+    );
+    drop(job);
+    assert_nothing_left("the server's job");
+}
+
+#[test]
+fn a_control_daemon_with_no_server_to_start_runs_the_step_without_mps() {
+    // The control binary alone, with no server beside it or in sbin.
+    let lonely = format!("{}/mps/lonely/bin/nvidia-cuda-mps-control", state_dir());
+    std::fs::create_dir_all(format!("{}/mps/lonely/bin", state_dir())).unwrap();
+    std::fs::copy(control(), &lonely).unwrap();
+    let at = format!("mps_control={lonely}");
+    runs_without(
+        &[&at],
+        &TWO_ON_N1,
+        "nvidia-cuda-mps-server, which the control daemon starts for its clients, is not in",
+    );
+}
+
+#[test]
+fn a_planted_directory_neither_denies_mps_nor_receives_the_users_files() {
+    let _c = mps_setup(&[]);
+    assert_nothing_left("the previous test");
+    let (alice, bob) = (USERS[0].1, USERS[1].1);
+    // The next job ids, after a probe job's.
+    let probe = slurm_as(
+        BOB,
+        "sbatch",
+        &["--parsable", "-o", "/dev/null", "--wrap", "true"],
+    )
+    .output()
+    .unwrap();
+    let last: u64 = text(&probe.stdout).trim().parse().expect("a job id");
+    let tmp = format!("{}/tmp", slurm_root().unwrap_or_default());
+    let bait = format!("{tmp}/dgm-bob-bait");
+    let mut planted = Vec::new();
+    let plant = |script: &str| {
+        let out = slurm_as(BOB, "bash", &["-c", script]).output().unwrap();
+        assert!(out.status.success(), "{}", show(&out));
+    };
+    plant("mkdir -m 0777 /tmp/dgm-bob-bait");
+    for id in last + 1..last + 6 {
+        let dir = format!("/tmp/desi-gpu-map-mps.{alice}.{id}.0.0");
+        plant(&format!("mkdir -m 0777 {dir}"));
+        planted.push(format!("{tmp}{}", dir.trim_start_matches("/tmp")));
+        let link = format!("/tmp/desi-gpu-map-mps.{alice}.{id}.0.1");
+        plant(&format!("ln -s /tmp/dgm-bob-bait {link}"));
+        planted.push(format!("{tmp}{}", link.trim_start_matches("/tmp")));
+    }
+    let out = srun_as(ALICE, &TWO_ON_N1);
+    let contents: Vec<String> = planted
+        .iter()
+        .chain([&bait])
+        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+        .map(|e| e.path().display().to_string())
+        .collect();
+    for d in &planted {
+        let _ = std::fs::remove_file(d).or_else(|_| std::fs::remove_dir_all(d));
+    }
+    let _ = std::fs::remove_dir_all(&bait);
+    assert!(out.status.success(), "{}", show(&out));
+    let (rows, daemons) = rows_and_daemons(&out);
+    assert_eq!(
+        rows,
+        common::rows(&[
+            &format!("0 n1 0 {} 1 unset 100.0 700:{ALICE}", uuids("n1", &[0])),
+            &format!("1 n1 1 {} 1 unset 100.0 700:{ALICE}", uuids("n1", &[1])),
+        ]),
+        "the step still gets MPS\n{}",
+        show(&out)
+    );
+    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    assert!(contents.is_empty(), "created inside {bob}'s: {contents:?}");
+    assert_nothing_left("a planted directory");
+}
+
+/// `srun` as alice on n1 from inside an MPS task: an outer step of
+/// `outer` asking `contiguous,mps`, whose task runs `inner`.
+fn nested(salloc: &[&str], outer: &[&str], inner: &str) -> Output {
+    let mut args: Vec<&str> = salloc.to_vec();
+    args.push("srun");
+    args.extend_from_slice(outer);
+    args.extend(["--desi-gpu-map=contiguous,mps", "bash", "-c", inner]);
+    slurm_as(ALICE, "salloc", &args).output().unwrap()
+}
+
+#[test]
+fn a_nested_step_without_mps_names_its_gpus_by_uuid_for_the_parents_daemon() {
+    let _c = mps_setup(&[]);
+    assert_nothing_left("the previous test");
+    // Another job holds GPUs 0 and 1: the allocation gets 2 and 3.
+    let _held = hold("n1", "gpu:2");
+    let inner = "srun --overlap -n2 --desi-gpu-map=contiguous bash -c \
+                 'echo \"inner $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAP_MPS-unset} ${CUDA_MPS_PIPE_DIRECTORY:+pipe}\"'";
+    let out = nested(&["-w", "n1", "-n3", "--gpus-per-node=2"], &["-n1"], inner);
+    assert!(out.status.success(), "{}", show(&out));
+    let inner = sorted_lines(&out.stdout, |l| l.starts_with("inner "));
+    assert_eq!(
+        inner,
+        [
+            format!("inner 0 {} 1 pipe", uuids("n1", &[2])),
+            format!("inner 1 {} 1 pipe", uuids("n1", &[3])),
+        ],
+        "{}",
+        show(&out)
+    );
+    assert_nothing_left("a nested step without mps");
+}
+
+#[test]
+fn a_stale_mps_flag_never_reaches_a_mapped_task() {
+    let _c = mps_setup(&[]);
+    let task = "echo \"flag ${DESI_GPU_MAP_MPS-unset} ${DESI_GPU_MAPPED-unset}\"";
+    let out = slurm_as(
+        ALICE,
+        "srun",
+        &[
+            "-n2",
+            "-w",
+            "n1",
+            "--gpus-per-node=2",
+            "--desi-gpu-map=contiguous",
+            "bash",
+            "-c",
+            task,
+        ],
+    )
+    .env("DESI_GPU_MAP_MPS", "1")
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let flags = sorted_lines(&out.stdout, |l| l.starts_with("flag "));
+    assert_eq!(flags, ["flag unset 1", "flag unset 1"], "{}", show(&out));
+}
+
+#[test]
+fn a_nested_mps_step_on_another_node_gets_that_nodes_own_daemon() {
+    let _c = mps_setup(&[]);
+    assert_nothing_left("the previous test");
+    // Each inner task: its node, its pipe, its daemon's answer, and
+    // whether a daemon at that pipe runs in its own node's namespace.
+    let probe = format!(
+        "a=$(echo get_default_active_thread_percentage | {} 2>/dev/null); own=no; \
+         for p in /proc/[0-9]*; do case \"$(readlink $p/exe 2>/dev/null)\" in */nvidia-cuda-mps-control) ;; *) continue ;; esac; \
+         tr '\\0' '\\n' <$p/environ 2>/dev/null | grep -qx \"CUDA_MPS_PIPE_DIRECTORY=$CUDA_MPS_PIPE_DIRECTORY\" || continue; \
+         [ \"$(readlink $p/ns/uts)\" = \"$(readlink /proc/self/ns/uts)\" ] && own=yes; done; \
+         echo \"inner $(hostname) ${{CUDA_MPS_PIPE_DIRECTORY-none}} ${{a:-none}} $own ${{DESI_GPU_MAP_MPS-unset}}\"",
+        control()
+    );
+    let inner = format!(
+        "srun --overlap -N2 -n2 --ntasks-per-node=1 --desi-gpu-map=contiguous,mps bash -c '{}'",
+        probe.replace('\'', "'\\''")
+    );
+    let out = nested(
+        &["-w", "n1,n2", "-N2", "-n8", "--gpus-per-node=4"],
+        &["-N1", "-w", "n1", "-n1"],
+        &inner,
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let rows = sorted_lines(&out.stdout, |l| l.starts_with("inner "));
+    assert_eq!(rows.len(), 2, "{}", show(&out));
+    let fields: Vec<Vec<&str>> = rows.iter().map(|r| r.split(' ').collect()).collect();
+    for (f, node) in fields.iter().zip(["n1", "n2"]) {
+        assert_eq!(
+            (f[1], f[3], f[4], f[5]),
+            (node, "100.0", "yes", "1"),
+            "each node's task is served by its own node's daemon\n{}",
+            show(&out)
+        );
+    }
+    assert_ne!(
+        fields[0][2],
+        fields[1][2],
+        "n2 got n1's pipe\n{}",
+        show(&out)
+    );
+    assert_nothing_left("a nested step on two nodes");
+}
+
+#[test]
+fn a_base_others_can_write_without_the_sticky_bit_is_refused() {
+    let open = format!("{}/mps/open", state_dir());
+    std::fs::create_dir_all(&open).unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o777);
+    std::fs::set_permissions(&open, mode).unwrap();
+    let inside = open.trim_start_matches(&slurm_root().unwrap_or_default());
+    let at = format!("mps_dir={inside}");
+    runs_without(
+        &[&at],
+        &TWO_ON_N1,
+        &format!("the MPS base {inside} is writable by others without the sticky bit"),
+    );
+}
+
+#[test]
+fn a_stand_in_that_hangs_leaves_no_process_behind() {
+    let stuck = format!("{}/mps/bin/stuck-child-control", state_dir());
+    std::fs::write(&stuck, "#!/bin/sh\nsleep 1001 &\nexec sleep 1000\n").unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&stuck, mode).unwrap();
+    let at = format!("mps_control={stuck}");
+    runs_without(
+        &[&at, "nvml_timeout=2"],
+        &TWO_ON_N1,
+        "did not answer within 2 s",
+    );
+    let left = wait_for(5, || {
+        !std::process::Command::new("pgrep")
+            .args(["-f", "^sleep 100[01]$"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    });
+    assert!(left, "the stand-in's child was left running");
+}
+
+#[test]
+fn a_stand_in_that_answers_garbage_is_quoted() {
+    let odd = format!("{}/mps/bin/garbage-control", state_dir());
+    let script = "#!/bin/sh\nif [ \"$1\" = -f ]; then : >\"$CUDA_MPS_PIPE_DIRECTORY/control\"; exec sleep 1000; fi\nsleep 0.8\necho garbage\n";
+    std::fs::write(&odd, script).unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&odd, mode).unwrap();
+    let at = format!("mps_control={odd}");
+    runs_without(
+        &[&at, "nvml_timeout=2"],
+        &TWO_ON_N1,
+        "did not answer within 2 s (it answered \"garbage\")",
+    );
 }

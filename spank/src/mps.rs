@@ -4,8 +4,11 @@
 //! and the daemon itself, each with the user's uid and gid (see `as_user`).
 //! A process is signalled only after its uid, executable and start time
 //! show it is the daemon this plugin started (or that daemon's server).
+//! Each child starts its own process group, so that what a site's
+//! control script left behind goes with it.
 
 use desi_gpu_map::step::Daemon;
+use desi_gpu_map::text::quote;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
@@ -16,7 +19,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// The MPS server the control daemon starts for CUDA clients.
-const SERVER: &str = "nvidia-cuda-mps-server";
+const SERVER: &str = desi_gpu_map::env::MPS_SERVER;
+/// How many random names the step's directory may try.
+const NAME_TRIES: usize = 8;
 /// How often a wait looks again.
 const POLL: Duration = Duration::from_millis(2);
 /// The most read of a child's output, or of the daemon's log.
@@ -38,44 +43,112 @@ struct Identity {
     start_time: u64,
 }
 
+impl Running {
+    /// The daemon as it runs: in the directory that could be made.
+    pub fn daemon(&self) -> &Daemon {
+        &self.daemon
+    }
+}
+
+/// A random number for a directory's name, from the kernel's generator
+/// (the clock and pid where it fails, which only makes a name likelier
+/// to be taken, and then another is drawn).
+pub fn random_token() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: getrandom writes at most `bytes.len()` bytes into `bytes`,
+    // live and writable.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if usize::try_from(got).ok() == Some(bytes.len()) {
+        return u64::from_ne_bytes(bytes);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    (now as u64) ^ (u64::from(std::process::id()) << 32)
+}
+
 /// Makes the step's directories, starts the daemon, and waits until it
 /// answers on its pipe, all within the daemon's timeout. On failure
 /// nothing is left (the removal has a timeout of its own).
-pub fn start(daemon: &Daemon, groups: &[libc::gid_t]) -> Result<Running, String> {
-    let deadline = Instant::now() + daemon.timeout;
+pub fn start(planned: &Daemon, groups: &[libc::gid_t]) -> Result<Running, String> {
+    let deadline = Instant::now() + planned.timeout;
+    let daemon = make_dir(planned, groups, deadline)?;
     let mut mkdir = Command::new("/bin/mkdir");
-    mkdir.args(["-m", "0700", "--"]);
-    mkdir.args([&daemon.dir, &daemon.pipe, &daemon.log]);
-    user_tool(mkdir, daemon, groups, deadline).map_err(|why| {
-        format!(
-            "cannot make the MPS directory {}: {why}",
-            daemon.dir.display()
-        )
-    })?;
-    let started = spawn_daemon(daemon, groups).and_then(|child| {
-        let mut running = Running {
-            child,
-            identity: Identity {
-                uid: daemon.uid,
-                exe: PathBuf::new(),
-                start_time: 0,
-            },
-            daemon: daemon.clone(),
-        };
-        match answers(&mut running, groups, deadline) {
-            Ok(()) => Ok(running),
-            Err(why) => {
-                // Our own child, not yet reaped: its pid is still its own.
-                let _ = running.child.kill();
-                let _ = running.child.wait();
-                Err(format!("{why}{}", last_log_line(daemon)))
+    mkdir
+        .args(["-m", "0700", "--"])
+        .args([&daemon.pipe, &daemon.log]);
+    let started = user_tool(mkdir, &daemon, groups, deadline)
+        .map_err(|why| {
+            format!(
+                "cannot make the MPS directories in {}: {why}",
+                daemon.dir.display()
+            )
+        })
+        .and_then(|()| spawn_daemon(&daemon, groups))
+        .and_then(|child| {
+            let mut running = Running {
+                child,
+                identity: Identity {
+                    uid: daemon.uid,
+                    exe: PathBuf::new(),
+                    start_time: 0,
+                },
+                daemon: daemon.clone(),
+            };
+            match answers(&mut running, groups, deadline) {
+                Ok(()) => Ok(running),
+                Err(why) => {
+                    // Our own child, not yet reaped: its pid is still its
+                    // own, and so is its process group.
+                    kill_group(&running.child);
+                    let _ = running.child.wait();
+                    Err(format!("{why}{}", last_log_line(&daemon)))
+                }
             }
-        }
-    });
+        });
     if started.is_err() {
-        let _ = remove_dirs(daemon, groups);
+        let _ = remove_dirs(&daemon, groups);
     }
     started
+}
+
+/// Makes the step's own directory, as the user, under a name nobody had:
+/// `mkdir` fails where the name exists (a folder or link another user
+/// planted, say), and then another random name is tried. Nothing is
+/// ever made inside a directory this step did not just make.
+fn make_dir(planned: &Daemon, groups: &[libc::gid_t], deadline: Instant) -> Result<Daemon, String> {
+    let mut daemon = planned.clone();
+    for _ in 0..NAME_TRIES {
+        let mut mkdir = Command::new("/bin/mkdir");
+        mkdir.args(["-m", "0700", "--"]).arg(&daemon.dir);
+        match user_tool(mkdir, &daemon, groups, deadline) {
+            Ok(()) => return Ok(daemon),
+            Err(_) if daemon.dir.symlink_metadata().is_ok() => {
+                log::info!("{} is taken; trying another name", daemon.dir.display());
+                daemon = daemon.with_token(random_token());
+            }
+            Err(why) => {
+                return Err(format!(
+                    "cannot make the MPS directory {}: {why}",
+                    daemon.dir.display()
+                ))
+            }
+        }
+    }
+    Err(format!(
+        "cannot make an MPS directory in {}: {NAME_TRIES} random names were all taken",
+        daemon.base.display()
+    ))
+}
+
+/// SIGKILL to `child`'s process group (its own, see [`as_user`]), while
+/// `child` is not yet reaped, so that the group is still its.
+fn kill_group(child: &Child) {
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: killpg only sends a signal, to the group of a child of
+        // ours that has not been reaped.
+        unsafe { libc::killpg(pid, libc::SIGKILL) };
+    }
 }
 
 /// The step ended on this node: `quit` and a wait within the timeout,
@@ -95,7 +168,8 @@ pub fn stop(mut running: Running, groups: &[libc::gid_t]) -> Vec<String> {
         said.push(format!("MPS daemon {pid}: quit: {why}"));
     }
     if !wait_until(&mut running.child, deadline) {
-        if signal_if(pid, &running.identity, libc::SIGKILL) {
+        if identity(pid).as_ref() == Some(&running.identity) {
+            kill_group(&running.child);
             said.push(format!("MPS daemon {pid} did not quit in time: killed"));
         }
         wait_until(&mut running.child, Instant::now() + POLL * 100);
@@ -189,6 +263,7 @@ fn spawn_daemon(d: &Daemon, groups: &[libc::gid_t]) -> Result<Child, String> {
 fn answers(running: &mut Running, groups: &[libc::gid_t], deadline: Instant) -> Result<(), String> {
     let control = running.daemon.control.display().to_string();
     let mut last = "its pipe never appeared".to_string();
+    let mut answered = false;
     loop {
         if let Ok(Some(status)) = running.child.try_wait() {
             return Err(format!(
@@ -208,8 +283,13 @@ fn answers(running: &mut Running, groups: &[libc::gid_t], deadline: Instant) -> 
                     running.identity = identity(pid).ok_or("the MPS daemon vanished")?;
                     return Ok(());
                 }
-                Ok(answer) => last = format!("it answered {:?}", answer.trim()),
-                Err(why) => last = why,
+                Ok(answer) => {
+                    last = format!("it answered {}", quote(answer.trim()));
+                    answered = true;
+                }
+                // A later question cut off by the deadline says less.
+                Err(why) if !answered => last = why,
+                Err(_) => {}
             }
         }
         if Instant::now() >= deadline {
@@ -256,7 +336,7 @@ fn run_as(
         let _ = stdin.write_all(input.as_bytes());
     }
     if !wait_until(&mut child, deadline) {
-        let _ = child.kill();
+        kill_group(&child);
         let _ = child.wait();
         return Err("no answer before the deadline".to_string());
     }
@@ -304,6 +384,8 @@ fn as_user(cmd: &mut Command, d: &Daemon, groups: &[libc::gid_t]) {
         }
         Ok(())
     };
+    // Its own process group: the group goes with it when it is killed.
+    cmd.process_group(0);
     // SAFETY: the hook above calls only async-signal-safe functions and
     // allocates nothing (its vector was made before the fork).
     unsafe {

@@ -10,7 +10,7 @@ use desi_gpu_map::settings::option::Request;
 use desi_gpu_map::settings::site::Config;
 use desi_gpu_map::step::{plan_step, MpsFacts, Node, NvmlAsk, StepFacts, StepPlan};
 use desi_gpu_map::Error;
-use slurm_spank::SpankHandle;
+use slurm_spank::{SpankError, SpankHandle};
 use std::time::Instant;
 
 /// The words after the plugin's path on its plugstack.conf line.
@@ -18,7 +18,11 @@ pub fn plugin_args(spank: &SpankHandle) -> Result<Vec<String>, Error> {
     spank
         .plugin_argv()
         .map(|args| args.iter().map(|a| a.to_string()).collect())
-        .map_err(|e| Error::UnreadableArguments(e.to_string()))
+        .map_err(|e| match e {
+            // The argument, as slurm-spank shows one that is not UTF-8.
+            SpankError::CStringError(shown) => Error::ArgumentNotUtf8 { shown },
+            e => Error::UnreadableArguments(e.to_string()),
+        })
 }
 
 /// The option's value, if the user gave the option. Bytes that are not
@@ -49,6 +53,7 @@ fn mps_facts(spank: &SpankHandle) -> Option<MpsFacts> {
         gid: spank.job_gid().ok()?,
         local_tasks: usize::try_from(spank.job_local_task_count().ok()?).ok()?,
         node_id: spank.job_nodeid().ok()?,
+        token: crate::mps::random_token(),
     })
 }
 

@@ -1,7 +1,8 @@
 //! The node's real files, through [`Files`].
 
-use crate::files::{Files, MAX_FILE};
+use crate::files::{Files, Stat, MAX_FILE};
 use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// The machine's own file system.
@@ -25,5 +26,14 @@ impl Files for HostFiles {
 
     fn exists(&self, path: &Path) -> bool {
         path.exists()
+    }
+
+    fn stat(&self, path: &Path) -> io::Result<Stat> {
+        let meta = std::fs::metadata(path)?;
+        Ok(Stat {
+            uid: meta.uid(),
+            mode: meta.mode() & 0o7777,
+            is_dir: meta.is_dir(),
+        })
     }
 }

@@ -44,7 +44,8 @@ use std::path::Path;
 pub use locate::locate;
 pub(crate) use locate::step_topology;
 pub use mps::{
-    even_share, mps_line, mps_variables, tasks_per_gpu, Daemon, Mps, MpsFacts, MAX_CLIENTS,
+    even_share, mps_line, mps_unset, mps_variables, tasks_per_gpu, Daemon, Inherited, Mps,
+    MpsFacts, MAX_CLIENTS,
 };
 pub use node::{Node, NvmlAsk};
 pub use source::WhyNoList;
@@ -258,6 +259,9 @@ pub struct StepMap {
     pub step: Option<String>,
     /// CUDA MPS for the step on this node.
     pub mps: Mps,
+    /// The MPS variables the step inherited (from a parent task, the site
+    /// or the user), which decide what its tasks keep.
+    pub mps_inherited: Inherited,
 }
 
 impl StepMap {
@@ -407,6 +411,7 @@ fn plan_mapping(
                 step_gpus,
                 step: step_tag(node, step_id),
                 mps: Mps::Off,
+                mps_inherited: Inherited::default(),
             };
             if method == Method::Closest {
                 let places = node

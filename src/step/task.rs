@@ -277,7 +277,7 @@ fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> Tas
         }
     }
     TaskOutcome {
-        unset: Vec::new(),
+        unset: super::mps_unset(&map.mps, &map.mps_inherited, assignment.position),
         set: variables(map, assignment),
         say,
     }

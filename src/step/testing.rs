@@ -7,19 +7,22 @@ use super::{
     Unmapped, WhyNoList,
 };
 use crate::error::Error;
-use crate::files::{Files, NoFiles};
+use crate::files::{Files, Stat};
 use crate::method::Method;
 use crate::settings::option::{Choice, Request};
 use crate::settings::site::Config;
 use crate::topology::Topology;
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
 
-/// A node of a few variables, no files (so vendor detection says NVIDIA;
-/// src/vendor/tests.rs covers the others), an NVML answer, and given GPU
-/// places; it counts NVML's calls.
+/// A node of a few variables, a few files (none that vendor detection
+/// reads, so it says NVIDIA; src/vendor/tests.rs covers the others), an
+/// NVML answer, and given GPU places; it counts NVML's calls.
 pub(crate) struct FakeNode {
     pub env: HashMap<String, String>,
+    pub files: FakeFiles,
     pub nvml: Result<Vec<String>, Error>,
     pub calls: Cell<usize>,
     /// `None`: the core locates `closest` GPUs itself.
@@ -30,6 +33,7 @@ impl FakeNode {
     pub(crate) fn new(pairs: &[(&str, &str)], nvml: Result<Vec<String>, Error>) -> FakeNode {
         FakeNode {
             env: env_of(pairs),
+            files: FakeFiles::default(),
             nvml,
             calls: Cell::new(0),
             // What a step whose GPUs were not located gets.
@@ -44,7 +48,7 @@ impl Node for FakeNode {
     }
 
     fn files(&self) -> &dyn Files {
-        &NoFiles
+        &self.files
     }
 
     fn nvml(&self, _: NvmlAsk, _: &Config) -> Result<Vec<String>, Error> {
@@ -54,6 +58,64 @@ impl Node for FakeNode {
 
     fn given_places(&self) -> Option<Result<Topology, String>> {
         self.places.clone()
+    }
+}
+
+/// The fake node's files: the MPS server beside the tests' control
+/// binary (`/opt/nv`), the host's name, and the MPS bases' owners and
+/// modes; nothing else exists.
+pub(crate) struct FakeFiles {
+    pub exists: Vec<PathBuf>,
+    pub texts: HashMap<PathBuf, String>,
+    pub stats: HashMap<PathBuf, Stat>,
+}
+
+impl Default for FakeFiles {
+    fn default() -> FakeFiles {
+        let dir = |uid, mode| Stat {
+            uid,
+            mode,
+            is_dir: true,
+        };
+        FakeFiles {
+            exists: vec![PathBuf::from("/opt/nv/nvidia-cuda-mps-server")],
+            texts: [(
+                PathBuf::from("/proc/sys/kernel/hostname"),
+                "n1\n".to_string(),
+            )]
+            .into(),
+            stats: [
+                (PathBuf::from("/tmp"), dir(0, 0o1777)),
+                (PathBuf::from("/local/job7"), dir(1000, 0o700)),
+                (PathBuf::from("/var/mps"), dir(0, 0o755)),
+            ]
+            .into(),
+        }
+    }
+}
+
+/// `ENOENT`, as the kernel reports a missing file.
+fn missing() -> io::Error {
+    io::Error::from_raw_os_error(2)
+}
+
+impl Files for FakeFiles {
+    fn read(&self, path: &Path) -> io::Result<String> {
+        self.texts.get(path).cloned().ok_or_else(missing)
+    }
+
+    fn list(&self, _: &Path, _: usize) -> io::Result<Vec<String>> {
+        Err(missing())
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        self.exists.iter().any(|p| p == path)
+            || self.texts.contains_key(path)
+            || self.stats.contains_key(path)
+    }
+
+    fn stat(&self, path: &Path) -> io::Result<Stat> {
+        self.stats.get(path).copied().ok_or_else(missing)
     }
 }
 

@@ -221,6 +221,7 @@ fn plan_of(vendor: Vendor, config: &Config, env: &HashMap<String, String>) -> St
     };
     let node = FakeNode {
         env: env.clone(),
+        files: Default::default(),
         nvml: Ok((0..NODE).map(|i| format!("GPU-{i}")).collect()),
         calls: Cell::new(0),
         places: None,

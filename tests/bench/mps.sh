@@ -20,7 +20,7 @@ rounds=${1:-15}
 . tests/cluster/session.sh
 bash "$harness" up 4 >/dev/null
 eval "$(bash "$harness" env)"
-control=$DGM_CLUSTER_DIR/mps/nvidia-cuda-mps-control
+control=$DGM_CLUSTER_DIR/mps/bin/nvidia-cuda-mps-control
 [ -x "$control" ] || { echo "$0: no $control: run tests/nvidia/fetch.sh first" >&2; exit 1; }
 bash "$harness" plugin required "$so" "mps_control=$control" >/dev/null
 user=dgm-alice

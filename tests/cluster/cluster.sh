@@ -363,13 +363,17 @@ make_users() {
     done
 }
 
-# The real MPS control daemon (tests/nvidia/fetch.sh unpacked it), copied
-# into the state dir, where a Slurm root sees it too.
+# The real MPS control daemon and server (tests/nvidia/fetch.sh unpacked
+# them), copied into the state dir, where a Slurm root sees them too, laid
+# out as Debian's nvidia-cuda-mps lays them: the control daemon in bin/,
+# the server it execs in sbin/.
 copy_mps() {
-    local src=${DGM_NVIDIA_DIR:-/var/tmp/desi-gpu-map-nvidia/current}/nvidia-cuda-mps-control
-    mkdir -p "$D/mps"
-    [ -x "$src" ] || { log "no $src: the MPS tests will fail (run tests/nvidia/fetch.sh)"; return 0; }
-    install -m 0755 "$src" "$D/mps/nvidia-cuda-mps-control"
+    local from=${DGM_NVIDIA_DIR:-/var/tmp/desi-gpu-map-nvidia/current} b
+    mkdir -p "$D/mps/bin" "$D/mps/sbin"
+    for b in bin/nvidia-cuda-mps-control sbin/nvidia-cuda-mps-server; do
+        [ -x "$from/${b#*/}" ] || { log "no $from/${b#*/}: the MPS tests will fail (run tests/nvidia/fetch.sh)"; return 0; }
+        install -m 0755 "$from/${b#*/}" "$D/mps/$b"
+    done
 }
 
 # ---------------------------------------------------------------- daemons

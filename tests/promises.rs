@@ -11,6 +11,7 @@
 mod common;
 use common::*;
 use std::process::Output;
+use std::sync::MutexGuard;
 
 /// Each task prints `T rank node local CUDA_VISIBLE_DEVICES flag method gpus`.
 const FULL_PROBE: &str = r#"echo "T $SLURM_PROCID $(hostname) $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAPPED-unset} ${DESI_GPU_MAP_METHOD-unset} ${DESI_GPU_MAP_NODE_GPUS-unset}""#;
@@ -677,6 +678,61 @@ fn the_plugin_loaded_twice_maps_once() {
             .any(|l| l.contains("narrowed") || l.contains("keeping Slurm's")),
         "the second line took the first one's mapping for Slurm's: {lines:?}"
     );
+}
+
+/// Loads the plugin from two plugstack lines: `first` (the harness's own
+/// file), then `second` (a file that sorts after it); both name the same
+/// `.so`, each with its own mode and arguments.
+fn two_lines(first: &[&str], second: &str) -> (MutexGuard<'static, ()>, RemoveOnDrop) {
+    let guard = setup(first[0], &first[1..]);
+    let path = format!("{}/plugstack.conf.d/desi-gpu-map-z.conf", state_dir());
+    std::fs::write(&path, second.replace("SO", &so())).expect("second plugstack line");
+    (guard, RemoveOnDrop(path))
+}
+
+#[test]
+fn a_bad_optional_line_never_hides_a_good_required_one() {
+    let (_c, _second) = two_lines(&["optional", "bogus=1"], "required SO\n");
+    let out = four_on_n1();
+    assert_eq!(
+        probe_rows(&text(&out.stdout)),
+        rows(&FOUR_MAPPED_ONCE),
+        "{}",
+        show(&out)
+    );
+    let lines = said(&out);
+    assert!(
+        !lines.iter().any(|l| l.contains("misconfigured")),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_required_lines_error_is_never_ignored() {
+    let (_c, _second) = two_lines(&["optional"], "required SO bogus=1\n");
+    let out = run("srun", &["-N1", "-w", "n1", "true"]);
+    assert!(!out.status.success(), "{}", show(&out));
+    assert!(text(&out.stderr).contains("bogus"), "{}", show(&out));
+}
+
+#[test]
+fn a_plugstack_value_that_is_not_utf8_is_named_and_quoted() {
+    let _c = setup("required", &[]);
+    let path = format!("{}/plugstack.conf.d/desi-gpu-map-test.conf", state_dir());
+    let mut line = format!("required {} nvml=/opt/", so()).into_bytes();
+    line.extend_from_slice(b"\xff\xfelib.so\n");
+    std::fs::write(&path, line).expect("plugstack line");
+    let out = run("srun", &["-N1", "-w", "n1", "true"]);
+    assert!(!out.status.success(), "{}", show(&out));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("nvml=")
+            && err.contains("\"/opt/\u{fffd}\u{fffd}lib.so\"")
+            && err.contains("UTF-8"),
+        "{}",
+        show(&out)
+    );
+    assert!(!err.contains("C string"), "{}", show(&out));
 }
 
 #[test]

@@ -12,9 +12,12 @@
 //! fails the job, so every problem becomes a message and the task runs as
 //! Slurm made it.
 //!
-//! A second plugstack line for the plugin (the same `.so`, or a copy at
-//! another path) stands aside in every hook and context, and says so once,
-//! in slurmd's log when slurmd starts.
+//! The same `.so` on several plugstack lines is one library: each line's
+//! arguments are read, and a bad one is that line's error (so a
+//! `required` line's stops srun), but only the first line whose arguments
+//! are good acts. A copy of the plugin at another path stands aside in
+//! every hook and context. Either says so once, in slurmd's log when
+//! slurmd starts.
 
 // Slurm's processes host the plugin: outside tests nothing may panic, and
 // every unsafe block says why it is sound.
@@ -67,14 +70,13 @@ fn thread_cpu() -> Duration {
 
 #[derive(Default)]
 pub(crate) struct DesiGpuMap {
-    /// The plugstack arguments, or why they are unusable.
-    config: Option<Result<Config, Error>>,
+    /// Each plugstack line's arguments, in order (one per `init` call),
+    /// or why they are unusable.
+    lines: Vec<Result<Config, Error>>,
     /// The user's option value (`None`: not given), or why it is unusable.
     request: Option<Result<Request, Error>>,
     /// The step's plan on this node, made once in `user_init`.
     plan: Option<StepPlan>,
-    /// True when plugstack.conf loads the plugin twice (see `is_repeat`).
-    loaded_twice: bool,
     /// True when another copy of the plugin, loaded first from another
     /// path, owns the option (see copies.rs): every hook returns at once.
     aside: bool,
@@ -103,6 +105,7 @@ impl DesiGpuMap {
             self.groups = spank.job_supplementary_gids().unwrap_or_default();
             match mps::start(daemon, &self.groups) {
                 Ok(running) => {
+                    let daemon = running.daemon().clone();
                     log::info!(
                         "MPS daemon started for the step in {} (GPUs {})",
                         daemon.dir.display(),
@@ -110,7 +113,7 @@ impl DesiGpuMap {
                     );
                     self.local_tasks = daemon.local_tasks;
                     self.daemon = Some(running);
-                    map.mps_started();
+                    map.mps_started(daemon);
                 }
                 Err(why) => map.mps_failed(why),
             }
@@ -118,6 +121,41 @@ impl DesiGpuMap {
         if let Mps::Without { why, .. } = &map.mps {
             log::warn!("{why}; running without MPS");
         }
+    }
+
+    /// Records one plugstack line's arguments. In srun, sbatch and salloc a
+    /// bad one is this line's error (Slurm stops on a `required` line's);
+    /// in slurmstepd it is logged, and the line stands aside.
+    fn line_read(&mut self, spank: &SpankHandle, config: Result<Config, Error>) -> HookResult {
+        let failed = config.as_ref().err().cloned();
+        self.lines.push(config);
+        match failed {
+            Some(e) if is_client(spank) => Err(e.into()),
+            Some(e) => {
+                log::error!("{e}; this plugstack line stands aside until it is fixed");
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// `init` for a second (third, ...) plugstack line of this `.so`.
+    fn init_another_line(
+        &mut self,
+        spank: &SpankHandle,
+        config: Result<Config, Error>,
+    ) -> HookResult {
+        let acting = self.acting();
+        let read = self.line_read(spank, config);
+        let now = self.acting();
+        let line = self.lines.len();
+        let why = if now == acting && self.lines.get(acting).is_some_and(Result::is_ok) {
+            format!("loaded again by plugstack.conf (line {line} of the plugin's); line {} acts, this one stands aside", acting + 1)
+        } else {
+            format!("loaded again by plugstack.conf (line {line} of the plugin's); the first line with good arguments, line {}, acts", now + 1)
+        };
+        stand_aside(spank, &why);
+        read
     }
 
     /// Stops the step's MPS daemon, if one runs; says what went wrong in
@@ -132,12 +170,43 @@ impl DesiGpuMap {
     }
 }
 
-/// With the `.so` on two plugstack lines, both share this process's state
-/// and Slurm calls each hook twice in a row, first for the first line: only
-/// that call acts, so that nothing runs twice on the same task.
-fn is_repeat(loaded_twice: bool, calls: &mut u32) -> bool {
+impl DesiGpuMap {
+    /// The line that acts: the first whose arguments are good (else the
+    /// first, which stands aside with its error).
+    fn acting(&self) -> usize {
+        self.lines.iter().position(Result::is_ok).unwrap_or(0)
+    }
+
+    /// The acting line's arguments.
+    fn config(&self) -> Option<&Result<Config, Error>> {
+        self.lines.get(self.acting())
+    }
+}
+
+/// Which plugstack line this call of a hook is for: with the `.so` on
+/// several lines, all share this process's state and Slurm calls each
+/// hook once per line in a row, in plugstack order.
+fn line_of(lines: usize, calls: &mut u32) -> usize {
+    let line = usize::try_from(*calls).unwrap_or(0) % lines.max(1);
     *calls = calls.wrapping_add(1);
-    loaded_twice && *calls % 2 == 0
+    line
+}
+
+/// `--desi-gpu-map=help` in srun, sbatch or salloc: like srun's own
+/// `--gpu-bind=help`, the usage, then exit 0.
+fn help(spank: &SpankHandle) -> HookResult {
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let env_form = std::env::var(ENV_FORM).ok();
+    let client = match spank.context() {
+        Ok(Context::Local) => Client::Srun,
+        _ => Client::Allocator,
+    };
+    check_help_source(env_form.as_deref(), &args, client)?;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(usage().as_bytes()).and_then(|()| out.flush());
+    std::process::exit(0);
 }
 
 /// True where a hook's failure is the right way to stop the user: srun,
@@ -173,13 +242,12 @@ unsafe impl Plugin for DesiGpuMap {
     }
 
     fn init(&mut self, spank: &mut SpankHandle) -> HookResult {
-        if self.config.is_some() {
-            self.loaded_twice = true;
-            stand_aside(
-                spank,
-                "loaded twice by plugstack.conf; the second line stands aside",
-            );
+        if self.aside {
             return Ok(());
+        }
+        let config = node::plugin_args(spank).and_then(|args| parse_args(&args));
+        if !self.lines.is_empty() {
+            return self.init_another_line(spank, config);
         }
         if let Some((first, this)) = copies::first_elsewhere() {
             self.aside = true;
@@ -196,64 +264,50 @@ unsafe impl Plugin for DesiGpuMap {
             spank.register_option(SpankOption::new(OPTION).takes_value(&option_form()).usage(
                 "Bind each task to one GPU of its node before it starts (see --desi-gpu-map=help)",
             ));
-        let config = node::plugin_args(spank).and_then(|args| parse_args(&args));
         if is_client(spank) {
             registered.map_err(|e| Error::CannotRegister {
                 option: OPTION.to_string(),
                 why: e.to_string(),
             })?;
-            self.config = Some(Ok(config?));
-            return Ok(());
-        }
-        if let Err(e) = &registered {
+        } else if let Err(e) = &registered {
             log::error!("cannot register --{OPTION}: {e}");
         }
-        if let Err(e) = &config {
-            log::error!("{e}; the plugin stands aside until plugstack.conf is fixed");
-        }
-        self.config = Some(config);
-        Ok(())
+        self.line_read(spank, config)
     }
 
     fn init_post_opt(&mut self, spank: &mut SpankHandle) -> HookResult {
-        if self.aside || is_repeat(self.loaded_twice, &mut self.post_opt_calls) {
+        if self.aside {
             return Ok(());
         }
-        let request = node::option_value(spank, OPTION)
-            .map(|v| parse_option(&v))
-            .transpose();
-        if is_client(spank) {
-            if let Ok(Some(Request::Help)) = request {
-                let args: Vec<String> = std::env::args_os()
-                    .map(|a| a.to_string_lossy().into_owned())
-                    .collect();
-                let env_form = std::env::var(ENV_FORM).ok();
-                let client = match spank.context() {
-                    Ok(Context::Local) => Client::Srun,
-                    _ => Client::Allocator,
-                };
-                check_help_source(env_form.as_deref(), &args, client)?;
-                // Like srun's own --gpu-bind=help: the usage, then exit 0.
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(usage().as_bytes()).and_then(|()| out.flush());
-                std::process::exit(0);
+        let line = line_of(self.lines.len(), &mut self.post_opt_calls);
+        // Slurm hands the value only to the line that registered it.
+        if line == 0 {
+            let request = node::option_value(spank, OPTION)
+                .map(|v| parse_option(&v))
+                .transpose();
+            if is_client(spank) {
+                if let Ok(Some(Request::Help)) = request {
+                    help(spank)?;
+                }
             }
-            let request = request?;
-            if let (Some(request), Some(Ok(config))) = (&request, &self.config) {
-                check_request(request, config)?;
-            }
+            self.request = request.transpose();
+        }
+        if line != self.acting() || !is_client(spank) {
             return Ok(());
         }
-        self.request = request.transpose();
-        Ok(())
+        match (&self.request, self.config()) {
+            (Some(Err(e)), _) => Err(e.clone().into()),
+            (Some(Ok(request)), Some(Ok(config))) => Ok(check_request(request, config)?),
+            _ => Ok(()),
+        }
     }
 
     fn user_init(&mut self, spank: &mut SpankHandle) -> HookResult {
-        if self.aside || is_repeat(self.loaded_twice, &mut self.user_init_calls) {
+        if self.aside || line_of(self.lines.len(), &mut self.user_init_calls) != self.acting() {
             return Ok(());
         }
         let started = Instant::now();
-        let mut plan = node::plan(spank, self.config.as_ref(), self.request.as_ref());
+        let mut plan = node::plan(spank, self.config(), self.request.as_ref());
         self.start_mps(spank, &mut plan);
         let took = started.elapsed().as_micros();
         log::debug!("user_init took {took} us ({})", plan.kind());
@@ -265,7 +319,7 @@ unsafe impl Plugin for DesiGpuMap {
     }
 
     fn task_init(&mut self, spank: &mut SpankHandle) -> HookResult {
-        if self.aside || is_repeat(self.loaded_twice, &mut self.task_init_calls) {
+        if self.aside || line_of(self.lines.len(), &mut self.task_init_calls) != self.acting() {
             return Ok(());
         }
         let started = Instant::now();
@@ -283,7 +337,7 @@ unsafe impl Plugin for DesiGpuMap {
     }
 
     fn task_exit(&mut self, _spank: &mut SpankHandle) -> HookResult {
-        if self.aside || is_repeat(self.loaded_twice, &mut self.task_exit_calls) {
+        if self.aside || line_of(self.lines.len(), &mut self.task_exit_calls) != self.acting() {
             return Ok(());
         }
         self.exited = self.exited.saturating_add(1);

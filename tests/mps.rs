@@ -614,7 +614,7 @@ fn a_missing_control_binary_runs_the_step_without_mps() {
     runs_without(
         &["mps_control=/nonexistent/nvidia-cuda-mps-control"],
         &TWO_ON_N1,
-        "cannot start /nonexistent/nvidia-cuda-mps-control: No such file or directory",
+        "cannot start /nonexistent/nvidia-cuda-mps-control: it does not exist (the site's mps_control=)",
     );
 }
 

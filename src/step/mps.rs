@@ -398,7 +398,13 @@ pub fn tasks_per_gpu(map: &StepMap, tasks: usize) -> Vec<usize> {
 /// The control daemon: the site's, or the first in the standard places.
 fn control(config: &Config, node: &dyn Node) -> Result<PathBuf, String> {
     if let Some(path) = &config.mps_control {
-        return Ok(path.clone());
+        return match node.files().exists(path) {
+            true => Ok(path.clone()),
+            false => Err(format!(
+                "cannot start {}: it does not exist (the site's mps_control=)",
+                path.display()
+            )),
+        };
     }
     let found = env::MPS_CONTROL_DIRS
         .iter()
@@ -626,6 +632,7 @@ mod tests {
         facts: Option<MpsFacts>,
         change: impl FnOnce(&mut FakeFiles),
     ) -> (StepPlan, usize) {
+        // The fake node has this control binary, and its server beside it.
         let mut all = vec!["mps_control=/opt/nv/nvidia-cuda-mps-control"];
         all.extend_from_slice(args);
         let config = Ok(parse_args(&all).unwrap());
@@ -966,7 +973,7 @@ mod tests {
         )));
         // No server on that path: every client would fail, so no daemon.
         let (plan, _) = plan_mps_files(&[], true, &SLURM_4, places(), Some(USER), |f| {
-            f.exists.clear()
+            f.exists.retain(|p| !p.ends_with(env::MPS_SERVER))
         });
         let why = without(&plan);
         assert!(

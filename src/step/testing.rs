@@ -78,7 +78,9 @@ impl Default for FakeFiles {
             is_dir: true,
         };
         FakeFiles {
-            exists: vec![PathBuf::from("/opt/nv/nvidia-cuda-mps-server")],
+            exists: ["control", "server"]
+                .map(|b| PathBuf::from(format!("/opt/nv/nvidia-cuda-mps-{b}")))
+                .into(),
             texts: [(
                 PathBuf::from("/proc/sys/kernel/hostname"),
                 "n1\n".to_string(),

@@ -375,25 +375,31 @@ fn show_prints_the_real_nvmls_own_error() {
 /// `desi-gpu-map exec ARGS` with a task's Slurm variables (local task
 /// `local` of 6 on node 0, 4 GPUs), and nothing else of the caller's.
 fn exec_in_task(local: &str, args: &[&str], extra: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"));
-    cmd.env_clear()
+    let task = [
+        ("SLURM_JOB_ID", "7"),
+        ("SLURM_STEP_ID", "0"),
+        ("SLURM_LOCALID", local),
+        ("SLURM_PROCID", local),
+        ("SLURM_NODEID", "0"),
+        ("SLURM_STEP_TASKS_PER_NODE", "6(x2)"),
+        ("SLURMD_NODENAME", "n1"),
+        ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+        ("SLURM_STEP_GPUS", "0,1,2,3"),
+        ("SLURM_GPUS_ON_NODE", "4"),
+    ];
+    exec_with(&[&task[..], extra].concat(), args)
+}
+
+/// `desi-gpu-map exec ARGS` with only `PATH` and these variables.
+fn exec_with(vars: &[(&str, &str)], args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs([
-            ("SLURM_JOB_ID", "7"),
-            ("SLURM_STEP_ID", "0"),
-            ("SLURM_LOCALID", local),
-            ("SLURM_PROCID", local),
-            ("SLURM_NODEID", "0"),
-            ("SLURM_STEP_TASKS_PER_NODE", "6(x2)"),
-            ("SLURMD_NODENAME", "n1"),
-            ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
-            ("SLURM_STEP_GPUS", "0,1,2,3"),
-            ("SLURM_GPUS_ON_NODE", "4"),
-        ])
-        .envs(extra.iter().copied())
+        .envs(vars.iter().copied())
         .arg("exec")
-        .args(args);
-    cmd.output().expect("run desi-gpu-map exec")
+        .args(args)
+        .output()
+        .expect("run desi-gpu-map exec")
 }
 
 /// The words the application printed.
@@ -493,7 +499,7 @@ fn exec_refuses_bad_input_and_runs_nothing() {
     let out = run(&["exec", "--", "touch", &touch]);
     if std::env::var_os("SLURM_STEP_ID").is_none() {
         assert_eq!(out.status.code(), Some(2), "{out:?}");
-        assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a Slurm step"));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a Slurm job"));
     }
     assert!(!marker.exists(), "nothing ran");
     // Commands that cannot run: the shell's codes.
@@ -504,4 +510,79 @@ fn exec_refuses_bad_input_and_runs_nothing() {
     let out = exec_in_task("0", &["--", &data.display().to_string()], &[]);
     let _ = std::fs::remove_file(&data);
     assert_eq!(out.status.code(), Some(126), "{out:?}");
+}
+
+/// A batch script's environment on a 2-GPU node: Slurm sets the job's id
+/// (both spellings) and its GPUs, and no SLURM_STEP_ID (only srun steps
+/// get one: env_array_for_step in Slurm's src/common/env.c).
+const BATCH: [(&str, &str); 5] = [
+    ("SLURM_JOB_ID", "7"),
+    ("SLURM_JOBID", "7"),
+    ("SLURM_JOB_GPUS", "0,1"),
+    ("CUDA_VISIBLE_DEVICES", "0,1"),
+    ("SLURMD_NODENAME", "n1"),
+];
+
+#[test]
+fn exec_in_a_batch_script_or_special_step_runs_the_application_unchanged() {
+    let special = |id: &'static str| [&BATCH[..], &[("SLURM_STEP_ID", id)]].concat();
+    for (vars, why) in [
+        (
+            BATCH.to_vec(),
+            "not in an srun step (SLURM_JOB_ID=\"7\" is set, SLURM_STEP_ID is not",
+        ),
+        (
+            vec![("SLURM_JOBID", "7"), ("CUDA_VISIBLE_DEVICES", "0,1")],
+            "not in an srun step (SLURM_JOBID=\"7\" is set, SLURM_STEP_ID is not",
+        ),
+        (
+            special("4294967291"),
+            "the batch step (SLURM_STEP_ID=4294967291)",
+        ),
+        (
+            special("4294967290"),
+            "the interactive step (SLURM_STEP_ID=4294967290)",
+        ),
+        (
+            special("4294967292"),
+            "the extern step (SLURM_STEP_ID=4294967292)",
+        ),
+    ] {
+        let out = exec_with(
+            &vars,
+            &["--method", "roundrobin", "--", "sh", "-c", SHOW_ENV],
+        );
+        assert!(out.status.success(), "{vars:?}: {out:?}");
+        let words = words_of(&out);
+        assert_eq!(words[1..], ["0,1", "unset", "unset", "unset"], "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "silent: {vars:?}");
+        let out = exec_with(&vars, &["--verbose", "--", "sh", "-c", "exit 3"]);
+        assert_eq!(out.status.code(), Some(3), "{vars:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(why), "{err}");
+        assert!(err.ends_with("; sh runs unchanged\n"), "{err}");
+    }
+    // The application is exec'd there too: the same pid.
+    let child = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(BATCH)
+        .args(["exec", "--", "sh", "-c", "echo $$"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(stdout(&out).trim(), pid.to_string(), "exec, not a child");
+    // No job at all: refused, nothing run.
+    let marker = std::env::temp_dir().join(format!("dgm-batch-{}", std::process::id()));
+    let out = exec_with(&[], &["--", "touch", &marker.display().to_string()]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not inside a Slurm job (neither SLURM_STEP_ID nor SLURM_JOB_ID is set)"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "nothing ran");
 }

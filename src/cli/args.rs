@@ -42,8 +42,9 @@ pub enum Command {
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Run it as the task itself: srun starts it, it binds the task's GPU and execs APP
-(same pid, signals, exit code). Where the plugin already mapped this step, or
-the step has no GPUs, APP runs unchanged.
+(same pid, signals, exit code). Where the plugin already mapped this step, the
+step has no GPUs, or it runs outside any srun step (a batch script), APP runs
+unchanged.
 
 Examples:
   srun -N2 -n8 --gpus-per-node=4 desi-gpu-map exec --method contiguous -- python app.py
@@ -82,8 +83,8 @@ pub struct ExecArgs {
     /// tests give a fake tree).
     #[arg(long, default_value = "/", hide = true)]
     pub kernel_root: std::path::PathBuf,
-    /// Map even outside a Slurm step, from the SLURM_* variables given (for
-    /// tests).
+    /// Map even outside an srun step or any Slurm job, from the SLURM_*
+    /// variables given (for tests).
     #[arg(long)]
     pub allow_outside_slurm: bool,
     /// The application and its arguments, after --.

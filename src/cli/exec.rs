@@ -15,9 +15,10 @@ use crate::settings::option::{parse_option, Choice, Request};
 use crate::settings::site::{Config, NvmlSource};
 use crate::slurm::tasks::local_count;
 use crate::step::{
-    carry_out, plan_step, step_tag, task_outcome, unreadable_task, Aside, Node, NvmlAsk, StepFacts,
-    StepPlan, TaskCpus, TaskInputs, Unmapped,
+    carry_out, plan_step, special_step_name, step_tag, task_outcome, unreadable_task, Aside, Node,
+    NvmlAsk, StepFacts, StepPlan, TaskCpus, TaskInputs, Unmapped,
 };
+use crate::text::quote;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -53,19 +54,16 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
     let method = method(args)?;
     let config = config(args);
     let node = Process;
-    if node.env(env::STEP_ID).is_none() && !args.allow_outside_slurm {
-        return Err(format!(
-            "not inside a Slurm step ({} is not set), so nothing was run; start it with srun, \
-             or give --allow-outside-slurm to test",
-            env::STEP_ID
-        ));
-    }
+    let aside = outside_step(&node, args.allow_outside_slurm)?;
     let mut command = Command::new(app);
     command.args(app_args);
-    if mapped_already(&node) {
+    let aside = aside.or_else(|| {
+        mapped_already(&node).then(|| "this step is mapped already (by the plugin)".to_string())
+    });
+    if let Some(why) = aside {
         if args.verbose {
             say(&[format!(
-                "desi-gpu-map exec: this step is mapped already (by the plugin); {} runs unchanged",
+                "desi-gpu-map exec: {why}; {} runs unchanged",
                 app.to_string_lossy()
             )]);
         }
@@ -77,6 +75,45 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
         say(&lines);
     }
     Ok(command)
+}
+
+/// Why the application runs unchanged where exec is not a task of an srun
+/// step: in the batch, interactive or extern step (which the plugin never
+/// touches either), or in a job outside any step (a batch script or an
+/// allocation's shell: only srun steps get `SLURM_STEP_ID`). `None`: a
+/// task of a step, or `--allow-outside-slurm`. Outside any Slurm job,
+/// nothing may run.
+fn outside_step(node: &Process, allow_outside: bool) -> Result<Option<String>, String> {
+    if let Some(value) = node.env(env::STEP_ID) {
+        let special = value.trim().parse::<u32>().ok().and_then(special_step_name);
+        return Ok(special.map(|name| {
+            format!(
+                "this is {name} ({}={}), which is never mapped",
+                env::STEP_ID,
+                value.trim()
+            )
+        }));
+    }
+    if allow_outside {
+        return Ok(None);
+    }
+    let job = [env::JOB_ID, env::JOB_ID_OLD]
+        .into_iter()
+        .find_map(|name| node.env(name).map(|value| (name, value)));
+    match job {
+        Some((name, value)) => Ok(Some(format!(
+            "not in an srun step ({name}={} is set, {} is not: a batch script or an \
+             allocation's shell), so nothing is mapped",
+            quote(&value),
+            env::STEP_ID
+        ))),
+        None => Err(format!(
+            "not inside a Slurm job (neither {} nor {} is set), so nothing was run; start it \
+             with srun, or give --allow-outside-slurm to test",
+            env::STEP_ID,
+            env::JOB_ID
+        )),
+    }
 }
 
 /// `--method`, else `$DESI_GPU_MAP_METHOD`, else contiguous.

@@ -57,6 +57,17 @@ pub fn is_special_step(step_id: u32) -> bool {
     step_id >= FIRST_SPECIAL_STEP
 }
 
+/// What a special step is, in words: `the batch step`, and so on.
+pub fn special_step_name(step_id: u32) -> Option<&'static str> {
+    match step_id {
+        0xffff_fffa => Some("the interactive step"),
+        0xffff_fffb => Some("the batch step"),
+        0xffff_fffc => Some("the extern step"),
+        id if is_special_step(id) => Some("a step Slurm reserves"),
+        _ => None,
+    }
+}
+
 /// What the user and the site together ask of a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resolved {
@@ -451,6 +462,12 @@ mod tests {
         let custom = parse_args(&["flag=MY_FLAG"]).unwrap();
         let (p, _) = plan_req(&custom, None, &[], Ok(vec![]));
         assert_eq!(quiet(p).clear[0], "MY_FLAG");
+        assert_eq!(special_step_name(0xffff_fffb), Some("the batch step"));
+        assert_eq!(
+            special_step_name(0xffff_fff0),
+            Some("a step Slurm reserves")
+        );
+        assert_eq!(special_step_name(0xffff_ffef), None);
         for step_id in [0xffff_fffa, 0xffff_fffb, 0xffff_fffc] {
             let c = Some(asking(Choice::Map(Method::Contiguous)));
             let (p, _) = plan_step_id(step_id, &config, c, &SLURM_4, Ok(vec![]));

@@ -586,3 +586,67 @@ fn exec_in_a_batch_script_or_special_step_runs_the_application_unchanged() {
     );
     assert!(!marker.exists(), "nothing ran");
 }
+
+/// The application's ignored and blocked signals (`SigIgn`, `SigBlk` of
+/// /proc/self/status) where `parent` started `desi-gpu-map exec` with
+/// these variables: `parent` is a shell line ending in `exec "$@"`.
+fn signals_of_the_application(parent: &[&str], vars: &[(&str, &str)]) -> (u64, u64) {
+    let out = Command::new(parent[0])
+        .args(&parent[1..])
+        .arg(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .args(["exec", "--", "grep", "^Sig", "/proc/self/status"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(vars.iter().copied())
+        .output()
+        .expect("run the parent");
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    let mask = |name: &str| {
+        let line = text.lines().find_map(|l| l.strip_prefix(name)).unwrap();
+        u64::from_str_radix(line.trim(), 16).unwrap()
+    };
+    (mask("SigIgn:"), mask("SigBlk:"))
+}
+
+const SIGPIPE: u64 = 1 << (13 - 1);
+const SIGUSR1: u64 = 1 << (10 - 1);
+
+#[test]
+fn exec_keeps_the_callers_signal_dispositions_and_mask() {
+    let task = [
+        ("SLURM_JOB_ID", "7"),
+        ("SLURM_STEP_ID", "0"),
+        ("SLURM_LOCALID", "0"),
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NODEID", "0"),
+        ("SLURM_STEP_TASKS_PER_NODE", "1"),
+        ("CUDA_VISIBLE_DEVICES", "0,1"),
+        ("SLURM_STEP_GPUS", "0,1"),
+        ("SLURM_GPUS_ON_NODE", "2"),
+    ];
+    // A mapped task, and one run unchanged (a batch script).
+    for vars in [&task[..], &BATCH[..]] {
+        let ignoring = ["bash", "-c", "trap '' PIPE; exec \"$@\"", "bash"];
+        let (ignored, _) = signals_of_the_application(&ignoring, vars);
+        assert_eq!(
+            ignored & SIGPIPE,
+            SIGPIPE,
+            "SIGPIPE stays ignored: {ignored:x}"
+        );
+        let default = ["bash", "-c", "trap - PIPE; exec \"$@\"", "bash"];
+        let (ignored, _) = signals_of_the_application(&default, vars);
+        assert_eq!(ignored & SIGPIPE, 0, "SIGPIPE stays default: {ignored:x}");
+        let blocking = [
+            "perl",
+            "-e",
+            "use POSIX; sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGUSR1)) or die; exec @ARGV",
+        ];
+        let (_, blocked) = signals_of_the_application(&blocking, vars);
+        assert_eq!(
+            blocked & SIGUSR1,
+            SIGUSR1,
+            "SIGUSR1 stays blocked: {blocked:x}"
+        );
+    }
+}

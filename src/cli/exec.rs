@@ -31,11 +31,14 @@ const NOT_EXECUTABLE: u8 = 126;
 /// Bad input: nothing was run.
 const USAGE: u8 = 2;
 
-/// Maps this task and execs the application; returns only on failure.
-pub fn run(args: &ExecArgs) -> ExitCode {
+/// Maps this task and execs the application, `before_exec` done to its
+/// command last (the binary keeps the caller's signals there); returns
+/// only on failure.
+pub fn run(args: &ExecArgs, before_exec: super::BeforeExec) -> ExitCode {
     match prepare(args) {
         Ok(mut command) => {
             let app = args.command.first().cloned().unwrap_or_default();
+            before_exec(&mut command);
             failed(&app, command.exec())
         }
         Err(why) => {

@@ -650,3 +650,78 @@ fn exec_keeps_the_callers_signal_dispositions_and_mask() {
         );
     }
 }
+
+/// exec's lines on stderr for a task of a 2-GPU step (local task 0 of 2)
+/// with these variables over the task's own.
+fn exec_said(args: &[&str], vars: &[(&str, &str)]) -> (Output, String) {
+    let task = [
+        ("SLURM_JOB_ID", "7"),
+        ("SLURM_STEP_ID", "0"),
+        ("SLURM_LOCALID", "0"),
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NODEID", "0"),
+        ("SLURM_STEP_TASKS_PER_NODE", "2"),
+        ("SLURMD_NODENAME", "n1"),
+        ("SLURM_GPUS_ON_NODE", "2"),
+    ];
+    let mut all = vec!["--nvml", "off"];
+    all.extend(args);
+    all.extend(["--", "sh", "-c", SHOW_ENV]);
+    let out = exec_with(&[&task[..], vars].concat(), &all);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, err)
+}
+
+#[test]
+fn exec_says_why_a_list_is_not_slurms() {
+    // A list the user set over Slurm's 2-GPU grant: Slurm did set one.
+    let (out, err) = exec_said(
+        &[],
+        &[
+            ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+            ("SLURM_STEP_GPUS", "0,1"),
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(words_of(&out)[1..], ["0,1,2,3", "unset", "unset", "unset"]);
+    assert_eq!(
+        err,
+        "desi-gpu-map: node n1: CUDA_VISIBLE_DEVICES=\"0,1,2,3\" disagrees with Slurm's grant \
+         (SLURM_STEP_GPUS=\"0,1\"), so it is not Slurm's, and NVML discovery is off (nvml=off); \
+         tasks left unchanged\n"
+    );
+    // A forged list of 20000 entries: too long to be any node's.
+    let forged = (0..20000)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let (out, err) = exec_said(
+        &[],
+        &[
+            ("CUDA_VISIBLE_DEVICES", &forged),
+            ("SLURM_STEP_GPUS", "0,1"),
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        err.starts_with(
+            "desi-gpu-map: node n1: CUDA_VISIBLE_DEVICES is not Slurm's: GPU list \"0,1,2,"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.ends_with(
+            " has 20000 entries, more than the 1024 any node holds, and NVML discovery is off \
+             (nvml=off); tasks left unchanged\n"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("Slurm set no"), "{err}");
+    // Where Slurm set none, that is what it says.
+    let (_, err) = exec_said(&[], &[("SLURM_STEP_GPUS", "0,1")]);
+    assert_eq!(
+        err,
+        "desi-gpu-map: node n1: Slurm set no CUDA_VISIBLE_DEVICES, and NVML discovery is off \
+         (nvml=off); tasks left unchanged\n"
+    );
+}

@@ -47,7 +47,7 @@ pub use mps::{
     even_share, mps_line, mps_variables, tasks_per_gpu, Daemon, Mps, MpsFacts, MAX_CLIENTS,
 };
 pub use node::{Node, NvmlAsk};
-pub use source::WhyNoList;
+pub use source::{NotSlurms, WhyNoList};
 
 /// Step ids of the batch (0xfffffffb), extern (0xfffffffc) and interactive
 /// (0xfffffffa) steps, and Slurm's other reserved ids above them: never mapped.
@@ -362,8 +362,8 @@ fn plan_mapping(
     // A closest step's places from the NVML load that listed its GPUs.
     let mut placed = None;
     let listed = match from_slurm(env) {
-        Some(listed) => listed,
-        None => from_nvml(config, env, &mut |config: &Config| {
+        Ok(listed) => listed,
+        Err(not_slurms) => from_nvml(config, Box::new(not_slurms), env, &mut |config: &Config| {
             discover(node, config, method, &mut placed)
         }),
     };

@@ -725,3 +725,35 @@ fn exec_says_why_a_list_is_not_slurms() {
          (nvml=off); tasks left unchanged\n"
     );
 }
+
+#[test]
+fn exec_is_quiet_where_slurm_binds_each_task() {
+    // --gpus-per-task=1 with 2 tasks: slurmstepd narrowed this task's list
+    // to its GPU and says so in SLURMD_TRES_BIND (24.11's spelling and
+    // SLURM_TRES_PER_TASK; 22.05 writes gpu:per_task:1), with or without
+    // the step's list narrowed alike.
+    for (bind, step) in [
+        ("gres/gpu:per_task:1", "1"),
+        ("gres/gpu:per_task:1", "0,1"),
+        ("gpu:per_task:1", "0,1"),
+    ] {
+        let vars = [
+            ("CUDA_VISIBLE_DEVICES", "1"),
+            ("SLURM_STEP_GPUS", step),
+            ("SLURMD_TRES_BIND", bind),
+            ("SLURM_TRES_PER_TASK", "gres/gpu=1"),
+        ];
+        let (out, err) = exec_said(&["--method", "roundrobin"], &vars);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(words_of(&out)[1..], ["1", "unset", "unset", "unset"]);
+        assert_eq!(err, "", "silent without --verbose: {bind} {step}");
+        let (_, err) = exec_said(&["--verbose", "--method", "roundrobin"], &vars);
+        assert_eq!(
+            err,
+            format!(
+                "desi-gpu-map: node n1: Slurm binds GPUs per task (SLURMD_TRES_BIND=\"{bind}\"); \
+                 keeping Slurm's binding\n"
+            )
+        );
+    }
+}

@@ -15,8 +15,8 @@ use crate::settings::option::{parse_option, Choice, Request};
 use crate::settings::site::{Config, NvmlSource};
 use crate::slurm::tasks::local_count;
 use crate::step::{
-    carry_out, plan_step, special_step_name, step_tag, task_outcome, unreadable_task, Aside, Node,
-    NvmlAsk, StepFacts, StepPlan, TaskCpus, TaskInputs, Unmapped,
+    carry_out, plan_step, slurm_bound_here, special_step_name, step_tag, task_outcome,
+    unreadable_task, Aside, Node, NvmlAsk, StepFacts, StepPlan, TaskCpus, TaskInputs, Unmapped,
 };
 use crate::text::quote;
 use std::ffi::OsString;
@@ -72,7 +72,11 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
         }
         return Ok(command);
     }
-    let plan = plan(&node, config, method, args.verbose);
+    // Slurm narrowed this task's lists itself: nothing to plan them from.
+    let plan = match slurm_bound_here(node.env(env::TRES_BIND).as_deref()) {
+        Some(why) => StepPlan::aside(&config.flag, why),
+        None => plan(&node, config, method, args.verbose),
+    };
     let lines = apply(&node, &plan, &mut command);
     if args.verbose || !routine(&plan) {
         say(&lines);

@@ -36,6 +36,7 @@ use crate::settings::site::Config;
 use crate::text::quote;
 use crate::vendor::{choose, Rendering, StepLists, Unbindable};
 use binding::slurm_binds_per_task;
+pub use binding::slurm_bound_here;
 use locate::discover;
 use source::{from_nvml, from_slurm, other_lists, Missing, StepGpus};
 use std::fmt;

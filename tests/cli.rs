@@ -652,7 +652,8 @@ fn exec_keeps_the_callers_signal_dispositions_and_mask() {
 }
 
 /// exec's lines on stderr for a task of a 2-GPU step (local task 0 of 2)
-/// with these variables over the task's own.
+/// with these variables over the task's own, NVML off unless `args`
+/// names one.
 fn exec_said(args: &[&str], vars: &[(&str, &str)]) -> (Output, String) {
     let task = [
         ("SLURM_JOB_ID", "7"),
@@ -664,7 +665,12 @@ fn exec_said(args: &[&str], vars: &[(&str, &str)]) -> (Output, String) {
         ("SLURMD_NODENAME", "n1"),
         ("SLURM_GPUS_ON_NODE", "2"),
     ];
-    let mut all = vec!["--nvml", "off"];
+    // NVML off unless the test names one.
+    let mut all = if args.contains(&"--nvml") {
+        vec![]
+    } else {
+        vec!["--nvml", "off"]
+    };
     all.extend(args);
     all.extend(["--", "sh", "-c", SHOW_ENV]);
     let out = exec_with(&[&task[..], vars].concat(), &all);
@@ -756,4 +762,98 @@ fn exec_is_quiet_where_slurm_binds_each_task() {
             )
         );
     }
+}
+
+/// The fake NVML (tests/nvml/fake_nvml.c), built into a directory of this
+/// test's own with `conf` as its control file.
+fn fake_nvml(name: &str, conf: &str) -> (std::path::PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("dgm-cli-nvml-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let control = dir.join("fake-nvml.conf");
+    std::fs::write(&control, conf).unwrap();
+    let lib = dir.join("libnvidia-ml.so.1");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/nvml/fake_nvml.c");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&lib)
+        .arg(source)
+        .arg(format!("-DFAKE_NVML_CONF=\"{}\"", control.display()))
+        .arg("-lpthread")
+        .status()
+        .expect("run cc");
+    assert!(built.success(), "build the fake NVML");
+    (dir, lib.display().to_string())
+}
+
+/// `show` with these arguments, killed if it runs past `limit`; its
+/// output and how long it took.
+fn show_within(args: &[&str], limit: std::time::Duration) -> (Output, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .arg("show")
+        .args(args)
+        .env("CUDA_VISIBLE_DEVICES", "0")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            let _ = child.wait();
+            panic!("show did not return within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let took = started.elapsed();
+    (child.wait_with_output().unwrap(), took)
+}
+
+#[test]
+fn show_and_exec_give_up_on_a_hung_nvml_at_the_deadline() {
+    use std::time::Duration;
+    let (dir, lib) = fake_nvml("show", "count=2\n");
+    // A working NVML: the device's details, through the same child.
+    let (out, _) = show_within(&["--nvml", &lib], Duration::from_secs(20));
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    let host = String::from_utf8(Command::new("hostname").output().unwrap().stdout).unwrap();
+    let want = format!(
+        "device 0: 0 uuid GPU-fake-{}-0 pci 00000000:01:00.0 memory used 1 MiB of 81920 MiB\n",
+        host.trim()
+    );
+    assert!(text.contains(&want), "{text}");
+    // A hung one (nvmlInit sleeps, as when a GPU fell off the bus): exec's
+    // deadline, 10 s unless --nvml-timeout says otherwise.
+    std::fs::write(dir.join("fake-nvml.conf"), "count=2\nhang=60\n").unwrap();
+    let (out, took) = show_within(&["--nvml", &lib], Duration::from_secs(20));
+    assert!(out.status.success(), "{out:?}");
+    assert!(took >= Duration::from_secs(10), "{took:?}");
+    let text = stdout(&out);
+    assert!(
+        text.contains("\nnvml: NVML did not answer within 10 s (nvml_timeout)\n"),
+        "{text}"
+    );
+    assert!(text.contains("cuda_visible_devices: 0\n"), "{text}");
+    let (out, took) = show_within(
+        &["--nvml", &lib, "--nvml-timeout", "1", "--json"],
+        Duration::from_secs(8),
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(
+        stdout(&out).contains("\"nvml_note\": \"NVML did not answer within 1 s (nvml_timeout)\""),
+        "{}",
+        stdout(&out)
+    );
+    // exec takes the same option, for the same child.
+    let started = std::time::Instant::now();
+    let (out, err) = exec_said(&["--nvml", &lib, "--nvml-timeout", "1"], &[]);
+    assert!(started.elapsed() < Duration::from_secs(5), "{out:?}");
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        err.contains("Slurm set no CUDA_VISIBLE_DEVICES, and NVML did not answer within 1 s"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -7,6 +7,7 @@ pub mod args;
 mod exec;
 mod json;
 mod layout;
+mod nvml;
 mod plan;
 mod show;
 
@@ -27,7 +28,7 @@ pub fn main(before_exec: BeforeExec) -> ExitCode {
         args::Command::Plan(args) => plan::run(&args),
         args::Command::Show(args) => show::run(&args),
         args::Command::Exec(args) => return exec::run(&args, before_exec),
-        args::Command::NvmlQuery(args) => return exec::nvml_query(&args.ask, &args.nvml),
+        args::Command::NvmlQuery(args) => return nvml::nvml_query(&args.ask, &args.nvml),
     };
     match result {
         // A closed pipe (`| head`) is not an error worth a panic.

@@ -88,6 +88,8 @@ pub const TMPDIR: &str = "TMPDIR";
 
 /// What Slurm tells each task of where it sits, in its environment.
 pub const JOB_ID: &str = "SLURM_JOB_ID";
+/// The job id's older spelling, which Slurm still sets beside it.
+pub const JOB_ID_OLD: &str = "SLURM_JOBID";
 pub const STEP_ID: &str = "SLURM_STEP_ID";
 pub const LOCAL_ID: &str = "SLURM_LOCALID";
 pub const RANK: &str = "SLURM_PROCID";

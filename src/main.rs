@@ -1,9 +1,104 @@
 //! `desi-gpu-map`: bind a task where the plugin is not installed (`exec`),
 //! preview a layout (`plan`), or report what a task got (`show`); the
-//! command lives in the library's `cli` module.
+//! command lives in the library's `cli` module, which forbids `unsafe`.
+//! This crate holds the command's one FFI edge, [`signals`].
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 fn main() -> std::process::ExitCode {
-    desi_gpu_map::cli::main()
+    desi_gpu_map::cli::main(signals::keep_callers)
+}
+
+/// The caller's signal dispositions and mask, for the application that
+/// `exec` runs. Rust's runtime sets SIGPIPE to ignored before `main`, and
+/// std's `Command` sets it back to the default in what it execs, whatever
+/// the caller had: a task started under `trap '' PIPE` would lose it. So
+/// the caller's SIGPIPE and signal mask are recorded before the runtime
+/// starts (a function in `.init_array`, which the C library runs before
+/// `main`), and put back in a `pre_exec` hook, which std runs after its own
+/// reset, just before `execvp` (`do_exec` in std's
+/// `library/std/src/sys/process/unix/unix.rs`). Caught signals need
+/// nothing: `execve` resets them to the default, in the caller's exec of
+/// this command already. Other dispositions the runtime leaves alone.
+#[allow(unsafe_code)]
+mod signals {
+    use std::io;
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
+    use std::sync::OnceLock;
+
+    /// What the caller handed over, each part where it could be read.
+    struct Caller {
+        /// SIGPIPE was ignored.
+        pipe_ignored: Option<bool>,
+        /// The signals it blocked.
+        mask: Option<libc::sigset_t>,
+    }
+
+    static CALLER: OnceLock<Caller> = OnceLock::new();
+
+    /// Run by the C library before Rust's runtime starts, while SIGPIPE is
+    /// still as the caller left it.
+    #[used]
+    #[link_section = ".init_array"]
+    static RECORD_CALLER: extern "C" fn() = record_caller;
+
+    extern "C" fn record_caller() {
+        // SAFETY: sigaction with a null new action only reads the current
+        // one into `old`, a zeroed plain C struct that it may overwrite.
+        let pipe_ignored = unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            (libc::sigaction(libc::SIGPIPE, std::ptr::null(), &mut old) == 0)
+                .then_some(old.sa_sigaction == libc::SIG_IGN)
+        };
+        // SAFETY: pthread_sigmask with a null new set only reads this
+        // thread's mask (the process's only thread here) into `mask`.
+        let mask = unsafe {
+            let mut mask: libc::sigset_t = std::mem::zeroed();
+            (libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut mask) == 0)
+                .then_some(mask)
+        };
+        let _ = CALLER.set(Caller { pipe_ignored, mask });
+    }
+
+    /// Has `command` put back the caller's SIGPIPE and mask as it execs.
+    pub fn keep_callers(command: &mut Command) {
+        let Some(caller) = CALLER.get() else { return };
+        let (pipe_ignored, mask) = (caller.pipe_ignored, caller.mask);
+        // SAFETY: the hook runs between std's signal reset and execvp, in
+        // the process about to become the application; it only calls
+        // sigaction and pthread_sigmask, which are async-signal-safe, on
+        // values copied in beforehand, and neither allocates nor locks.
+        unsafe {
+            command.pre_exec(move || restore(pipe_ignored, mask.as_ref()));
+        }
+    }
+
+    /// Ignores SIGPIPE again where the caller did (std left it at the
+    /// default, as the caller's otherwise was), and sets the caller's mask.
+    fn restore(pipe_ignored: Option<bool>, mask: Option<&libc::sigset_t>) -> io::Result<()> {
+        if pipe_ignored == Some(true) {
+            // SAFETY: a zeroed sigaction is a valid one (no flags, an
+            // empty mask) once its handler is set to SIG_IGN; the old
+            // action is not asked for.
+            let set = unsafe {
+                let mut ignore: libc::sigaction = std::mem::zeroed();
+                ignore.sa_sigaction = libc::SIG_IGN;
+                libc::sigaction(libc::SIGPIPE, &ignore, std::ptr::null_mut())
+            };
+            if set != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        if let Some(mask) = mask {
+            // SAFETY: `mask` is a sigset_t the C library filled in; the
+            // old mask is not asked for.
+            let set =
+                unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, mask, std::ptr::null_mut()) };
+            if set != 0 {
+                return Err(io::Error::from_raw_os_error(set));
+            }
+        }
+        Ok(())
+    }
 }

@@ -375,25 +375,31 @@ fn show_prints_the_real_nvmls_own_error() {
 /// `desi-gpu-map exec ARGS` with a task's Slurm variables (local task
 /// `local` of 6 on node 0, 4 GPUs), and nothing else of the caller's.
 fn exec_in_task(local: &str, args: &[&str], extra: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"));
-    cmd.env_clear()
+    let task = [
+        ("SLURM_JOB_ID", "7"),
+        ("SLURM_STEP_ID", "0"),
+        ("SLURM_LOCALID", local),
+        ("SLURM_PROCID", local),
+        ("SLURM_NODEID", "0"),
+        ("SLURM_STEP_TASKS_PER_NODE", "6(x2)"),
+        ("SLURMD_NODENAME", "n1"),
+        ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+        ("SLURM_STEP_GPUS", "0,1,2,3"),
+        ("SLURM_GPUS_ON_NODE", "4"),
+    ];
+    exec_with(&[&task[..], extra].concat(), args)
+}
+
+/// `desi-gpu-map exec ARGS` with only `PATH` and these variables.
+fn exec_with(vars: &[(&str, &str)], args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs([
-            ("SLURM_JOB_ID", "7"),
-            ("SLURM_STEP_ID", "0"),
-            ("SLURM_LOCALID", local),
-            ("SLURM_PROCID", local),
-            ("SLURM_NODEID", "0"),
-            ("SLURM_STEP_TASKS_PER_NODE", "6(x2)"),
-            ("SLURMD_NODENAME", "n1"),
-            ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
-            ("SLURM_STEP_GPUS", "0,1,2,3"),
-            ("SLURM_GPUS_ON_NODE", "4"),
-        ])
-        .envs(extra.iter().copied())
+        .envs(vars.iter().copied())
         .arg("exec")
-        .args(args);
-    cmd.output().expect("run desi-gpu-map exec")
+        .args(args)
+        .output()
+        .expect("run desi-gpu-map exec")
 }
 
 /// The words the application printed.
@@ -493,7 +499,7 @@ fn exec_refuses_bad_input_and_runs_nothing() {
     let out = run(&["exec", "--", "touch", &touch]);
     if std::env::var_os("SLURM_STEP_ID").is_none() {
         assert_eq!(out.status.code(), Some(2), "{out:?}");
-        assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a Slurm step"));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a Slurm job"));
     }
     assert!(!marker.exists(), "nothing ran");
     // Commands that cannot run: the shell's codes.
@@ -504,4 +510,350 @@ fn exec_refuses_bad_input_and_runs_nothing() {
     let out = exec_in_task("0", &["--", &data.display().to_string()], &[]);
     let _ = std::fs::remove_file(&data);
     assert_eq!(out.status.code(), Some(126), "{out:?}");
+}
+
+/// A batch script's environment on a 2-GPU node: Slurm sets the job's id
+/// (both spellings) and its GPUs, and no SLURM_STEP_ID (only srun steps
+/// get one: env_array_for_step in Slurm's src/common/env.c).
+const BATCH: [(&str, &str); 5] = [
+    ("SLURM_JOB_ID", "7"),
+    ("SLURM_JOBID", "7"),
+    ("SLURM_JOB_GPUS", "0,1"),
+    ("CUDA_VISIBLE_DEVICES", "0,1"),
+    ("SLURMD_NODENAME", "n1"),
+];
+
+#[test]
+fn exec_in_a_batch_script_or_special_step_runs_the_application_unchanged() {
+    let special = |id: &'static str| [&BATCH[..], &[("SLURM_STEP_ID", id)]].concat();
+    for (vars, why) in [
+        (
+            BATCH.to_vec(),
+            "not in an srun step (SLURM_JOB_ID=\"7\" is set, SLURM_STEP_ID is not",
+        ),
+        (
+            vec![("SLURM_JOBID", "7"), ("CUDA_VISIBLE_DEVICES", "0,1")],
+            "not in an srun step (SLURM_JOBID=\"7\" is set, SLURM_STEP_ID is not",
+        ),
+        (
+            special("4294967291"),
+            "the batch step (SLURM_STEP_ID=4294967291)",
+        ),
+        (
+            special("4294967290"),
+            "the interactive step (SLURM_STEP_ID=4294967290)",
+        ),
+        (
+            special("4294967292"),
+            "the extern step (SLURM_STEP_ID=4294967292)",
+        ),
+    ] {
+        let out = exec_with(
+            &vars,
+            &["--method", "roundrobin", "--", "sh", "-c", SHOW_ENV],
+        );
+        assert!(out.status.success(), "{vars:?}: {out:?}");
+        let words = words_of(&out);
+        assert_eq!(words[1..], ["0,1", "unset", "unset", "unset"], "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "silent: {vars:?}");
+        let out = exec_with(&vars, &["--verbose", "--", "sh", "-c", "exit 3"]);
+        assert_eq!(out.status.code(), Some(3), "{vars:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(why), "{err}");
+        assert!(err.ends_with("; sh runs unchanged\n"), "{err}");
+    }
+    // The application is exec'd there too: the same pid.
+    let child = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(BATCH)
+        .args(["exec", "--", "sh", "-c", "echo $$"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(stdout(&out).trim(), pid.to_string(), "exec, not a child");
+    // No job at all: refused, nothing run.
+    let marker = std::env::temp_dir().join(format!("dgm-batch-{}", std::process::id()));
+    let out = exec_with(&[], &["--", "touch", &marker.display().to_string()]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not inside a Slurm job (neither SLURM_STEP_ID nor SLURM_JOB_ID is set)"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "nothing ran");
+}
+
+/// The application's ignored and blocked signals (`SigIgn`, `SigBlk` of
+/// /proc/self/status) where `parent` started `desi-gpu-map exec` with
+/// these variables: `parent` is a shell line ending in `exec "$@"`.
+fn signals_of_the_application(parent: &[&str], vars: &[(&str, &str)]) -> (u64, u64) {
+    let out = Command::new(parent[0])
+        .args(&parent[1..])
+        .arg(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .args(["exec", "--", "grep", "^Sig", "/proc/self/status"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(vars.iter().copied())
+        .output()
+        .expect("run the parent");
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    let mask = |name: &str| {
+        let line = text.lines().find_map(|l| l.strip_prefix(name)).unwrap();
+        u64::from_str_radix(line.trim(), 16).unwrap()
+    };
+    (mask("SigIgn:"), mask("SigBlk:"))
+}
+
+const SIGPIPE: u64 = 1 << (13 - 1);
+const SIGUSR1: u64 = 1 << (10 - 1);
+
+#[test]
+fn exec_keeps_the_callers_signal_dispositions_and_mask() {
+    let task = [
+        ("SLURM_JOB_ID", "7"),
+        ("SLURM_STEP_ID", "0"),
+        ("SLURM_LOCALID", "0"),
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NODEID", "0"),
+        ("SLURM_STEP_TASKS_PER_NODE", "1"),
+        ("CUDA_VISIBLE_DEVICES", "0,1"),
+        ("SLURM_STEP_GPUS", "0,1"),
+        ("SLURM_GPUS_ON_NODE", "2"),
+    ];
+    // A mapped task, and one run unchanged (a batch script).
+    for vars in [&task[..], &BATCH[..]] {
+        let ignoring = ["bash", "-c", "trap '' PIPE; exec \"$@\"", "bash"];
+        let (ignored, _) = signals_of_the_application(&ignoring, vars);
+        assert_eq!(
+            ignored & SIGPIPE,
+            SIGPIPE,
+            "SIGPIPE stays ignored: {ignored:x}"
+        );
+        let default = ["bash", "-c", "trap - PIPE; exec \"$@\"", "bash"];
+        let (ignored, _) = signals_of_the_application(&default, vars);
+        assert_eq!(ignored & SIGPIPE, 0, "SIGPIPE stays default: {ignored:x}");
+        let blocking = [
+            "perl",
+            "-e",
+            "use POSIX; sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGUSR1)) or die; exec @ARGV",
+        ];
+        let (_, blocked) = signals_of_the_application(&blocking, vars);
+        assert_eq!(
+            blocked & SIGUSR1,
+            SIGUSR1,
+            "SIGUSR1 stays blocked: {blocked:x}"
+        );
+    }
+}
+
+/// exec's lines on stderr for a task of a 2-GPU step (local task 0 of 2)
+/// with these variables over the task's own, NVML off unless `args`
+/// names one.
+fn exec_said(args: &[&str], vars: &[(&str, &str)]) -> (Output, String) {
+    let task = [
+        ("SLURM_JOB_ID", "7"),
+        ("SLURM_STEP_ID", "0"),
+        ("SLURM_LOCALID", "0"),
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NODEID", "0"),
+        ("SLURM_STEP_TASKS_PER_NODE", "2"),
+        ("SLURMD_NODENAME", "n1"),
+        ("SLURM_GPUS_ON_NODE", "2"),
+    ];
+    // NVML off unless the test names one.
+    let mut all = if args.contains(&"--nvml") {
+        vec![]
+    } else {
+        vec!["--nvml", "off"]
+    };
+    all.extend(args);
+    all.extend(["--", "sh", "-c", SHOW_ENV]);
+    let out = exec_with(&[&task[..], vars].concat(), &all);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, err)
+}
+
+#[test]
+fn exec_says_why_a_list_is_not_slurms() {
+    // A list the user set over Slurm's 2-GPU grant: Slurm did set one.
+    let (out, err) = exec_said(
+        &[],
+        &[
+            ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+            ("SLURM_STEP_GPUS", "0,1"),
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(words_of(&out)[1..], ["0,1,2,3", "unset", "unset", "unset"]);
+    assert_eq!(
+        err,
+        "desi-gpu-map: node n1: CUDA_VISIBLE_DEVICES=\"0,1,2,3\" disagrees with Slurm's grant \
+         (SLURM_STEP_GPUS=\"0,1\"), so it is not Slurm's, and NVML discovery is off (nvml=off); \
+         tasks left unchanged\n"
+    );
+    // A forged list of 20000 entries: too long to be any node's.
+    let forged = (0..20000)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let (out, err) = exec_said(
+        &[],
+        &[
+            ("CUDA_VISIBLE_DEVICES", &forged),
+            ("SLURM_STEP_GPUS", "0,1"),
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        err.starts_with(
+            "desi-gpu-map: node n1: CUDA_VISIBLE_DEVICES is not Slurm's: GPU list \"0,1,2,"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.ends_with(
+            " has 20000 entries, more than the 1024 any node holds, and NVML discovery is off \
+             (nvml=off); tasks left unchanged\n"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("Slurm set no"), "{err}");
+    // Where Slurm set none, that is what it says.
+    let (_, err) = exec_said(&[], &[("SLURM_STEP_GPUS", "0,1")]);
+    assert_eq!(
+        err,
+        "desi-gpu-map: node n1: Slurm set no CUDA_VISIBLE_DEVICES, and NVML discovery is off \
+         (nvml=off); tasks left unchanged\n"
+    );
+}
+
+#[test]
+fn exec_is_quiet_where_slurm_binds_each_task() {
+    // --gpus-per-task=1 with 2 tasks: slurmstepd narrowed this task's list
+    // to its GPU and says so in SLURMD_TRES_BIND (24.11's spelling and
+    // SLURM_TRES_PER_TASK; 22.05 writes gpu:per_task:1), with or without
+    // the step's list narrowed alike.
+    for (bind, step) in [
+        ("gres/gpu:per_task:1", "1"),
+        ("gres/gpu:per_task:1", "0,1"),
+        ("gpu:per_task:1", "0,1"),
+    ] {
+        let vars = [
+            ("CUDA_VISIBLE_DEVICES", "1"),
+            ("SLURM_STEP_GPUS", step),
+            ("SLURMD_TRES_BIND", bind),
+            ("SLURM_TRES_PER_TASK", "gres/gpu=1"),
+        ];
+        let (out, err) = exec_said(&["--method", "roundrobin"], &vars);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(words_of(&out)[1..], ["1", "unset", "unset", "unset"]);
+        assert_eq!(err, "", "silent without --verbose: {bind} {step}");
+        let (_, err) = exec_said(&["--verbose", "--method", "roundrobin"], &vars);
+        assert_eq!(
+            err,
+            format!(
+                "desi-gpu-map: node n1: Slurm binds GPUs per task (SLURMD_TRES_BIND=\"{bind}\"); \
+                 keeping Slurm's binding\n"
+            )
+        );
+    }
+}
+
+/// The fake NVML (tests/nvml/fake_nvml.c), built into a directory of this
+/// test's own with `conf` as its control file.
+fn fake_nvml(name: &str, conf: &str) -> (std::path::PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("dgm-cli-nvml-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let control = dir.join("fake-nvml.conf");
+    std::fs::write(&control, conf).unwrap();
+    let lib = dir.join("libnvidia-ml.so.1");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/nvml/fake_nvml.c");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&lib)
+        .arg(source)
+        .arg(format!("-DFAKE_NVML_CONF=\"{}\"", control.display()))
+        .arg("-lpthread")
+        .status()
+        .expect("run cc");
+    assert!(built.success(), "build the fake NVML");
+    (dir, lib.display().to_string())
+}
+
+/// `show` with these arguments, killed if it runs past `limit`; its
+/// output and how long it took.
+fn show_within(args: &[&str], limit: std::time::Duration) -> (Output, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .arg("show")
+        .args(args)
+        .env("CUDA_VISIBLE_DEVICES", "0")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            let _ = child.wait();
+            panic!("show did not return within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let took = started.elapsed();
+    (child.wait_with_output().unwrap(), took)
+}
+
+#[test]
+fn show_and_exec_give_up_on_a_hung_nvml_at_the_deadline() {
+    use std::time::Duration;
+    let (dir, lib) = fake_nvml("show", "count=2\n");
+    // A working NVML: the device's details, through the same child.
+    let (out, _) = show_within(&["--nvml", &lib], Duration::from_secs(20));
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    let host = String::from_utf8(Command::new("hostname").output().unwrap().stdout).unwrap();
+    let want = format!(
+        "device 0: 0 uuid GPU-fake-{}-0 pci 00000000:01:00.0 memory used 1 MiB of 81920 MiB\n",
+        host.trim()
+    );
+    assert!(text.contains(&want), "{text}");
+    // A hung one (nvmlInit sleeps, as when a GPU fell off the bus): exec's
+    // deadline, 10 s unless --nvml-timeout says otherwise.
+    std::fs::write(dir.join("fake-nvml.conf"), "count=2\nhang=60\n").unwrap();
+    let (out, took) = show_within(&["--nvml", &lib], Duration::from_secs(20));
+    assert!(out.status.success(), "{out:?}");
+    assert!(took >= Duration::from_secs(10), "{took:?}");
+    let text = stdout(&out);
+    assert!(
+        text.contains("\nnvml: NVML did not answer within 10 s (nvml_timeout)\n"),
+        "{text}"
+    );
+    assert!(text.contains("cuda_visible_devices: 0\n"), "{text}");
+    let (out, took) = show_within(
+        &["--nvml", &lib, "--nvml-timeout", "1", "--json"],
+        Duration::from_secs(8),
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(
+        stdout(&out).contains("\"nvml_note\": \"NVML did not answer within 1 s (nvml_timeout)\""),
+        "{}",
+        stdout(&out)
+    );
+    // exec takes the same option, for the same child.
+    let started = std::time::Instant::now();
+    let (out, err) = exec_said(&["--nvml", &lib, "--nvml-timeout", "1"], &[]);
+    assert!(started.elapsed() < Duration::from_secs(5), "{out:?}");
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        err.contains("Slurm set no CUDA_VISIBLE_DEVICES, and NVML did not answer within 1 s"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

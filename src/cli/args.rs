@@ -6,7 +6,7 @@ use crate::env;
 use crate::method::{method_names, Method, Visible};
 use crate::names::{names, with_aliases, Named};
 use crate::settings::option::Choice;
-use crate::settings::site::NvmlSource;
+use crate::settings::site::{NvmlSource, DEFAULT_NVML_TIMEOUT_S, NVML_TIMEOUT_RANGE_S};
 use crate::text::quote;
 use crate::vendor::VendorSetting;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
@@ -42,8 +42,9 @@ pub enum Command {
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Run it as the task itself: srun starts it, it binds the task's GPU and execs APP
-(same pid, signals, exit code). Where the plugin already mapped this step, or
-the step has no GPUs, APP runs unchanged.
+(same pid, signals, exit code). Where the plugin already mapped this step, the
+step has no GPUs, or it runs outside any srun step (a batch script), APP runs
+unchanged.
 
 Examples:
   srun -N2 -n8 --gpus-per-node=4 desi-gpu-map exec --method contiguous -- python app.py
@@ -78,12 +79,20 @@ pub struct ExecArgs {
         value_parser = CoreValue::<NvmlSource>::new("--nvml", nvml_forms)
     )]
     pub nvml: NvmlSource,
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = DEFAULT_NVML_TIMEOUT_S,
+        value_parser = seconds(),
+        help = timeout_help()
+    )]
+    pub nvml_timeout: u64,
     /// Where closest reads the kernel's GPU files (plugstack kernel_root=;
     /// tests give a fake tree).
     #[arg(long, default_value = "/", hide = true)]
     pub kernel_root: std::path::PathBuf,
-    /// Map even outside a Slurm step, from the SLURM_* variables given (for
-    /// tests).
+    /// Map even outside an srun step or any Slurm job, from the SLURM_*
+    /// variables given (for tests).
     #[arg(long)]
     pub allow_outside_slurm: bool,
     /// The application and its arguments, after --.
@@ -176,6 +185,14 @@ pub struct ShowArgs {
         value_parser = CoreValue::<NvmlSource>::new("--nvml", nvml_forms)
     )]
     pub nvml: NvmlSource,
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = DEFAULT_NVML_TIMEOUT_S,
+        value_parser = seconds(),
+        help = timeout_help()
+    )]
+    pub nvml_timeout: u64,
     /// Whose runtime reads the GPU lists (plugstack vendor=): auto detects
     /// it. AMD and Intel GPUs are located through their render nodes.
     #[arg(long, default_value = "auto", value_parser = one_of::<VendorSetting>())]
@@ -195,6 +212,22 @@ where
     T::Err: std::error::Error + Send + Sync + 'static,
 {
     PossibleValuesParser::new(names::<T>()).try_map(|name| name.parse::<T>())
+}
+
+/// How long NVML may take, in the range of the plugin's `nvml_timeout`.
+fn timeout_help() -> String {
+    let range = NVML_TIMEOUT_RANGE_S;
+    format!(
+        "How long NVML may take before it is given up on, in whole seconds from {} to {} \
+         (plugstack nvml_timeout=)",
+        range.start(),
+        range.end()
+    )
+}
+
+/// Whole seconds in the range of the plugin's `nvml_timeout`.
+fn seconds() -> clap::builder::RangedU64ValueParser<u64> {
+    clap::value_parser!(u64).range(NVML_TIMEOUT_RANGE_S)
 }
 
 fn nvml_forms() -> String {

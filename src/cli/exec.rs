@@ -5,24 +5,24 @@
 //! no child process, so APP keeps the task's pid, signals and exit code.
 
 use super::args::ExecArgs;
+use super::nvml::Query;
 use crate::env;
 use crate::error::Error;
 use crate::files::Files;
-use crate::host::child::wait_until;
 use crate::host::cpus;
 use crate::host::files::HostFiles;
 use crate::settings::option::{parse_option, Choice, Request};
-use crate::settings::site::{Config, NvmlSource};
+use crate::settings::site::Config;
 use crate::slurm::tasks::local_count;
 use crate::step::{
-    carry_out, plan_step, step_tag, task_outcome, unreadable_task, Aside, Node, NvmlAsk, StepFacts,
-    StepPlan, TaskCpus, TaskInputs, Unmapped,
+    carry_out, plan_step, slurm_bound_here, special_step_name, step_tag, task_outcome,
+    unreadable_task, Aside, Node, NvmlAsk, StepFacts, StepPlan, TaskCpus, TaskInputs, Unmapped,
 };
+use crate::text::quote;
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitCode};
 
 /// The shell's exit codes for a command that cannot be found or run.
 const NOT_FOUND: u8 = 127;
@@ -30,11 +30,14 @@ const NOT_EXECUTABLE: u8 = 126;
 /// Bad input: nothing was run.
 const USAGE: u8 = 2;
 
-/// Maps this task and execs the application; returns only on failure.
-pub fn run(args: &ExecArgs) -> ExitCode {
+/// Maps this task and execs the application, `before_exec` done to its
+/// command last (the binary keeps the caller's signals there); returns
+/// only on failure.
+pub fn run(args: &ExecArgs, before_exec: super::BeforeExec) -> ExitCode {
     match prepare(args) {
         Ok(mut command) => {
             let app = args.command.first().cloned().unwrap_or_default();
+            before_exec(&mut command);
             failed(&app, command.exec())
         }
         Err(why) => {
@@ -53,30 +56,70 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
     let method = method(args)?;
     let config = config(args);
     let node = Process;
-    if node.env(env::STEP_ID).is_none() && !args.allow_outside_slurm {
-        return Err(format!(
-            "not inside a Slurm step ({} is not set), so nothing was run; start it with srun, \
-             or give --allow-outside-slurm to test",
-            env::STEP_ID
-        ));
-    }
+    let aside = outside_step(&node, args.allow_outside_slurm)?;
     let mut command = Command::new(app);
     command.args(app_args);
-    if mapped_already(&node) {
+    let aside = aside.or_else(|| {
+        mapped_already(&node).then(|| "this step is mapped already (by the plugin)".to_string())
+    });
+    if let Some(why) = aside {
         if args.verbose {
             say(&[format!(
-                "desi-gpu-map exec: this step is mapped already (by the plugin); {} runs unchanged",
+                "desi-gpu-map exec: {why}; {} runs unchanged",
                 app.to_string_lossy()
             )]);
         }
         return Ok(command);
     }
-    let plan = plan(&node, config, method, args.verbose);
+    // Slurm narrowed this task's lists itself: nothing to plan them from.
+    let plan = match slurm_bound_here(node.env(env::TRES_BIND).as_deref()) {
+        Some(why) => StepPlan::aside(&config.flag, why),
+        None => plan(&node, config, method, args.verbose),
+    };
     let lines = apply(&node, &plan, &mut command);
     if args.verbose || !routine(&plan) {
         say(&lines);
     }
     Ok(command)
+}
+
+/// Why the application runs unchanged where exec is not a task of an srun
+/// step: in the batch, interactive or extern step (which the plugin never
+/// touches either), or in a job outside any step (a batch script or an
+/// allocation's shell: only srun steps get `SLURM_STEP_ID`). `None`: a
+/// task of a step, or `--allow-outside-slurm`. Outside any Slurm job,
+/// nothing may run.
+fn outside_step(node: &Process, allow_outside: bool) -> Result<Option<String>, String> {
+    if let Some(value) = node.env(env::STEP_ID) {
+        let special = value.trim().parse::<u32>().ok().and_then(special_step_name);
+        return Ok(special.map(|name| {
+            format!(
+                "this is {name} ({}={}), which is never mapped",
+                env::STEP_ID,
+                value.trim()
+            )
+        }));
+    }
+    if allow_outside {
+        return Ok(None);
+    }
+    let job = [env::JOB_ID, env::JOB_ID_OLD]
+        .into_iter()
+        .find_map(|name| node.env(name).map(|value| (name, value)));
+    match job {
+        Some((name, value)) => Ok(Some(format!(
+            "not in an srun step ({name}={} is set, {} is not: a batch script or an \
+             allocation's shell), so nothing is mapped",
+            quote(&value),
+            env::STEP_ID
+        ))),
+        None => Err(format!(
+            "not inside a Slurm job (neither {} nor {} is set), so nothing was run; start it \
+             with srun, or give --allow-outside-slurm to test",
+            env::STEP_ID,
+            env::JOB_ID
+        )),
+    }
 }
 
 /// `--method`, else `$DESI_GPU_MAP_METHOD`, else contiguous.
@@ -106,6 +149,7 @@ fn config(args: &ExecArgs) -> Config {
         visible: args.visible,
         vendor: args.vendor,
         nvml: args.nvml.clone(),
+        nvml_timeout: std::time::Duration::from_secs(args.nvml_timeout),
         kernel_root: args.kernel_root.clone(),
         ..Config::default()
     }
@@ -252,7 +296,8 @@ fn say(lines: &[String]) {
 }
 
 /// The task's own process as the core's node: its environment, the
-/// machine's files, and NVML asked in a child process with a deadline.
+/// machine's files, and NVML asked in a child process with a deadline
+/// ([`super::nvml`]).
 struct Process;
 
 impl Node for Process {
@@ -265,91 +310,6 @@ impl Node for Process {
     }
 
     fn nvml(&self, ask: NvmlAsk, config: &Config) -> Result<Vec<String>, Error> {
-        ask_nvml(ask, &config.nvml, config.nvml_timeout)
-    }
-}
-
-/// How often the child is looked at while NVML runs.
-const POLL: Duration = Duration::from_millis(5);
-/// How long a killed child is given to be reaped, so that the application
-/// does not inherit it as a child of its own (one stuck in the kernel is
-/// left: waiting for it would hold the task).
-const REAP_GRACE: Duration = Duration::from_millis(200);
-/// Most bytes read from the child.
-const MOST_OUTPUT: u64 = 1 << 20;
-
-/// NVML's answer from `desi-gpu-map nvml-query`, run as a child that is
-/// killed at the deadline: a hung `nvmlInit` must not hold the task, and
-/// NVML is never loaded into the process that becomes the application.
-fn ask_nvml(ask: NvmlAsk, source: &NvmlSource, timeout: Duration) -> Result<Vec<String>, Error> {
-    let broke = |why: String| Error::Discovery(format!("NVML discovery: {why}"));
-    let me = std::env::current_exe().map_err(|e| broke(format!("cannot find myself: {e}")))?;
-    let mut child = Command::new(me)
-        .arg("nvml-query")
-        .arg(match ask {
-            NvmlAsk::Uuids => "uuids",
-            NvmlAsk::Places => "places",
-        })
-        .arg("--nvml")
-        .arg(source.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| broke(e.to_string()))?;
-    // Read while it runs, so that a long answer cannot fill a pipe and
-    // pass for a hang.
-    let out = child.stdout.take().map(drain);
-    let err = child.stderr.take().map(drain);
-    if !wait_until(&mut child, Instant::now() + timeout, POLL) {
-        let _ = child.kill();
-        wait_until(&mut child, Instant::now() + REAP_GRACE, POLL);
-        return Err(Error::NvmlTimedOut {
-            seconds: timeout.as_secs(),
-        });
-    }
-    let status = child.wait().map_err(|e| broke(e.to_string()))?;
-    let text = |reader: Option<std::thread::JoinHandle<String>>| {
-        reader.and_then(|r| r.join().ok()).unwrap_or_default()
-    };
-    let (out, err) = (text(out), text(err));
-    if !status.success() {
-        return Err(Error::Discovery(err.trim().to_string()));
-    }
-    Ok(out.lines().map(String::from).collect())
-}
-
-/// Reads a pipe to its end in a thread of its own.
-fn drain(pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = pipe.take(MOST_OUTPUT).read_to_string(&mut text);
-        text
-    })
-}
-
-/// The child's side: NVML's answer on stdout, one line each, or its error
-/// on stderr and exit status 1.
-pub fn nvml_query(ask: &str, source: &str) -> ExitCode {
-    let answer = source
-        .parse::<NvmlSource>()
-        .map_err(|e| e.to_string())
-        .and_then(|source| match ask {
-            "uuids" => crate::host::nvml::uuids(&source).map_err(|e| e.to_string()),
-            "places" => crate::host::nvml::places(&source).map_err(|e| e.to_string()),
-            other => Err(format!("nvml-query: {other:?} is neither uuids nor places")),
-        });
-    match answer {
-        Ok(lines) => {
-            let mut out = std::io::stdout().lock();
-            for line in lines {
-                let _ = writeln!(out, "{line}");
-            }
-            ExitCode::SUCCESS
-        }
-        Err(why) => {
-            say(&[why]);
-            ExitCode::from(1)
-        }
+        super::nvml::ask(Query::Core(ask), &config.nvml, config.nvml_timeout)
     }
 }

@@ -7,6 +7,7 @@ pub mod args;
 mod exec;
 mod json;
 mod layout;
+mod nvml;
 mod plan;
 mod show;
 
@@ -14,14 +15,20 @@ use clap::Parser;
 use std::io::Write;
 use std::process::ExitCode;
 
+/// What the binary does to the application's command just before `exec`
+/// replaces the process with it: `src/main.rs`, the crate that holds the
+/// FFI edge this library forbids, puts back the caller's signal
+/// dispositions and mask there, which std's `Command` changes.
+pub type BeforeExec = fn(&mut std::process::Command);
+
 /// Runs the command with the process's arguments.
-pub fn main() -> ExitCode {
+pub fn main(before_exec: BeforeExec) -> ExitCode {
     let cli = args::Cli::parse();
     let result = match cli.command {
         args::Command::Plan(args) => plan::run(&args),
         args::Command::Show(args) => show::run(&args),
-        args::Command::Exec(args) => return exec::run(&args),
-        args::Command::NvmlQuery(args) => return exec::nvml_query(&args.ask, &args.nvml),
+        args::Command::Exec(args) => return exec::run(&args, before_exec),
+        args::Command::NvmlQuery(args) => return nvml::nvml_query(&args.ask, &args.nvml),
     };
     match result {
         // A closed pipe (`| head`) is not an error worth a panic.

@@ -3,10 +3,11 @@
 
 use super::args::ShowArgs;
 use super::json;
+use super::nvml::devices;
 use crate::cpuset::CpuSet;
 use crate::env;
 use crate::host::files::HostFiles;
-use crate::host::nvml::{devices, Device};
+use crate::host::nvml::Device;
 use crate::names::Named;
 use crate::settings::site::NvmlSource;
 use crate::slurm::gpus::parse_gpu_list;
@@ -47,7 +48,8 @@ pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
             Some(format!("{carrier} is not a valid GPU list: {e}")),
         ),
         Some(Ok(tokens)) if vendor.has_nvml() => {
-            through_nvml(&args.nvml, &args.root, &tokens, own.as_ref())
+            let timeout = std::time::Duration::from_secs(args.nvml_timeout);
+            through_nvml(&args.nvml, timeout, &args.root, &tokens, own.as_ref())
         }
         Some(Ok(tokens)) => {
             let step = var(env::STEP_GPUS).and_then(|l| parse_gpu_list(&l).ok());
@@ -102,15 +104,17 @@ impl Place {
 
 /// NVIDIA: each token through NVML (by UUID, or by index in NVML's
 /// order), its place from sysfs by NVML's bus id; and what NVML said.
+/// NVML is asked in a child killed at `timeout`, as exec asks it.
 fn through_nvml(
     nvml: &NvmlSource,
+    timeout: std::time::Duration,
     root: &Path,
     tokens: &[String],
     own: Option<&CpuSet>,
 ) -> (Vec<Shown>, Option<String>) {
     let found = match nvml {
         NvmlSource::Off => return (Vec::new(), None),
-        _ => match devices(nvml) {
+        _ => match devices(nvml, timeout) {
             Ok(found) => found,
             Err(e) => return (Vec::new(), Some(e.to_string())),
         },

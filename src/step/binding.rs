@@ -5,6 +5,7 @@
 
 use super::{Aside, StepMap, TaskInputs};
 use crate::env;
+use crate::error::Error;
 use crate::slurm::bind::{parse_gpu_bind, GpuBind};
 use crate::text::quote;
 
@@ -23,6 +24,28 @@ pub(super) fn slurm_binds_per_task(env: &dyn Fn(&str) -> Option<String>) -> Opti
     None
 }
 
+/// Where the task itself plans the step (`desi-gpu-map exec`), the step's
+/// lists it reads are the task's, which slurmstepd has already narrowed
+/// where it binds per task: a plan from them would find a count that
+/// disagrees, or no list of Slurm's. So a task that `SLURMD_TRES_BIND` says
+/// Slurm bound stands aside before any plan, with the line the plugin's
+/// task would say ([`Aside::SlurmBoundTasks`], routine: said only with
+/// `verbose`).
+pub fn slurm_bound_here(tres_bind: Option<&str>) -> Option<Aside> {
+    per_task(tres_bind?).map(|why| Aside::SlurmBoundTasks(Error::SlurmBound(why)))
+}
+
+/// Why `SLURMD_TRES_BIND` says Slurm binds GPUs per task, if it does.
+fn per_task(tres_bind: &str) -> Option<String> {
+    match parse_gpu_bind(tres_bind) {
+        GpuBind::PerTask(how) => Some(format!(
+            "Slurm binds GPUs per task ({}={how})",
+            env::TRES_BIND
+        )),
+        GpuBind::Unbound => None,
+    }
+}
+
 /// Says why Slurm's own per-task binding applies to this task, if it does.
 /// slurmstepd binds after `user_init`, so only the task's environment
 /// shows it: `SLURMD_TRES_BIND`, or a list that differs from the step's.
@@ -30,15 +53,8 @@ pub(super) fn slurm_binds_per_task(env: &dyn Fn(&str) -> Option<String>) -> Opti
 /// also remove the list from each task; `gres/gpu:none` from 23.11, which
 /// keep it): the step's list, as Slurm allocated it, is then mapped.
 pub(super) fn slurm_bound_task(map: &StepMap, task: &TaskInputs) -> Option<String> {
-    match task.tres_bind.map(parse_gpu_bind) {
-        Some(GpuBind::Unbound) => return None,
-        Some(GpuBind::PerTask(how)) => {
-            return Some(format!(
-                "Slurm binds GPUs per task ({}={how})",
-                env::TRES_BIND
-            ))
-        }
-        None => {}
+    if let Some(bind) = task.tres_bind {
+        return per_task(bind);
     }
     // The step's own value: Slurm's, or where NVML listed the GPUs, the
     // user's (or none), which slurmstepd leaves as it was.
@@ -84,6 +100,24 @@ mod tests {
             let mut pairs = SLURM_4.to_vec();
             pairs.push((var, value));
             mapped(plan(&pairs));
+        }
+    }
+
+    #[test]
+    fn a_task_planning_for_itself_stands_aside_where_slurm_bound_it() {
+        for bind in ["gpu:per_task:1", "gres/gpu:per_task:1", "gres/gpu:closest"] {
+            let why = slurm_bound_here(Some(bind)).unwrap();
+            assert!(why.is_routine(), "{bind}");
+            assert_eq!(
+                why.to_string(),
+                format!(
+                    "Slurm binds GPUs per task (SLURMD_TRES_BIND=\"{bind}\"); keeping Slurm's \
+                     binding"
+                )
+            );
+        }
+        for bind in [None, Some("gpu:none"), Some("gres/gpu:none"), Some("")] {
+            assert_eq!(slurm_bound_here(bind), None, "{bind:?}");
         }
     }
 

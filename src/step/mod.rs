@@ -36,6 +36,7 @@ use crate::settings::site::Config;
 use crate::text::quote;
 use crate::vendor::{choose, Rendering, StepLists, Unbindable};
 use binding::slurm_binds_per_task;
+pub use binding::slurm_bound_here;
 use locate::discover;
 use source::{from_nvml, from_slurm, other_lists, Missing, StepGpus};
 use std::fmt;
@@ -48,7 +49,7 @@ pub use mps::{
     MpsFacts, MAX_CLIENTS,
 };
 pub use node::{Node, NvmlAsk};
-pub use source::WhyNoList;
+pub use source::{NotSlurms, WhyNoList};
 
 /// Step ids of the batch (0xfffffffb), extern (0xfffffffc) and interactive
 /// (0xfffffffa) steps, and Slurm's other reserved ids above them: never mapped.
@@ -56,6 +57,17 @@ const FIRST_SPECIAL_STEP: u32 = 0xffff_fff0;
 
 pub fn is_special_step(step_id: u32) -> bool {
     step_id >= FIRST_SPECIAL_STEP
+}
+
+/// What a special step is, in words: `the batch step`, and so on.
+pub fn special_step_name(step_id: u32) -> Option<&'static str> {
+    match step_id {
+        0xffff_fffa => Some("the interactive step"),
+        0xffff_fffb => Some("the batch step"),
+        0xffff_fffc => Some("the extern step"),
+        id if is_special_step(id) => Some("a step Slurm reserves"),
+        _ => None,
+    }
 }
 
 /// What the user and the site together ask of a step.
@@ -355,8 +367,8 @@ fn plan_mapping(
     // A closest step's places from the NVML load that listed its GPUs.
     let mut placed = None;
     let listed = match from_slurm(env) {
-        Some(listed) => listed,
-        None => from_nvml(config, env, &mut |config: &Config| {
+        Ok(listed) => listed,
+        Err(not_slurms) => from_nvml(config, Box::new(not_slurms), env, &mut |config: &Config| {
             discover(node, config, method, &mut placed)
         }),
     };
@@ -456,6 +468,12 @@ mod tests {
         let custom = parse_args(&["flag=MY_FLAG"]).unwrap();
         let (p, _) = plan_req(&custom, None, &[], Ok(vec![]));
         assert_eq!(quiet(p).clear[0], "MY_FLAG");
+        assert_eq!(special_step_name(0xffff_fffb), Some("the batch step"));
+        assert_eq!(
+            special_step_name(0xffff_fff0),
+            Some("a step Slurm reserves")
+        );
+        assert_eq!(special_step_name(0xffff_ffef), None);
         for step_id in [0xffff_fffa, 0xffff_fffb, 0xffff_fffc] {
             let c = Some(asking(Choice::Map(Method::Contiguous)));
             let (p, _) = plan_step_id(step_id, &config, c, &SLURM_4, Ok(vec![]));

@@ -33,10 +33,11 @@ pub enum WhyNoList {
     },
     /// `SLURM_GPUS_ON_NODE` is no count.
     BadCount(String),
-    /// Only NVML could tell, and it is off.
-    NvmlOff,
+    /// Only NVML could tell (the step's list is not Slurm's, for the
+    /// reason given), and it is off.
+    NvmlOff(Box<NotSlurms>),
     /// Only NVML could tell, and it failed.
-    Nvml(Error),
+    Nvml(Box<NotSlurms>, Error),
     /// NVML's list is no usable list.
     BadNvmlList(Error),
     NvmlFindsNone,
@@ -72,17 +73,66 @@ impl fmt::Display for WhyNoList {
                 quote(list)
             ),
             WhyNoList::BadCount(value) => write!(f, "{count_var}={} is not a count", quote(value)),
-            WhyNoList::NvmlOff => write!(
-                f,
-                "Slurm set no {cuda} and NVML discovery is off (nvml=off)"
-            ),
-            WhyNoList::Nvml(e) => write!(f, "Slurm set no {cuda}, and {e}"),
+            WhyNoList::NvmlOff(why) => {
+                write!(f, "{why}, and NVML discovery is off (nvml=off)")
+            }
+            WhyNoList::Nvml(why, e) => write!(f, "{why}, and {e}"),
             WhyNoList::BadNvmlList(e) => write!(f, "NVML's device list is unusable: {e}"),
             WhyNoList::NvmlFindsNone => f.write_str("NVML finds no GPU on this node"),
             WhyNoList::NvmlCountMismatch { found, count } => write!(
                 f,
                 "NVML finds {found} GPUs but {count_var}={count}, so the step's GPUs cannot be \
                  told apart"
+            ),
+        }
+    }
+}
+
+/// Why the step's `CUDA_VISIBLE_DEVICES` is not taken for the list Slurm
+/// set, so that NVML is asked: said where NVML then cannot tell either.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotSlurms {
+    /// The step has none.
+    Unset,
+    /// Slurm gives the step no GPU count (`SLURM_GPUS_ON_NODE`).
+    NoCount { cuda: String },
+    /// Slurm's own list (`SLURM_STEP_GPUS`) is not there to check it by.
+    NoStepList { cuda: String },
+    /// Slurm's own list is no list.
+    BadStepList { cuda: String, error: Box<Error> },
+    /// It is no list (too long, an entry twice, ...): Slurm writes lists.
+    NotAList(Box<Error>),
+    /// It disagrees with Slurm's own list (and is no renumbering of it).
+    Disagrees { cuda: String, step: String },
+}
+
+impl fmt::Display for NotSlurms {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (cuda_var, step_var) = (env::CUDA, env::STEP_GPUS);
+        match self {
+            NotSlurms::Unset => write!(f, "Slurm set no {cuda_var}"),
+            NotSlurms::NoCount { cuda } => write!(
+                f,
+                "{cuda_var}={} is not Slurm's: Slurm gives this step no GPU count ({})",
+                quote(cuda),
+                env::GPUS_ON_NODE
+            ),
+            NotSlurms::NoStepList { cuda } => write!(
+                f,
+                "{cuda_var}={} is not Slurm's: {step_var}, Slurm's own list, is not set",
+                quote(cuda)
+            ),
+            NotSlurms::BadStepList { cuda, error } => write!(
+                f,
+                "{cuda_var}={} cannot be checked against Slurm's own list ({step_var}: {error})",
+                quote(cuda)
+            ),
+            NotSlurms::NotAList(error) => write!(f, "{cuda_var} is not Slurm's: {error}"),
+            NotSlurms::Disagrees { cuda, step } => write!(
+                f,
+                "{cuda_var}={} disagrees with Slurm's grant ({step_var}={}), so it is not Slurm's",
+                quote(cuda),
+                quote(step)
             ),
         }
     }
@@ -99,7 +149,7 @@ pub(super) struct StepGpus {
 pub(super) type Sourced = Result<StepGpus, Missing>;
 
 /// The GPU list from `CUDA_VISIBLE_DEVICES`, where Slurm set it for this
-/// step (`None` otherwise). Slurm overwrites the user's value in every step
+/// step (otherwise why it is not Slurm's). Slurm overwrites the user's value in every step
 /// with GPUs, except on nodes whose gres.conf says `Flags=no_gpu_env`: there
 /// a value the user exported survives. So the list is Slurm's only where it
 /// agrees with `SLURM_STEP_GPUS`, Slurm's own list, entry for entry, or
@@ -107,24 +157,38 @@ pub(super) type Sourced = Result<StepGpus, Missing>;
 /// Slurm's companion lists renumbered alike (see [`renumbered_by_slurm`]),
 /// and where `SLURM_GPUS_ON_NODE` counts the step's GPUs. A list that is no
 /// list (`0,0`, empty) is neither, so it is the user's, and NVML decides.
-pub(super) fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Option<Sourced> {
-    let cuda = env(env::CUDA)?;
+pub(super) fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Result<Sourced, NotSlurms> {
+    let cuda = env(env::CUDA).ok_or(NotSlurms::Unset)?;
     // Slurm sets the count in every step with GPUs and removes it from every
     // other step, even when the user exported one (measured on 22.05).
-    let count = env(env::GPUS_ON_NODE)?.trim().parse::<usize>().ok()?;
-    let step = parse_gpu_list(&env(env::STEP_GPUS)?).ok()?;
-    let gpus = parse_gpu_list(&cuda).ok()?;
+    let Some(count) = env(env::GPUS_ON_NODE).and_then(|c| c.trim().parse::<usize>().ok()) else {
+        return Err(NotSlurms::NoCount { cuda });
+    };
+    let Some(step_list) = env(env::STEP_GPUS) else {
+        return Err(NotSlurms::NoStepList { cuda });
+    };
+    let step = match parse_gpu_list(&step_list) {
+        Ok(step) => step,
+        Err(error) => {
+            let error = Box::new(error);
+            return Err(NotSlurms::BadStepList { cuda, error });
+        }
+    };
+    let gpus = parse_gpu_list(&cuda).map_err(|e| NotSlurms::NotAList(Box::new(e)))?;
     if gpus != step && !renumbered_by_slurm(&gpus, step.len(), &cuda, env) {
-        return None;
+        return Err(NotSlurms::Disagrees {
+            cuda,
+            step: step_list,
+        });
     }
     if count != gpus.len() {
-        return Some(Err(Missing::Failed(WhyNoList::CountMismatch {
+        return Ok(Err(Missing::Failed(WhyNoList::CountMismatch {
             listed: gpus.len(),
             cuda,
             count,
         })));
     }
-    Some(Ok(StepGpus {
+    Ok(Ok(StepGpus {
         gpus,
         slurm: Some((cuda, step)),
     }))
@@ -153,8 +217,10 @@ pub(super) fn renumbered_by_slurm(
 /// The GPU list from NVML, where Slurm names no list it set itself. Used
 /// only when Slurm's count proves NVML's list is the step's, or where the
 /// site declared that Slurm tracks no GPUs (`untracked=whole-node`).
+/// `not_slurms` says why the step's list was not Slurm's.
 pub(super) fn from_nvml(
     config: &Config,
+    not_slurms: Box<NotSlurms>,
     env: &dyn Fn(&str) -> Option<String>,
     nvml: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
 ) -> Sourced {
@@ -173,9 +239,9 @@ pub(super) fn from_nvml(
         None => Missing::NoGpus(why),
     };
     if config.nvml == NvmlSource::Off {
-        return Err(fail(WhyNoList::NvmlOff));
+        return Err(fail(WhyNoList::NvmlOff(not_slurms)));
     }
-    let uuids = nvml(config).map_err(|e| fail(WhyNoList::Nvml(e)))?;
+    let uuids = nvml(config).map_err(|e| fail(WhyNoList::Nvml(not_slurms, e)))?;
     check_list(&uuids).map_err(|e| fail(WhyNoList::BadNvmlList(e)))?;
     match count {
         _ if uuids.is_empty() => Err(fail(WhyNoList::NvmlFindsNone)),
@@ -395,7 +461,12 @@ mod tests {
             Err(Error::Discovery("NVML: init failed".into())),
         );
         let failed = Error::Discovery("NVML: init failed".into());
-        assert_eq!(unlisted(p), WhyNoList::Nvml(failed));
+        let why = unlisted(p);
+        assert_eq!(why, WhyNoList::Nvml(Box::new(NotSlurms::Unset), failed));
+        assert_eq!(
+            why.to_string(),
+            "Slurm set no CUDA_VISIBLE_DEVICES, and NVML: init failed"
+        );
         let (p, calls) = plan_with(&config, c, &[("SLURM_GPUS_ON_NODE", "0")], Ok(uuids(4)));
         assert_eq!(unlisted(p), gpus_none(None));
         assert_eq!(calls, 0);
@@ -411,7 +482,7 @@ mod tests {
             ..Config::default()
         };
         let (p, calls) = plan_with(&off, c, &[("SLURM_GPUS_ON_NODE", "4")], Ok(uuids(4)));
-        assert_eq!(unlisted(p), WhyNoList::NvmlOff);
+        assert_eq!(unlisted(p), WhyNoList::NvmlOff(Box::new(NotSlurms::Unset)));
         assert_eq!(calls, 0);
     }
 
@@ -443,7 +514,10 @@ mod tests {
         quiet(p);
         let no_library = Error::Discovery("NVML: no library".into());
         let (p, _) = plan_with(&whole, c, &[], Err(no_library.clone()));
-        assert_eq!(unlisted(p), WhyNoList::Nvml(no_library));
+        assert_eq!(
+            unlisted(p),
+            WhyNoList::Nvml(Box::new(NotSlurms::Unset), no_library)
+        );
         // A count of zero is no GPUs, whatever the site says.
         let (p, calls) = plan_with(&whole, c, &[("SLURM_GPUS_ON_NODE", "0")], Ok(uuids(2)));
         assert_eq!(unlisted(p), gpus_none(None));
@@ -516,5 +590,92 @@ mod tests {
             assert_eq!(calls, 0, "{cuda}");
             assert_eq!(map.cuda.as_deref(), Some(cuda));
         }
+    }
+
+    #[test]
+    fn nvml_failures_say_why_the_steps_list_is_not_slurms() {
+        // Each reason, in the words both front ends print (the plugin's
+        // line and exec's), NVML failing after it.
+        let c = Choice::Map(Method::Contiguous);
+        let failed = Error::Discovery("NVML: init failed".into());
+        let forged = (0..2000)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let grant = [("SLURM_GPUS_ON_NODE", "2"), ("SLURM_STEP_GPUS", "0,1")];
+        for (pairs, why, said) in [
+            (
+                vec![("CUDA_VISIBLE_DEVICES", "0,1,2,3")],
+                NotSlurms::Disagrees {
+                    cuda: "0,1,2,3".to_string(),
+                    step: "0,1".to_string(),
+                },
+                "CUDA_VISIBLE_DEVICES=\"0,1,2,3\" disagrees with Slurm's grant \
+                 (SLURM_STEP_GPUS=\"0,1\"), so it is not Slurm's",
+            ),
+            (
+                vec![("CUDA_VISIBLE_DEVICES", "0,0")],
+                NotSlurms::NotAList(Box::new(parse_gpu_list("0,0").unwrap_err())),
+                "CUDA_VISIBLE_DEVICES is not Slurm's: GPU list \"0,0\" names \"0\" twice",
+            ),
+            (
+                vec![("CUDA_VISIBLE_DEVICES", forged.as_str())],
+                NotSlurms::NotAList(Box::new(parse_gpu_list(&forged).unwrap_err())),
+                "has 2000 entries, more than the 1024 any node holds",
+            ),
+            (
+                vec![],
+                NotSlurms::Unset,
+                "Slurm set no CUDA_VISIBLE_DEVICES",
+            ),
+        ] {
+            let all = [&grant[..], &pairs].concat();
+            let (p, calls) = plan_with(&Config::default(), c, &all, Err(failed.clone()));
+            assert_eq!(calls, 1);
+            let got = unlisted(p);
+            assert_eq!(got, WhyNoList::Nvml(Box::new(why.clone()), failed.clone()));
+            let text = got.to_string();
+            assert!(text.contains(said), "{text}");
+            assert!(text.ends_with(", and NVML: init failed"), "{text}");
+            let off = Config {
+                nvml: NvmlSource::Off,
+                ..Config::default()
+            };
+            let (p, _) = plan_with(&off, c, &all, Ok(uuids(2)));
+            let text = unlisted(p).to_string();
+            assert!(text.contains(said), "{text}");
+            assert!(
+                text.ends_with(", and NVML discovery is off (nvml=off)"),
+                "{text}"
+            );
+        }
+        // Without Slurm's own list, or with one that is no list.
+        let pairs = [("SLURM_GPUS_ON_NODE", "2"), ("CUDA_VISIBLE_DEVICES", "0,1")];
+        let (p, _) = plan_with(&Config::default(), c, &pairs, Err(failed.clone()));
+        assert_eq!(
+            unlisted(p).to_string(),
+            "CUDA_VISIBLE_DEVICES=\"0,1\" is not Slurm's: SLURM_STEP_GPUS, Slurm's own list, \
+             is not set, and NVML: init failed"
+        );
+        let pairs = [
+            ("SLURM_GPUS_ON_NODE", "2"),
+            ("SLURM_STEP_GPUS", ""),
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+        ];
+        let (p, _) = plan_with(&Config::default(), c, &pairs, Err(failed.clone()));
+        assert_eq!(
+            unlisted(p).to_string(),
+            "CUDA_VISIBLE_DEVICES=\"0,1\" cannot be checked against Slurm's own list \
+             (SLURM_STEP_GPUS: GPU list \"\" is empty), and NVML: init failed"
+        );
+        // No count from Slurm, where the site has NVML list every GPU.
+        let whole = parse_args(&["untracked=whole-node"]).unwrap();
+        let pairs = [("SLURM_STEP_GPUS", "0,1"), ("CUDA_VISIBLE_DEVICES", "0,1")];
+        let (p, _) = plan_with(&whole, c, &pairs, Err(failed));
+        assert_eq!(
+            unlisted(p).to_string(),
+            "CUDA_VISIBLE_DEVICES=\"0,1\" is not Slurm's: Slurm gives this step no GPU count \
+             (SLURM_GPUS_ON_NODE), and NVML: init failed"
+        );
     }
 }

@@ -174,6 +174,77 @@ fn exec_gives_the_plugins_rows_without_the_plugin() {
     }
 }
 
+/// `exec` in a batch script (the batch step, which nothing maps): the
+/// application runs unchanged, saying why only under `--verbose`.
+#[test]
+fn exec_in_a_batch_script_runs_the_application_unchanged() {
+    let _c = setup("required", &[]);
+    cluster(&["plugin", "off"]);
+    let output = format!("{}/log/exec-batch.out", state_dir());
+    let _ = std::fs::remove_file(&output);
+    let script = format!(
+        "{b} exec -- bash -c 'echo \"app $CUDA_VISIBLE_DEVICES ${{DESI_GPU_MAPPED-unset}}\"'; \
+         {b} exec --verbose -- true",
+        b = bin()
+    );
+    let out = run(
+        "sbatch",
+        &[
+            "-W",
+            "-w",
+            "n1",
+            "-n1",
+            "--gpus-per-node=2",
+            "-o",
+            &output,
+            "--wrap",
+            &script,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let batch = std::fs::read_to_string(&output).unwrap_or_default();
+    let lines: Vec<&str> = batch.lines().collect();
+    assert_eq!(lines.first(), Some(&"app 0,1 unset"), "{batch}");
+    assert_eq!(lines.len(), 2, "one line, under --verbose only:\n{batch}");
+    assert!(lines[1].contains("runs unchanged"), "{batch}");
+}
+
+/// `exec` hands the application the caller's signal dispositions: an
+/// ignored SIGPIPE stays ignored (Rust's runtime would reset it).
+#[test]
+fn exec_keeps_an_ignored_sigpipe_under_srun() {
+    let _c = setup("required", &[]);
+    cluster(&["plugin", "off"]);
+    let script = format!(
+        "trap '' PIPE; exec {} exec --method contiguous -- grep SigIgn /proc/self/status",
+        bin()
+    );
+    let out = run(
+        "srun",
+        &[
+            "-n1",
+            "-w",
+            "n1",
+            "--gpus-per-node=1",
+            "bash",
+            "-c",
+            &script,
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let ignored = text(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|m| u64::from_str_radix(m, 16).ok())
+        .expect("a SigIgn mask");
+    assert_ne!(
+        ignored & (1 << 12),
+        0,
+        "SIGPIPE not ignored: {}",
+        show(&out)
+    );
+}
+
 /// A case's srun words less `--desi-gpu-map=`, and the exec command that
 /// asks for the same: `desi-gpu-map exec --method M [--visible V] --`.
 fn through_exec(case: &Case) -> (Vec<String>, Vec<String>) {

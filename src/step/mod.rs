@@ -235,6 +235,7 @@ pub(crate) fn stale_names(flag: &str) -> Vec<String> {
         env::NODE_GPUS.to_string(),
         env::STEP.to_string(),
         env::MPS.to_string(),
+        env::MPS_HOST.to_string(),
     ]
 }
 
@@ -459,7 +460,8 @@ mod tests {
                 "DESI_GPU_MAP_METHOD",
                 "DESI_GPU_MAP_NODE_GPUS",
                 "DESI_GPU_MAP_STEP",
-                "DESI_GPU_MAP_MPS"
+                "DESI_GPU_MAP_MPS",
+                "DESI_GPU_MAP_MPS_HOST"
             ]
         );
         assert_eq!(calls, 0);

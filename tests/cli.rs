@@ -505,3 +505,52 @@ fn exec_refuses_bad_input_and_runs_nothing() {
     let _ = std::fs::remove_file(&data);
     assert_eq!(out.status.code(), Some(126), "{out:?}");
 }
+
+/// `plan --topology FILE` that cannot be read: the message names the file.
+fn topology_error(name: &str, make: impl FnOnce(&std::path::Path)) -> (String, String) {
+    let dir = std::env::temp_dir().join(format!("dgm-topology-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    make(&path);
+    let shown = path.to_str().unwrap().to_string();
+    let out = run(&["plan", "--method", "closest", "--topology", &shown]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    std::fs::remove_dir_all(&dir).unwrap();
+    (err, shown)
+}
+
+#[test]
+fn plan_topology_file_not_utf8_names_the_file() {
+    let (err, path) = topology_error("latin1.topo", |p| {
+        std::fs::write(p, b"0 0 0-3 # caf\xe9\n").unwrap()
+    });
+    assert!(err.contains(&format!("--topology \"{path}\"")), "{err}");
+    assert!(err.contains("not UTF-8"), "{err}");
+}
+
+#[test]
+fn plan_topology_directory_names_the_file() {
+    let (err, path) = topology_error("a-directory", |p| std::fs::create_dir(p).unwrap());
+    assert!(err.contains(&format!("--topology \"{path}\"")), "{err}");
+    assert!(err.contains("is a directory"), "{err}");
+}
+
+#[test]
+fn plan_topology_file_over_the_bound_is_refused_not_cut() {
+    // A GPU line after 1 MiB of comment was cut off silently, which then
+    // read as a file without GPUs.
+    let size = (1 << 20) + 9;
+    let (err, path) = topology_error("huge.topo", |p| {
+        let mut text = "#".repeat(1 << 20);
+        text.push_str("\n0 0 0-3\n");
+        assert_eq!(text.len(), size);
+        std::fs::write(p, text).unwrap()
+    });
+    assert!(err.contains(&format!("--topology \"{path}\"")), "{err}");
+    assert!(
+        err.contains(&format!("{size} bytes, over the limit of 1048576 bytes")),
+        "{err}"
+    );
+    assert!(!err.contains("no GPU is listed"), "{err}");
+}

@@ -58,7 +58,7 @@ fn shares(rows: &mut [Row]) -> Result<(), PlanError> {
     Ok(())
 }
 
-/// The largest topology file read.
+/// The largest topology file read; a larger one is refused, not cut.
 const MAX_TOPOLOGY_BYTES: u64 = 1 << 20;
 
 /// `--topology`: a preset's name, or a file in the format of
@@ -77,21 +77,51 @@ fn topology(args: &PlanArgs) -> Result<Option<Topology>, Box<dyn std::error::Err
     if let Ok(preset) = parse_name::<Preset>(given) {
         return Ok(Some(preset.topology()));
     }
-    let file = std::fs::File::open(given).map_err(|e| {
-        format!(
-            "--topology {}: {e}; give a file or a preset ({})",
-            crate::text::quote(given),
-            names::<Preset>().join(", ")
-        )
-    })?;
-    let mut text = String::new();
-    std::io::Read::read_to_string(
-        &mut std::io::Read::take(file, MAX_TOPOLOGY_BYTES),
-        &mut text,
-    )?;
+    let text = read_topology(given)?;
     let topology = Topology::parse(&text)
         .map_err(|e| format!("--topology {}: {e}", crate::text::quote(given)))?;
     Ok(Some(topology))
+}
+
+/// The text of topology file `given`: at most [`MAX_TOPOLOGY_BYTES`] of
+/// UTF-8. Every failure names the file.
+fn read_topology(given: &str) -> Result<String, String> {
+    let shown = crate::text::quote(given);
+    let fail = |why: String| format!("--topology {shown}: {why}");
+    let file = std::fs::File::open(given).map_err(|e| {
+        fail(format!(
+            "{e}; give a file or a preset ({})",
+            names::<Preset>().join(", ")
+        ))
+    })?;
+    if file.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(fail("is a directory, not a topology file".to_string()));
+    }
+    // One byte past the bound tells a file over it from one at it.
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(&file, MAX_TOPOLOGY_BYTES + 1),
+        &mut bytes,
+    )
+    .map_err(|e| fail(format!("cannot read it: {e}")))?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > MAX_TOPOLOGY_BYTES {
+        // A regular file's size; a device or a pipe tells none.
+        let size = file
+            .metadata()
+            .ok()
+            .map(|m| m.len())
+            .filter(|&n| n > MAX_TOPOLOGY_BYTES)
+            .map_or_else(String::new, |n| format!("{n} bytes, "));
+        return Err(fail(format!(
+            "{size}over the limit of {MAX_TOPOLOGY_BYTES} bytes for a topology file"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        fail(format!(
+            "not UTF-8 text (the first bad byte is at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
 }
 
 /// One value per node, or one value for every node.

@@ -857,3 +857,177 @@ fn show_and_exec_give_up_on_a_hung_nvml_at_the_deadline() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `plan --topology FILE` that cannot be read: the message names the file.
+fn topology_error(name: &str, make: impl FnOnce(&std::path::Path)) -> (String, String) {
+    let dir = std::env::temp_dir().join(format!("dgm-topology-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    make(&path);
+    let shown = path.to_str().unwrap().to_string();
+    let out = run(&["plan", "--method", "closest", "--topology", &shown]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    std::fs::remove_dir_all(&dir).unwrap();
+    (err, shown)
+}
+
+#[test]
+fn plan_topology_file_not_utf8_names_the_file() {
+    let (err, path) = topology_error("latin1.topo", |p| {
+        std::fs::write(p, b"0 0 0-3 # caf\xe9\n").unwrap()
+    });
+    assert!(err.contains(&format!("--topology \"{path}\"")), "{err}");
+    assert!(err.contains("not UTF-8"), "{err}");
+}
+
+#[test]
+fn plan_topology_directory_names_the_file() {
+    let (err, path) = topology_error("a-directory", |p| std::fs::create_dir(p).unwrap());
+    assert!(err.contains(&format!("--topology \"{path}\"")), "{err}");
+    assert!(err.contains("is a directory"), "{err}");
+}
+
+#[test]
+fn plan_topology_file_over_the_bound_is_refused_not_cut() {
+    // A GPU line after 1 MiB of comment was cut off silently, which then
+    // read as a file without GPUs.
+    let size = (1 << 20) + 9;
+    let (err, path) = topology_error("huge.topo", |p| {
+        let mut text = "#".repeat(1 << 20);
+        text.push_str("\n0 0 0-3\n");
+        assert_eq!(text.len(), size);
+        std::fs::write(p, text).unwrap()
+    });
+    assert!(err.contains(&format!("--topology \"{path}\"")), "{err}");
+    assert!(
+        err.contains(&format!("{size} bytes, over the limit of 1048576 bytes")),
+        "{err}"
+    );
+    assert!(!err.contains("no GPU is listed"), "{err}");
+}
+
+#[test]
+fn plan_refuses_sizes_no_node_or_job_reaches() {
+    // Each used to abort allocating gigabytes ("memory allocation of ...
+    // failed" and a backtrace). The message names the option, the value
+    // and the limit.
+    for (args, value, limit) in [
+        (
+            &["plan", "-N", "10000000000"][..],
+            "--nodes 10000000000",
+            "1048576 nodes",
+        ),
+        (
+            &["plan", "-n", "10000000000"][..],
+            "--ntasks 10000000000",
+            "1048576 tasks",
+        ),
+        (
+            &["plan", "--gpus", "100000000000"][..],
+            "--gpus 100000000000",
+            "1024 GPUs on a node",
+        ),
+        (
+            &["plan", "--ntasks-per-node", "70000"][..],
+            "--ntasks-per-node 70000",
+            "65533 tasks on a node",
+        ),
+        // One node: the split puts every task there.
+        (
+            &["plan", "-n", "70000"][..],
+            "--ntasks 70000",
+            "65533 tasks on a node",
+        ),
+        (
+            &["plan", "-N", "32", "--ntasks-per-node", "65533"][..],
+            "--ntasks-per-node 65533 on 32 nodes is 2097056 tasks",
+            "1048576 tasks",
+        ),
+        (
+            &["plan", "-N", "2000", "--gpus", "1024"][..],
+            "--gpus 1024 on 2000 nodes is 2048000 GPUs",
+            "1048576 GPUs",
+        ),
+        (
+            &["plan", "-N", "300000"][..],
+            "--gpus 4 on 300000 nodes is 1200000 GPUs",
+            "1048576 GPUs",
+        ),
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(value), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("limit of {limit}")),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("memory allocation"), "{args:?}: {err}");
+    }
+    // At the limits: Slurm's most tasks on a node, the longest GPU list.
+    let out = run(&[
+        "plan",
+        "--ntasks-per-node",
+        "65533",
+        "--gpus",
+        "1024",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["tasks"].as_array().unwrap().len(), 65533);
+    assert_eq!(json["load"].as_array().unwrap().len(), 1024);
+}
+
+#[test]
+fn plan_at_many_nodes_counts_each_gpus_load() {
+    // 65536 nodes of one task and one GPU each: every GPU carries its
+    // node's task (the load table was counted node by node over every row).
+    let out = run(&[
+        "plan", "-N", "65536", "--gpus", "1", "-m", "cyclic", "--json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tasks = json["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 65536);
+    assert_eq!(tasks[65535]["node"], 65535);
+    let load = json["load"].as_array().unwrap();
+    assert_eq!(load.len(), 65536);
+    assert!(load.iter().all(|l| l["tasks"] == 1), "{:?}", &load[..4]);
+}
+
+#[test]
+fn plan_refuses_rotate_lists_past_the_bound() {
+    // Under --visible rotate each task's row lists all its node's GPUs:
+    // a million rows of 1024 GPUs would be gigabytes of text.
+    let out = run(&[
+        "plan",
+        "-N",
+        "16",
+        "--ntasks-per-node",
+        "65533",
+        "--gpus",
+        "1024",
+        "--visible",
+        "rotate",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--visible rotate lists 1073692672 GPUs"),
+        "{err}"
+    );
+    assert!(err.contains("limit of 16777216 GPUs listed"), "{err}");
+    // One node of them is within it.
+    let out = run(&[
+        "plan",
+        "--ntasks-per-node",
+        "16384",
+        "--gpus",
+        "1024",
+        "--visible",
+        "rotate",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+}

@@ -1,12 +1,14 @@
 //! The command line, shared with the man page generator. Values are parsed
 //! straight into the core's types, by the core's own names.
 
-use super::layout::Distribution;
+use super::layout::{Distribution, DEFAULT_GPUS, MAX_LISTED_GPUS, MAX_PREVIEW_ROWS};
 use crate::env;
 use crate::method::{method_names, Method, Visible};
 use crate::names::{names, with_aliases, Named};
 use crate::settings::option::Choice;
 use crate::settings::site::{NvmlSource, DEFAULT_NVML_TIMEOUT_S, NVML_TIMEOUT_RANGE_S};
+use crate::slurm::gpus::MAX_LIST_ENTRIES;
+use crate::slurm::tasks::{MAX_NODES, MAX_TASKS_PER_NODE};
 use crate::text::quote;
 use crate::vendor::VendorSetting;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
@@ -127,26 +129,55 @@ Topology file (--topology FILE), one GPU a line, # comments:
   1  2  32-47,96-111
   (TOKEN as in CUDA_VISIBLE_DEVICES, NUMA node, local cpulist; - if unknown)")]
 pub struct PlanArgs {
-    /// Number of nodes (srun -N).
-    #[arg(short = 'N', long, default_value_t = 1)]
+    #[arg(
+        short = 'N',
+        long,
+        default_value_t = 1,
+        help = format!("Number of nodes (srun -N), at most {MAX_NODES}")
+    )]
     pub nodes: usize,
-    /// Total number of tasks (srun -n), split evenly over the nodes, the
-    /// first nodes taking one more (srun's split on whole nodes).
-    #[arg(short = 'n', long, conflicts_with = "ntasks_per_node")]
+    #[arg(
+        short = 'n',
+        long,
+        conflicts_with = "ntasks_per_node",
+        help = format!(
+            "Total number of tasks (srun -n), split evenly over the nodes, the first nodes \
+             taking one more (srun's split on whole nodes); at most {MAX_TASKS_PER_NODE} on a \
+             node (Slurm's limit) and {MAX_PREVIEW_ROWS} in all"
+        )
+    )]
     pub ntasks: Option<usize>,
-    /// Tasks on each node: one number for every node, or one per node (5,3).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        help = format!(
+            "Tasks on each node: one number for every node, or one per node (5,3); at most \
+             {MAX_TASKS_PER_NODE} on a node and {MAX_PREVIEW_ROWS} in all"
+        )
+    )]
     pub ntasks_per_node: Vec<usize>,
     /// Task distribution over nodes (srun -m).
     #[arg(short = 'm', long, default_value = "block", value_parser = one_of::<Distribution>())]
     pub distribution: Distribution,
-    /// GPUs on each node: one count for every node, or one per node (4,4,2);
-    /// 4 per node when neither --gpus nor --devices is given.
-    #[arg(long, value_delimiter = ',', conflicts_with = "devices")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        conflicts_with = "devices",
+        help = format!(
+            "GPUs on each node: one count for every node, or one per node (4,4,2); \
+             {DEFAULT_GPUS} per node when neither --gpus nor --devices is given; at most \
+             {MAX_LIST_ENTRIES} on a node and {MAX_PREVIEW_ROWS} in all"
+        )
+    )]
     pub gpus: Vec<usize>,
-    /// A node's GPU list as Slurm sets CUDA_VISIBLE_DEVICES (2,3): give it
-    /// once for every node, or once per node.
-    #[arg(long)]
+    #[arg(
+        long,
+        help = format!(
+            "A node's GPU list as Slurm sets CUDA_VISIBLE_DEVICES (2,3): give it once for every \
+             node, or once per node; at most {MAX_LIST_ENTRIES} GPUs on a node and \
+             {MAX_PREVIEW_ROWS} in all"
+        )
+    )]
     pub devices: Vec<String>,
     #[arg(
         long,
@@ -160,8 +191,15 @@ pub struct PlanArgs {
     /// Tasks are previewed bound to equal blocks of the node's cores.
     #[arg(long, value_name = "PRESET|FILE")]
     pub topology: Option<String>,
-    /// What stays visible to each task.
-    #[arg(long, default_value = "single", value_parser = one_of::<Visible>())]
+    #[arg(
+        long,
+        default_value = "single",
+        value_parser = one_of::<Visible>(),
+        help = format!(
+            "What stays visible to each task; under rotate every task's row lists its node's \
+             GPUs, at most {MAX_LISTED_GPUS} in all"
+        )
+    )]
     pub visible: Visible,
     /// Preview the step under CUDA MPS (--desi-gpu-map=METHOD,mps): each
     /// task's share of its GPU under mps_share=even; more than 48 tasks on

@@ -12,10 +12,12 @@ use crate::settings::option::{Choice, Request};
 use crate::settings::site::{Config, NvmlSource};
 use crate::slurm::gpus::join;
 use crate::step::{
-    assign, plan_step, Node, NvmlAsk, StepFacts, StepMap, StepPlan, TaskCpus, TaskInputs, Unmapped,
+    assign_in, plan_step, Node, NodeCpus, NvmlAsk, StepFacts, StepMap, StepPlan, TaskCpus,
+    TaskInputs, Unmapped,
 };
 use crate::topology::Topology;
 use crate::vendor::{Vendor, VendorSetting};
+use std::collections::HashMap;
 use std::fmt;
 
 /// Why `desi-gpu-map plan` cannot preview what it was given.
@@ -47,6 +49,87 @@ pub enum PlanError {
         gpu: String,
         tasks: usize,
     },
+    /// A size past one of the preview's [`Limit`]s: `said` names the
+    /// option and its value ("--nodes 10000000000 is").
+    OverLimit { said: String, limit: Limit },
+}
+
+/// The most tasks, and the most GPUs, one preview lists: each is a row of
+/// its tables, and a million rows (up to about 700 MB as they are held,
+/// measured) is more than any step a person previews.
+pub const MAX_PREVIEW_ROWS: usize = 1 << 20;
+
+/// GPUs on each node when neither `--gpus`, `--devices` nor a topology
+/// says.
+pub const DEFAULT_GPUS: usize = 4;
+
+/// The most GPU entries the task rows' visible lists hold in all: under
+/// `--visible rotate` each row lists its node's every GPU (16M entries
+/// are about 100 MB of text).
+pub const MAX_LISTED_GPUS: usize = 1 << 24;
+
+/// The sizes `desi-gpu-map plan` takes, each bounded so that no command line
+/// makes it allocate more than memory holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// Nodes in the step: [`crate::slurm::tasks::MAX_NODES`].
+    Nodes,
+    /// Tasks on one node: Slurm's own ceiling,
+    /// [`crate::slurm::tasks::MAX_TASKS_PER_NODE`].
+    NodeTasks,
+    /// GPUs on one node: the longest GPU list the plugin reads,
+    /// [`crate::slurm::gpus::MAX_LIST_ENTRIES`].
+    NodeGpus,
+    /// Tasks in all: [`MAX_PREVIEW_ROWS`].
+    Tasks,
+    /// GPUs in all: [`MAX_PREVIEW_ROWS`].
+    Gpus,
+    /// Entries of the visible lists in all: [`MAX_LISTED_GPUS`].
+    Listed,
+}
+
+impl Limit {
+    /// The largest size allowed.
+    pub fn most(self) -> usize {
+        match self {
+            Limit::Nodes => crate::slurm::tasks::MAX_NODES,
+            Limit::NodeTasks => crate::slurm::tasks::MAX_TASKS_PER_NODE,
+            Limit::NodeGpus => crate::slurm::gpus::MAX_LIST_ENTRIES,
+            Limit::Tasks | Limit::Gpus => MAX_PREVIEW_ROWS,
+            Limit::Listed => MAX_LISTED_GPUS,
+        }
+    }
+
+    /// `Err` naming `said` when `size` is past the limit.
+    pub fn check(self, size: usize, said: impl FnOnce() -> String) -> Result<(), PlanError> {
+        if size > self.most() {
+            return Err(PlanError::OverLimit {
+                said: said(),
+                limit: self,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let most = self.most();
+        match self {
+            Limit::Nodes => write!(f, "{most} nodes in a step"),
+            Limit::NodeTasks => write!(
+                f,
+                "{most} tasks on a node (Slurm's MaxTasksPerNode may not exceed it)"
+            ),
+            Limit::NodeGpus => write!(
+                f,
+                "{most} GPUs on a node (the longest GPU list the plugin reads)"
+            ),
+            Limit::Tasks => write!(f, "{most} tasks in a preview"),
+            Limit::Gpus => write!(f, "{most} GPUs in a preview"),
+            Limit::Listed => write!(f, "{most} GPUs listed in a preview's visible lists"),
+        }
+    }
 }
 
 impl From<Error> for PlanError {
@@ -86,6 +169,9 @@ impl fmt::Display for PlanError {
                  clients per GPU; the plugin would run this step without MPS",
                 crate::step::MAX_CLIENTS
             ),
+            PlanError::OverLimit { said, limit } => {
+                write!(f, "{said} over the limit of {limit}")
+            }
         }
     }
 }
@@ -137,14 +223,20 @@ pub fn place(per_node: &[usize], distribution: Distribution) -> Vec<Vec<usize>> 
             }
         }
         Distribution::Cyclic => {
+            // Round by round, over the nodes that still have room: a node
+            // leaves once full, so the work is the tasks, not rounds times
+            // nodes.
+            let mut open: Vec<(&mut Vec<usize>, usize)> =
+                ranks.iter_mut().zip(per_node.iter().copied()).collect();
             let mut rank = 0;
-            while rank < total {
-                for (node, &count) in ranks.iter_mut().zip(per_node) {
-                    if node.len() < count && rank < total {
+            while rank < total && !open.is_empty() {
+                open.retain_mut(|(node, count)| {
+                    if node.len() < *count && rank < total {
                         node.push(rank);
                         rank += 1;
                     }
-                }
+                    node.len() < *count
+                });
             }
         }
     }
@@ -217,6 +309,12 @@ fn node_rows(
         .map(CpuSet::to_mask)
         .collect::<Vec<_>>()
         .join(",");
+    let bind_type = Some("mask_cpu:");
+    let bind_list = Some(&bind_list)
+        .filter(|l| !l.is_empty())
+        .map(String::as_str);
+    // Every task of the node reads the same list: read once for them all.
+    let shared = NodeCpus::new(bind_type, bind_list, ranks.len());
     let name = format!("node{node}");
     let clients = crate::step::tasks_per_gpu(&map, ranks.len());
     let mut rows = Vec::with_capacity(ranks.len());
@@ -232,13 +330,11 @@ fn node_rows(
                 own: bound.get(local_id).cloned(),
                 // slurmstepd's mask: the node's CPUs.
                 parent: topology.map(|t| t.cpus.clone()),
-                bind_type: Some("mask_cpu:"),
-                bind_list: Some(&bind_list)
-                    .filter(|l| !l.is_empty())
-                    .map(String::as_str),
+                bind_type,
+                bind_list,
             },
         };
-        let got = assign(&map, &task)?;
+        let got = assign_in(&map, &task, &shared)?;
         rows.push(Row {
             rank,
             node,
@@ -356,19 +452,27 @@ pub struct Load {
     pub tasks: usize,
 }
 
-/// Tasks per GPU on each node, in GPU-list order.
+/// Tasks per GPU on each node, in GPU-list order: one pass over the rows.
 pub fn loads(rows: &[Row], gpus: &[Vec<String>]) -> Vec<Load> {
+    let mut counts: Vec<HashMap<&str, usize>> = gpus
+        .iter()
+        .map(|list| list.iter().map(|g| (g.as_str(), 0)).collect())
+        .collect();
+    for row in rows {
+        if let Some(c) = counts
+            .get_mut(row.node)
+            .and_then(|node| node.get_mut(row.gpu.as_str()))
+        {
+            *c += 1;
+        }
+    }
     let mut out = Vec::new();
-    for (node, node_gpus) in gpus.iter().enumerate() {
+    for (node, (node_gpus, node_counts)) in gpus.iter().zip(&counts).enumerate() {
         for gpu in node_gpus {
-            let tasks = rows
-                .iter()
-                .filter(|r| r.node == node && &r.gpu == gpu)
-                .count();
             out.push(Load {
                 node,
                 gpu: gpu.clone(),
-                tasks,
+                tasks: node_counts.get(gpu.as_str()).copied().unwrap_or(0),
             });
         }
     }
@@ -490,6 +594,94 @@ mod tests {
         )
         .unwrap();
         assert_eq!((rows[1].gpu.as_str(), rows[1].cpus.as_deref()), ("1", None));
+    }
+
+    /// The cyclic placement and the load count as first written: rounds
+    /// over every node, and every row once per GPU.
+    fn place_cyclic_before(per_node: &[usize]) -> Vec<Vec<usize>> {
+        let total: usize = per_node.iter().sum();
+        let mut ranks: Vec<Vec<usize>> = per_node.iter().map(|_| Vec::new()).collect();
+        let mut rank = 0;
+        while rank < total {
+            for (node, &count) in ranks.iter_mut().zip(per_node) {
+                if node.len() < count && rank < total {
+                    node.push(rank);
+                    rank += 1;
+                }
+            }
+        }
+        ranks
+    }
+
+    fn loads_before(rows: &[Row], gpus: &[Vec<String>]) -> Vec<Load> {
+        let mut out = Vec::new();
+        for (node, node_gpus) in gpus.iter().enumerate() {
+            for gpu in node_gpus {
+                let tasks = rows
+                    .iter()
+                    .filter(|r| r.node == node && &r.gpu == gpu)
+                    .count();
+                out.push(Load {
+                    node,
+                    gpu: gpu.clone(),
+                    tasks,
+                });
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn cyclic_placement_and_loads_as_before(
+            per_node in proptest::collection::vec(1usize..12, 1..9),
+            gpus_per_node in proptest::collection::vec(1usize..6, 1..9),
+            method in 0usize..3,
+        ) {
+            let nodes = per_node.len();
+            let g: Vec<Vec<String>> = (0..nodes)
+                .map(|i| gpus(gpus_per_node[i % gpus_per_node.len()]))
+                .collect();
+            let ranks = place(&per_node, Distribution::Cyclic);
+            proptest::prop_assert_eq!(&ranks, &place_cyclic_before(&per_node));
+            let method = [Method::Contiguous, Method::RoundRobin, Method::Closest][method];
+            let rows = preview(&ranks, &g, method, Visible::Single, None).unwrap();
+            proptest::prop_assert_eq!(loads(&rows, &g), loads_before(&rows, &g));
+        }
+    }
+
+    #[test]
+    fn closest_preview_reads_each_tasks_cpus_once() {
+        // Each task of the plugin decides alone and reads every task's
+        // CPUs; the preview of a node must not do that once per task, which
+        // made it quadratic (2.4 s at 4000 tasks, 45 s at 16000).
+        use crate::method::closest::CANDIDATE_CALLS;
+        use crate::slurm::cpu_bind::ENTRIES_READ;
+        use crate::topology::Preset;
+        let t = Preset::Perlmutter.topology();
+        for n in [100, 400] {
+            CANDIDATE_CALLS.with(|c| c.set(0));
+            ENTRIES_READ.with(|c| c.set(0));
+            let rows = preview(
+                &[(0..n).collect()],
+                &[t.tokens()],
+                Method::Closest,
+                Visible::Single,
+                Some(&t),
+            )
+            .unwrap();
+            assert_eq!(rows.len(), n);
+            let (matched, read) = (
+                CANDIDATE_CALLS.with(|c| c.get()),
+                ENTRIES_READ.with(|c| c.get()),
+            );
+            // Once per task, and once more for local task 0's "alike" check.
+            assert!(
+                matched <= 2 * n,
+                "{n} tasks: candidates computed {matched} times"
+            );
+            assert!(read <= n, "{n} tasks: {read} bind list entries read");
+        }
     }
 
     #[test]

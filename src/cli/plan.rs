@@ -2,7 +2,7 @@
 
 use super::args::PlanArgs;
 use super::json;
-use super::layout::{even_split, loads, place, preview, Load, PlanError, Row};
+use super::layout::{even_split, loads, place, preview, Limit, Load, PlanError, Row, DEFAULT_GPUS};
 use crate::method::Method;
 use crate::method::Visible;
 use crate::names::{names, parse_name, Named};
@@ -15,10 +15,18 @@ pub fn run(args: &PlanArgs) -> Result<String, Box<dyn std::error::Error>> {
     let (method, visible) = (args.method, args.visible);
     let per_node = tasks_per_node(args)?;
     let topology = topology(args)?;
-    let gpus = match &topology {
-        Some(t) if args.gpus.is_empty() && args.devices.is_empty() => vec![t.tokens(); args.nodes],
-        _ => gpu_lists(args)?,
-    };
+    let gpus = gpu_lists(args, topology.as_ref())?;
+    if visible == Visible::Rotate {
+        // Each task's row lists its node's every GPU.
+        let listed = per_node.iter().zip(&gpus).fold(0usize, |all, (&n, g)| {
+            all.saturating_add(n.saturating_mul(g.len()))
+        });
+        Limit::Listed.check(listed, || {
+            format!(
+                "--visible rotate lists {listed} GPUs (every task's row lists its node's GPUs),"
+            )
+        })?;
+    }
     if let (Method::Closest, Some(t)) = (method, &topology) {
         // The plugin says this once per node; the preview says it on stderr.
         for (node, list) in gpus.iter().enumerate() {
@@ -58,7 +66,7 @@ fn shares(rows: &mut [Row]) -> Result<(), PlanError> {
     Ok(())
 }
 
-/// The largest topology file read.
+/// The largest topology file read; a larger one is refused, not cut.
 const MAX_TOPOLOGY_BYTES: u64 = 1 << 20;
 
 /// `--topology`: a preset's name, or a file in the format of
@@ -77,21 +85,51 @@ fn topology(args: &PlanArgs) -> Result<Option<Topology>, Box<dyn std::error::Err
     if let Ok(preset) = parse_name::<Preset>(given) {
         return Ok(Some(preset.topology()));
     }
-    let file = std::fs::File::open(given).map_err(|e| {
-        format!(
-            "--topology {}: {e}; give a file or a preset ({})",
-            crate::text::quote(given),
-            names::<Preset>().join(", ")
-        )
-    })?;
-    let mut text = String::new();
-    std::io::Read::read_to_string(
-        &mut std::io::Read::take(file, MAX_TOPOLOGY_BYTES),
-        &mut text,
-    )?;
+    let text = read_topology(given)?;
     let topology = Topology::parse(&text)
         .map_err(|e| format!("--topology {}: {e}", crate::text::quote(given)))?;
     Ok(Some(topology))
+}
+
+/// The text of topology file `given`: at most [`MAX_TOPOLOGY_BYTES`] of
+/// UTF-8. Every failure names the file.
+fn read_topology(given: &str) -> Result<String, String> {
+    let shown = crate::text::quote(given);
+    let fail = |why: String| format!("--topology {shown}: {why}");
+    let file = std::fs::File::open(given).map_err(|e| {
+        fail(format!(
+            "{e}; give a file or a preset ({})",
+            names::<Preset>().join(", ")
+        ))
+    })?;
+    if file.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(fail("is a directory, not a topology file".to_string()));
+    }
+    // One byte past the bound tells a file over it from one at it.
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(&file, MAX_TOPOLOGY_BYTES + 1),
+        &mut bytes,
+    )
+    .map_err(|e| fail(format!("cannot read it: {e}")))?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > MAX_TOPOLOGY_BYTES {
+        // A regular file's size; a device or a pipe tells none.
+        let size = file
+            .metadata()
+            .ok()
+            .map(|m| m.len())
+            .filter(|&n| n > MAX_TOPOLOGY_BYTES)
+            .map_or_else(String::new, |n| format!("{n} bytes, "));
+        return Err(fail(format!(
+            "{size}over the limit of {MAX_TOPOLOGY_BYTES} bytes for a topology file"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        fail(format!(
+            "not UTF-8 text (the first bad byte is at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
 }
 
 /// One value per node, or one value for every node.
@@ -108,13 +146,35 @@ fn per_node<T: Clone>(values: &[T], nodes: usize, what: &'static str) -> Result<
 }
 
 fn tasks_per_node(args: &PlanArgs) -> Result<Vec<usize>, PlanError> {
-    if args.nodes == 0 {
+    let nodes = args.nodes;
+    if nodes == 0 {
         return Err(PlanError::NoNodes);
     }
+    // Before anything is allocated per node.
+    Limit::Nodes.check(nodes, || format!("--nodes {nodes} is"))?;
     let counts = match (args.ntasks, args.ntasks_per_node.as_slice()) {
-        (Some(n), _) => even_split(n, args.nodes)?,
-        (None, []) => vec![1; args.nodes],
-        (None, given) => per_node(given, args.nodes, "--ntasks-per-node")?,
+        (Some(n), _) => {
+            Limit::Tasks.check(n, || format!("--ntasks {n} is"))?;
+            let counts = even_split(n, nodes)?;
+            // The first node takes the most.
+            let most = counts.first().copied().unwrap_or(0);
+            Limit::NodeTasks.check(most, || {
+                format!("--ntasks {n} puts {most} tasks on node 0,")
+            })?;
+            counts
+        }
+        (None, []) => vec![1; nodes],
+        (None, given) => {
+            for &k in given {
+                Limit::NodeTasks.check(k, || format!("--ntasks-per-node {k} is"))?;
+            }
+            let counts = per_node(given, nodes, "--ntasks-per-node")?;
+            let total = sum(&counts);
+            Limit::Tasks.check(total, || {
+                sum_said("--ntasks-per-node", given, nodes, total, "tasks")
+            })?;
+            counts
+        }
     };
     if counts.contains(&0) {
         return Err(PlanError::NodeWithoutTasks);
@@ -122,26 +182,78 @@ fn tasks_per_node(args: &PlanArgs) -> Result<Vec<usize>, PlanError> {
     Ok(counts)
 }
 
-fn gpu_lists(args: &PlanArgs) -> Result<Vec<Vec<String>>, PlanError> {
+/// Each node's GPU list: `--devices`, else `--gpus` counts, else the
+/// topology's GPUs, else [`DEFAULT_GPUS`]; at most [`Limit::Gpus`] in all,
+/// counted before a list is made.
+fn gpu_lists(args: &PlanArgs, topology: Option<&Topology>) -> Result<Vec<Vec<String>>, PlanError> {
+    let nodes = args.nodes;
     if !args.devices.is_empty() {
+        // Each list is at most MAX_LIST_ENTRIES long (parse_gpu_list).
         let lists = args
             .devices
             .iter()
             .map(|d| parse_gpu_list(d))
             .collect::<Result<Vec<_>, _>>()?;
-        return per_node(&lists, args.nodes, "--devices");
+        let lens: Vec<usize> = lists.iter().map(Vec::len).collect();
+        let total = sum(&per_node(&lens, nodes, "--devices")?);
+        let shown: Vec<String> = args.devices.iter().map(|d| crate::text::quote(d)).collect();
+        Limit::Gpus.check(total, || {
+            sum_said("--devices", &shown, nodes, total, "GPUs")
+        })?;
+        return per_node(&lists, nodes, "--devices");
+    }
+    if let (Some(t), []) = (topology, args.gpus.as_slice()) {
+        let total = t.gpus.len().saturating_mul(nodes);
+        Limit::Gpus.check(total, || {
+            let given = args.topology.as_deref().unwrap_or_default();
+            let given = crate::text::quote(given);
+            sum_said("--topology", &[given], nodes, total, "GPUs")
+        })?;
+        return Ok(vec![t.tokens(); nodes]);
     }
     let counts = match args.gpus.as_slice() {
-        [] => vec![4; args.nodes],
-        given => per_node(given, args.nodes, "--gpus")?,
+        [] => vec![DEFAULT_GPUS; nodes],
+        given => {
+            for &k in given {
+                Limit::NodeGpus.check(k, || format!("--gpus {k} is"))?;
+            }
+            per_node(given, nodes, "--gpus")?
+        }
     };
     if counts.contains(&0) {
         return Err(PlanError::NodeWithoutGpus);
     }
+    let total = sum(&counts);
+    Limit::Gpus.check(total, || match args.gpus.as_slice() {
+        [] => format!(
+            "--gpus {DEFAULT_GPUS} on {nodes} nodes is {total} GPUs ({DEFAULT_GPUS} a node is \
+             the default),"
+        ),
+        given => sum_said("--gpus", given, nodes, total, "GPUs"),
+    })?;
     Ok(counts
         .iter()
         .map(|&k| (0..k).map(|i| i.to_string()).collect())
         .collect())
+}
+
+/// The sum of sizes, saturating (a sum past every limit stays past it).
+fn sum(sizes: &[usize]) -> usize {
+    sizes.iter().fold(0, |all, &k| all.saturating_add(k))
+}
+
+/// How per-node `values` of `option` came to `total` `unit`, for a message.
+fn sum_said<T: std::fmt::Display>(
+    option: &str,
+    values: &[T],
+    nodes: usize,
+    total: usize,
+    unit: &str,
+) -> String {
+    match values {
+        [one] => format!("{option} {one} on {nodes} nodes is {total} {unit},"),
+        _ => format!("{option}, one value for each of {nodes} nodes, is {total} {unit},"),
+    }
 }
 
 fn to_text(method: Method, visible: Visible, rows: &[Row], loads: &[Load]) -> String {

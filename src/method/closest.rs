@@ -19,6 +19,7 @@ use crate::cpuset::CpuSet;
 use crate::error::Error;
 use crate::method::{position, Method};
 use crate::text::quote;
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// Why `closest` falls back to `contiguous` for a step.
@@ -46,9 +47,17 @@ impl fmt::Display for Fallback {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Calls of [`candidates`] on this thread, for tests that count work.
+    pub(crate) static CANDIDATE_CALLS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// The positions (in `near`) of the GPUs whose local CPUs overlap `task`
 /// most; every position when none overlaps.
 pub fn candidates(task: &CpuSet, near: &[CpuSet]) -> Vec<usize> {
+    #[cfg(test)]
+    CANDIDATE_CALLS.with(|c| c.set(c.get() + 1));
     let overlaps: Vec<usize> = near.iter().map(|g| g.overlap(task)).collect();
     let best = overlaps.iter().copied().max().unwrap_or(0);
     if best == 0 {
@@ -72,14 +81,34 @@ pub fn near_all_alike(task: Option<&CpuSet>, near: &[CpuSet]) -> bool {
 }
 
 /// Every task's position in the step's GPU list, from every task's CPUs
-/// (local-id order): the same answer in every task.
+/// (local-id order): the same answer in every task. In `O(n log n)` for
+/// `n` tasks: each task's candidates once, then one ordered count per
+/// candidate set (its members before the task, and all of them).
 pub fn closest_all(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<usize>, Error> {
     let groups = groups(tasks, near)?;
-    (0..tasks.len()).map(|l| pick_of(&groups, l)).collect()
+    let mut members: BTreeMap<&[usize], usize> = BTreeMap::new();
+    let ranks: Vec<usize> = groups
+        .iter()
+        .map(|group| {
+            let count = members.entry(group.as_slice()).or_insert(0);
+            let rank = *count;
+            *count += 1;
+            rank
+        })
+        .collect();
+    groups
+        .iter()
+        .zip(ranks)
+        .map(|(group, rank)| {
+            let size = members.get(group.as_slice()).copied().unwrap_or(0);
+            pick(group, rank, size)
+        })
+        .collect()
 }
 
 /// Task `local_id`'s entry of [`closest_all`], computed alone: what each
-/// task does in `task_init`.
+/// task does in `task_init`, in `O(n)`: every task's candidates, then a
+/// count of those equal to its own before it, and in all.
 pub fn closest_of(tasks: &[CpuSet], near: &[CpuSet], local_id: usize) -> Result<usize, Error> {
     pick_of(&groups(tasks, near)?, local_id)
 }
@@ -412,7 +441,50 @@ mod tests {
         assert!(!is(Some(&cpus("0-3")), Some(&stepd), 3));
     }
 
+    /// `closest_all` as first written, quadratic in the tasks: each
+    /// task's entry by [`pick_of`], counting over all tasks.
+    fn closest_all_before(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<usize>, Error> {
+        let groups = groups(tasks, near)?;
+        (0..tasks.len()).map(|l| pick_of(&groups, l)).collect()
+    }
+
     proptest::proptest! {
+        /// Random layouts: each task bound to a random run of a random
+        /// node's CPUs (within a domain, across domains, all of them, or
+        /// none near a GPU), over the presets and partial steps.
+        #[test]
+        fn the_one_pass_rule_gives_what_the_quadratic_one_gave(
+            runs in proptest::collection::vec((0usize..140, 1usize..130), 0..70),
+            preset in 0usize..5,
+            drop in proptest::collection::vec(proptest::bool::ANY, 12),
+        ) {
+            let preset = [Preset::Perlmutter, Preset::Polaris, Preset::LumiG, Preset::DgxA100, Preset::Aurora][preset];
+            let t = preset.topology();
+            // A partial step: the GPUs not dropped (at least one).
+            let mut tokens: Vec<String> = t
+                .tokens()
+                .into_iter()
+                .zip(drop.iter().chain(std::iter::repeat(&false)))
+                .filter(|(_, &d)| !d)
+                .map(|(token, _)| token)
+                .collect();
+            if tokens.is_empty() {
+                tokens = t.tokens();
+            }
+            let near = near_cpus(&tokens, &t).unwrap();
+            let tasks: Vec<CpuSet> = runs
+                .iter()
+                .map(|&(first, len)| CpuSet::range(first, first + len - 1).unwrap())
+                .collect();
+            let want = closest_all_before(&tasks, &near).unwrap();
+            let got = closest_all(&tasks, &near).unwrap();
+            proptest::prop_assert_eq!(&got, &want);
+            for (l, &p) in want.iter().enumerate() {
+                proptest::prop_assert_eq!(closest_of(&tasks, &near, l).unwrap(), p);
+            }
+            proptest::prop_assert!(closest_of(&tasks, &near, tasks.len()).is_err());
+        }
+
         #[test]
         fn each_group_is_balanced_within_one(
             picks in proptest::collection::vec(0usize..8, 1..40),

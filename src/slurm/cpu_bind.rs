@@ -4,6 +4,13 @@
 
 use crate::cpuset::CpuSet;
 
+#[cfg(test)]
+thread_local! {
+    /// Entries [`bind_list_cpus`] read on this thread, for tests that count
+    /// work.
+    pub(crate) static ENTRIES_READ: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Every task's CPUs, from what Slurm's task/affinity plugin writes into
 /// the step's environment: `SLURM_CPU_BIND_TYPE` (`mask_cpu:` or
 /// `map_cpu:`, possibly after flags such as `verbose,`) and
@@ -27,12 +34,25 @@ pub fn bind_list_cpus(
     if !(masks || maps) || local_count == 0 {
         return None;
     }
-    let entries: Vec<CpuSet> = bind_list?
+    let mut entries: Vec<CpuSet> = bind_list?
         .split(',')
-        .map(|entry| if masks { mask(entry) } else { one_cpu(entry) })
+        .map(|entry| {
+            #[cfg(test)]
+            ENTRIES_READ.with(|c| c.set(c.get() + 1));
+            if masks {
+                mask(entry)
+            } else {
+                one_cpu(entry)
+            }
+        })
         .collect::<Option<_>>()?;
     if entries.is_empty() {
         return None;
+    }
+    // An entry for every task (Slurm's usual list): the entries themselves.
+    if entries.len() >= local_count {
+        entries.truncate(local_count);
+        return Some(entries);
     }
     (0..local_count)
         .map(|l| entries.get(l % entries.len()).cloned())
@@ -64,6 +84,10 @@ mod tests {
         let got = bind_list_cpus(Some("verbose,map_cpu:"), Some("5,0x7"), 2).unwrap();
         let shown: Vec<String> = got.iter().map(|c| c.to_string()).collect();
         assert_eq!(shown, ["5", "7"]);
+        // More entries than tasks: the first ones, one per task.
+        let got = bind_list_cpus(Some("mask_cpu:"), Some("0x3,0xC,0x30"), 2).unwrap();
+        let shown: Vec<String> = got.iter().map(|c| c.to_string()).collect();
+        assert_eq!(shown, ["0-1", "2-3"]);
         assert_eq!(bind_list_cpus(Some("none"), Some("0x3"), 1), None);
         assert_eq!(bind_list_cpus(Some("mask_cpu:"), None, 1), None);
         assert_eq!(bind_list_cpus(None, Some("0x3"), 1), None);

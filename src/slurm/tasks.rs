@@ -3,8 +3,14 @@
 //! (`SLURM_LOCALID`, `SLURM_NODEID`, `SLURM_STEP_TASKS_PER_NODE`). The
 //! plugin asks SPANK instead; `desi-gpu-map exec` has only these.
 
-/// Most nodes in a step a task count list may name.
-const MAX_NODES: usize = 1 << 20;
+/// Most nodes in a step a task count list may name, and `desi-gpu-map
+/// plan` previews: well past any machine Slurm runs (the largest have tens
+/// of thousands of nodes).
+pub const MAX_NODES: usize = 1 << 20;
+
+/// Most tasks of a step on one node: the ceiling Slurm puts on
+/// `MaxTasksPerNode` (slurm.conf: default 512, "may not exceed 65533").
+pub const MAX_TASKS_PER_NODE: usize = 65_533;
 
 /// The task counts per node in Slurm's compressed form: `4(x2),3` is
 /// 4, 4, 3. `None` where the text is not that form, or names over

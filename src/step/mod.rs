@@ -22,8 +22,8 @@ mod task;
 pub(crate) mod testing;
 
 pub use task::{
-    aside_line, assign, carry_out, map_task, task_outcome, unreadable_task, variables, Assignment,
-    Closeness, TaskCpus, TaskInputs, TaskOutcome,
+    aside_line, assign, assign_in, carry_out, map_task, task_outcome, unreadable_task, variables,
+    Assignment, Closeness, NodeCpus, TaskCpus, TaskInputs, TaskOutcome,
 };
 
 use crate::cpuset::CpuSet;

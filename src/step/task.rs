@@ -6,12 +6,15 @@ use super::{stale_names, Aside, GpuCpus, StepMap, StepPlan, Unmapped};
 use crate::cpuset::CpuSet;
 use crate::env;
 use crate::error::Error;
-use crate::method::closest::{closest_of, closest_own, list_is_slurms, near_all_alike};
+use crate::method::closest::{
+    closest_all, closest_of, closest_own, list_is_slurms, near_all_alike,
+};
 use crate::method::Method;
 use crate::method::{position, visible_list};
 use crate::slurm::cpu_bind::bind_list_cpus;
 use crate::slurm::gpus::join;
 use crate::vendor::{render, StepLists};
+use std::cell::OnceCell;
 
 /// One task, as slurmstepd sees it in `task_init`, or as the task itself
 /// sees it (`desi-gpu-map exec`).
@@ -161,15 +164,87 @@ pub struct Assignment {
     pub closeness: Option<Closeness>,
 }
 
+/// What `closest` reads alike in every task of a node: Slurm's list of
+/// every task's CPUs (`SLURM_CPU_BIND_TYPE`, `SLURM_CPU_BIND_LIST`, read
+/// once) and the position the rule gives each task (computed once, on first
+/// use, for one step's map). The plugin's task makes one for itself
+/// ([`assign`]); `desi-gpu-map plan` makes one per node and hands it to
+/// [`assign_in`] for each of the node's tasks, so that a preview reads each
+/// task's CPUs once, not once per task.
+pub struct NodeCpus<'a> {
+    bind_type: Option<&'a str>,
+    bind_list: Option<&'a str>,
+    local_count: usize,
+    listed: OnceCell<Option<Vec<CpuSet>>>,
+    /// `None`: one task asks, for itself ([`closest_of`]); `Some`: every
+    /// task's position, computed once ([`closest_all`]). The two agree.
+    picks: Option<OnceCell<Result<Vec<usize>, Error>>>,
+}
+
+impl<'a> NodeCpus<'a> {
+    /// The node's tasks' shared binding, for all of them: the bind type
+    /// and list every task finds in its environment, and their count.
+    pub fn new(bind_type: Option<&'a str>, bind_list: Option<&'a str>, local_count: usize) -> Self {
+        NodeCpus {
+            bind_type,
+            bind_list,
+            local_count,
+            listed: OnceCell::new(),
+            picks: Some(OnceCell::new()),
+        }
+    }
+
+    /// `task`'s own view of it, as the plugin's task has it in
+    /// `task_init`, asked once.
+    pub fn of(task: &TaskInputs<'a>) -> Self {
+        NodeCpus {
+            picks: None,
+            ..NodeCpus::new(task.cpus.bind_type, task.cpus.bind_list, task.local_count)
+        }
+    }
+
+    /// Every task's CPUs from Slurm's list, if it is one.
+    fn listed(&self) -> Option<&[CpuSet]> {
+        self.listed
+            .get_or_init(|| bind_list_cpus(self.bind_type, self.bind_list, self.local_count))
+            .as_deref()
+    }
+
+    /// Task `local_id`'s position by the rule over `listed` (the list's
+    /// tasks) and the step's GPUs: alone, or from every task's, made once.
+    fn pick(&self, listed: &[CpuSet], near: &[CpuSet], local_id: usize) -> Result<usize, Error> {
+        let Some(picks) = &self.picks else {
+            return closest_of(listed, near, local_id);
+        };
+        match picks.get_or_init(|| closest_all(listed, near)) {
+            Ok(picks) => picks
+                .get(local_id)
+                .copied()
+                .ok_or(Error::LocalIdOutOfRange {
+                    local_id,
+                    local_count: listed.len(),
+                }),
+            Err(e) => Err(e.clone()),
+        }
+    }
+}
+
 /// The GPU one task of a mapped step gets, and what it keeps visible; or
 /// why it keeps what Slurm gave it: Slurm bound it itself
 /// ([`Error::SlurmBound`]), or its ids fit no position.
 pub fn assign(map: &StepMap, task: &TaskInputs) -> Result<Assignment, Error> {
+    assign_in(map, task, &NodeCpus::of(task))
+}
+
+/// [`assign`], with what the node's tasks share made once for them all:
+/// `node` must come from this task's own bind type, list and local count
+/// (every task of a node has the same), which are not read again here.
+pub fn assign_in(map: &StepMap, task: &TaskInputs, node: &NodeCpus) -> Result<Assignment, Error> {
     if let Some(why) = slurm_bound_task(map, task) {
         return Err(Error::SlurmBound(why));
     }
     let (position, closeness) = match (&map.method, &map.near) {
-        (Method::Closest, GpuCpus::Located(near)) => closest_position(near, task)?,
+        (Method::Closest, GpuCpus::Located(near)) => closest_position(near, task, node)?,
         _ => {
             let method = map.method_used();
             let at = position(method, task.local_id, task.local_count, map.gpus.len())?;
@@ -195,17 +270,19 @@ pub fn assign(map: &StepMap, task: &TaskInputs) -> Result<Assignment, Error> {
 fn closest_position(
     near: &[CpuSet],
     task: &TaskInputs,
+    node: &NodeCpus,
 ) -> Result<(usize, Option<Closeness>), Error> {
     let cpus = &task.cpus;
     // The list counts only where Slurm bound this task to its entry (a
     // list a user exported, or one in other CPU numbers, does not).
-    let all = bind_list_cpus(cpus.bind_type, cpus.bind_list, task.local_count)
+    let all = node
+        .listed()
         .filter(|all| list_is_slurms(all, cpus.own.as_ref(), cpus.parent.as_ref(), task.local_id));
     // Only local task 0 says whether nearness told no GPU apart.
     let first = task.local_id == 0;
     let (at, mine, from, alike) = match (all, &cpus.own) {
         (Some(all), _) => {
-            let at = closest_of(&all, near, task.local_id)?;
+            let at = node.pick(all, near, task.local_id)?;
             let alike = first && all.iter().all(|t| near_all_alike(Some(t), near));
             (at, all.get(task.local_id).cloned(), "slurm", alike)
         }
@@ -714,5 +791,43 @@ mod tests {
         assert!(verbose.unwrap().contains(" method=closest "));
         let other = mapped_4(&config, Method::RoundRobin);
         assert_eq!(other.method_used(), Method::RoundRobin);
+    }
+
+    proptest::proptest! {
+        /// What `plan` does (one [`NodeCpus`] for all of a node's tasks)
+        /// gives each task what it gets deciding alone in the plugin.
+        #[test]
+        fn a_node_shared_binding_gives_each_task_its_own_answer(
+            runs in proptest::collection::vec((0usize..128, 1usize..64), 1..40),
+            unbound in proptest::collection::vec(proptest::bool::ANY, 40),
+        ) {
+            let mut map = mapped_4(&Config::default(), Method::Closest);
+            let perlmutter = crate::topology::Preset::Perlmutter.topology();
+            locate(&mut map, Ok(&perlmutter));
+            let node = CpuSet::parse("0-127").unwrap();
+            let bound: Vec<CpuSet> = runs
+                .iter()
+                .map(|&(first, len)| CpuSet::range(first, (first + len - 1).min(127)).unwrap())
+                .collect();
+            let list = bound.iter().map(CpuSet::to_mask).collect::<Vec<_>>().join(",");
+            let n = bound.len();
+            // Some tasks unbound (their own mask slurmstepd's): they do not
+            // take the list for Slurm's.
+            let inputs: Vec<TaskInputs> = (0..n)
+                .map(|l| TaskInputs {
+                    cpus: TaskCpus {
+                        own: Some(if unbound[l] { node.clone() } else { bound[l].clone() }),
+                        parent: Some(node.clone()),
+                        bind_type: Some("mask_cpu:"),
+                        bind_list: Some(&list),
+                    },
+                    ..task(l, n, Some("0,1,2,3"))
+                })
+                .collect();
+            let shared = NodeCpus::new(Some("mask_cpu:"), Some(&list), n);
+            for t in &inputs {
+                proptest::prop_assert_eq!(assign_in(&map, t, &shared), assign(&map, t));
+            }
+        }
     }
 }

@@ -539,6 +539,8 @@ fn exec_in_a_batch_script_or_special_step_runs_the_application_unchanged() {
             special("4294967291"),
             "the batch step (SLURM_STEP_ID=4294967291)",
         ),
+        // Slurm 26.05 writes the batch step's id signed.
+        (special("-5"), "the batch step (SLURM_STEP_ID=-5)"),
         (
             special("4294967290"),
             "the interactive step (SLURM_STEP_ID=4294967290)",

@@ -15,8 +15,9 @@ use crate::settings::option::{parse_option, Choice, Request};
 use crate::settings::site::Config;
 use crate::slurm::tasks::local_count;
 use crate::step::{
-    carry_out, plan_step, slurm_bound_here, special_step_name, step_tag, task_outcome,
-    unreadable_task, Aside, Node, NvmlAsk, StepFacts, StepPlan, TaskCpus, TaskInputs, Unmapped,
+    carry_out, parse_step_id, plan_step, slurm_bound_here, special_step_name, step_tag,
+    task_outcome, unreadable_task, Aside, Node, NvmlAsk, StepFacts, StepPlan, TaskCpus, TaskInputs,
+    Unmapped,
 };
 use crate::text::quote;
 use std::ffi::OsString;
@@ -91,7 +92,7 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
 /// nothing may run.
 fn outside_step(node: &Process, allow_outside: bool) -> Result<Option<String>, String> {
     if let Some(value) = node.env(env::STEP_ID) {
-        let special = value.trim().parse::<u32>().ok().and_then(special_step_name);
+        let special = parse_step_id(&value).and_then(special_step_name);
         return Ok(special.map(|name| {
             format!(
                 "this is {name} ({}={}), which is never mapped",
@@ -169,11 +170,9 @@ fn mapped_already(node: &Process) -> bool {
 
 /// This step's id (0 outside a step, with `--allow-outside-slurm`).
 fn step_id(node: &Process) -> Result<u32, String> {
-    node.env(env::STEP_ID)
-        .unwrap_or_else(|| "0".to_string())
-        .trim()
-        .parse::<u32>()
-        .map_err(|_| format!("{} is not a step id", env::STEP_ID))
+    let value = node.env(env::STEP_ID).unwrap_or_else(|| "0".to_string());
+    parse_step_id(&value)
+        .ok_or_else(|| format!("{}={} is not a step id", env::STEP_ID, quote(&value)))
 }
 
 /// The step's plan, through the same core as the plugin's.

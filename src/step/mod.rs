@@ -59,6 +59,16 @@ pub fn is_special_step(step_id: u32) -> bool {
     step_id >= FIRST_SPECIAL_STEP
 }
 
+/// A step id as Slurm writes it in `SLURM_STEP_ID`: unsigned, or (26.05
+/// writes the batch step's as `-5`) the same 32 bits signed.
+pub fn parse_step_id(value: &str) -> Option<u32> {
+    let value = value.trim();
+    value
+        .parse::<u32>()
+        .ok()
+        .or_else(|| value.parse::<i32>().ok().map(|id| id as u32))
+}
+
 /// What a special step is, in words: `the batch step`, and so on.
 pub fn special_step_name(step_id: u32) -> Option<&'static str> {
     match step_id {
@@ -447,6 +457,19 @@ mod tests {
     use super::*;
     use crate::settings::site::parse_args;
     use crate::step::testing::*;
+
+    #[test]
+    fn step_ids_are_read_signed_or_unsigned() {
+        assert_eq!(parse_step_id("0"), Some(0));
+        assert_eq!(parse_step_id(" 4294967291"), Some(0xffff_fffb));
+        assert_eq!(parse_step_id("-5"), Some(0xffff_fffb));
+        assert_eq!(
+            special_step_name(parse_step_id("-6").unwrap()),
+            Some("the interactive step")
+        );
+        assert_eq!(parse_step_id("x"), None);
+        assert_eq!(parse_step_id("4294967296"), None);
+    }
 
     #[test]
     fn off_steps_only_lose_stale_flags_and_special_steps_are_untouched() {

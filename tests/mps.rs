@@ -580,6 +580,16 @@ fn a_nested_step_uses_its_parents_daemon_and_never_stops_it() {
 
 // ------------------------------------------------------------ failures
 
+/// A site's control script `name` in the harness's `bin/` (beside the
+/// real server's `sbin/`), holding `script`: its `mps_control=` argument.
+fn stand_in(name: &str, script: &str) -> String {
+    let path = format!("{}/mps/bin/{name}", state_dir());
+    std::fs::write(&path, script).unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&path, mode).unwrap();
+    format!("mps_control={path}")
+}
+
 /// A step asking for MPS that must run mapped without it, saying `why`
 /// once per node, here and in slurmd's log.
 fn runs_without(extra: &[&str], srun: &[&str], why: &str) {
@@ -620,11 +630,7 @@ fn a_missing_control_binary_runs_the_step_without_mps() {
 
 #[test]
 fn a_daemon_that_never_answers_is_bounded_by_the_deadline() {
-    let stuck = format!("{}/mps/bin/stuck-control", state_dir());
-    std::fs::write(&stuck, "#!/bin/sh\nexec sleep 1000\n").unwrap();
-    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
-    std::fs::set_permissions(&stuck, mode).unwrap();
-    let at = format!("mps_control={stuck}");
+    let at = stand_in("stuck-control", "#!/bin/sh\nexec sleep 1000\n");
     runs_without(
         &[&at, "nvml_timeout=2"],
         &TWO_ON_N1,
@@ -1066,11 +1072,10 @@ fn a_base_others_can_write_without_the_sticky_bit_is_refused() {
 
 #[test]
 fn a_stand_in_that_hangs_leaves_no_process_behind() {
-    let stuck = format!("{}/mps/bin/stuck-child-control", state_dir());
-    std::fs::write(&stuck, "#!/bin/sh\nsleep 1001 &\nexec sleep 1000\n").unwrap();
-    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
-    std::fs::set_permissions(&stuck, mode).unwrap();
-    let at = format!("mps_control={stuck}");
+    let at = stand_in(
+        "stuck-child-control",
+        "#!/bin/sh\nsleep 1001 &\nexec sleep 1000\n",
+    );
     runs_without(
         &[&at, "nvml_timeout=2"],
         &TWO_ON_N1,
@@ -1089,12 +1094,7 @@ fn a_stand_in_that_hangs_leaves_no_process_behind() {
 
 #[test]
 fn a_stand_in_that_answers_garbage_is_quoted() {
-    let odd = format!("{}/mps/bin/garbage-control", state_dir());
-    let script = "#!/bin/sh\nif [ \"$1\" = -f ]; then : >\"$CUDA_MPS_PIPE_DIRECTORY/control\"; exec sleep 1000; fi\nsleep 0.8\necho garbage\n";
-    std::fs::write(&odd, script).unwrap();
-    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
-    std::fs::set_permissions(&odd, mode).unwrap();
-    let at = format!("mps_control={odd}");
+    let at = stand_in("garbage-control", "#!/bin/sh\nif [ \"$1\" = -f ]; then : >\"$CUDA_MPS_PIPE_DIRECTORY/control\"; exec sleep 1000; fi\nsleep 0.8\necho garbage\n");
     runs_without(
         &[&at, "nvml_timeout=2"],
         &TWO_ON_N1,

@@ -12,7 +12,7 @@
 //! - [`cpuset`]: CPU sets, as the kernel and Slurm write them;
 //! - [`slurm`]: what Slurm writes (GPU lists, binding requests, CPU binds);
 //! - [`method`]: the mapping methods, one rule per file;
-//! - [`vendor`]: whose runtime reads the lists on a node, one file per vendor;
+//! - [`runtime`]: whose GPU runtime reads the lists on a node, one file per vendor;
 //! - [`topology`]: where a node's GPUs sit, for `closest`;
 //! - [`settings`]: what people type (plugstack arguments, the option);
 //! - [`step`]: the plan for a step on one node, in one pass, and each task's share;
@@ -33,11 +33,11 @@ pub mod files;
 pub mod host;
 pub mod method;
 pub mod names;
+pub mod runtime;
 pub mod settings;
 pub mod slurm;
 pub mod step;
 pub mod text;
 pub mod topology;
-pub mod vendor;
 
 pub use error::Error;

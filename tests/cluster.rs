@@ -272,7 +272,7 @@ fn through_exec(case: &Case) -> (Vec<String>, Vec<String>) {
 // Slurm 22.05 sets CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES,
 // GPU_DEVICE_ORDINAL and ZE_AFFINITY_MASK to the same list on this cluster
 // (gres.conf names no env flags). Each vendor's runtime reads them in its own
-// way (src/vendor/): each case writes out every variable per task.
+// way (src/runtime/): each case writes out every variable per task.
 
 /// Each task prints `V local CUDA ROCR GDO ZE HIP CUDA_DEVICE_ORDER flag`.
 const GPU_VARS: &str = r#"echo "V $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${ROCR_VISIBLE_DEVICES-unset} ${GPU_DEVICE_ORDINAL-unset} ${ZE_AFFINITY_MASK-unset} ${HIP_VISIBLE_DEVICES-unset} ${CUDA_DEVICE_ORDER-unset} ${DESI_GPU_MAPPED-unset}""#;

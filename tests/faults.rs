@@ -733,7 +733,7 @@ fn export_none_still_carries_the_option() {
 #[test]
 fn user_environment_cannot_widen_a_partial_allocation() {
     // Every list a task ends up with stays within Slurm's grant (GPUs 2,3),
-    // whichever vendor's lists carry the GPU (src/vendor/). On AMD the
+    // whichever vendor's lists carry the GPU (src/runtime/). On AMD the
     // filter is ROCR_VISIBLE_DEVICES; CUDA_VISIBLE_DEVICES and
     // GPU_DEVICE_ORDINAL are indices into it, not the user's 0,1.
     let cases: [(&str, [&str; 4]); 2] = [

@@ -2,6 +2,10 @@
 //! (LAYERS, bottom first), so no ring can form, and the core (the layers
 //! below FIRST_IO) does no I/O. Read from the `crate::` paths of non-test
 //! code (cargo-modules would tell the same, but takes minutes to install).
+//! Inside a folder, the files beside `mod.rs` form no ring either: a ring
+//! there is two files that are one concern. (`mod.rs` is the folder's face:
+//! its children use the folder's shared items and it calls them, as every
+//! Rust folder does, so it is left out of that check.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -9,7 +13,7 @@ use std::path::Path;
 
 /// Bottom first: a module may import only modules listed before it.
 const LAYERS: &[&str] = &[
-    "text", "env", "error", "files", "names", "cpuset", "slurm", "method", "vendor", "topology",
+    "text", "env", "error", "files", "names", "cpuset", "slurm", "method", "runtime", "topology",
     "settings", "step", "host", "cli",
 ];
 /// The first layer that may touch the machine.
@@ -34,6 +38,7 @@ fn modules_import_only_downwards_and_the_core_does_no_io() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let rank = |m: &str| LAYERS.iter().position(|l| *l == m);
     let (mut graph, mut problems, mut dirs) = (Graph::new(), Vec::new(), vec![src.clone()]);
+    let mut files = Graph::new();
     while let Some(dir) = dirs.pop() {
         for path in fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()) {
             let rel = path.strip_prefix(&src).unwrap().display().to_string();
@@ -52,7 +57,19 @@ fn modules_import_only_downwards_and_the_core_does_no_io() {
                 continue;
             };
             let core = own < rank(FIRST_IO).unwrap();
+            let siblings = sibling_stems(&path);
             for line in code_lines(&fs::read_to_string(&path).unwrap()) {
+                if rel.contains('/') && stem != "mod" {
+                    let node = format!("{top}/{stem}");
+                    for to in siblings_named(line, top, &siblings) {
+                        if to != stem {
+                            files
+                                .entry(node.clone())
+                                .or_default()
+                                .insert(format!("{top}/{to}"));
+                        }
+                    }
+                }
                 for to in imported(line).into_iter().filter(|to| to != top) {
                     graph.entry(top.to_string()).or_default().insert(to.clone());
                     match rank(&to) {
@@ -68,6 +85,7 @@ fn modules_import_only_downwards_and_the_core_does_no_io() {
         }
     }
     problems.extend(ring(&graph));
+    problems.extend(ring(&files));
     problems.sort();
     assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
 }
@@ -107,6 +125,50 @@ fn imported(line: &str) -> Vec<String> {
     found
 }
 
+/// The `.rs` files beside `path` other than `mod.rs`, by stem.
+fn sibling_stems(path: &Path) -> BTreeSet<String> {
+    let dir = fs::read_dir(path.parent().unwrap()).unwrap();
+    let stems = dir.filter_map(|e| {
+        Some(
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".rs")?
+                .to_string(),
+        )
+    });
+    stems.filter(|s| s != "mod").collect()
+}
+
+/// The sibling files a line of folder `top` names: as `crate::top::FILE`,
+/// `super::FILE` or inside `super::{...}`.
+fn siblings_named(line: &str, top: &str, siblings: &BTreeSet<String>) -> Vec<String> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut found = Vec::new();
+    for prefix in [format!("crate::{top}::"), "super::".to_string()] {
+        for (at, _) in line.match_indices(&prefix) {
+            if line[..at].ends_with(|c: char| ident(c) || c == ':') {
+                continue;
+            }
+            let rest = &line[at + prefix.len()..];
+            let names = match rest.strip_prefix('{') {
+                Some(list) => list[..list.find('}').unwrap_or(list.len())]
+                    .split(',')
+                    .collect(),
+                None => vec![rest],
+            };
+            for name in names {
+                let name = name.trim();
+                let name = &name[..name.find(|c: char| !ident(c)).unwrap_or(name.len())];
+                if siblings.contains(name) {
+                    found.push(name.to_string());
+                }
+            }
+        }
+    }
+    found
+}
+
 /// A ring of imports, if there is one: `a -> b -> a`.
 fn ring(graph: &Graph) -> Option<String> {
     fn visit(m: &str, g: &Graph, path: &mut Vec<String>, done: &mut Vec<String>) -> Option<String> {
@@ -140,6 +202,34 @@ fn the_check_finds_a_ring_and_reads_imports() {
         imported("use crate::step::{Node, StepPlan}; crate::Error"),
         ["step", "error"]
     );
+    let siblings = ["option", "site"].map(String::from).into();
+    assert_eq!(
+        siblings_named(
+            "use crate::settings::option::Choice;",
+            "settings",
+            &siblings
+        ),
+        ["option"]
+    );
+    assert_eq!(
+        siblings_named(
+            "use super::{site, Tool}; super::option::x",
+            "settings",
+            &siblings
+        ),
+        ["site", "option"]
+    );
+    let mut files = Graph::new();
+    files
+        .entry("settings/option".into())
+        .or_default()
+        .insert("settings/site".into());
+    assert_eq!(ring(&files), None);
+    files
+        .entry("settings/site".into())
+        .or_default()
+        .insert("settings/option".into());
+    assert!(ring(&files).is_some(), "two files that import each other");
     let code = code_lines("use crate::a; // crate::b\n#[cfg(test)]\nmod tests {\nuse crate::c;\n");
     assert_eq!(code, ["use crate::a; "]);
 }

@@ -1,14 +1,14 @@
 //! Each name is declared once, in code: the methods (`method::Method`, and
-//! `none`), the vendors (`vendor::Vendor`), the plugstack keys with their
+//! `none`), the vendors (`runtime::Vendor`), the plugstack keys with their
 //! forms and defaults (`settings::site::KEYS`) and the Slurm series
 //! (`tests/cluster/series`). The README, both man pages and the packaging's
 //! texts are checked against those declarations here, so that a name added
 //! in code fails this test until every text that lists such names has it.
 
 use desi_gpu_map::names::names;
+use desi_gpu_map::runtime::Vendor;
 use desi_gpu_map::settings::option::Choice;
 use desi_gpu_map::settings::site::KEYS;
-use desi_gpu_map::vendor::Vendor;
 use std::path::Path;
 
 fn read(path: &str) -> String {

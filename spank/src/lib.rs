@@ -37,9 +37,9 @@ mod task;
 use desi_gpu_map::names::Named;
 use desi_gpu_map::settings::client_args::Client;
 use desi_gpu_map::settings::option::{
-    check_help_source, check_request, option_form, parse_option, usage, Request, ENV_FORM, OPTION,
+    check_help_source, option_form, parse_option, usage, Request, ENV_FORM, OPTION,
 };
-use desi_gpu_map::settings::site::{parse_args, Config};
+use desi_gpu_map::settings::site::{check_request, parse_args, Config};
 use desi_gpu_map::step::{Mps, StepPlan};
 use desi_gpu_map::Error;
 use slurm_spank::{Context, Plugin, SpankHandle, SpankOption};

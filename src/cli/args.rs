@@ -5,12 +5,12 @@ use super::layout::{Distribution, DEFAULT_GPUS, MAX_LISTED_GPUS, MAX_PREVIEW_ROW
 use crate::env;
 use crate::method::{method_names, Method, Visible};
 use crate::names::{names, with_aliases, Named};
+use crate::runtime::VendorSetting;
 use crate::settings::option::Choice;
 use crate::settings::site::{NvmlSource, DEFAULT_NVML_TIMEOUT_S, NVML_TIMEOUT_RANGE_S};
 use crate::slurm::gpus::MAX_LIST_ENTRIES;
 use crate::slurm::tasks::{MAX_NODES, MAX_TASKS_PER_NODE};
 use crate::text::quote;
-use crate::vendor::VendorSetting;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::error::ErrorKind;
 use clap::{Arg, Args, Parser, Subcommand};

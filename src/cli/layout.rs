@@ -8,6 +8,7 @@ use crate::error::Error;
 use crate::files::{Files, NoFiles};
 use crate::method::{Method, Visible};
 use crate::names::named;
+use crate::runtime::{Vendor, VendorSetting};
 use crate::settings::option::{Choice, Request};
 use crate::settings::site::{Config, NvmlSource};
 use crate::slurm::gpus::join;
@@ -16,7 +17,6 @@ use crate::step::{
     TaskInputs, Unmapped,
 };
 use crate::topology::Topology;
-use crate::vendor::{Vendor, VendorSetting};
 use std::collections::HashMap;
 use std::fmt;
 

@@ -179,28 +179,6 @@ fn bad_combination(value: &str, why: &'static str) -> Error {
     }
 }
 
-/// Refuses, before anything is allocated, what this site does not allow:
-/// `mps` where plugstack.conf says `mps=off`, and `mps` beside a site
-/// default of `none`.
-pub fn check_request(
-    request: &Request,
-    config: &crate::settings::site::Config,
-) -> Result<(), Error> {
-    let Request::Use {
-        choice, mps: true, ..
-    } = request
-    else {
-        return Ok(());
-    };
-    if config.mps == crate::settings::site::MpsMode::Off {
-        return Err(Error::MpsOff);
-    }
-    if choice.unwrap_or(config.default) == Choice::Off {
-        return Err(Error::MpsWithoutMethod);
-    }
-    Ok(())
-}
-
 /// The option's name, as users type it after `--` (declared with the
 /// scan of the clients' command lines).
 pub use crate::settings::client_args::{OPTION, PLUGIN};
@@ -402,19 +380,6 @@ mod tests {
                 "{err}"
             );
         }
-        let site = crate::settings::site::parse_args;
-        let asked = parse_option("contiguous,mps").unwrap();
-        assert_eq!(
-            check_request(&asked, &site(&["mps=off"]).unwrap()),
-            Err(Error::MpsOff)
-        );
-        assert!(check_request(&asked, &site(&["mps=auto"]).unwrap()).is_ok());
-        let alone = parse_option("mps").unwrap();
-        let none = crate::settings::site::Config::default();
-        assert_eq!(check_request(&alone, &none), Err(Error::MpsWithoutMethod));
-        let with_default = site(&["default=roundrobin"]).unwrap();
-        assert!(check_request(&alone, &with_default).is_ok());
-        assert!(check_request(&parse_option("contiguous").unwrap(), &none).is_ok());
         assert!(Error::MpsOff
             .to_string()
             .contains("mps=off in plugstack.conf"));

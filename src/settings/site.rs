@@ -5,9 +5,9 @@ use crate::env::FlagClash;
 use crate::error::{ArgProblem, Error};
 use crate::method::Visible;
 use crate::names::{named, names, Named};
-use crate::settings::option::Choice;
+use crate::runtime::VendorSetting;
+use crate::settings::option::{Choice, Request};
 use crate::text::one_of;
-use crate::vendor::VendorSetting;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -436,11 +436,30 @@ fn parse_flag(value: &str) -> Result<String, ArgProblem> {
     }
 }
 
+/// Refuses, before anything is allocated, what this site does not allow:
+/// `mps` where plugstack.conf says `mps=off`, and `mps` beside a site
+/// default of `none`.
+pub fn check_request(request: &Request, config: &Config) -> Result<(), Error> {
+    let Request::Use {
+        choice, mps: true, ..
+    } = request
+    else {
+        return Ok(());
+    };
+    if config.mps == MpsMode::Off {
+        return Err(Error::MpsOff);
+    }
+    if choice.unwrap_or(config.default) == Choice::Off {
+        return Err(Error::MpsWithoutMethod);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::method::Method;
-    use crate::vendor::Vendor;
+    use crate::runtime::Vendor;
 
     #[test]
     fn defaults_without_arguments() {
@@ -771,5 +790,23 @@ mod tests {
             err.to_string().contains("\"default\" is given twice"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn mps_requests_meet_the_site_settings() {
+        let parse_option = crate::settings::option::parse_option;
+        let site = parse_args;
+        let asked = parse_option("contiguous,mps").unwrap();
+        assert_eq!(
+            check_request(&asked, &site(&["mps=off"]).unwrap()),
+            Err(Error::MpsOff)
+        );
+        assert!(check_request(&asked, &site(&["mps=auto"]).unwrap()).is_ok());
+        let alone = parse_option("mps").unwrap();
+        let none = Config::default();
+        assert_eq!(check_request(&alone, &none), Err(Error::MpsWithoutMethod));
+        let with_default = site(&["default=roundrobin"]).unwrap();
+        assert!(check_request(&alone, &with_default).is_ok());
+        assert!(check_request(&parse_option("contiguous").unwrap(), &none).is_ok());
     }
 }

@@ -31,10 +31,10 @@ use crate::env;
 use crate::error::Error;
 use crate::method::closest::Fallback;
 use crate::method::{Method, Visible};
+use crate::runtime::{choose, Rendering, StepLists, Unbindable};
 use crate::settings::option::{Choice, Request};
 use crate::settings::site::Config;
 use crate::text::quote;
-use crate::vendor::{choose, Rendering, StepLists, Unbindable};
 use binding::slurm_binds_per_task;
 pub use binding::slurm_bound_here;
 use locate::discover;
@@ -662,7 +662,7 @@ mod tests {
         );
         // AMD and Intel GPUs: their render nodes only, never NVML.
         let mut amd = map.clone();
-        amd.rendering.vendor = crate::vendor::Vendor::Amd;
+        amd.rendering.vendor = crate::runtime::Vendor::Amd;
         let never = node(lines());
         let err = step_topology(&never, &no_files, &amd, None).unwrap_err();
         assert_eq!(

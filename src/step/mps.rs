@@ -15,11 +15,11 @@ use super::{Node, NvmlAsk, StepMap};
 use crate::env;
 use crate::files::Stat;
 use crate::method::{position, Method};
+use crate::runtime::Vendor;
 use crate::settings::site::{Config, MpsMode, MpsShare};
 use crate::slurm::gpus::is_uuid;
 use crate::text::quote;
 use crate::topology::nvml_uuids;
-use crate::vendor::Vendor;
 use std::path::{Path, PathBuf};
 
 /// Volta-and-later MPS serves at most this many clients per GPU.

@@ -11,9 +11,9 @@ use crate::method::closest::{
 };
 use crate::method::Method;
 use crate::method::{position, visible_list};
+use crate::runtime::{render, StepLists};
 use crate::slurm::cpu_bind::bind_list_cpus;
 use crate::slurm::gpus::join;
-use crate::vendor::{render, StepLists};
 use std::cell::OnceCell;
 
 /// One task, as slurmstepd sees it in `task_init`, or as the task itself

@@ -18,7 +18,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// A node of a few variables, a few files (none that vendor detection
-/// reads, so it says NVIDIA; src/vendor/tests.rs covers the others), an
+/// reads, so it says NVIDIA; src/runtime/tests.rs covers the others), an
 /// NVML answer, and given GPU places; it counts NVML's calls.
 pub(crate) struct FakeNode {
     pub env: HashMap<String, String>,

@@ -3,9 +3,9 @@
 
 use super::{union_of, GpuPlace, Topology};
 use crate::cpuset::CpuSet;
+use crate::runtime::MAX_NODE_GPUS;
 use crate::slurm::gpus::parse_gpu_list;
 use crate::text::quote;
-use crate::vendor::MAX_NODE_GPUS;
 use std::fmt;
 
 /// Why a topology file cannot be used.

@@ -5,8 +5,8 @@ use super::resolve::{index, resolve_tokens};
 use super::{union_of, GpuPlace, Topology};
 use crate::cpuset::CpuSet;
 use crate::files::{read_text, Files};
+use crate::runtime::Vendor;
 use crate::text::quote;
-use crate::vendor::Vendor;
 use std::path::Path;
 
 /// A GPU's place from sysfs under `root`: `numa_node` (-1: none, so no
@@ -43,7 +43,7 @@ pub fn kernel_place(
 
 /// The step's GPUs located through the kernel under `root`, without NVML:
 /// NVIDIA's through its driver's files, AMD's and Intel's through their
-/// render nodes ([`crate::vendor::kernel_gpus`]); see
+/// render nodes ([`crate::runtime::kernel_gpus`]); see
 /// [`resolve_tokens`].
 pub fn from_kernel<S: AsRef<str>>(
     files: &dyn Files,
@@ -52,7 +52,7 @@ pub fn from_kernel<S: AsRef<str>>(
     tokens: &[S],
     absolute: Option<&[String]>,
 ) -> Result<Topology, String> {
-    let devices = crate::vendor::kernel_gpus(files, root, vendor)?;
+    let devices = crate::runtime::kernel_gpus(files, root, vendor)?;
     let resolved = resolve_tokens(tokens, absolute, &devices)?;
     let gpus = tokens
         .iter()
@@ -112,7 +112,7 @@ pub fn locate_token(
             ))
         }
     };
-    let devices = crate::vendor::kernel_gpus(files, root, vendor)?;
+    let devices = crate::runtime::kernel_gpus(files, root, vendor)?;
     let wanted = [absolute.to_string()];
     let gpu = resolve_tokens(&wanted, Some(&wanted), &devices)?
         .into_iter()
@@ -212,7 +212,7 @@ mod tests {
         }
         std::fs::create_dir_all(root.join("sys/class/drm/card0")).unwrap();
         let abs: Vec<String> = vec!["0".into(), "1".into()];
-        let gpus = crate::vendor::drm::gpus(&HostFiles, &root, Vendor::Amd).unwrap();
+        let gpus = crate::runtime::drm::gpus(&HostFiles, &root, Vendor::Amd).unwrap();
         assert_eq!(gpus.len(), 2, "{gpus:?}");
         let t = from_kernel(&HostFiles, &root, Vendor::Amd, &["0", "1"], Some(&abs)).unwrap();
         assert_eq!(t.gpus[0].cpus.as_ref().unwrap().to_string(), "48-63");

@@ -4,8 +4,8 @@
 use super::resolve::resolve_tokens;
 use super::{union_of, GpuPlace, Topology};
 use crate::cpuset::CpuSet;
+use crate::runtime::{KernelGpu, MAX_NODE_GPUS};
 use crate::text::quote;
-use crate::vendor::{KernelGpu, MAX_NODE_GPUS};
 
 /// The UUIDs in NVML's place lines ([`crate::host::nvml::places`], the first
 /// word of each), in order: a `closest` step whose GPUs only NVML lists

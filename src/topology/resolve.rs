@@ -1,8 +1,8 @@
 //! Which of the node's GPUs each token of a step's list names, refusing to
 //! guess where Slurm's and the kernel's numbering may differ.
 
+use crate::runtime::KernelGpu;
 use crate::text::quote;
-use crate::vendor::KernelGpu;
 
 /// Resolves each token of the step's list to a GPU of `devices` (the
 /// node's NVIDIA GPUs), and refuses to guess:

@@ -11,13 +11,13 @@ use desi_gpu_map::cpuset::CpuSet;
 use desi_gpu_map::error::Error;
 use desi_gpu_map::files::{Files, NoFiles};
 use desi_gpu_map::method::{Method, Visible};
+use desi_gpu_map::runtime::{Vendor, VendorSetting};
 use desi_gpu_map::settings::option::{Choice, Request};
 use desi_gpu_map::settings::site::{Config, NvmlSource};
 use desi_gpu_map::step::{
     assign, plan_step, Node, NvmlAsk, StepFacts, StepMap, StepPlan, TaskCpus, TaskInputs,
 };
 use desi_gpu_map::topology::Topology;
-use desi_gpu_map::vendor::{Vendor, VendorSetting};
 use std::hint::black_box;
 use std::time::Instant;
 

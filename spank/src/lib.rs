@@ -80,14 +80,8 @@ pub(crate) struct DesiGpuMap {
     /// True when another copy of the plugin, loaded first from another
     /// path, owns the option (see copies.rs): every hook returns at once.
     aside: bool,
-    /// The step's MPS daemon on this node, while it runs.
-    daemon: Option<mps::Running>,
-    /// The job's supplementary groups, for the daemon's children.
-    groups: Vec<libc::gid_t>,
-    /// Tasks on this node, and how many have exited: the last one's exit
-    /// stops the daemon.
-    local_tasks: usize,
-    exited: usize,
+    /// The step's MPS daemon on this node, while it serves.
+    daemon: Option<mps::Served>,
     post_opt_calls: u32,
     user_init_calls: u32,
     task_init_calls: u32,
@@ -102,17 +96,16 @@ impl DesiGpuMap {
             return;
         };
         if let Mps::Start(daemon) = &map.mps {
-            self.groups = spank.job_supplementary_gids().unwrap_or_default();
-            match mps::start(daemon, &self.groups) {
-                Ok(running) => {
-                    let daemon = running.daemon().clone();
+            let groups = spank.job_supplementary_gids().unwrap_or_default();
+            match mps::Served::start(daemon, groups) {
+                Ok(served) => {
+                    let daemon = served.daemon().clone();
                     log::info!(
                         "MPS daemon started for the step in {} (GPUs {})",
                         daemon.dir.display(),
                         daemon.gpus.join(",")
                     );
-                    self.local_tasks = daemon.local_tasks;
-                    self.daemon = Some(running);
+                    self.daemon = Some(served);
                     map.mps_started(daemon);
                 }
                 Err(why) => map.mps_failed(why),
@@ -161,8 +154,8 @@ impl DesiGpuMap {
     /// Stops the step's MPS daemon, if one runs; says what went wrong in
     /// slurmd's log.
     fn stop_mps(&mut self) {
-        if let Some(running) = self.daemon.take() {
-            for line in mps::stop(running, &self.groups) {
+        if let Some(served) = self.daemon.take() {
+            for line in served.stop() {
                 log::warn!("{line}");
             }
             log::info!("MPS daemon of the step stopped");
@@ -340,9 +333,8 @@ unsafe impl Plugin for DesiGpuMap {
         if self.aside || line_of(self.lines.len(), &mut self.task_exit_calls) != self.acting() {
             return Ok(());
         }
-        self.exited = self.exited.saturating_add(1);
-        // Unknown count (0): the step's end stops it (`exit`).
-        if self.local_tasks > 0 && self.exited >= self.local_tasks {
+        // Unknown count: the step's end stops it (`exit`).
+        if self.daemon.as_mut().is_some_and(mps::Served::task_exited) {
             self.stop_mps();
         }
         Ok(())

@@ -53,7 +53,7 @@ fn mps_facts(spank: &SpankHandle) -> Option<MpsFacts> {
         gid: spank.job_gid().ok()?,
         local_tasks: usize::try_from(spank.job_local_task_count().ok()?).ok()?,
         node_id: spank.job_nodeid().ok()?,
-        token: crate::mps::random_token(),
+        token: desi_gpu_map::host::daemon::random_token(),
     })
 }
 

@@ -2,14 +2,11 @@
 //! slurmstepd above a task's process.
 
 use crate::cpuset::CpuSet;
+use crate::host::process::{parent_of, status_field};
 
 /// `Cpus_allowed_list` of process `pid` (`self` for this one).
 pub fn allowed(pid: &str) -> Option<CpuSet> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let list = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
-    CpuSet::parse_list(list.trim()).ok()
+    CpuSet::parse_list(&status_field(pid, "Cpus_allowed_list")?).ok()
 }
 
 /// Most parents walked up to find slurmstepd.
@@ -28,13 +25,7 @@ pub fn slurmstepd_above() -> Option<u32> {
         if comm.trim() == "slurmstepd" {
             return Some(pid);
         }
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        pid = status
-            .lines()
-            .find_map(|l| l.strip_prefix("PPid:"))?
-            .trim()
-            .parse()
-            .ok()?;
+        pid = parent_of(pid)?;
     }
     None
 }

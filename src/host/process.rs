@@ -1,0 +1,131 @@
+//! Processes as `/proc` shows them: one reader of `/proc/PID/status` and
+//! `/proc/PID/stat`, what tells a process from a later one with its pid,
+//! and signals sent only to the process that was meant.
+
+use rustix::process::{kill_process, Pid, Signal};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// What tells a process from a later one with the same pid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub uid: u32,
+    pub exe: PathBuf,
+    /// Clock ticks after boot (field 22 of `/proc/PID/stat`).
+    pub start_time: u64,
+}
+
+/// The value of `key` (`PPid`, `Uid`, ...) in `/proc/PID/status`; `pid`
+/// may be `self`.
+pub fn status_field(pid: &str, key: &str) -> Option<String> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        (name == key).then(|| value.trim().to_string())
+    })
+}
+
+/// Field `n` (counted from 1, as proc(5) does) of `/proc/PID/stat`, a
+/// number; the command's name, in parentheses, may hold spaces.
+pub fn stat_field(pid: u32, n: usize) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    // `rest` starts at field 3.
+    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
+}
+
+/// `pid`'s parent.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    status_field(&pid.to_string(), "PPid")?.parse().ok()
+}
+
+/// `pid`'s uid (real, effective, saved and filesystem must agree: a
+/// process between two users is nobody's), executable and start time.
+pub fn identity(pid: u32) -> Option<Identity> {
+    let uids = status_field(&pid.to_string(), "Uid")?;
+    let uids: Vec<u32> = uids
+        .split_whitespace()
+        .map(|u| u.parse().ok())
+        .collect::<Option<_>>()?;
+    let uid = *uids.first()?;
+    if uids.iter().any(|&u| u != uid) {
+        return None;
+    }
+    Some(Identity {
+        uid,
+        exe: fs::read_link(format!("/proc/{pid}/exe")).ok()?,
+        start_time: stat_field(pid, 22)?,
+    })
+}
+
+/// The children of `parent` that run `name` as `uid`, each with its
+/// identity.
+pub fn children_named(parent: u32, uid: u32, name: &str) -> Vec<(u32, Identity)> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| stat_field(pid, 4) == Some(u64::from(parent)))
+        .filter_map(|pid| Some((pid, identity(pid)?)))
+        .filter(|(_, id)| id.uid == uid && is_named(&id.exe, name))
+        .collect()
+}
+
+fn is_named(exe: &Path, name: &str) -> bool {
+    exe.file_name().and_then(|n| n.to_str()) == Some(name)
+}
+
+/// Sends `signal` to `pid` only if it is still the process `identity`
+/// describes; true if sent.
+pub fn signal_if(pid: u32, identity: &Identity, signal: Signal) -> bool {
+    if self::identity(pid).as_ref() != Some(identity) {
+        return false;
+    }
+    let pid = i32::try_from(pid).ok().and_then(Pid::from_raw);
+    pid.is_some_and(|pid| kill_process(pid, signal).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_known_by_its_proc_files() {
+        let me = std::process::id();
+        let id = identity(me).unwrap();
+        assert!(id.start_time > 0);
+        assert_eq!(
+            stat_field(me, 4),
+            Some(u64::from(std::os::unix::process::parent_id()))
+        );
+        assert_eq!(parent_of(me), Some(std::os::unix::process::parent_id()));
+        assert_eq!(stat_field(me, 2), None, "the name is not a number");
+        assert_eq!(stat_field(me, 1), None, "before the name");
+        assert!(status_field("self", "Cpus_allowed_list").is_some());
+        assert_eq!(status_field("self", "No_such_key"), None);
+        // A different start time is another process: no signal.
+        let other = Identity {
+            start_time: id.start_time + 1,
+            ..id.clone()
+        };
+        assert!(!signal_if(me, &other, Signal::TERM));
+    }
+
+    #[test]
+    fn a_childs_name_and_uid_find_it() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        let uid = identity(me).unwrap().uid;
+        // Other tests of this process may run a sleep too.
+        let found = children_named(me, uid, "sleep");
+        let (_, id) = found.iter().find(|(pid, _)| *pid == child.id()).unwrap();
+        assert!(children_named(me, uid + 1, "sleep").is_empty());
+        assert!(children_named(me, uid, "sleepy").is_empty());
+        assert!(signal_if(child.id(), id, Signal::KILL));
+        child.wait().unwrap();
+    }
+}

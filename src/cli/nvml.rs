@@ -200,6 +200,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_childs_errors_keep_their_kind() {
+        use crate::error::NvmlFailure;
+        assert_eq!(query_answer("uuids", "off"), Err(Error::NvmlOff));
+        let bad = query_answer("bogus", "off").unwrap_err();
+        assert_eq!(
+            bad.to_string(),
+            "nvml-query: \"bogus\" is none of uuids, places, devices"
+        );
+        assert!(matches!(
+            bad,
+            Error::Discovery {
+                kind: NvmlFailure::Misbehaved,
+                ..
+            }
+        ));
+    }
+
+    #[test]
     fn device_lines_read_back() {
         let d = Device {
             index: 3,

@@ -49,15 +49,31 @@ pub enum Error {
     NvmlMisbehaved,
     /// NVML gave no answer within `nvml_timeout`.
     NvmlTimedOut { seconds: u64 },
-    /// The discovery process failed; its message, as it came across the
-    /// process boundary (where the NVML error itself cannot follow).
-    Discovery(String),
+    /// The discovery process failed: its message as it came across the
+    /// process boundary (where the NVML error itself cannot follow), and
+    /// what kind of failure it was.
+    Discovery { kind: NvmlFailure, why: String },
     /// A node without GPUs to map onto.
     NoGpusToMap,
     /// A local task id at or past the node's task count.
     LocalIdOutOfRange { local_id: usize, local_count: usize },
     /// A task that Slurm bound itself, where a mapping was expected.
     SlurmBound(String),
+}
+
+/// How asking NVML in a child process failed, carried across the process
+/// boundary beside the message ([`Error::Discovery`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NvmlFailure {
+    /// NVML discovery is off ([`Error::NvmlOff`]).
+    Off,
+    /// The library could not be loaded or initialised ([`Error::NvmlInit`]).
+    Init,
+    /// A call failed after NVML started ([`Error::NvmlCall`]).
+    Call,
+    /// The library or the child broke: it panicked, died, wrote garbage or
+    /// too much, or could not be started.
+    Misbehaved,
 }
 
 /// What is wrong with a plugstack argument.
@@ -118,14 +134,17 @@ const VALID_ENTRIES: &str = "entries must be indices (3, or 0.1) or GPU-/MIG- UU
 
 impl Error {
     /// Whether this came back from an NVML child whose `nvmlInit` worked
-    /// and a later call failed ([`Error::NvmlCall`] as it crosses the
-    /// process boundary): asking again for less may then succeed, while a
-    /// failed init or a broken child would only fail again, as slowly.
+    /// and a later call failed ([`NvmlFailure::Call`]): asking again for
+    /// less may then succeed, while a failed init or a broken child would
+    /// only fail again, as slowly.
     pub fn is_failed_nvml_call(&self) -> bool {
-        match self {
-            Error::Discovery(why) => why.starts_with("NVML: nvml") && why.contains(" failed: "),
-            _ => false,
-        }
+        matches!(
+            self,
+            Error::Discovery {
+                kind: NvmlFailure::Call,
+                ..
+            }
+        )
     }
 }
 
@@ -196,7 +215,7 @@ impl fmt::Display for Error {
             Error::NvmlTimedOut { seconds } => {
                 write!(f, "NVML did not answer within {seconds} s (nvml_timeout)")
             }
-            Error::Discovery(why) => f.write_str(why),
+            Error::Discovery { why, .. } => f.write_str(why),
             Error::NoGpusToMap => f.write_str("no GPUs to map onto"),
             Error::LocalIdOutOfRange {
                 local_id,
@@ -269,19 +288,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_call_after_init_is_worth_asking_again() {
-        let crossed = |e: Error| Error::Discovery(e.to_string());
-        let call = Error::NvmlCall {
-            call: "nvmlDeviceGetCpuAffinity",
-            source: NvmlCause(Arc::new(nvml_wrapper::error::NvmlError::Unknown)),
+    fn only_a_failed_call_is_worth_asking_again() {
+        let crossed = |kind| Error::Discovery {
+            kind,
+            why: "NVML: said".to_string(),
         };
-        assert!(crossed(call).is_failed_nvml_call());
-        let init = Error::NvmlInit {
-            library: "libnvidia-ml.so.1".to_string(),
-            source: NvmlCause(Arc::new(nvml_wrapper::error::NvmlError::DriverNotLoaded)),
-        };
-        assert!(!crossed(init).is_failed_nvml_call());
-        assert!(!Error::Discovery("the child died".to_string()).is_failed_nvml_call());
+        assert!(crossed(NvmlFailure::Call).is_failed_nvml_call());
+        for kind in [NvmlFailure::Off, NvmlFailure::Init, NvmlFailure::Misbehaved] {
+            assert!(!crossed(kind).is_failed_nvml_call(), "{kind:?}");
+        }
         assert!(!Error::NvmlTimedOut { seconds: 10 }.is_failed_nvml_call());
+        assert_eq!(crossed(NvmlFailure::Call).to_string(), "NVML: said");
     }
 }

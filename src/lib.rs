@@ -7,6 +7,7 @@
 //! - [`text`]: quoting and listing for messages;
 //! - [`env`]: the names of the variables read and written;
 //! - [`error`]: the core's errors, each carrying what its message needs;
+//! - [`wire`]: an NVML child's answer as it crosses to its parent;
 //! - [`files`]: how the core reads the node's kernel files;
 //! - [`names`]: values users spell by name, each named once;
 //! - [`cpuset`]: CPU sets, as the kernel and Slurm write them;
@@ -39,5 +40,6 @@ pub mod slurm;
 pub mod step;
 pub mod text;
 pub mod topology;
+pub mod wire;
 
 pub use error::Error;

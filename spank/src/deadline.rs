@@ -1,10 +1,12 @@
 //! Runs work that may hang (NVML discovery) in a forked child, and gives up
 //! on it at a deadline, so that slurmstepd is never held past it.
 //!
-//! The child runs the work, writes the encoded result to a pipe and
-//! `_exit`s. The parent reads the pipe with `poll` until the child closes
-//! it or the deadline passes, then SIGKILLs the child if needed and reaps it
-//! without ever blocking.
+//! The child runs the work, writes its answer to a pipe in the wire's
+//! encoding ([`desi_gpu_map::wire`], which `desi-gpu-map nvml-query`
+//! speaks too) and `_exit`s. The parent reads the pipe with `poll` (and
+//! [`desi_gpu_map::host::child::drain`]) until the child closes it or the
+//! deadline passes, then SIGKILLs the child if needed and reaps it without
+//! ever blocking.
 //!
 //! Why `fork` in slurmstepd, which is multithreaded, is acceptable here: the
 //! child holds only the forking thread, and any lock another thread held at
@@ -38,43 +40,31 @@
 //! first, it holds none of the step's pipes or sockets open, so the step's
 //! I/O ends normally.
 
+use desi_gpu_map::host::child::{drain, Pipe, REAP_GRACE};
+use desi_gpu_map::wire::{self, broken, MAX_ANSWER};
+use desi_gpu_map::Error;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
-/// Why the work gave no list.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    /// No answer before the deadline: the child was killed.
-    TimedOut,
-    /// The work's own error, or a child that broke or answered garbage.
-    Failed(String),
-}
-
-/// The largest answer read; a longer one is an error.
-const MAX_ANSWER: usize = 64 * 1024;
-/// The longest error message passed on from the child.
-const MAX_MESSAGE: usize = 512;
-/// How long a killed (or finished) child gets to be reaped before it is
-/// left to slurmstepd.
-const REAP_GRACE: Duration = Duration::from_millis(200);
-
 /// Runs `work` in a child process and returns its lines, or why there are
-/// none, within `timeout` (plus at most `REAP_GRACE` to reap a killed child).
+/// none, within `timeout` (plus at most `REAP_GRACE` to reap a killed
+/// child): past it, [`Error::NvmlTimedOut`]; the work's own error keeps
+/// its kind ([`desi_gpu_map::error::NvmlFailure`]) across.
 pub fn lines_within(
     timeout: Duration,
-    work: impl FnOnce() -> Result<Vec<String>, String>,
-) -> Result<Vec<String>, Failure> {
+    work: impl FnOnce() -> Result<Vec<String>, Error>,
+) -> Result<Vec<String>, Error> {
     let deadline = Instant::now() + timeout;
-    let (reader, writer) = pipe().map_err(|e| failed(format!("cannot make a pipe: {e}")))?;
+    let (reader, writer) = pipe().map_err(|e| broken(format!("cannot make a pipe: {e}")))?;
     // SAFETY: fork has no memory-safety preconditions of its own; what the
     // child may do after it is argued in the module comment, and `child`
     // never returns (it ends in `_exit`).
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(failed(format!(
+        return Err(broken(format!(
             "cannot fork: {}",
             io::Error::last_os_error()
         )));
@@ -87,36 +77,27 @@ pub fn lines_within(
     let read = read_answer(File::from(reader), deadline);
     let status = end_child(pid, matches!(read, Answer::Ended(_)), deadline);
     match read {
-        Answer::Ended(bytes) if bytes.is_empty() => Err(failed(format!(
-            "the discovery process ended without an answer ({})",
-            describe(status)
-        ))),
-        Answer::Ended(bytes) => decode(&bytes).map_err(Failure::Failed),
-        Answer::TimedOut => Err(Failure::TimedOut),
-        Answer::TooLong => Err(failed(format!(
-            "the discovery process answered more than {MAX_ANSWER} bytes"
-        ))),
-        Answer::Broken(e) => Err(failed(format!(
+        Answer::Ended(bytes) if bytes.is_empty() => Err(wire::no_answer(&describe(status))),
+        Answer::Ended(bytes) => wire::decode(&bytes),
+        Answer::TimedOut => Err(Error::NvmlTimedOut {
+            seconds: timeout.as_secs(),
+        }),
+        Answer::TooLong => Err(wire::too_long()),
+        Answer::Broken(e) => Err(broken(format!(
             "cannot read the discovery process's answer: {e}"
         ))),
     }
-}
-
-fn failed(why: String) -> Failure {
-    Failure::Failed(why)
 }
 
 // ------------------------------------------------------------ the child
 
 /// Runs in the child: the work, its answer, `_exit`. Never returns, so no
 /// destructor of slurmstepd's state and no atexit handler runs here.
-fn child(out: RawFd, work: impl FnOnce() -> Result<Vec<String>, String>) -> ! {
+fn child(out: RawFd, work: impl FnOnce() -> Result<Vec<String>, Error>) -> ! {
     let out = detach(out);
-    let answer = match catch_unwind(AssertUnwindSafe(work)) {
-        Ok(Ok(lines)) => encode_lines(&lines),
-        Ok(Err(why)) => encode_error(&why),
-        Err(_) => encode_error("the discovery process panicked"),
-    };
+    let answer = catch_unwind(AssertUnwindSafe(work))
+        .unwrap_or_else(|_| Err(broken("the discovery process panicked".to_string())));
+    let answer = wire::encode(&answer);
     let code = if write_all(out, &answer) { 0 } else { 1 };
     // SAFETY: _exit ends the process at once; it takes no pointer.
     unsafe { libc::_exit(code) }
@@ -180,68 +161,6 @@ fn write_all(fd: RawFd, mut bytes: &[u8]) -> bool {
     true
 }
 
-// ------------------------------------------------------------ the answer
-
-/// `ok N`, then N lines; or `err`, then one line of message.
-fn encode_lines(lines: &[String]) -> Vec<u8> {
-    if lines
-        .iter()
-        .any(|l| l.is_empty() || l.contains(['\n', '\r']))
-    {
-        return encode_error("the discovery returned an empty or multi-line entry");
-    }
-    let mut out = format!("ok {}\n", lines.len());
-    for line in lines {
-        out.push_str(line);
-        out.push('\n');
-    }
-    if out.len() > MAX_ANSWER {
-        return encode_error("the discovery returned too long a list");
-    }
-    out.into_bytes()
-}
-
-fn encode_error(why: &str) -> Vec<u8> {
-    format!("err\n{}\n", one_line(why)).into_bytes()
-}
-
-/// A message as one line of at most `MAX_MESSAGE` bytes.
-fn one_line(why: &str) -> String {
-    let mut line: String = why
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if line.len() > MAX_MESSAGE {
-        let mut cut = MAX_MESSAGE;
-        while !line.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        line.truncate(cut);
-        line.push_str("...");
-    }
-    line
-}
-
-/// The child's lines, its error, or why the answer is garbage.
-fn decode(bytes: &[u8]) -> Result<Vec<String>, String> {
-    let garbled = || "the discovery process answered garbage".to_string();
-    let text = std::str::from_utf8(bytes).map_err(|_| garbled())?;
-    let (head, body) = text.split_once('\n').ok_or_else(garbled)?;
-    if head == "err" {
-        return Err(one_line(body.strip_suffix('\n').unwrap_or(body)));
-    }
-    let count: usize = head
-        .strip_prefix("ok ")
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(garbled)?;
-    let lines: Vec<String> = body.lines().map(String::from).collect();
-    let complete = body.is_empty() || body.ends_with('\n');
-    if !complete || lines.len() != count || lines.iter().any(|l| l.is_empty()) {
-        return Err(garbled());
-    }
-    Ok(lines)
-}
-
 // ------------------------------------------------------------ the parent
 
 enum Answer {
@@ -253,9 +172,8 @@ enum Answer {
 }
 
 /// Reads until end of file or the deadline, whichever comes first.
-fn read_answer(mut pipe: File, deadline: Instant) -> Answer {
+fn read_answer(pipe: File, deadline: Instant) -> Answer {
     let mut answer = Vec::new();
-    let mut chunk = [0u8; 4096];
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -280,14 +198,11 @@ fn read_answer(mut pipe: File, deadline: Instant) -> Answer {
         if ready == 0 {
             continue;
         }
-        match pipe.read(&mut chunk) {
-            Ok(0) => return Answer::Ended(answer),
-            Ok(n) => answer.extend_from_slice(chunk.get(..n).unwrap_or_default()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+        match drain(&pipe, &mut answer, MAX_ANSWER + 1) {
+            Ok(Pipe::Ended) => return Answer::Ended(answer),
+            Ok(Pipe::Open) if answer.len() > MAX_ANSWER => return Answer::TooLong,
+            Ok(Pipe::Open) => {}
             Err(e) => return Answer::Broken(e),
-        }
-        if answer.len() > MAX_ANSWER {
-            return Answer::TooLong;
         }
     }
 }
@@ -364,6 +279,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use desi_gpu_map::error::NvmlFailure;
 
     fn lines(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
@@ -381,11 +297,16 @@ mod tests {
 
     #[test]
     fn the_childs_error_comes_back_as_one_line() {
-        let got = lines_within(
-            Duration::from_secs(10),
-            || Err("NVML: no\nluck".to_string()),
-        );
-        assert_eq!(got, Err(Failure::Failed("NVML: no luck".to_string())));
+        let got = lines_within(Duration::from_secs(10), || {
+            Err(broken("NVML: no\nluck".to_string()))
+        });
+        assert_eq!(got, Err(broken("NVML: no luck".to_string())));
+        let got = lines_within(Duration::from_secs(10), || Err(Error::NvmlOff));
+        let off = Error::Discovery {
+            kind: NvmlFailure::Off,
+            why: Error::NvmlOff.to_string(),
+        };
+        assert_eq!(got, Err(off));
     }
 
     #[test]
@@ -396,7 +317,7 @@ mod tests {
             Ok(vec![])
         });
         let took = started.elapsed();
-        assert_eq!(got, Err(Failure::TimedOut));
+        assert_eq!(got, Err(Error::NvmlTimedOut { seconds: 0 }));
         assert!(took >= Duration::from_millis(300), "{took:?}");
         assert!(took < Duration::from_secs(3), "{took:?}");
     }
@@ -406,18 +327,11 @@ mod tests {
         let got = lines_within(Duration::from_secs(10), || panic!("boom"));
         assert_eq!(
             got,
-            Err(Failure::Failed(
-                "the discovery process panicked".to_string()
-            ))
+            Err(broken("the discovery process panicked".to_string()))
         );
         // SAFETY: ends the test's child only.
         let got = lines_within(Duration::from_secs(10), || unsafe { libc::_exit(7) });
-        assert_eq!(
-            got,
-            Err(Failure::Failed(
-                "the discovery process ended without an answer (exit status 7)".to_string()
-            ))
-        );
+        assert_eq!(got, Err(wire::no_answer("exit status 7")));
     }
 
     #[test]
@@ -440,36 +354,5 @@ mod tests {
             Ok(vec![format!("{} {} {}", open(r), open(w), stdio_is_null)])
         });
         assert_eq!(got, Ok(lines(&["false false true"])));
-    }
-
-    #[test]
-    fn garbage_is_an_error() {
-        let garbled = Err("the discovery process answered garbage".to_string());
-        for bytes in [
-            &b"hello"[..],
-            b"ok\nGPU-a\n",
-            b"ok 2\nGPU-a\n",
-            b"ok 1\nGPU-a",
-            b"ok 1\n\n",
-            b"ok x\nGPU-a\n",
-            b"ok 1\nGPU-\xff\n",
-            b"",
-        ] {
-            assert_eq!(decode(bytes), garbled, "{bytes:?}");
-        }
-        assert_eq!(decode(b"ok 0\n"), Ok(vec![]));
-        assert_eq!(decode(b"ok 1\nGPU-a\n"), Ok(lines(&["GPU-a"])));
-        assert_eq!(decode(b"err\nno driver\n"), Err("no driver".to_string()));
-    }
-
-    #[test]
-    fn answers_stay_bounded() {
-        let many = vec!["GPU-".repeat(100); 1000];
-        assert!(String::from_utf8(encode_lines(&many))
-            .unwrap()
-            .starts_with("err\n"));
-        assert!(encode_lines(&lines(&["a\nb"])).starts_with(b"err\n"));
-        let long = encode_error(&"x".repeat(10_000));
-        assert!(long.len() < MAX_MESSAGE + 16, "{}", long.len());
     }
 }

@@ -2,7 +2,7 @@
 //! SPANK handle, the machine's files, and NVML asked in a child process
 //! with a deadline. Also reads the plugstack arguments and the option value.
 
-use crate::deadline::{self, Failure};
+use crate::deadline;
 use desi_gpu_map::files::Files;
 use desi_gpu_map::host::files::HostFiles;
 use desi_gpu_map::host::nvml;
@@ -75,24 +75,14 @@ impl Node for Slurmstepd<'_, '_> {
     fn nvml(&self, ask: NvmlAsk, config: &Config) -> Result<Vec<String>, Error> {
         let started = Instant::now();
         let source = &config.nvml;
-        let work = || {
-            match ask {
-                NvmlAsk::Uuids => nvml::uuids(source),
-                NvmlAsk::Places => nvml::places(source),
-            }
-            .map_err(|e| e.to_string())
+        let work = || match ask {
+            NvmlAsk::Uuids => nvml::uuids(source),
+            NvmlAsk::Places => nvml::places(source),
         };
-        let answer =
-            deadline::lines_within(config.nvml_timeout, work).map_err(|failure| match failure {
-                Failure::TimedOut => {
-                    let timed_out = Error::NvmlTimedOut {
-                        seconds: config.nvml_timeout.as_secs(),
-                    };
-                    log::warn!("{timed_out}; the discovery process was killed");
-                    timed_out
-                }
-                Failure::Failed(why) => Error::Discovery(why),
-            });
+        let answer = deadline::lines_within(config.nvml_timeout, work);
+        if let Err(timed_out @ Error::NvmlTimedOut { .. }) = &answer {
+            log::warn!("{timed_out}; the discovery process was killed");
+        }
         log::debug!(
             "NVML discovery ({ask:?}) took {} us",
             started.elapsed().as_micros()

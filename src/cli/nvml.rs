@@ -5,23 +5,19 @@
 //! process that becomes the application.
 
 use crate::error::Error;
-use crate::host::child::wait_until;
+use crate::host::child::{drain, wait_until, REAP_GRACE};
 use crate::host::nvml::Device;
 use crate::settings::site::NvmlSource;
 use crate::step::NvmlAsk;
 use crate::text::quote;
-use std::io::{Read, Write};
-use std::process::{Command, ExitCode, Stdio};
+use crate::wire::{self, MAX_ANSWER};
+use std::io::{self, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Child, ChildStdout, Command, ExitCode, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// How often the child is looked at while NVML runs.
 const POLL: Duration = Duration::from_millis(5);
-/// How long a killed child is given to be reaped, so that the application
-/// does not inherit it as a child of its own (one stuck in the kernel is
-/// left: waiting for it would hold the task).
-const REAP_GRACE: Duration = Duration::from_millis(200);
-/// Most bytes read from the child.
-const MOST_OUTPUT: u64 = 1 << 20;
 
 /// What the child is asked, by the word on its command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,14 +44,16 @@ impl Query {
     }
 }
 
-/// NVML's answer, one line each, from a child killed at `timeout`.
+/// NVML's answer, one line each, from a child killed at `timeout`; the
+/// child answers on the wire ([`crate::wire`]), as the plugin's does.
 pub(super) fn ask(
     query: Query,
     source: &NvmlSource,
     timeout: Duration,
 ) -> Result<Vec<String>, Error> {
-    let broke = |why: String| Error::Discovery(format!("NVML discovery: {why}"));
+    let broke = |why: String| wire::broken(format!("NVML discovery: {why}"));
     let me = std::env::current_exe().map_err(|e| broke(format!("cannot find myself: {e}")))?;
+    // Its stderr, a line for people, is not read: the wire says it all.
     let mut child = Command::new(me)
         .arg("nvml-query")
         .arg(query.word())
@@ -63,29 +61,65 @@ pub(super) fn ask(
         .arg(source.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .map_err(|e| broke(e.to_string()))?;
-    // Read while it runs, so that a long answer cannot fill a pipe and
-    // pass for a hang.
-    let out = child.stdout.take().map(drain);
-    let err = child.stderr.take().map(drain);
-    if !wait_until(&mut child, Instant::now() + timeout, POLL) {
+    let mut answer = Vec::new();
+    let heard = match child.stdout.take() {
+        Some(mut out) => hear(&mut child, &mut out, &mut answer, Instant::now() + timeout),
+        None => Err(io::Error::other("its stdout is no pipe")),
+    };
+    let status = child.try_wait();
+    if !matches!(status, Ok(Some(_))) {
+        // Timed out, or answering too much: waiting on would not help.
         let _ = child.kill();
         wait_until(&mut child, Instant::now() + REAP_GRACE, POLL);
-        return Err(Error::NvmlTimedOut {
+    }
+    match heard {
+        Ok(false) => Err(Error::NvmlTimedOut {
             seconds: timeout.as_secs(),
-        });
+        }),
+        Err(e) => Err(wire::broken(format!(
+            "cannot read the discovery process's answer: {e}"
+        ))),
+        Ok(true) if answer.is_empty() => Err(wire::no_answer(&describe(status))),
+        Ok(true) => wire::decode(&answer),
     }
-    let status = child.wait().map_err(|e| broke(e.to_string()))?;
-    let text = |reader: Option<std::thread::JoinHandle<String>>| {
-        reader.and_then(|r| r.join().ok()).unwrap_or_default()
-    };
-    let (out, err) = (text(out), text(err));
-    if !status.success() {
-        return Err(Error::Discovery(err.trim().to_string()));
+}
+
+/// Reads the child's answer into `answer` while it runs, so that a long
+/// one cannot fill the pipe and pass for a hang. True once it exited or
+/// said more than an answer may; false at `deadline`.
+fn hear(
+    child: &mut Child,
+    out: &mut ChildStdout,
+    answer: &mut Vec<u8>,
+    deadline: Instant,
+) -> io::Result<bool> {
+    loop {
+        let exited = wait_until(child, deadline.min(Instant::now() + POLL), POLL);
+        // After the exit, what it left.
+        drain(&mut *out, answer, MAX_ANSWER + 1)?;
+        if exited || answer.len() > MAX_ANSWER {
+            return Ok(true);
+        }
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
     }
-    Ok(out.lines().map(String::from).collect())
+}
+
+/// How the child ended, in the plugin's words.
+fn describe(status: io::Result<Option<ExitStatus>>) -> String {
+    match status {
+        Ok(Some(s)) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("exit status {code}"),
+            (_, Some(signal)) => format!("signal {signal}"),
+            _ => s.to_string(),
+        },
+        Ok(None) => "still running".to_string(),
+        Err(_) => "reaped elsewhere".to_string(),
+    }
 }
 
 /// Every GPU NVML enumerates, with its details (show), within `timeout`.
@@ -94,7 +128,7 @@ pub(super) fn devices(source: &NvmlSource, timeout: Duration) -> Result<Vec<Devi
         .iter()
         .map(|line| {
             device_from_line(line).ok_or_else(|| {
-                Error::Discovery(format!(
+                wire::broken(format!(
                     "NVML discovery: unreadable device line {}",
                     quote(line)
                 ))
@@ -125,50 +159,38 @@ fn device_from_line(line: &str) -> Option<Device> {
     next().is_none().then_some(device)
 }
 
-/// Reads a pipe to its end in a thread of its own.
-fn drain(pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = pipe.take(MOST_OUTPUT).read_to_string(&mut text);
-        text
-    })
+/// The child's side: NVML's answer on stdout, on the wire; an error also
+/// on stderr, for people, with exit status 1.
+pub fn nvml_query(ask: &str, source: &str) -> ExitCode {
+    let answer = query_answer(ask, source);
+    if let Err(why) = &answer {
+        let _ = writeln!(std::io::stderr(), "{why}");
+    }
+    let _ = std::io::stdout().lock().write_all(&wire::encode(&answer));
+    match answer {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::from(1),
+    }
 }
 
-/// The child's side: NVML's answer on stdout, one line each, or its error
-/// on stderr and exit status 1.
-pub fn nvml_query(ask: &str, source: &str) -> ExitCode {
-    let answer = source
+/// NVML's answer to the query `ask` names, loaded from `source`.
+fn query_answer(ask: &str, source: &str) -> Result<Vec<String>, Error> {
+    let source = source
         .parse::<NvmlSource>()
-        .map_err(|e| e.to_string())
-        .and_then(|source| {
-            let query = Query::ALL.into_iter().find(|q| q.word() == ask);
-            match query {
-                Some(Query::Core(NvmlAsk::Uuids)) => crate::host::nvml::uuids(&source),
-                Some(Query::Core(NvmlAsk::Places)) => crate::host::nvml::places(&source),
-                Some(Query::Devices) => crate::host::nvml::devices(&source)
-                    .map(|found| found.iter().map(device_line).collect()),
-                None => {
-                    let words: Vec<&str> = Query::ALL.iter().map(|q| q.word()).collect();
-                    return Err(format!(
-                        "nvml-query: {} is none of {}",
-                        quote(ask),
-                        words.join(", ")
-                    ));
-                }
-            }
-            .map_err(|e| e.to_string())
-        });
-    match answer {
-        Ok(lines) => {
-            let mut out = std::io::stdout().lock();
-            for line in lines {
-                let _ = writeln!(out, "{line}");
-            }
-            ExitCode::SUCCESS
+        .map_err(|e| wire::broken(e.to_string()))?;
+    match Query::ALL.into_iter().find(|q| q.word() == ask) {
+        Some(Query::Core(NvmlAsk::Uuids)) => crate::host::nvml::uuids(&source),
+        Some(Query::Core(NvmlAsk::Places)) => crate::host::nvml::places(&source),
+        Some(Query::Devices) => {
+            crate::host::nvml::devices(&source).map(|found| found.iter().map(device_line).collect())
         }
-        Err(why) => {
-            let _ = writeln!(std::io::stderr(), "{why}");
-            ExitCode::from(1)
+        None => {
+            let words: Vec<&str> = Query::ALL.iter().map(|q| q.word()).collect();
+            Err(wire::broken(format!(
+                "nvml-query: {} is none of {}",
+                quote(ask),
+                words.join(", ")
+            )))
         }
     }
 }
@@ -176,6 +198,24 @@ pub fn nvml_query(ask: &str, source: &str) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_childs_errors_keep_their_kind() {
+        use crate::error::NvmlFailure;
+        assert_eq!(query_answer("uuids", "off"), Err(Error::NvmlOff));
+        let bad = query_answer("bogus", "off").unwrap_err();
+        assert_eq!(
+            bad.to_string(),
+            "nvml-query: \"bogus\" is none of uuids, places, devices"
+        );
+        assert!(matches!(
+            bad,
+            Error::Discovery {
+                kind: NvmlFailure::Misbehaved,
+                ..
+            }
+        ));
+    }
 
     #[test]
     fn device_lines_read_back() {

@@ -1,8 +1,18 @@
-//! Waiting for a child process until a deadline, never past it: the
-//! plugin's MPS daemon and its helpers, and `exec`'s NVML child.
+//! A child process, bounded in time and in what it says: waiting for it
+//! until a deadline, never past it, and reading its pipes without waiting
+//! on whoever else holds them open. For the plugin's MPS daemon and its
+//! helpers and NVML child, and `exec`'s and `show`'s NVML child.
 
+use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
+use std::io::{self, Read};
+use std::os::fd::AsFd;
 use std::process::Child;
 use std::time::{Duration, Instant};
+
+/// How long a killed (or finished) child is given to be reaped before it
+/// is left (to slurmstepd in the plugin, to init after `exec`): waiting
+/// for one stuck in the kernel would hold the step or the task.
+pub const REAP_GRACE: Duration = Duration::from_millis(200);
 
 /// True once `child` has exited, or can no longer be waited for (another
 /// waiter reaped it: slurmstepd waits for any child); false at `deadline`.
@@ -15,6 +25,40 @@ pub fn wait_until(child: &mut Child, deadline: Instant, poll: Duration) -> bool 
             Ok(None) => std::thread::sleep(poll),
         }
     }
+}
+
+/// What a [`drain`] left of a pipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pipe {
+    /// Every writer closed it: nothing more will come.
+    Ended,
+    /// A writer still holds it open, or `most` bytes were read.
+    Open,
+}
+
+/// Appends to `into` what `pipe` holds now, until `into` holds `most`
+/// bytes, and returns without waiting for more: the pipe is made
+/// non-blocking, so that a writer that keeps it open (a grandchild the
+/// child left behind, say) cannot hold the reader. Called on a child's
+/// stdout or stderr after it exited, or between looks while it runs. For
+/// text, read it lossily: `let mut out = Vec::new(); let _ = drain(stdout,
+/// &mut out, MOST); String::from_utf8_lossy(&out)`.
+pub fn drain(mut pipe: impl Read + AsFd, into: &mut Vec<u8>, most: usize) -> io::Result<Pipe> {
+    let flags = fcntl_getfl(&pipe)?;
+    fcntl_setfl(&pipe, flags | OFlags::NONBLOCK)?;
+    let mut chunk = [0u8; 4096];
+    while into.len() < most {
+        let room = chunk.len().min(most - into.len());
+        let buf = chunk.get_mut(..room).unwrap_or_default();
+        match pipe.read(buf) {
+            Ok(0) => return Ok(Pipe::Ended),
+            Ok(n) => into.extend_from_slice(buf.get(..n).unwrap_or_default()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Pipe::Open),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Pipe::Open)
 }
 
 #[cfg(test)]
@@ -45,5 +89,35 @@ mod tests {
             Instant::now() + Duration::from_secs(5),
             poll
         ));
+    }
+
+    #[test]
+    fn a_drain_takes_what_is_there_and_never_waits() {
+        // The shell exits at once; its sleeping child keeps stdout open.
+        let mut child = Command::new("sh")
+            .args(["-c", "printf 'said\\n'; sleep 3 & exit 0"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = child.stdout.take().unwrap();
+        child.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let (mut got, started) = (Vec::new(), Instant::now());
+        assert_eq!(drain(&mut out, &mut got, 1 << 10).unwrap(), Pipe::Open);
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert_eq!(got, b"said\n");
+        // Bounded, and at the end of a pipe whose writers all closed it.
+        let mut child = Command::new("printf")
+            .arg("0123456789")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = child.stdout.take().unwrap();
+        child.wait().unwrap();
+        let mut got = Vec::new();
+        assert_eq!(drain(&mut out, &mut got, 4).unwrap(), Pipe::Open);
+        assert_eq!(got, b"0123");
+        assert_eq!(drain(&mut out, &mut got, 100).unwrap(), Pipe::Ended);
+        assert_eq!(got, b"0123456789");
     }
 }

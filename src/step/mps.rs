@@ -590,6 +590,7 @@ pub fn mps_line(mps: &Mps, verbose: bool) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::NvmlFailure;
     use crate::files::Stat;
     use crate::settings::option::{Choice, Request};
     use crate::settings::site::parse_args;
@@ -745,9 +746,10 @@ mod tests {
             local_tasks: 4 * MAX_CLIENTS + 1,
             ..USER
         };
-        let failed = Err(crate::Error::Discovery(
-            "NVML: cannot initialise libnvidia-ml.so.1: Driver Not Loaded".to_string(),
-        ));
+        let failed = Err(crate::Error::Discovery {
+            kind: NvmlFailure::Init,
+            why: "NVML: cannot initialise libnvidia-ml.so.1: Driver Not Loaded".to_string(),
+        });
         for (args, facts, nvml, want) in [
             (
                 &[][..],

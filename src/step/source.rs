@@ -319,6 +319,7 @@ pub(super) fn other_lists(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::NvmlFailure;
     use crate::method::Method;
     use crate::settings::option::Choice;
     use crate::settings::site::{parse_args, Config, NvmlSource};
@@ -458,9 +459,15 @@ mod tests {
             &config,
             c,
             &[("SLURM_GPUS_ON_NODE", "4")],
-            Err(Error::Discovery("NVML: init failed".into())),
+            Err(Error::Discovery {
+                kind: NvmlFailure::Init,
+                why: "NVML: init failed".into(),
+            }),
         );
-        let failed = Error::Discovery("NVML: init failed".into());
+        let failed = Error::Discovery {
+            kind: NvmlFailure::Init,
+            why: "NVML: init failed".into(),
+        };
         let why = unlisted(p);
         assert_eq!(why, WhyNoList::Nvml(Box::new(NotSlurms::Unset), failed));
         assert_eq!(
@@ -509,10 +516,16 @@ mod tests {
             &whole_default,
             None,
             &[],
-            Err(Error::Discovery("NVML: no library".into())),
+            Err(Error::Discovery {
+                kind: NvmlFailure::Init,
+                why: "NVML: no library".into(),
+            }),
         );
         quiet(p);
-        let no_library = Error::Discovery("NVML: no library".into());
+        let no_library = Error::Discovery {
+            kind: NvmlFailure::Init,
+            why: "NVML: no library".into(),
+        };
         let (p, _) = plan_with(&whole, c, &[], Err(no_library.clone()));
         assert_eq!(
             unlisted(p),
@@ -597,7 +610,10 @@ mod tests {
         // Each reason, in the words both front ends print (the plugin's
         // line and exec's), NVML failing after it.
         let c = Choice::Map(Method::Contiguous);
-        let failed = Error::Discovery("NVML: init failed".into());
+        let failed = Error::Discovery {
+            kind: NvmlFailure::Init,
+            why: "NVML: init failed".into(),
+        };
         let forged = (0..2000)
             .map(|i| i.to_string())
             .collect::<Vec<_>>()

@@ -30,7 +30,8 @@ nvidia-smi -L || true
 
 say "1. NVML through the plugin's discovery code"
 "$bin" nvml-query places || fail "nvml-query places"
-uuid=$("$bin" nvml-query uuids | head -n 1)
+# Its answer is on the wire (src/wire.rs): `ok N`, then the UUIDs.
+uuid=$("$bin" nvml-query uuids | sed -n 2p)
 [[ "$uuid" == GPU-* ]] || fail "no GPU UUID from NVML: '$uuid'"
 CUDA_VISIBLE_DEVICES=0 DESI_GPU_MAPPED=1 SLURM_LOCALID=0 "$bin" show || fail "show"
 

@@ -294,9 +294,10 @@ fn last_log_line(d: &Daemon) -> String {
         if !meta.is_file() {
             return Ok(String::new());
         }
-        file.seek(SeekFrom::Start(meta.len().saturating_sub(MAX_OUTPUT)))?;
+        let most = MAX_OUTPUT as u64;
+        file.seek(SeekFrom::Start(meta.len().saturating_sub(most)))?;
         let mut text = String::new();
-        file.take(MAX_OUTPUT).read_to_string(&mut text)?;
+        file.take(most).read_to_string(&mut text)?;
         Ok(text)
     };
     match read().unwrap_or_default().lines().last() {

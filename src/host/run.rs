@@ -4,7 +4,7 @@
 //! descriptors). Each child leads its own process group, so that what it
 //! leaves behind goes with it when it is killed.
 
-use crate::host::child::wait_until;
+use crate::host::child::{drain, wait_until};
 use rustix::process::{kill_process_group, Pid, Signal};
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// How often a wait looks again.
 pub const POLL: Duration = Duration::from_millis(2);
 /// The most read of a child's output.
-pub const MAX_OUTPUT: u64 = 4096;
+pub const MAX_OUTPUT: usize = 4096;
 
 /// Who a front end's children run as. `prepare` is called on every
 /// command before it is spawned; it may set the user, the groups and what
@@ -65,8 +65,8 @@ pub fn run(
         let _ = child.wait();
         return Err("no answer before the deadline".to_string());
     }
-    let out = child.stdout.take().map(drain).unwrap_or_default();
-    let err = child.stderr.take().map(drain).unwrap_or_default();
+    let out = child.stdout.take().map(text_of).unwrap_or_default();
+    let err = child.stderr.take().map(text_of).unwrap_or_default();
     let status = child.wait().map_err(|e| e.to_string())?;
     Ok(Ran { status, out, err })
 }
@@ -90,15 +90,11 @@ pub fn kill_group(child: &Child) {
     }
 }
 
-/// What an exited child left in a pipe, without waiting for more: a
-/// process it left behind may hold the pipe open.
-fn drain<P: Read + std::os::fd::AsFd>(mut pipe: P) -> String {
-    use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
-    if let Ok(flags) = fcntl_getfl(&pipe) {
-        let _ = fcntl_setfl(&pipe, flags | OFlags::NONBLOCK);
-    }
+/// What an exited child left in a pipe, as text, at most [`MAX_OUTPUT`]
+/// bytes ([`drain`] waits for no one who still holds it).
+fn text_of(pipe: impl Read + std::os::fd::AsFd) -> String {
     let mut bytes = Vec::new();
-    let _ = (&mut pipe).take(MAX_OUTPUT).read_to_end(&mut bytes);
+    let _ = drain(pipe, &mut bytes, MAX_OUTPUT);
     String::from_utf8_lossy(&bytes).into_owned()
 }
 

@@ -7,7 +7,7 @@
 //! Each child starts its own process group, so that what a site's
 //! control script left behind goes with it.
 
-use desi_gpu_map::step::Daemon;
+use desi_gpu_map::mps::Daemon;
 use desi_gpu_map::text::quote;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};

@@ -92,7 +92,8 @@ pub enum Mps {
     /// Not asked for, and no daemon's pipe inherited.
     Off,
     /// The front end starts this daemon before any task execs, then
-    /// tells the step's record whether it answers.
+    /// calls [`crate::step::StepMap::mps_started`] or
+    /// [`crate::step::StepMap::mps_failed`].
     Start(Box<Daemon>),
     /// The plugin's daemon answers: each task is its client.
     Serving(Box<Daemon>),

@@ -485,32 +485,13 @@ fn record(
     node: &dyn Node,
     facts: Option<MpsFacts>,
 ) -> StepMap {
+    let (mps, mps_inherited) = plan_mps(&parts, want, config, node, facts);
     let Parts {
         method,
         written,
         near,
         step,
     } = parts;
-    let input = MpsInput {
-        asked: want.mps,
-        settings: &config.mps,
-        timeout: config.nvml_timeout,
-        gpus: &written.step.gpus,
-        step_gpus: written.step.listed.step_gpus(),
-        method: placing(method, &near),
-        vendor: written.rendering.vendor,
-        step: step.as_deref(),
-        facts,
-    };
-    let env = |name: &str| node.env(name);
-    let places = || node.nvml(NvmlAsk::Places, config);
-    let asks = MpsNode {
-        env: &env,
-        files: node.files(),
-        places: &places,
-    };
-    let mps_inherited = crate::mps::inherited(&asks);
-    let mps = crate::mps::decide(&input, &mps_inherited, &asks);
     StepMap {
         method,
         visible: config.visible,
@@ -526,6 +507,37 @@ fn record(
         mps,
         mps_inherited,
     }
+}
+
+/// MPS for the step, from its parts and what the node answers, and the
+/// MPS variables it inherited.
+fn plan_mps(
+    parts: &Parts,
+    want: &Resolved,
+    config: &Config,
+    node: &dyn Node,
+    facts: Option<MpsFacts>,
+) -> (Mps, Inherited) {
+    let input = MpsInput {
+        asked: want.mps,
+        settings: &config.mps,
+        timeout: config.nvml_timeout,
+        gpus: &parts.written.step.gpus,
+        step_gpus: parts.written.step.listed.step_gpus(),
+        method: placing(parts.method, &parts.near),
+        vendor: parts.written.rendering.vendor,
+        step: parts.step.as_deref(),
+        facts,
+    };
+    let env = |name: &str| node.env(name);
+    let places = || node.nvml(NvmlAsk::Places, config);
+    let asks = MpsNode {
+        env: &env,
+        files: node.files(),
+        places: &places,
+    };
+    let inherited = crate::mps::inherited(&asks);
+    (crate::mps::decide(&input, &inherited, &asks), inherited)
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 //! - [`runtime`]: whose GPU runtime reads the lists on a node, one file per vendor;
 //! - [`topology`]: where a node's GPUs sit, for `closest`;
 //! - [`settings`]: what people type (plugstack arguments, the option);
+//! - [`mps`]: CUDA MPS for a mapped step: serve or not, and what each task gets;
 //! - [`step`]: the plan for a step on one node, in one pass, and each task's share;
 //! - [`host`]: the real machine (files, NVML), for the front ends;
 //! - `cli` (feature `cli`): the `desi-gpu-map` command.
@@ -33,6 +34,7 @@ pub mod error;
 pub mod files;
 pub mod host;
 pub mod method;
+pub mod mps;
 pub mod names;
 pub mod runtime;
 pub mod settings;

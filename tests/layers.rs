@@ -14,7 +14,7 @@ use std::path::Path;
 /// Bottom first: a module may import only modules listed before it.
 const LAYERS: &[&str] = &[
     "text", "env", "error", "wire", "files", "names", "cpuset", "slurm", "method", "runtime",
-    "topology", "settings", "step", "host", "cli",
+    "topology", "settings", "mps", "step", "host", "cli",
 ];
 /// The first layer that may touch the machine.
 const FIRST_IO: &str = "host";

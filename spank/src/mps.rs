@@ -4,7 +4,7 @@
 
 use desi_gpu_map::host::daemon::{self, Running};
 use desi_gpu_map::host::run::Launcher;
-use desi_gpu_map::step::Daemon;
+use desi_gpu_map::mps::Daemon;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 

@@ -167,7 +167,7 @@ impl fmt::Display for PlanError {
                 f,
                 "node {node}: {tasks} tasks would share GPU {gpu}, and MPS serves at most {} \
                  clients per GPU; the plugin would run this step without MPS",
-                crate::step::MAX_CLIENTS
+                crate::mps::MAX_CLIENTS
             ),
             PlanError::OverLimit { said, limit } => {
                 write!(f, "{said} over the limit of {limit}")
@@ -257,7 +257,7 @@ pub struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpus: Option<String>,
     /// The tasks sharing its GPU as the plugin counts them for MPS
-    /// ([`crate::step::tasks_per_gpu`]).
+    /// ([`crate::mps::tasks_per_gpu`]).
     #[serde(skip)]
     pub clients: usize,
     /// `--mps`: its `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` under `mps_share=even`.
@@ -316,7 +316,7 @@ fn node_rows(
     // Every task of the node reads the same list: read once for them all.
     let shared = NodeCpus::new(bind_type, bind_list, ranks.len());
     let name = format!("node{node}");
-    let clients = crate::step::tasks_per_gpu(&map, ranks.len());
+    let clients = crate::mps::tasks_per_gpu(map.method_used(), map.gpus.len(), ranks.len());
     let mut rows = Vec::with_capacity(ranks.len());
     for (local_id, &rank) in ranks.iter().enumerate() {
         let task = TaskInputs {

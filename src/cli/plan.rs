@@ -54,14 +54,14 @@ pub fn run(args: &PlanArgs) -> Result<String, Box<dyn std::error::Error>> {
 /// as contiguous places it, as there).
 fn shares(rows: &mut [Row]) -> Result<(), PlanError> {
     for row in rows.iter_mut() {
-        if row.clients > crate::step::MAX_CLIENTS {
+        if row.clients > crate::mps::MAX_CLIENTS {
             return Err(PlanError::TooManyClients {
                 node: row.node,
                 gpu: row.gpu.clone(),
                 tasks: row.clients,
             });
         }
-        row.share = Some(crate::step::even_share(row.clients));
+        row.share = Some(crate::mps::even_share(row.clients));
     }
     Ok(())
 }

@@ -10,7 +10,7 @@
 use crate::env;
 use crate::host::process::{children_named, identity, signal_if, Identity};
 use crate::host::run::{kill_group, run, spawn, tool, Launcher, MAX_OUTPUT, POLL};
-use crate::step::Daemon;
+use crate::mps::Daemon;
 use crate::text::quote;
 use rustix::process::Signal;
 use std::fs;

@@ -269,7 +269,21 @@ pub struct StepLists<'a> {
     pub others: &'a [(&'static str, Vec<String>)],
 }
 
-impl StepLists<'_> {
+impl<'a> StepLists<'a> {
+    /// The step's lists: `gpus` as the tasks' lists carry them, whether
+    /// they are Slurm's, and the other lists Slurm set.
+    pub fn new(
+        gpus: &'a [String],
+        from_slurm: bool,
+        others: &'a [(&'static str, Vec<String>)],
+    ) -> Self {
+        StepLists {
+            gpus,
+            from_slurm,
+            others,
+        }
+    }
+
     pub(crate) fn list(&self, name: &str) -> Option<&[String]> {
         self.others
             .iter()

@@ -89,13 +89,34 @@ pub struct Config {
     /// their own (exec's hidden `--kernel-root` misleads only the user's
     /// own task).
     pub kernel_root: std::path::PathBuf,
-    pub mps: MpsMode,
-    /// The MPS control daemon; `None`: found in [`crate::env::MPS_CONTROL_DIRS`].
-    pub mps_control: Option<PathBuf>,
-    /// Where each step's private MPS directory is made; `None`: the
-    /// step's `TMPDIR`, else `/tmp`.
-    pub mps_dir: Option<PathBuf>,
-    pub mps_share: MpsShare,
+    /// CUDA MPS: the `mps`, `mps_share`, `mps_dir` and `mps_control` keys.
+    pub mps: MpsSettings,
+}
+
+/// The site's CUDA MPS keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MpsSettings {
+    /// When tasks run under MPS (`mps=`).
+    pub mode: MpsMode,
+    /// Each client's share of its GPU (`mps_share=`).
+    pub share: MpsShare,
+    /// Where each step's private MPS directory is made (`mps_dir=`);
+    /// `None`: the step's `TMPDIR`, else `/tmp`.
+    pub dir: Option<PathBuf>,
+    /// The MPS control daemon (`mps_control=`); `None`: found in
+    /// [`crate::env::MPS_CONTROL_DIRS`].
+    pub control: Option<PathBuf>,
+}
+
+impl Default for MpsSettings {
+    fn default() -> Self {
+        MpsSettings {
+            mode: MpsMode::Allow,
+            share: MpsShare::None,
+            dir: None,
+            control: None,
+        }
+    }
 }
 
 impl Default for Config {
@@ -110,10 +131,7 @@ impl Default for Config {
             vendor: VendorSetting::Auto,
             verbose: false,
             kernel_root: std::path::PathBuf::from("/"),
-            mps: MpsMode::Allow,
-            mps_control: None,
-            mps_dir: None,
-            mps_share: MpsShare::None,
+            mps: MpsSettings::default(),
         }
     }
 }
@@ -241,10 +259,10 @@ pub const KEYS: [Key; 13] = [
     Key {
         name: "mps",
         form: || Some(names::<MpsMode>().join("|")),
-        default: || Some(Config::default().mps.name().to_string()),
+        default: || Some(Config::default().mps.mode.name().to_string()),
         unset: "",
         set: |c, v| {
-            c.mps = named("mps", v)?;
+            c.mps.mode = named("mps", v)?;
             Ok(())
         },
     },
@@ -254,7 +272,7 @@ pub const KEYS: [Key; 13] = [
         default: || None,
         unset: "found",
         set: |c, v| {
-            c.mps_control = Some(parse_root("mps_control", v)?);
+            c.mps.control = Some(parse_root("mps_control", v)?);
             Ok(())
         },
     },
@@ -264,17 +282,17 @@ pub const KEYS: [Key; 13] = [
         default: || None,
         unset: "`$TMPDIR`, else `/tmp`",
         set: |c, v| {
-            c.mps_dir = Some(parse_root("mps_dir", v)?);
+            c.mps.dir = Some(parse_root("mps_dir", v)?);
             Ok(())
         },
     },
     Key {
         name: "mps_share",
         form: || Some(names::<MpsShare>().join("|")),
-        default: || Some(Config::default().mps_share.name().to_string()),
+        default: || Some(Config::default().mps.share.name().to_string()),
         unset: "",
         set: |c, v| {
-            c.mps_share = named("mps_share", v)?;
+            c.mps.share = named("mps_share", v)?;
             Ok(())
         },
     },
@@ -446,7 +464,7 @@ pub fn check_request(request: &Request, config: &Config) -> Result<(), Error> {
     else {
         return Ok(());
     };
-    if config.mps == MpsMode::Off {
+    if config.mps.mode == MpsMode::Off {
         return Err(Error::MpsOff);
     }
     if choice.unwrap_or(config.default) == Choice::Off {
@@ -720,16 +738,16 @@ mod tests {
             "mps_share=even",
         ])
         .unwrap();
-        assert_eq!(c.mps, MpsMode::Auto);
-        assert_eq!(c.mps_share, MpsShare::Even);
+        assert_eq!(c.mps.mode, MpsMode::Auto);
+        assert_eq!(c.mps.share, MpsShare::Even);
         assert_eq!(
-            c.mps_control.unwrap(),
+            c.mps.control.unwrap(),
             PathBuf::from("/opt/nv/nvidia-cuda-mps-control")
         );
-        assert_eq!(c.mps_dir.unwrap(), PathBuf::from("/scratch/mps"));
+        assert_eq!(c.mps.dir.unwrap(), PathBuf::from("/scratch/mps"));
         let d = Config::default();
         assert_eq!(
-            (d.mps, d.mps_share, d.mps_control, d.mps_dir),
+            (d.mps.mode, d.mps.share, d.mps.control, d.mps.dir),
             (MpsMode::Allow, MpsShare::None, None, None)
         );
         for (arg, want) in [

@@ -56,10 +56,7 @@ pub(super) fn slurm_bound_task(map: &StepMap, task: &TaskInputs) -> Option<Strin
     if let Some(bind) = task.tres_bind {
         return per_task(bind);
     }
-    // The step's own value: Slurm's, or where NVML listed the GPUs, the
-    // user's (or none), which slurmstepd leaves as it was.
-    let step = map.cuda.as_deref().or(map.exported.as_deref());
-    if step == task.cuda {
+    if map.listed.step_cuda() == task.cuda {
         return None;
     }
     Some(format!(
@@ -157,10 +154,8 @@ mod tests {
             ];
             let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));
             let map = mapped(p);
-            assert_eq!(
-                (map.cuda.as_deref(), map.exported.as_deref()),
-                (None, Some(stale))
-            );
+            let exported = Some(stale.to_string());
+            assert_eq!(map.listed, Listed::Nvml { exported });
             assert_eq!(calls, 1);
             let note = format!(
                 "CUDA_VISIBLE_DEVICES=\"{stale}\" was the user's, not Slurm's: replaced by \
@@ -186,7 +181,7 @@ mod tests {
         // Nothing exported: the tasks have none, as the step had.
         let pairs = [("SLURM_GPUS_ON_NODE", "2"), ("SLURM_STEP_GPUS", "0,1")];
         let map = mapped(plan_with(&config, c, &pairs, Ok(uuids(2))).0);
-        assert_eq!(map.exported, None);
+        assert_eq!(map.listed, Listed::Nvml { exported: None });
         let out = map_task(&map, &task(1, 2, None));
         assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("GPU-fake-n1-1"));
     }

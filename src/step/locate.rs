@@ -1,10 +1,12 @@
 //! Where a `closest` step's GPUs sit: read once per step per node, from
 //! the kernel's files or NVML, and turned into each GPU's local CPUs.
 
-use super::{GpuCpus, Node, NvmlAsk, StepMap};
+use super::source::StepGpus;
+use super::{GpuCpus, Node, NvmlAsk};
 use crate::error::Error;
 use crate::method::closest::Fallback;
 use crate::method::Method;
+use crate::runtime::Vendor;
 use crate::settings::site::{Config, NvmlSource};
 use crate::topology::{from_kernel, from_nvml_lines, near_cpus, place_uuids, Topology};
 
@@ -32,32 +34,52 @@ pub(super) fn discover(
     }
 }
 
+/// Where a step mapped with `method` finds its GPUs: for `closest`, each
+/// GPU's local CPUs, from the places the front end was given or else read
+/// from the node (`placed`: those of NVML's load that listed the GPUs).
+pub(super) fn gpu_cpus(
+    node: &dyn Node,
+    config: &Config,
+    method: Method,
+    step: &StepGpus,
+    vendor: Vendor,
+    placed: Option<Result<Vec<String>, Error>>,
+) -> GpuCpus {
+    if method != Method::Closest {
+        return GpuCpus::Unused;
+    }
+    let places = node
+        .given_places()
+        .unwrap_or_else(|| step_topology(node, config, step, vendor, placed));
+    locate(&step.gpus, places.as_ref().map_err(Clone::clone))
+}
+
 /// A `closest` step's GPUs located: through the kernel files under the
 /// site's `kernel_root` for Slurm's own list (NVIDIA's driver files, or AMD's
 /// and Intel's render nodes), and through NVML (`places`,
 /// [`NvmlAsk::Places`] lines) for a list NVML gave, or where NVIDIA's
 /// kernel files fail and NVML is on. Indices resolve through Slurm's own
-/// list as [`StepMap::step_gpus`] keeps it (see
+/// list as [`super::Listed::Slurm`] keeps it (see
 /// [`crate::topology::resolve_tokens`]).
-pub fn step_topology(
+pub(super) fn step_topology(
     node: &dyn Node,
     config: &Config,
-    map: &StepMap,
+    step: &StepGpus,
+    vendor: Vendor,
     placed: Option<Result<Vec<String>, Error>>,
 ) -> Result<Topology, String> {
-    let absolute = map.step_gpus.as_deref();
+    let absolute = step.listed.step_gpus();
     let from_nvml = || {
         let lines = placed
             .unwrap_or_else(|| node.nvml(NvmlAsk::Places, config))
             .map_err(|e| e.to_string())?;
-        from_nvml_lines(&lines, &map.gpus, absolute)
+        from_nvml_lines(&lines, &step.gpus, absolute)
     };
-    let vendor = map.rendering.vendor;
-    if map.cuda.is_none() {
+    if !step.listed.is_slurms() {
         return from_nvml();
     }
     let files = node.files();
-    match from_kernel(files, &config.kernel_root, vendor, &map.gpus, absolute) {
+    match from_kernel(files, &config.kernel_root, vendor, &step.gpus, absolute) {
         Ok(topology) => Ok(topology),
         Err(kernel) if vendor.has_nvml() && config.nvml != NvmlSource::Off => {
             from_nvml().map_err(|nvml| format!("{kernel}; NVML: {nvml}"))
@@ -66,17 +88,14 @@ pub fn step_topology(
     }
 }
 
-/// Locates a `closest` step's GPUs in the node's topology (read once per
-/// step per node, or why it could not be read); other steps are left.
-pub fn locate(map: &mut StepMap, topology: Result<&Topology, String>) {
-    if map.method != Method::Closest {
-        return;
-    }
-    map.near = match topology {
-        Ok(topology) => match near_cpus(&map.gpus, topology) {
+/// Each of `gpus`' local CPUs in the node's topology (read once per step
+/// per node), or why they are unknown: the step then falls back.
+pub fn locate(gpus: &[String], topology: Result<&Topology, String>) -> GpuCpus {
+    match topology {
+        Ok(topology) => match near_cpus(gpus, topology) {
             Ok(near) => GpuCpus::Located(near),
             Err(why) => GpuCpus::Fallback(why),
         },
         Err(why) => GpuCpus::Fallback(Fallback::Unreadable(why)),
-    };
+    }
 }

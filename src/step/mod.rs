@@ -1,21 +1,29 @@
 //! The decision for one job step on one node: whether it is mapped, and
 //! with which list, made in one pass by [`plan_step`] from what a front end's
-//! [`Node`] answers. Each rule lives in its own module, its tests beside it:
+//! [`Node`] answers. Every part of a mapped step's record ([`StepMap`]) is
+//! decided before the record is built once. Each rule lives in its own
+//! module, its tests beside it:
 //!
 //! - `node`: the interface the front ends implement;
-//! - `source`: where the step's GPU list comes from (Slurm's list, or NVML);
+//! - `source`: where the step's GPU list comes from (Slurm's list, or NVML),
+//!   kept as [`Listed`];
 //! - `binding`: when Slurm's own per-task binding wins;
 //! - `locate`: where a `closest` step's GPUs sit;
+//! - `plan`: the pass from the step's facts to its plan;
 //! - `task`: what each task gets, and the variables written for it
-//!   (through [`crate::vendor`], which writes the lists for the node's
+//!   (through [`crate::runtime`], which writes the lists for the node's
 //!   vendor).
+//!
+//! CUDA MPS is decided in [`crate::mps`], from a small input this module
+//! hands it; the record keeps the decision, and each task's list names its
+//! GPU as that decision says ([`StepMap::task_tokens`]).
 //!
 //! No I/O: the front end hands in the node, and applies what comes back.
 
 mod binding;
 mod locate;
-mod mps;
 mod node;
+mod plan;
 mod source;
 mod task;
 #[cfg(test)]
@@ -31,25 +39,19 @@ use crate::env;
 use crate::error::Error;
 use crate::method::closest::Fallback;
 use crate::method::{Method, Visible};
-use crate::runtime::{choose, Rendering, StepLists, Unbindable};
+use crate::mps::{Daemon, Inherited, Mps};
+use crate::runtime::{Rendering, Unbindable};
 use crate::settings::option::{Choice, Request};
 use crate::settings::site::Config;
 use crate::text::quote;
-use binding::slurm_binds_per_task;
-pub use binding::slurm_bound_here;
-use locate::discover;
-use source::{from_nvml, from_slurm, other_lists, Missing, StepGpus};
 use std::fmt;
-use std::path::Path;
 
+pub use binding::slurm_bound_here;
 pub use locate::locate;
-pub(crate) use locate::step_topology;
-pub use mps::{
-    even_share, mps_line, mps_unset, mps_variables, tasks_per_gpu, Daemon, Inherited, Mps,
-    MpsFacts, MAX_CLIENTS,
-};
+// spank/src/node.rs still names it here; its home is crate::mps.
 pub use node::{Node, NvmlAsk};
-pub use source::{NotSlurms, WhyNoList};
+pub use plan::{plan_step, StepFacts};
+pub use source::{Listed, NotSlurms, WhyNoList};
 
 /// Step ids of the batch (0xfffffffb), extern (0xfffffffc) and interactive
 /// (0xfffffffa) steps, and Slurm's other reserved ids above them: never mapped.
@@ -258,17 +260,8 @@ pub struct StepMap {
     pub flag: String,
     /// The step's GPUs on this node, in Slurm's (or NVML's) order.
     pub gpus: Vec<String>,
-    /// `CUDA_VISIBLE_DEVICES` as the step had it; `None` when the list came
-    /// from NVML. A task whose value differs was narrowed by Slurm itself.
-    pub cuda: Option<String>,
-    /// `CUDA_VISIBLE_DEVICES` as the step had it where the list came from
-    /// NVML: the user's (Slurm sets none there), which each task's
-    /// GPU overwrites. A task whose value differs was narrowed by Slurm.
-    pub exported: Option<String>,
-    /// Slurm's own list (`SLURM_STEP_GPUS`), which `gpus` equals or
-    /// renumbers from 0 under device constraint; `None` when the list came
-    /// from NVML. `closest` resolves indices through it.
-    pub step_gpus: Option<Vec<String>>,
+    /// Where `gpus` came from.
+    pub listed: Listed,
     /// The other GPU lists Slurm set, each the same length as `gpus`.
     pub others: Vec<(&'static str, Vec<String>)>,
     /// Lists left alone, each with the reason, reported with `verbose`.
@@ -292,10 +285,39 @@ impl StepMap {
     /// `verbose` line name it: `contiguous` where a `closest` step fell
     /// back (its first task on each node says why, naming both).
     pub fn method_used(&self) -> Method {
-        match (self.method, &self.near) {
-            (Method::Closest, GpuCpus::Fallback(_)) => Method::Contiguous,
-            (method, _) => method,
-        }
+        placing(self.method, &self.near)
+    }
+
+    /// The tokens the tasks' lists carry, one per GPU of `gpus`: the GPUs'
+    /// UUIDs where an MPS daemon serving the tasks names them so (the MPS
+    /// server reads them whatever its own numbering), else `gpus`.
+    pub fn task_tokens(&self) -> &[String] {
+        self.mps.task_gpus().unwrap_or(&self.gpus)
+    }
+
+    /// `daemon` (the planned one, in the directory the front end could
+    /// make) answers: each task is its client.
+    pub fn mps_started(&mut self, daemon: Daemon) {
+        self.mps = Mps::Serving(Box::new(daemon));
+    }
+
+    /// The daemon could not be started: the step runs mapped without it,
+    /// saying so where the user asked for MPS or with `verbose`.
+    pub fn mps_failed(&mut self, why: String) {
+        let loud = match &self.mps {
+            Mps::Start(daemon) => daemon.asked,
+            _ => true,
+        };
+        self.mps = Mps::Without { why, loud };
+    }
+}
+
+/// The method that places a step planned with `method` whose GPUs sit as
+/// `near` says.
+fn placing(method: Method, near: &GpuCpus) -> Method {
+    match (method, near) {
+        (Method::Closest, GpuCpus::Fallback(_)) => Method::Contiguous,
+        (method, _) => method,
     }
 }
 
@@ -315,141 +337,6 @@ pub enum GpuCpus {
 pub fn step_tag(node: &dyn Node, step_id: u32) -> Option<String> {
     node.env(env::JOB_ID)
         .map(|job| format!("{}.{step_id}", job.trim()))
-}
-
-/// What the front end knows of a step on this node, each part possibly
-/// unreadable; [`plan_step`] turns every failure into a stand-aside line.
-pub struct StepFacts<'a> {
-    pub step_id: Result<u32, String>,
-    /// `None`: `init` never ran.
-    pub config: Option<&'a Result<Config, Error>>,
-    /// `None`: the user gave no option.
-    pub request: Option<&'a Result<Request, Error>>,
-    /// The step's user and task count on this node, for MPS; `None`: the
-    /// front end starts no daemons.
-    pub mps: Option<MpsFacts>,
-}
-
-/// Decides for a step, in one pass from Slurm's facts to the plan: the
-/// step's GPUs (Slurm's list, or NVML's where Slurm's count proves it the
-/// step's), the node's vendor, and for `closest` where the GPUs sit. The
-/// node is asked only what the step needs: NVML only where Slurm names no
-/// list (once, with a `closest` step's places in the same load), the
-/// vendor and the kernel's files only for a step that gets mapped.
-pub fn plan_step(facts: &StepFacts, node: &dyn Node) -> StepPlan {
-    let default_flag = crate::settings::site::DEFAULT_FLAG;
-    let step_id = match &facts.step_id {
-        Ok(id) => *id,
-        Err(e) => return StepPlan::aside(default_flag, Aside::UnreadableStepId(e.clone())),
-    };
-    if is_special_step(step_id) {
-        return StepPlan::Untouched;
-    }
-    let config = match facts.config {
-        Some(Ok(config)) => config,
-        Some(Err(e)) => return StepPlan::aside(default_flag, Aside::Misconfigured(e.clone())),
-        None => return StepPlan::aside(default_flag, Aside::NotInitialised),
-    };
-    let request = match facts.request {
-        Some(Ok(request)) => Some(*request),
-        Some(Err(e)) => return StepPlan::aside(&config.flag, Aside::BadRequest(e.clone())),
-        None => None,
-    };
-    let want = resolve(request, config);
-    plan_mapping(&want, config, node, step_id, facts.mps)
-}
-
-/// Decides for a normal step whose inputs could all be read.
-fn plan_mapping(
-    want: &Resolved,
-    config: &Config,
-    node: &dyn Node,
-    step_id: u32,
-    mps: Option<MpsFacts>,
-) -> StepPlan {
-    let method = match want.choice {
-        Choice::Off => return StepPlan::quiet(&config.flag),
-        Choice::Map(method) => method,
-    };
-    let env = &|name: &str| node.env(name);
-    if let Some(binds) = slurm_binds_per_task(env) {
-        return StepPlan::aside(&config.flag, binds);
-    }
-    // A closest step's places from the NVML load that listed its GPUs.
-    let mut placed = None;
-    let listed = match from_slurm(env) {
-        Ok(listed) => listed,
-        Err(not_slurms) => from_nvml(config, Box::new(not_slurms), env, &mut |config: &Config| {
-            discover(node, config, method, &mut placed)
-        }),
-    };
-    match listed {
-        Ok(StepGpus { gpus, slurm }) => {
-            let (cuda, step_gpus) = slurm.unzip();
-            let lists = other_lists(env, cuda.is_some().then_some(gpus.as_slice()));
-            let (others, mut notes) = (lists.slurms, lists.notes);
-            // NVML's list: a CUDA_VISIBLE_DEVICES the step has is the
-            // user's, and each task's is overwritten.
-            let exported = match cuda {
-                Some(_) => None,
-                None => env(env::CUDA),
-            };
-            if let Some(value) = &exported {
-                notes.push(format!(
-                    "{}={} was the user's, not Slurm's: replaced by NVML's list",
-                    env::CUDA,
-                    quote(value)
-                ));
-            }
-            let step = StepLists {
-                gpus: &gpus,
-                from_slurm: cuda.is_some(),
-                others: &others,
-            };
-            let order = env(env::DEVICE_ORDER);
-            let chosen = choose(config.vendor, node.files(), Path::new("/"));
-            let rendering = match Rendering::plan(
-                &chosen,
-                config.visible,
-                &step,
-                &lists.users,
-                order.as_deref(),
-                &mut notes,
-            ) {
-                Ok(rendering) => rendering,
-                Err(why) => return StepPlan::aside(&config.flag, Aside::Unbindable(why)),
-            };
-            let mut map = StepMap {
-                method,
-                near: GpuCpus::Unused,
-                visible: config.visible,
-                verbose: want.verbose,
-                flag: config.flag.clone(),
-                others,
-                notes,
-                rendering,
-                gpus,
-                cuda,
-                exported,
-                step_gpus,
-                step: step_tag(node, step_id),
-                mps: Mps::Off,
-                mps_inherited: Inherited::default(),
-            };
-            if method == Method::Closest {
-                let places = node
-                    .given_places()
-                    .unwrap_or_else(|| step_topology(node, config, &map, placed));
-                locate(&mut map, places.as_ref().map_err(Clone::clone));
-            }
-            mps::plan_mps(&mut map, want.mps, config, node, mps);
-            StepPlan::Map(map)
-        }
-        Err(Missing::NoGpus(_)) if !want.asked => StepPlan::quiet(&config.flag),
-        Err(Missing::NoGpus(why) | Missing::Failed(why)) => {
-            StepPlan::aside(&config.flag, Aside::Missing(why))
-        }
-    }
 }
 
 #[cfg(test)]
@@ -637,12 +524,17 @@ mod tests {
             Ok(vec![]),
         );
         let map = mapped(p);
+        let step = source::StepGpus {
+            gpus: map.gpus.clone(),
+            listed: map.listed.clone(),
+        };
+        let nvidia = map.rendering.vendor;
         let node = |nvml| FakeNode {
             places: None,
             ..FakeNode::new(&[], nvml)
         };
         let asked = node(lines());
-        let t = step_topology(&asked, &no_files, &map, None).unwrap();
+        let t = locate::step_topology(&asked, &no_files, &step, nvidia, None).unwrap();
         assert_eq!(t.gpus[1].cpus.as_ref().unwrap().to_string(), "0");
         assert_eq!(
             asked.calls.get(),
@@ -650,21 +542,21 @@ mod tests {
             "NVML asked once, after the kernel files failed"
         );
         let off = parse_args(&["kernel_root=/nonexistent", "nvml=off"]).unwrap();
-        let err = step_topology(&node(lines()), &off, &map, None).unwrap_err();
+        let err = locate::step_topology(&node(lines()), &off, &step, nvidia, None).unwrap_err();
         assert!(
             err.starts_with("/nonexistent/proc/driver/nvidia/gpus"),
             "{err}"
         );
-        let err = step_topology(&node(Err(Error::NvmlOff)), &no_files, &map, None).unwrap_err();
+        let err = locate::step_topology(&node(Err(Error::NvmlOff)), &no_files, &step, nvidia, None)
+            .unwrap_err();
         assert!(
             err.ends_with("; NVML: NVML discovery is off (nvml=off)"),
             "{err}"
         );
         // AMD and Intel GPUs: their render nodes only, never NVML.
-        let mut amd = map.clone();
-        amd.rendering.vendor = crate::runtime::Vendor::Amd;
+        let amd = crate::runtime::Vendor::Amd;
         let never = node(lines());
-        let err = step_topology(&never, &no_files, &amd, None).unwrap_err();
+        let err = locate::step_topology(&never, &no_files, &step, amd, None).unwrap_err();
         assert_eq!(
             err,
             "/nonexistent/sys/class/drm: No such file or directory (os error 2)"

@@ -141,9 +141,67 @@ impl fmt::Display for NotSlurms {
 /// A step's GPUs on this node, and where they were listed.
 pub(super) struct StepGpus {
     pub gpus: Vec<String>,
-    /// Slurm's `CUDA_VISIBLE_DEVICES` and its own list (`SLURM_STEP_GPUS`)
-    /// that it was checked against; `None` when NVML listed the GPUs.
-    pub slurm: Option<(String, Vec<String>)>,
+    pub listed: Listed,
+}
+
+/// Where a step's GPU list came from, with what each source leaves to
+/// check tasks and locate GPUs by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listed {
+    /// Slurm's `CUDA_VISIBLE_DEVICES` (`cuda`, as the step had it: a task
+    /// whose value differs was narrowed by Slurm itself), checked against
+    /// Slurm's own list (`SLURM_STEP_GPUS`), which the step's GPUs equal
+    /// or renumber from 0 under device constraint. `closest` resolves
+    /// indices through `step_gpus`.
+    Slurm {
+        cuda: String,
+        step_gpus: Vec<String>,
+    },
+    /// NVML's list. `exported` is `CUDA_VISIBLE_DEVICES` as the step had
+    /// it: the user's (Slurm sets none there), which each task's GPU
+    /// overwrites. A task whose value differs was narrowed by Slurm.
+    Nvml { exported: Option<String> },
+}
+
+impl Listed {
+    /// The list is Slurm's `CUDA_VISIBLE_DEVICES`, not NVML's.
+    pub fn is_slurms(&self) -> bool {
+        matches!(self, Listed::Slurm { .. })
+    }
+
+    /// `CUDA_VISIBLE_DEVICES` as the step had it: Slurm's, or where NVML
+    /// listed the GPUs the user's (or none), which slurmstepd leaves as
+    /// it was.
+    pub fn step_cuda(&self) -> Option<&str> {
+        match self {
+            Listed::Slurm { cuda, .. } => Some(cuda),
+            Listed::Nvml { exported } => exported.as_deref(),
+        }
+    }
+
+    /// The user's `CUDA_VISIBLE_DEVICES` that NVML's list replaces.
+    pub fn exported(&self) -> Option<&str> {
+        match self {
+            Listed::Slurm { .. } => None,
+            Listed::Nvml { exported } => exported.as_deref(),
+        }
+    }
+
+    /// Slurm's own list (`SLURM_STEP_GPUS`); `None` where NVML listed.
+    pub fn step_gpus(&self) -> Option<&[String]> {
+        match self {
+            Listed::Slurm { step_gpus, .. } => Some(step_gpus),
+            Listed::Nvml { .. } => None,
+        }
+    }
+
+    /// The source, as the `verbose` line names it.
+    pub fn source(&self) -> &'static str {
+        match self {
+            Listed::Slurm { .. } => "slurm",
+            Listed::Nvml { .. } => "nvml",
+        }
+    }
 }
 
 pub(super) type Sourced = Result<StepGpus, Missing>;
@@ -190,7 +248,10 @@ pub(super) fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Result<Sourced
     }
     Ok(Ok(StepGpus {
         gpus,
-        slurm: Some((cuda, step)),
+        listed: Listed::Slurm {
+            cuda,
+            step_gpus: step,
+        },
     }))
 }
 
@@ -249,9 +310,13 @@ pub(super) fn from_nvml(
             found: uuids.len(),
             count,
         })),
+        // A CUDA_VISIBLE_DEVICES the step has is the user's, and each
+        // task's is overwritten.
         _ => Ok(StepGpus {
             gpus: uuids,
-            slurm: None,
+            listed: Listed::Nvml {
+                exported: env(env::CUDA),
+            },
         }),
     }
 }
@@ -348,7 +413,8 @@ mod tests {
             let (p, calls) = plan_with(&Config::default(), c, &pairs, Ok(uuids(1)));
             let map = mapped(p);
             assert_eq!((map.gpus, calls), (uuids(1), 1), "{cuda:?}");
-            assert_eq!((map.cuda, map.exported.as_deref()), (None, Some(cuda)));
+            let exported = Some(cuda.to_string());
+            assert_eq!(map.listed, Listed::Nvml { exported });
         }
         let why = unlisted(plan(&[
             ("CUDA_VISIBLE_DEVICES", "0,1"),
@@ -444,7 +510,7 @@ mod tests {
         let (p, calls) = plan_with(&config, c, &[("SLURM_GPUS_ON_NODE", "4")], Ok(uuids(4)));
         let map = mapped(p);
         assert_eq!(calls, 1);
-        assert_eq!(map.cuda, None);
+        assert!(!map.listed.is_slurms());
         let out = map_task(&map, &task(5, 8, None));
         assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("GPU-fake-n1-1"));
 
@@ -601,7 +667,8 @@ mod tests {
             let (p, calls) = plan_with(&config, c, &pairs, Ok(uuids(2)));
             let map = mapped(p);
             assert_eq!(calls, 0, "{cuda}");
-            assert_eq!(map.cuda.as_deref(), Some(cuda));
+            assert!(map.listed.is_slurms(), "{cuda}");
+            assert_eq!(map.listed.step_cuda(), Some(cuda));
         }
     }
 

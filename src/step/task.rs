@@ -11,6 +11,7 @@ use crate::method::closest::{
 };
 use crate::method::Method;
 use crate::method::{position, visible_list};
+use crate::mps::{mps_line, mps_unset, mps_variables, Mps};
 use crate::runtime::{render, StepLists};
 use crate::slurm::cpu_bind::bind_list_cpus;
 use crate::slurm::gpus::join;
@@ -155,9 +156,10 @@ fn unmapped_task(unmapped: &Unmapped, node: &str, local_id: usize) -> TaskOutcom
 pub struct Assignment {
     /// The task's place in the step's GPU lists.
     pub position: usize,
-    /// The task's GPU, as the step's list names it.
+    /// The task's GPU, as its list names it ([`StepMap::task_tokens`]).
     pub gpu: String,
-    /// The step's GPUs that stay visible to the task, its own first.
+    /// The step's GPUs that stay visible to the task, its own first, named
+    /// as its GPU is.
     pub visible: Vec<String>,
     /// How `closest` matched it; `None` for the other methods and for a
     /// `closest` step that fell back to `contiguous`.
@@ -251,7 +253,7 @@ pub fn assign_in(map: &StepMap, task: &TaskInputs, node: &NodeCpus) -> Result<As
             (at, None)
         }
     };
-    let visible: Vec<String> = visible_list(&map.gpus, position, map.rendering.visible)
+    let visible: Vec<String> = visible_list(map.task_tokens(), position, map.rendering.visible)
         .into_iter()
         .map(String::from)
         .collect();
@@ -343,7 +345,7 @@ fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> Tas
         say.push(aside_line(task.node, &unbound_line(c)));
     }
     if task.local_id == 0 {
-        if let Some(line) = super::mps_line(&map.mps, map.verbose) {
+        if let Some(line) = mps_line(&map.mps, map.verbose) {
             say.push(aside_line(task.node, &line));
         }
     }
@@ -354,7 +356,7 @@ fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> Tas
         }
     }
     TaskOutcome {
-        unset: super::mps_unset(&map.mps, &map.mps_inherited, assignment.position),
+        unset: mps_unset(&map.mps, &map.mps_inherited, assignment.position),
         set: variables(map, assignment),
         say,
     }
@@ -363,13 +365,9 @@ fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> Tas
 /// Every variable a mapped task gets, in the order they are set: the GPU
 /// lists for the node's vendor, then the plugin's own.
 pub fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, String)> {
-    let lists = StepLists {
-        gpus: &map.gpus,
-        from_slurm: map.cuda.is_some(),
-        others: &map.others,
-    };
+    let lists = StepLists::new(map.task_tokens(), map.listed.is_slurms(), &map.others);
     let mut set = render(&map.rendering, &lists, assignment.position);
-    set.extend(super::mps_variables(&map.mps, assignment.position));
+    set.extend(mps_variables(&map.mps, assignment.position));
     set.push((env::METHOD.to_string(), map.method_used().to_string()));
     set.push((env::NODE_GPUS.to_string(), map.gpus.len().to_string()));
     if let Some(step) = &map.step {
@@ -394,9 +392,9 @@ fn verbose_line(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> St
             &assignment.gpu
         },
         join(&assignment.visible),
-        join(&map.gpus),
+        join(map.task_tokens()),
         map.method_used(),
-        if map.cuda.is_some() { "slurm" } else { "nvml" },
+        map.listed.source(),
     );
     let line = match &assignment.closeness {
         Some(c) => format!(
@@ -409,7 +407,7 @@ fn verbose_line(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> St
         None => line,
     };
     match &map.mps {
-        super::Mps::Serving(d) => {
+        Mps::Serving(d) => {
             let share = d.shares.get(assignment.position).copied().flatten();
             let share = share.map_or("-".to_string(), |s| s.to_string());
             format!("{line} mps={} mps_share={share}", d.pipe.display())
@@ -617,7 +615,7 @@ mod tests {
             .all(|l| !l.contains("using contiguous")));
         assert!(!StepPlan::Map(map.clone()).needs_task_cpus(), "not located");
         let perlmutter = crate::topology::Preset::Perlmutter.topology();
-        locate(&mut map, Ok(&perlmutter));
+        map.near = locate(&map.gpus, Ok(&perlmutter));
         assert!(StepPlan::Map(map.clone()).needs_task_cpus());
         let contiguous = mapped_4(&config, Method::Contiguous);
         assert!(!StepPlan::Map(contiguous).needs_task_cpus());
@@ -715,7 +713,7 @@ mod tests {
             )
             .0,
         );
-        locate(&mut far, Ok(&perlmutter));
+        far.near = locate(&far.gpus, Ok(&perlmutter));
         let out = map_task(&far, &task(0, 2, Some("0,7")));
         assert_eq!(
             out.say,
@@ -779,12 +777,12 @@ mod tests {
         let (method, verbose) = method_of(&map);
         assert_eq!(method.as_deref(), Some("contiguous"));
         assert!(verbose.unwrap().contains(" method=contiguous "));
-        locate(&mut map, Err("no files".to_string()));
+        map.near = locate(&map.gpus, Err("no files".to_string()));
         assert_eq!(method_of(&map).0.as_deref(), Some("contiguous"));
         // Located: closest, even where the tasks' CPUs tell no GPU apart
         // (the rule places them contiguously, as closest).
         let perlmutter = crate::topology::Preset::Perlmutter.topology();
-        locate(&mut map, Ok(&perlmutter));
+        map.near = locate(&map.gpus, Ok(&perlmutter));
         assert_eq!(map.method_used(), Method::Closest);
         let (method, verbose) = method_of(&map);
         assert_eq!(method.as_deref(), Some("closest"));
@@ -803,7 +801,7 @@ mod tests {
         ) {
             let mut map = mapped_4(&Config::default(), Method::Closest);
             let perlmutter = crate::topology::Preset::Perlmutter.topology();
-            locate(&mut map, Ok(&perlmutter));
+            map.near = locate(&map.gpus, Ok(&perlmutter));
             let node = CpuSet::parse("0-127").unwrap();
             let bound: Vec<CpuSet> = runs
                 .iter()

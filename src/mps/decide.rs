@@ -1,0 +1,214 @@
+//! Whether MPS serves a mapped step on this node, and why: the plugin's
+//! own daemon, another's that already serves it, or none.
+
+use super::control::{control, find_server, server_path};
+use super::dirs::{base_dir, check_base, check_socket, dir_name};
+use super::tasks::{even_share, tasks_per_gpu};
+use super::{Daemon, Inherited, Mps, MpsFacts, MpsInput, MpsNode, MAX_CLIENTS, MPS_NAMES};
+use crate::env;
+use crate::runtime::Vendor;
+use crate::settings::site::{MpsMode, MpsShare};
+use crate::slurm::gpus::is_uuid;
+use crate::text::quote;
+use crate::topology::nvml_uuids;
+use std::path::{Path, PathBuf};
+
+/// What the step inherited: the plugin's own variables count as a parent
+/// task's only where its flag is set, and its daemon as this node's only
+/// where the host matches and the socket is there (a base such as a
+/// shared `TMPDIR` may show another node's).
+pub fn inherited(node: &MpsNode) -> Inherited {
+    let pipe = (node.env)(env::MPS_PIPE);
+    let ours = pipe.is_some() && (node.env)(env::MPS).is_some();
+    let host = this_host(node);
+    let here = ours
+        && host.is_some()
+        && (node.env)(env::MPS_HOST) == host
+        && pipe
+            .as_ref()
+            .is_some_and(|p| node.files.exists(&Path::new(p).join("control")));
+    let present = MPS_NAMES
+        .into_iter()
+        .filter(|name| (node.env)(name).is_some())
+        .collect();
+    Inherited {
+        pipe,
+        ours,
+        here,
+        present,
+    }
+}
+
+/// This host's name, as the kernel gives it.
+fn this_host(node: &MpsNode) -> Option<String> {
+    let name = node.files.read(Path::new(env::HOSTNAME_FILE)).ok()?;
+    Some(name.trim().to_string()).filter(|n| !n.is_empty())
+}
+
+/// Decides MPS for a mapped step that `inherited` what it did. The node is
+/// asked for NVML's UUIDs only where MPS will run and Slurm's list names
+/// GPUs by index.
+pub fn decide(input: &MpsInput, inherited: &Inherited, node: &MpsNode) -> Mps {
+    let tasks = input.facts.map_or(0, |f| f.local_tasks);
+    let mode = input.settings.mode;
+    let auto = mode == MpsMode::Auto && tasks > input.gpus.len();
+    if !input.asked && !auto {
+        // A task that keeps a daemon's pipe names its GPU by UUID.
+        return match &inherited.pipe {
+            Some(pipe) if (!inherited.ours || inherited.here) && input.vendor == Vendor::Nvidia => {
+                theirs(input, inherited, node, pipe, false)
+            }
+            _ => Mps::Off,
+        };
+    }
+    if input.asked && mode == MpsMode::Off {
+        let why = "this site turned mps off (mps=off)".to_string();
+        return Mps::Without { why, loud: true };
+    }
+    match serve(input, inherited, node) {
+        Ok(mps) => mps,
+        Err(why) => Mps::Without {
+            why,
+            loud: input.asked,
+        },
+    }
+}
+
+/// The daemon at `pipe` serves the step: its tasks' GPUs by UUID.
+fn theirs(input: &MpsInput, inherited: &Inherited, node: &MpsNode, pipe: &str, loud: bool) -> Mps {
+    let mut why = format!(
+        "the MPS daemon at {}={} serves this step; no MPS daemon started",
+        env::MPS_PIPE,
+        quote(pipe)
+    );
+    let gpus = match uuids(input, node) {
+        Ok(gpus) => Some(gpus),
+        Err(e) => {
+            why += &format!("; its tasks keep Slurm's indices: {e}");
+            None
+        }
+    };
+    Mps::Theirs {
+        why,
+        loud,
+        gpus,
+        ours: inherited.here,
+    }
+}
+
+/// MPS where it is asked for (or `mps=auto` wants it): another's that
+/// serves already, else a daemon of the step's own; or why none.
+fn serve(input: &MpsInput, inherited: &Inherited, node: &MpsNode) -> Result<Mps, String> {
+    let facts = input
+        .facts
+        .ok_or("only the plugin, in slurmstepd, starts MPS daemons")?;
+    if input.vendor != Vendor::Nvidia {
+        return Err(format!(
+            "MPS serves NVIDIA GPUs only, and this node's are {}",
+            crate::names::Named::name(input.vendor)
+        ));
+    }
+    if let Some(served) = served_already(input, inherited, node) {
+        return Ok(served);
+    }
+    let daemon = daemon(input, &facts, inherited, node)?;
+    check_socket(&daemon)?;
+    check_base(&daemon.base, facts.uid, node)?;
+    Ok(Mps::Start(Box::new(Daemon {
+        gpus: uuids(input, node)?,
+        ..daemon
+    })))
+}
+
+/// Another's MPS that serves the step already: Slurm's `gres/mps`, or the
+/// parent's daemon where it runs (a nested step on another node gets its
+/// own).
+fn served_already(input: &MpsInput, inherited: &Inherited, node: &MpsNode) -> Option<Mps> {
+    // A nested step inherits its parent task's share: the plugin's, not
+    // Slurm's or the user's.
+    if let Some(share) = (node.env)(env::MPS_SHARE).filter(|_| !inherited.ours) {
+        let why = format!(
+            "Slurm's gres/mps serves this step ({}={}); no MPS daemon started",
+            env::MPS_SHARE,
+            quote(&share)
+        );
+        return Some(Mps::Theirs {
+            why,
+            loud: input.asked,
+            gpus: None,
+            ours: false,
+        });
+    }
+    let pipe = inherited
+        .pipe
+        .as_ref()
+        .filter(|_| !inherited.ours || inherited.here)?;
+    Some(theirs(input, inherited, node, pipe, input.asked))
+}
+
+/// The daemon the step would start (its GPUs not yet named by UUID), or
+/// why none may start.
+fn daemon(
+    input: &MpsInput,
+    facts: &MpsFacts,
+    inherited: &Inherited,
+    node: &MpsNode,
+) -> Result<Daemon, String> {
+    let per_gpu = tasks_per_gpu(input.method, input.gpus.len(), facts.local_tasks);
+    if let Some(most) = per_gpu.iter().copied().max().filter(|&m| m > MAX_CLIENTS) {
+        return Err(format!(
+            "{most} tasks would share one GPU, and MPS serves at most {MAX_CLIENTS} clients \
+             per GPU; fewer tasks per node, or more GPUs, would fit"
+        ));
+    }
+    if facts.uid == 0 {
+        return Err("the job runs as root, and the MPS daemon never does".to_string());
+    }
+    let control = control(input.settings, node)?;
+    let path = server_path(&control);
+    find_server(&path, node)?;
+    let step = input
+        .step
+        .ok_or("Slurm gave no job id to name the MPS directory by")?;
+    let share = |count: usize| match input.settings.share {
+        MpsShare::Even => Some(even_share(count)),
+        MpsShare::None => None,
+    };
+    let daemon = Daemon {
+        control,
+        path,
+        dir: PathBuf::new(),
+        pipe: PathBuf::new(),
+        log: PathBuf::new(),
+        base: base_dir(input.settings, node),
+        stem: dir_name(facts.uid, step, facts.node_id),
+        gpus: Vec::new(),
+        uid: facts.uid,
+        gid: facts.gid,
+        host: this_host(node),
+        shares: per_gpu.into_iter().map(share).collect(),
+        keep_log: !inherited.ours && (node.env)(env::MPS_LOG).is_some(),
+        timeout: input.timeout,
+        local_tasks: facts.local_tasks,
+        asked: input.asked,
+    };
+    Ok(daemon.with_token(facts.token))
+}
+
+/// The step's GPUs by UUID: NVML's list already is; Slurm's indices are
+/// located through NVML by device minor (with `SLURM_STEP_GPUS` telling
+/// absolute indices from renumbered ones).
+fn uuids(input: &MpsInput, node: &MpsNode) -> Result<Vec<String>, String> {
+    if input.gpus.iter().all(|g| is_uuid(g)) {
+        return Ok(input.gpus.to_vec());
+    }
+    let named = (node.places)()
+        .map_err(|e| e.to_string())
+        .and_then(|lines| nvml_uuids(&lines, input.gpus, input.step_gpus));
+    named.map_err(|e| {
+        format!(
+            "cannot name the step's GPUs by UUID ({e}); the MPS daemon is not confined to \
+             the step's devices, so their indices could name another job's GPUs"
+        )
+    })
+}

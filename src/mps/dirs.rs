@@ -1,0 +1,85 @@
+//! The step's private MPS directory: its name, the base it is made in,
+//! and the checks that keep other users from taking or moving it.
+
+use super::{Daemon, MpsNode};
+use crate::env;
+use crate::files::Stat;
+use crate::settings::site::MpsSettings;
+use std::path::{Path, PathBuf};
+
+/// The longest path of a Unix socket (`sun_path` holds 108 bytes with its
+/// terminating NUL): the daemon's `pipe/control` must fit.
+const MAX_SOCKET_PATH: usize = 107;
+
+/// The step's MPS directory's name before its random part:
+/// `desi-gpu-map-mps.UID.JOBID.STEPID.NODEID`, NODEID the node's place in
+/// the step (several slurmd may share a host and its /tmp). Anything but
+/// letters, digits, `.`, `-` and `_` is left out of the step's name, so
+/// that no name climbs out of the base.
+pub fn dir_name(uid: u32, step: &str, node_id: u32) -> String {
+    let step: String = step
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        .collect();
+    format!(
+        "desi-gpu-map-mps.{uid}.{}.{node_id}",
+        step.trim_matches('.')
+    )
+}
+
+/// The base of the step's MPS directory: the site's, else the step's
+/// `TMPDIR` where absolute, else `/tmp`.
+pub(super) fn base_dir(settings: &MpsSettings, node: &MpsNode) -> PathBuf {
+    if let Some(dir) = &settings.dir {
+        return dir.clone();
+    }
+    (node.env)(env::TMPDIR)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+}
+
+/// The daemon's control socket must fit in a socket's path.
+pub(super) fn check_socket(daemon: &Daemon) -> Result<(), String> {
+    let socket = daemon.pipe.join("control");
+    if socket.as_os_str().len() > MAX_SOCKET_PATH {
+        return Err(format!(
+            "the MPS socket path {} is longer than a socket path may be ({MAX_SOCKET_PATH} \
+             bytes); a shorter base is needed (TMPDIR, or the site's mps_dir=)",
+            socket.display()
+        ));
+    }
+    Ok(())
+}
+
+/// The base must be a folder of root's or the user's, and sticky where
+/// others may write in it: else another user could move the step's
+/// directory away and put their own in its place.
+pub(super) fn check_base(base: &Path, uid: u32, node: &MpsNode) -> Result<(), String> {
+    let shown = base.display();
+    let Stat {
+        uid: owner,
+        mode,
+        is_dir,
+    } = node
+        .files
+        .stat(base)
+        .map_err(|e| format!("cannot use the MPS base {shown}: {e}"))?;
+    if !is_dir {
+        return Err(format!("the MPS base {shown} is not a directory"));
+    }
+    if owner != 0 && owner != uid {
+        return Err(format!(
+            "the MPS base {shown} belongs to uid {owner}, neither root nor the job's user; \
+             a base of theirs or root's is needed (TMPDIR, or the site's mps_dir=)"
+        ));
+    }
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        return Err(format!(
+            "the MPS base {shown} is writable by others without the sticky bit (mode \
+             {mode:04o}), so another user could replace the step's directory; it needs \
+             mode 1777, as /tmp has, or no write for others"
+        ));
+    }
+    Ok(())
+}

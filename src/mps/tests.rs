@@ -1,0 +1,541 @@
+//! Compiled only under #[cfg(test)] (see mps/mod.rs).
+//! MPS as a planned step gets it, through the step's own planning.
+
+use super::*;
+use crate::error::NvmlFailure;
+use crate::files::Stat;
+use crate::method::Method;
+use crate::settings::option::{Choice, Request};
+use crate::settings::site::{parse_args, Config};
+use crate::step::testing::*;
+use crate::step::{plan_step, task_outcome, StepFacts, StepPlan};
+use std::path::{Path, PathBuf};
+
+/// NVML's place lines for 4 GPUs, minor i at bus i+1.
+fn places() -> Result<Vec<String>, crate::Error> {
+    Ok((0..4)
+        .map(|i| format!("GPU-u{i} 00000000:0{}:00.0 {i} -", i + 1))
+        .collect())
+}
+
+const USER: MpsFacts = MpsFacts {
+    uid: 1000,
+    gid: 100,
+    local_tasks: 6,
+    node_id: 3,
+    token: 0xabc,
+};
+
+/// Plans step 0 of job 7 with `--desi-gpu-map=contiguous,mps` (or
+/// `asked: false`, contiguous alone) under plugstack `args`.
+fn plan_mps_with(
+    args: &[&str],
+    asked: bool,
+    pairs: &[(&str, &str)],
+    nvml: Result<Vec<String>, crate::Error>,
+    facts: Option<MpsFacts>,
+) -> (StepPlan, usize) {
+    plan_mps_files(args, asked, pairs, nvml, facts, |_| {})
+}
+
+/// [`plan_mps_with`] on a node whose files `change` changed.
+fn plan_mps_files(
+    args: &[&str],
+    asked: bool,
+    pairs: &[(&str, &str)],
+    nvml: Result<Vec<String>, crate::Error>,
+    facts: Option<MpsFacts>,
+    change: impl FnOnce(&mut FakeFiles),
+) -> (StepPlan, usize) {
+    // The fake node has this control binary, and its server beside it.
+    let mut all = vec!["mps_control=/opt/nv/nvidia-cuda-mps-control"];
+    all.extend_from_slice(args);
+    let config = Ok(parse_args(&all).unwrap());
+    let request = Ok(Request::Use {
+        choice: Some(Choice::Map(Method::Contiguous)),
+        verbose: false,
+        mps: asked,
+    });
+    let mut env = vec![("SLURM_JOB_ID", "7")];
+    env.extend_from_slice(pairs);
+    let mut node = FakeNode::new(&env, nvml);
+    change(&mut node.files);
+    let facts = StepFacts {
+        step_id: Ok(0),
+        config: Some(&config),
+        request: Some(&request),
+        mps: facts,
+    };
+    (plan_step(&facts, &node), node.calls.get())
+}
+
+fn mps_of(plan: &StepPlan) -> Mps {
+    mapped(plan.clone()).mps
+}
+
+fn without(plan: &StepPlan) -> String {
+    match mps_of(plan) {
+        Mps::Without { why, loud: true } => why,
+        other => panic!("expected no MPS, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_daemon_for_slurms_gpus_named_by_uuid_with_even_shares() {
+    let (plan, calls) = plan_mps_with(&["mps_share=even"], true, &SLURM_4, places(), Some(USER));
+    assert_eq!(calls, 1, "NVML asked once, for the UUIDs");
+    let Mps::Start(d) = mps_of(&plan) else {
+        panic!("{plan:?}")
+    };
+    assert_eq!(d.gpus, ["GPU-u0", "GPU-u1", "GPU-u2", "GPU-u3"]);
+    // 6 tasks, contiguous on 4 GPUs: 2 2 1 1.
+    assert_eq!(d.shares, [Some(50), Some(50), Some(100), Some(100)]);
+    let dir = PathBuf::from("/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc");
+    assert_eq!(
+        (&d.dir, &d.pipe, &d.log),
+        (&dir, &dir.join("pipe"), &dir.join("log"))
+    );
+    assert_eq!((d.uid, d.gid, d.keep_log), (1000, 100, false));
+    assert!(d
+        .env()
+        .contains(&(env::CUDA, "GPU-u0,GPU-u1,GPU-u2,GPU-u3".to_string())));
+    // Once it answers, each task is its client.
+    let mut map = mapped(plan);
+    map.mps_started(*d);
+    let plan = StepPlan::Map(map);
+    let out = task_outcome(&plan, &task(4, 6, Some("0,1,2,3")));
+    assert_eq!(get(&out, env::CUDA), Some("GPU-u2"));
+    assert_eq!(
+        get(&out, env::MPS_PIPE),
+        Some("/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc/pipe")
+    );
+    assert_eq!(
+        get(&out, env::MPS_LOG),
+        Some("/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc/log")
+    );
+    assert_eq!(get(&out, env::MPS_SHARE), Some("100"));
+    assert_eq!(get(&out, env::MPS), Some("1"));
+    assert_eq!(get(&out, "DESI_GPU_MAPPED"), Some("1"));
+    // A failed start: mapped as before, one line from local task 0.
+    let (plan, _) = plan_mps_with(&[], true, &SLURM_4, places(), Some(USER));
+    let mut map = mapped(plan);
+    map.mps_failed("the daemon did not answer within 10 s".to_string());
+    let plan = StepPlan::Map(map);
+    let first = task_outcome(&plan, &task(0, 6, Some("0,1,2,3")));
+    assert_eq!(get(&first, env::CUDA), Some("0"));
+    assert_eq!(get(&first, env::MPS_PIPE), None);
+    assert_eq!(
+        first.say,
+        ["desi-gpu-map: node n1: the daemon did not answer within 10 s; running without MPS"]
+    );
+    assert!(task_outcome(&plan, &task(1, 6, Some("0,1,2,3")))
+        .say
+        .is_empty());
+}
+
+#[test]
+fn renumbered_indices_name_the_step_gpus_by_their_absolute_minors() {
+    let pairs = [
+        ("CUDA_VISIBLE_DEVICES", "0,1"),
+        ("GPU_DEVICE_ORDINAL", "0,1"),
+        ("SLURM_STEP_GPUS", "2,3"),
+        ("SLURM_GPUS_ON_NODE", "2"),
+    ];
+    let (plan, _) = plan_mps_with(&[], true, &pairs, places(), Some(USER));
+    let Mps::Start(d) = mps_of(&plan) else {
+        panic!("{plan:?}")
+    };
+    assert_eq!(d.gpus, ["GPU-u2", "GPU-u3"]);
+    let mut map = mapped(plan);
+    map.mps_started(*d);
+    let out = task_outcome(&StepPlan::Map(map), &task(1, 2, Some("0,1")));
+    assert_eq!(get(&out, env::CUDA), Some("GPU-u3"));
+}
+
+#[test]
+fn each_reason_to_run_without_mps_is_one_line() {
+    let root = MpsFacts { uid: 0, ..USER };
+    let crowd = MpsFacts {
+        local_tasks: 4 * MAX_CLIENTS + 1,
+        ..USER
+    };
+    let failed = Err(crate::Error::Discovery {
+        kind: NvmlFailure::Init,
+        why: "NVML: cannot initialise libnvidia-ml.so.1: Driver Not Loaded".to_string(),
+    });
+    for (args, facts, nvml, want) in [
+        (
+            &[][..],
+            Some(root),
+            places(),
+            "the job runs as root, and the MPS daemon never does",
+        ),
+        (
+            &[],
+            Some(crowd),
+            places(),
+            "49 tasks would share one GPU, and MPS serves at most 48",
+        ),
+        (
+            &[],
+            None,
+            places(),
+            "only the plugin, in slurmstepd, starts MPS daemons",
+        ),
+        (
+            &["mps=off"],
+            Some(USER),
+            places(),
+            "this site turned mps off (mps=off)",
+        ),
+        (
+            &[],
+            Some(USER),
+            failed,
+            "cannot name the step's GPUs by UUID (NVML: cannot initialise",
+        ),
+    ] {
+        let (plan, _) = plan_mps_with(args, true, &SLURM_4, nvml, facts);
+        let why = without(&plan);
+        assert!(why.starts_with(want), "{why}");
+    }
+    // Not found in the standard places (the fake node has no files).
+    let config = Ok(Config::default());
+    let request = Ok(parse_option_mps());
+    let node = FakeNode::new(&[&SLURM_4[..], &[("SLURM_JOB_ID", "7")]].concat(), places());
+    let facts = StepFacts {
+        step_id: Ok(0),
+        config: Some(&config),
+        request: Some(&request),
+        mps: Some(USER),
+    };
+    let why = without(&plan_step(&facts, &node));
+    assert!(
+        why.starts_with("nvidia-cuda-mps-control is not in /usr/bin, /usr/local/bin")
+            && why.ends_with("the site can name it (mps_control=PATH)"),
+        "{why}"
+    );
+}
+
+fn parse_option_mps() -> Request {
+    crate::settings::option::parse_option("contiguous,mps").unwrap()
+}
+
+#[test]
+fn another_mps_serves_where_slurm_or_the_step_names_one() {
+    for (var, value, want) in [
+        (
+            env::MPS_SHARE,
+            "25",
+            "Slurm's gres/mps serves this step (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=\"25\")",
+        ),
+        (
+            env::MPS_PIPE,
+            "/site/mps",
+            "the MPS daemon at CUDA_MPS_PIPE_DIRECTORY=\"/site/mps\" serves this step",
+        ),
+    ] {
+        let pairs = [&SLURM_4[..], &[(var, value)]].concat();
+        let (plan, calls) = plan_mps_with(&[], true, &pairs, places(), Some(USER));
+        let asked = usize::from(var == env::MPS_PIPE);
+        assert_eq!(calls, asked, "NVML only for a pipe directory's daemon");
+        let Mps::Theirs {
+            why, loud: true, ..
+        } = mps_of(&plan)
+        else {
+            panic!("{plan:?}")
+        };
+        assert!(
+            why.starts_with(want) && why.ends_with("; no MPS daemon started"),
+            "{why}"
+        );
+        let out = task_outcome(&plan, &task(0, 6, Some("0,1,2,3")));
+        assert_eq!(out.say.len(), 1);
+        assert_eq!(get(&out, env::MPS_PIPE), None, "the step's own values stay");
+        // A daemon at a pipe directory: the tasks name their GPU by UUID.
+        let gpu = if var == env::MPS_PIPE { "GPU-u0" } else { "0" };
+        assert_eq!(get(&out, env::CUDA), Some(gpu));
+    }
+    // The user's log directory stays too.
+    let pairs = [&SLURM_4[..], &[(env::MPS_LOG, "/home/u/log")]].concat();
+    let (plan, _) = plan_mps_with(&[], true, &pairs, places(), Some(USER));
+    let Mps::Start(d) = mps_of(&plan) else {
+        panic!("{plan:?}")
+    };
+    assert!(d.keep_log);
+}
+
+#[test]
+fn auto_serves_only_where_tasks_outnumber_gpus() {
+    let four = MpsFacts {
+        local_tasks: 4,
+        ..USER
+    };
+    let (plan, calls) = plan_mps_with(&["mps=auto"], false, &SLURM_4, places(), Some(four));
+    assert_eq!((mps_of(&plan), calls), (Mps::Off, 0));
+    let (plan, _) = plan_mps_with(&["mps=auto"], false, &SLURM_4, places(), Some(USER));
+    assert!(matches!(mps_of(&plan), Mps::Start(_)), "{plan:?}");
+    let (plan, _) = plan_mps_with(&[], false, &SLURM_4, places(), Some(USER));
+    assert_eq!(mps_of(&plan), Mps::Off, "allow: only on request");
+    // Under auto alone a failure is said only with verbose.
+    let root = MpsFacts { uid: 0, ..USER };
+    let (plan, _) = plan_mps_with(&["mps=auto"], false, &SLURM_4, places(), Some(root));
+    let quiet = mps_of(&plan);
+    assert!(
+        matches!(quiet, Mps::Without { loud: false, .. }),
+        "{quiet:?}"
+    );
+    assert_eq!(mps_line(&quiet, false), None);
+    assert!(mps_line(&quiet, true).is_some());
+    // auto's own notes are quiet unless verbose; failures are not.
+    let theirs = Mps::Theirs {
+        why: "x".to_string(),
+        loud: false,
+        gpus: None,
+        ours: false,
+    };
+    assert_eq!(mps_line(&theirs, false), None);
+    assert_eq!(mps_line(&theirs, true).as_deref(), Some("x"));
+}
+
+#[test]
+fn a_nested_steps_inherited_values_are_its_parents() {
+    // The parent's share and pipe, inherited: not gres/mps; the
+    // parent's daemon where it runs here (the fake node has no files,
+    // so it does not), else a daemon of the step's own.
+    let inherited = [
+        &SLURM_4[..],
+        &[
+            (env::MPS, "1"),
+            (env::MPS_SHARE, "50"),
+            (
+                env::MPS_PIPE,
+                "/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc/pipe",
+            ),
+            (
+                env::MPS_LOG,
+                "/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc/log",
+            ),
+        ],
+    ]
+    .concat();
+    let (plan, _) = plan_mps_with(&[], true, &inherited, places(), Some(USER));
+    let Mps::Start(d) = mps_of(&plan) else {
+        panic!("{plan:?}")
+    };
+    assert!(!d.keep_log, "the parent's log directory is not the user's");
+    assert_eq!(even_share(8), 12);
+    assert_eq!(even_share(0), 100);
+}
+
+#[test]
+fn directories_go_under_the_site_base_else_tmpdir_else_tmp() {
+    let tmpdir = [&SLURM_4[..], &[("TMPDIR", "/local/job7")]].concat();
+    let (plan, _) = plan_mps_with(&[], true, &tmpdir, places(), Some(USER));
+    let Mps::Start(d) = mps_of(&plan) else {
+        panic!()
+    };
+    assert!(d.dir.starts_with("/local/job7"), "{:?}", d.dir);
+    let (plan, _) = plan_mps_with(&["mps_dir=/var/mps"], true, &tmpdir, places(), Some(USER));
+    let Mps::Start(d) = mps_of(&plan) else {
+        panic!()
+    };
+    assert_eq!(
+        d.dir,
+        PathBuf::from("/var/mps/desi-gpu-map-mps.1000.7.0.3.0000000000000abc")
+    );
+    assert_eq!(dir_name(5, "1/../2.0", 1), "desi-gpu-map-mps.5.1..2.0.1");
+    let long = format!("/{}", "d".repeat(80));
+    let deep = [&SLURM_4[..], &[("TMPDIR", long.as_str())]].concat();
+    let (plan, _) = plan_mps_with(&[], true, &deep, places(), Some(USER));
+    assert!(without(&plan).contains("longer than a socket path may be"));
+    assert_eq!(dir_name(5, "./x", 0), "desi-gpu-map-mps.5.x.0");
+}
+
+#[test]
+fn closest_steps_are_counted_in_blocks() {
+    let (plan, _) = plan_mps_with(&[], true, &SLURM_4, places(), Some(USER));
+    let map = mapped(plan);
+    let count = |tasks| tasks_per_gpu(map.method_used(), map.gpus.len(), tasks);
+    assert_eq!(count(6), [2, 2, 1, 1]);
+    assert_eq!(count(0), [0, 0, 0, 0]);
+}
+
+#[test]
+fn the_daemons_path_finds_its_server_beside_it_in_sbin_or_the_systems() {
+    assert_eq!(
+        server_path(Path::new("/opt/nv/bin/nvidia-cuda-mps-control")),
+        [
+            "/opt/nv/bin",
+            "/opt/nv/sbin",
+            "/usr/sbin",
+            "/sbin",
+            "/usr/bin",
+            "/bin"
+        ]
+        .map(PathBuf::from)
+    );
+    assert_eq!(
+        server_path(Path::new("/usr/bin/nvidia-cuda-mps-control")),
+        ["/usr/bin", "/usr/sbin", "/sbin", "/bin"].map(PathBuf::from)
+    );
+    let (plan, _) = plan_mps_with(&[], true, &SLURM_4, places(), Some(USER));
+    let Mps::Start(d) = mps_of(&plan) else {
+        panic!("{plan:?}")
+    };
+    assert!(d.env().contains(&(
+        "PATH",
+        "/opt/nv:/opt/sbin:/usr/sbin:/sbin:/usr/bin:/bin".to_string()
+    )));
+    // No server on that path: every client would fail, so no daemon.
+    let (plan, _) = plan_mps_files(&[], true, &SLURM_4, places(), Some(USER), |f| {
+        f.exists.retain(|p| !p.ends_with(env::MPS_SERVER))
+    });
+    let why = without(&plan);
+    assert!(
+        why.starts_with(
+            "nvidia-cuda-mps-server, which the control daemon starts for its clients, \
+             is not in /opt/nv, /opt/sbin, /usr/sbin"
+        ),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_name_taken_gives_another_random_name_in_the_same_base() {
+    let (plan, _) = plan_mps_with(&[], true, &SLURM_4, places(), Some(USER));
+    let Mps::Start(d) = mps_of(&plan) else {
+        panic!("{plan:?}")
+    };
+    let other = d.with_token(0xfeed);
+    let dir = PathBuf::from("/tmp/desi-gpu-map-mps.1000.7.0.3.000000000000feed");
+    assert_eq!((&other.dir, &other.pipe), (&dir, &dir.join("pipe")));
+    assert_eq!(other.host.as_deref(), Some("n1"));
+}
+
+#[test]
+fn a_base_others_could_empty_is_refused() {
+    let stat = |uid, mode, is_dir| Stat { uid, mode, is_dir };
+    for (base, why) in [
+        (
+            stat(0, 0o777, true),
+            "is writable by others without the sticky bit (mode 0777)",
+        ),
+        (
+            stat(0, 0o775, true),
+            "is writable by others without the sticky bit (mode 0775)",
+        ),
+        (
+            stat(2000, 0o1777, true),
+            "belongs to uid 2000, neither root nor the job's user",
+        ),
+        (stat(0, 0o1777, false), "is not a directory"),
+    ] {
+        let (plan, _) = plan_mps_files(&[], true, &SLURM_4, places(), Some(USER), |f| {
+            f.stats.insert(PathBuf::from("/tmp"), base);
+        });
+        let got = without(&plan);
+        assert!(
+            got.starts_with(&format!("the MPS base /tmp {why}")),
+            "{got}"
+        );
+    }
+    let (plan, _) = plan_mps_files(&[], true, &SLURM_4, places(), Some(USER), |f| {
+        f.stats.clear()
+    });
+    assert!(without(&plan).starts_with("cannot use the MPS base /tmp: "));
+    // The user's own, or root's sticky one, serve.
+    for ok in [
+        stat(1000, 0o700, true),
+        stat(0, 0o1777, true),
+        stat(0, 0o755, true),
+    ] {
+        let (plan, _) = plan_mps_files(&[], true, &SLURM_4, places(), Some(USER), |f| {
+            f.stats.insert(PathBuf::from("/tmp"), ok);
+        });
+        assert!(matches!(mps_of(&plan), Mps::Start(_)), "{ok:?}");
+    }
+}
+
+/// What task `local` of a planned step gets: its GPU, and what it loses.
+fn gpu_and_unset(plan: &StepPlan, local: usize) -> (String, Vec<String>) {
+    let out = task_outcome(plan, &task(local, 2, Some("0,1,2,3")));
+    (get(&out, env::CUDA).unwrap_or("-").to_string(), out.unset)
+}
+
+#[test]
+fn a_task_that_keeps_a_daemons_pipe_gets_its_gpu_by_uuid() {
+    // Inside a parent's MPS task on this host, without asking for mps.
+    let parent = [
+        &SLURM_4[..],
+        &[
+            (env::MPS, "1"),
+            (env::MPS_HOST, "n1"),
+            (env::MPS_PIPE, "/tmp/d/pipe"),
+            (env::MPS_LOG, "/tmp/d/log"),
+        ],
+    ]
+    .concat();
+    let socket = |f: &mut FakeFiles| f.exists.push(PathBuf::from("/tmp/d/pipe/control"));
+    let (plan, _) = plan_mps_files(&[], false, &parent, places(), Some(USER), socket);
+    assert!(matches!(mps_of(&plan), Mps::Theirs { ours: true, .. }));
+    assert_eq!(gpu_and_unset(&plan, 1), ("GPU-u1".to_string(), vec![]));
+    // A site's (or the user's) daemon: UUIDs too, and no flag of ours.
+    let site = [&SLURM_4[..], &[(env::MPS_PIPE, "/site/mps")]].concat();
+    let (plan, _) = plan_mps_with(&[], false, &site, places(), Some(USER));
+    assert!(matches!(
+        mps_of(&plan),
+        Mps::Theirs {
+            ours: false,
+            loud: false,
+            ..
+        }
+    ));
+    assert_eq!(gpu_and_unset(&plan, 0), ("GPU-u0".to_string(), vec![]));
+    // A stale flag alone goes.
+    let stale = [&SLURM_4[..], &[(env::MPS, "1")]].concat();
+    let (plan, _) = plan_mps_with(&[], false, &stale, places(), Some(USER));
+    assert_eq!(mps_of(&plan), Mps::Off);
+    assert_eq!(
+        gpu_and_unset(&plan, 0),
+        ("0".to_string(), vec![env::MPS.to_string()])
+    );
+}
+
+#[test]
+fn another_hosts_daemon_is_never_this_steps() {
+    let elsewhere = [
+        &SLURM_4[..],
+        &[
+            (env::MPS, "1"),
+            (env::MPS_HOST, "n2"),
+            (env::MPS_PIPE, "/tmp/d/pipe"),
+            (env::MPS_SHARE, "50"),
+        ],
+    ]
+    .concat();
+    // The socket is visible (a shared /tmp), but the host is another.
+    let socket = |f: &mut FakeFiles| f.exists.push(PathBuf::from("/tmp/d/pipe/control"));
+    let (plan, _) = plan_mps_files(&[], true, &elsewhere, places(), Some(USER), socket);
+    let Mps::Start(d) = mps_of(&plan) else {
+        panic!("{plan:?}")
+    };
+    // Its own daemon; the parent's share is not given.
+    let mut map = mapped(plan);
+    map.mps_started(*d);
+    let plan = StepPlan::Map(map);
+    assert_eq!(
+        gpu_and_unset(&plan, 0),
+        ("GPU-u0".to_string(), vec![env::MPS_SHARE.to_string()])
+    );
+    // Not asking: the other host's variables all go.
+    let (plan, _) = plan_mps_files(&[], false, &elsewhere, places(), Some(USER), socket);
+    assert_eq!(mps_of(&plan), Mps::Off);
+    let (gpu, mut unset) = gpu_and_unset(&plan, 0);
+    unset.sort();
+    assert_eq!(gpu, "0");
+    assert_eq!(
+        unset,
+        [env::MPS_SHARE, env::MPS_PIPE, env::MPS, env::MPS_HOST].map(String::from)
+    );
+}

@@ -1,0 +1,219 @@
+//! From a step's facts to its plan, in one pass: each part of a mapped
+//! step's record (its list, how the lists are written, where its GPUs sit,
+//! MPS) is decided first, and the record is built once.
+
+use super::binding::slurm_binds_per_task;
+use super::locate::{discover, gpu_cpus};
+use super::source::{from_nvml, from_slurm, other_lists, Missing, StepGpus};
+use super::{
+    is_special_step, placing, resolve, step_tag, Aside, GpuCpus, Node, NvmlAsk, Resolved, StepMap,
+    StepPlan,
+};
+use crate::env;
+use crate::error::Error;
+use crate::method::Method;
+use crate::mps::{Inherited, Mps, MpsFacts, MpsInput, MpsNode};
+use crate::runtime::{choose, Rendering, StepLists, Unbindable};
+use crate::settings::option::{Choice, Request};
+use crate::settings::site::Config;
+use crate::text::quote;
+use std::path::Path;
+
+/// What the front end knows of a step on this node, each part possibly
+/// unreadable; [`plan_step`] turns every failure into a stand-aside line.
+pub struct StepFacts<'a> {
+    pub step_id: Result<u32, String>,
+    /// `None`: `init` never ran.
+    pub config: Option<&'a Result<Config, Error>>,
+    /// `None`: the user gave no option.
+    pub request: Option<&'a Result<Request, Error>>,
+    /// The step's user and task count on this node, for MPS; `None`: the
+    /// front end starts no daemons.
+    pub mps: Option<MpsFacts>,
+}
+
+/// Decides for a step, in one pass from Slurm's facts to the plan: the
+/// step's GPUs (Slurm's list, or NVML's where Slurm's count proves it the
+/// step's), the node's vendor, and for `closest` where the GPUs sit. The
+/// node is asked only what the step needs: NVML only where Slurm names no
+/// list (once, with a `closest` step's places in the same load), the
+/// vendor and the kernel's files only for a step that gets mapped.
+pub fn plan_step(facts: &StepFacts, node: &dyn Node) -> StepPlan {
+    let default_flag = crate::settings::site::DEFAULT_FLAG;
+    let step_id = match &facts.step_id {
+        Ok(id) => *id,
+        Err(e) => return StepPlan::aside(default_flag, Aside::UnreadableStepId(e.clone())),
+    };
+    if is_special_step(step_id) {
+        return StepPlan::Untouched;
+    }
+    let config = match facts.config {
+        Some(Ok(config)) => config,
+        Some(Err(e)) => return StepPlan::aside(default_flag, Aside::Misconfigured(e.clone())),
+        None => return StepPlan::aside(default_flag, Aside::NotInitialised),
+    };
+    let request = match facts.request {
+        Some(Ok(request)) => Some(*request),
+        Some(Err(e)) => return StepPlan::aside(&config.flag, Aside::BadRequest(e.clone())),
+        None => None,
+    };
+    let want = resolve(request, config);
+    plan_mapping(&want, config, node, step_id, facts.mps)
+}
+
+/// Decides for a normal step whose inputs could all be read.
+fn plan_mapping(
+    want: &Resolved,
+    config: &Config,
+    node: &dyn Node,
+    step_id: u32,
+    facts: Option<MpsFacts>,
+) -> StepPlan {
+    let method = match want.choice {
+        Choice::Off => return StepPlan::quiet(&config.flag),
+        Choice::Map(method) => method,
+    };
+    let env = &|name: &str| node.env(name);
+    if let Some(binds) = slurm_binds_per_task(env) {
+        return StepPlan::aside(&config.flag, binds);
+    }
+    // A closest step's places from the NVML load that listed its GPUs.
+    let mut placed = None;
+    let listed = match from_slurm(env) {
+        Ok(listed) => listed,
+        Err(not_slurms) => from_nvml(config, Box::new(not_slurms), env, &mut |config: &Config| {
+            discover(node, config, method, &mut placed)
+        }),
+    };
+    let step = match listed {
+        Ok(step) => step,
+        Err(Missing::NoGpus(_)) if !want.asked => return StepPlan::quiet(&config.flag),
+        Err(Missing::NoGpus(why) | Missing::Failed(why)) => {
+            return StepPlan::aside(&config.flag, Aside::Missing(why))
+        }
+    };
+    let written = match written(step, config, node) {
+        Ok(written) => written,
+        Err(why) => return StepPlan::aside(&config.flag, Aside::Unbindable(why)),
+    };
+    let vendor = written.rendering.vendor;
+    let near = gpu_cpus(node, config, method, &written.step, vendor, placed);
+    let parts = Parts {
+        method,
+        written,
+        near,
+        step: step_tag(node, step_id),
+    };
+    StepPlan::Map(record(parts, want, config, node, facts))
+}
+
+/// A listed step's lists, sorted and planned for the node's vendor.
+struct Written {
+    step: StepGpus,
+    others: Vec<(&'static str, Vec<String>)>,
+    notes: Vec<String>,
+    rendering: Rendering,
+}
+
+/// Sorts the step's other lists and plans how its lists are written, or
+/// says why none can be narrowed.
+fn written(step: StepGpus, config: &Config, node: &dyn Node) -> Result<Written, Unbindable> {
+    let env = &|name: &str| node.env(name);
+    let slurms = step.listed.is_slurms().then_some(step.gpus.as_slice());
+    let lists = other_lists(env, slurms);
+    let (others, mut notes) = (lists.slurms, lists.notes);
+    if let Some(value) = step.listed.exported() {
+        notes.push(format!(
+            "{}={} was the user's, not Slurm's: replaced by NVML's list",
+            env::CUDA,
+            quote(value)
+        ));
+    }
+    let order = env(env::DEVICE_ORDER);
+    let chosen = choose(config.vendor, node.files(), Path::new("/"));
+    let rendering = Rendering::plan(
+        &chosen,
+        config.visible,
+        &StepLists::new(&step.gpus, step.listed.is_slurms(), &others),
+        &lists.users,
+        order.as_deref(),
+        &mut notes,
+    )?;
+    Ok(Written {
+        step,
+        others,
+        notes,
+        rendering,
+    })
+}
+
+/// What a mapped step's record is built from, besides MPS.
+struct Parts {
+    method: Method,
+    written: Written,
+    near: GpuCpus,
+    step: Option<String>,
+}
+
+/// The step's record, built once: MPS is decided first, from its parts.
+fn record(
+    parts: Parts,
+    want: &Resolved,
+    config: &Config,
+    node: &dyn Node,
+    facts: Option<MpsFacts>,
+) -> StepMap {
+    let (mps, mps_inherited) = plan_mps(&parts, want, config, node, facts);
+    let Parts {
+        method,
+        written,
+        near,
+        step,
+    } = parts;
+    StepMap {
+        method,
+        visible: config.visible,
+        verbose: want.verbose,
+        flag: config.flag.clone(),
+        gpus: written.step.gpus,
+        listed: written.step.listed,
+        others: written.others,
+        notes: written.notes,
+        rendering: written.rendering,
+        near,
+        step,
+        mps,
+        mps_inherited,
+    }
+}
+
+/// MPS for the step, from its parts and what the node answers, and the
+/// MPS variables it inherited.
+fn plan_mps(
+    parts: &Parts,
+    want: &Resolved,
+    config: &Config,
+    node: &dyn Node,
+    facts: Option<MpsFacts>,
+) -> (Mps, Inherited) {
+    let input = MpsInput {
+        asked: want.mps,
+        settings: &config.mps,
+        timeout: config.nvml_timeout,
+        gpus: &parts.written.step.gpus,
+        step_gpus: parts.written.step.listed.step_gpus(),
+        method: placing(parts.method, &parts.near),
+        vendor: parts.written.rendering.vendor,
+        step: parts.step.as_deref(),
+        facts,
+    };
+    let env = |name: &str| node.env(name);
+    let places = || node.nvml(NvmlAsk::Places, config);
+    let asks = MpsNode {
+        env: &env,
+        files: node.files(),
+        places: &places,
+    };
+    let inherited = crate::mps::inherited(&asks);
+    (crate::mps::decide(&input, &inherited, &asks), inherited)
+}

@@ -103,7 +103,7 @@ impl DesiGpuMap {
                     let daemon = served.daemon().clone();
                     log::info!(
                         "MPS daemon started for the step in {} (GPUs {})",
-                        daemon.dir.display(),
+                        daemon.dir().display(),
                         daemon.gpus.join(",")
                     );
                     self.daemon = Some(served);

@@ -59,12 +59,12 @@ pub fn start(planned: &Daemon, launcher: &dyn Launcher) -> Result<Running, Strin
     let mut mkdir = Command::new("/bin/mkdir");
     mkdir
         .args(["-m", "0700", "--"])
-        .args([&daemon.pipe, &daemon.log]);
+        .args([&daemon.pipe(), &daemon.log()]);
     let started = tool(mkdir, launcher, deadline)
         .map_err(|why| {
             format!(
                 "cannot make the MPS directories in {}: {why}",
-                daemon.dir.display()
+                daemon.dir().display()
             )
         })
         .and_then(|()| spawn_daemon(&daemon, launcher))
@@ -141,17 +141,17 @@ fn make_dir(
     let (mut daemon, mut taken) = (planned.clone(), Vec::new());
     for _ in 0..NAME_TRIES {
         let mut mkdir = Command::new("/bin/mkdir");
-        mkdir.args(["-m", "0700", "--"]).arg(&daemon.dir);
+        mkdir.args(["-m", "0700", "--"]).arg(daemon.dir());
         match tool(mkdir, launcher, deadline) {
             Ok(()) => return Ok((daemon, taken)),
-            Err(_) if daemon.dir.symlink_metadata().is_ok() => {
-                taken.push(daemon.dir.clone());
+            Err(_) if daemon.dir().symlink_metadata().is_ok() => {
+                taken.push(daemon.dir());
                 daemon = daemon.with_token(random_token());
             }
             Err(why) => {
                 return Err(format!(
                     "cannot make the MPS directory {}: {why}",
-                    daemon.dir.display()
+                    daemon.dir().display()
                 ))
             }
         }
@@ -165,9 +165,13 @@ fn make_dir(
 /// `rm -rf DIR` within the daemon's timeout.
 fn remove_dirs(d: &Daemon, launcher: &dyn Launcher) -> Result<(), String> {
     let mut rm = Command::new("/bin/rm");
-    rm.args(["-rf", "--one-file-system", "--"]).arg(&d.dir);
-    tool(rm, launcher, Instant::now() + d.timeout)
-        .map_err(|why| format!("cannot remove the MPS directory {}: {why}", d.dir.display()))
+    rm.args(["-rf", "--one-file-system", "--"]).arg(d.dir());
+    tool(rm, launcher, Instant::now() + d.timeout).map_err(|why| {
+        format!(
+            "cannot remove the MPS directory {}: {why}",
+            d.dir().display()
+        )
+    })
 }
 
 /// The daemon in the foreground (`-f`), with only MPS's variables, its
@@ -178,8 +182,8 @@ fn spawn_daemon(d: &Daemon, launcher: &dyn Launcher) -> Result<Child, String> {
         .create_new(true)
         .mode(0o600)
         .custom_flags(no_follow())
-        .open(d.log.join("control.log"))
-        .map_err(|e| format!("cannot open the MPS log in {}: {e}", d.log.display()))?;
+        .open(d.log().join("control.log"))
+        .map_err(|e| format!("cannot open the MPS log in {}: {e}", d.log().display()))?;
     let err = log
         .try_clone()
         .map_err(|e| format!("cannot open the MPS log: {e}"))?;
@@ -241,7 +245,7 @@ fn answers(
                 "the MPS control daemon {control} exited ({status}) before it answered"
             ));
         }
-        if daemon.pipe.join("control").exists() {
+        if daemon.pipe().join("control").exists() {
             match ask(daemon, launcher, READY_QUESTION, deadline) {
                 Ok(answer) if answer.trim().parse::<f64>().is_ok() => {
                     return identity(child.id()).ok_or_else(|| "the MPS daemon vanished".into());
@@ -289,7 +293,7 @@ fn last_log_line(d: &Daemon) -> String {
         let mut file = fs::OpenOptions::new()
             .read(true)
             .custom_flags(no_follow() | rustix::fs::OFlags::NONBLOCK.bits() as i32)
-            .open(d.log.join("control.log"))?;
+            .open(d.log().join("control.log"))?;
         let meta = file.metadata()?;
         if !meta.is_file() {
             return Ok(String::new());
@@ -334,9 +338,6 @@ mod tests {
         Daemon {
             control,
             path: vec![PathBuf::from("/bin"), PathBuf::from("/usr/bin")],
-            dir: PathBuf::new(),
-            pipe: PathBuf::new(),
-            log: PathBuf::new(),
             base: base.to_path_buf(),
             stem: "desi-gpu-map-mps.1000.7.0.0".to_string(),
             gpus: vec!["GPU-a".to_string()],
@@ -348,8 +349,8 @@ mod tests {
             timeout: Duration::from_secs(5),
             local_tasks: 1,
             asked: true,
+            token: 1,
         }
-        .with_token(1)
     }
 
     fn scratch(name: &str) -> PathBuf {
@@ -365,10 +366,10 @@ mod tests {
         let control = stand_in(&dir, "100.0");
         // A planted name is skipped for another random one.
         let first = planned(&dir, control);
-        fs::create_dir(&first.dir).unwrap();
+        fs::create_dir(first.dir()).unwrap();
         let running = start(&first, &AsThisProcess).unwrap();
-        assert_eq!(running.taken(), std::slice::from_ref(&first.dir));
-        let made = running.daemon().dir.clone();
+        assert_eq!(running.taken(), std::slice::from_ref(&first.dir()));
+        let made = running.daemon().dir();
         assert!(made.join("pipe/control").exists());
         assert!(fs::read_to_string(made.join("log/control.log"))
             .unwrap()
@@ -391,11 +392,11 @@ mod tests {
             "{why}"
         );
         assert!(why.ends_with("; its log ends: started"), "{why}");
-        assert!(!d.dir.exists());
+        assert!(!d.dir().exists());
         d.control = dir.join("missing");
         let why = start(&d, &AsThisProcess).err().unwrap();
         assert!(why.starts_with("cannot start "), "{why}");
-        assert!(!d.dir.exists());
+        assert!(!d.dir().exists());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -11,7 +11,7 @@ use crate::settings::site::{MpsMode, MpsShare};
 use crate::slurm::gpus::is_uuid;
 use crate::text::quote;
 use crate::topology::nvml_uuids;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What the step inherited: the plugin's own variables count as a parent
 /// task's only where its flag is set, and its daemon as this node's only
@@ -177,9 +177,6 @@ fn daemon(
     let daemon = Daemon {
         control,
         path,
-        dir: PathBuf::new(),
-        pipe: PathBuf::new(),
-        log: PathBuf::new(),
         base: base_dir(input.settings, node),
         stem: dir_name(facts.uid, step, facts.node_id),
         gpus: Vec::new(),
@@ -191,8 +188,9 @@ fn daemon(
         timeout: input.timeout,
         local_tasks: facts.local_tasks,
         asked: input.asked,
+        token: facts.token,
     };
-    Ok(daemon.with_token(facts.token))
+    Ok(daemon)
 }
 
 /// The step's GPUs by UUID: NVML's list already is; Slurm's indices are

@@ -41,7 +41,7 @@ pub(super) fn base_dir(settings: &MpsSettings, node: &MpsNode) -> PathBuf {
 
 /// The daemon's control socket must fit in a socket's path.
 pub(super) fn check_socket(daemon: &Daemon) -> Result<(), String> {
-    let socket = daemon.pipe.join("control");
+    let socket = daemon.pipe().join("control");
     if socket.as_os_str().len() > MAX_SOCKET_PATH {
         return Err(format!(
             "the MPS socket path {} is longer than a socket path may be ({MAX_SOCKET_PATH} \

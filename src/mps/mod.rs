@@ -156,14 +156,11 @@ pub struct Daemon {
     pub control: PathBuf,
     /// Where the control daemon looks for its server (its `PATH`).
     pub path: Vec<PathBuf>,
-    /// The step's private directory (mode 0700, the user's), removed at
-    /// the end; the pipe and log directories are inside it.
-    pub dir: PathBuf,
-    pub pipe: PathBuf,
-    pub log: PathBuf,
-    /// The folder `dir` is made in, and its name before the random part.
+    /// The folder the step's directory is made in, the directory's name
+    /// before its random part, and that part ([`MpsFacts::token`]).
     pub base: PathBuf,
     pub stem: String,
+    pub token: u64,
     /// The daemon's `CUDA_VISIBLE_DEVICES`: the step's GPUs' UUIDs, in the
     /// step's order.
     pub gpus: Vec<String>,
@@ -189,20 +186,34 @@ impl Daemon {
     pub fn env(&self) -> Vec<(&'static str, String)> {
         let path: Vec<String> = self.path.iter().map(|d| d.display().to_string()).collect();
         vec![
-            (env::MPS_PIPE, self.pipe.display().to_string()),
-            (env::MPS_LOG, self.log.display().to_string()),
+            (env::MPS_PIPE, self.pipe().display().to_string()),
+            (env::MPS_LOG, self.log().display().to_string()),
             (env::CUDA, self.gpus.join(",")),
             ("PATH", path.join(":")),
         ]
     }
 
+    /// The step's private directory (mode 0700, the user's), removed at
+    /// the end; the pipe and log directories are inside it.
+    pub fn dir(&self) -> PathBuf {
+        self.base.join(format!("{}.{:016x}", self.stem, self.token))
+    }
+
+    /// Where the daemon's socket is, which its clients are told.
+    pub fn pipe(&self) -> PathBuf {
+        self.dir().join("pipe")
+    }
+
+    pub fn log(&self) -> PathBuf {
+        self.dir().join("log")
+    }
+
     /// The same daemon in a directory named with another `token`: what
     /// the front end makes where the name was taken.
     pub fn with_token(&self, token: u64) -> Daemon {
-        let mut d = self.clone();
-        d.dir = d.base.join(format!("{}.{token:016x}", d.stem));
-        d.pipe = d.dir.join("pipe");
-        d.log = d.dir.join("log");
-        d
+        Daemon {
+            token,
+            ..self.clone()
+        }
     }
 }

@@ -37,9 +37,9 @@ pub fn mps_variables(mps: &Mps, position: usize) -> Vec<(String, String)> {
     let Mps::Serving(d) = mps else {
         return Vec::new();
     };
-    let mut set = vec![(env::MPS_PIPE.to_string(), d.pipe.display().to_string())];
+    let mut set = vec![(env::MPS_PIPE.to_string(), d.pipe().display().to_string())];
     if !d.keep_log {
-        set.push((env::MPS_LOG.to_string(), d.log.display().to_string()));
+        set.push((env::MPS_LOG.to_string(), d.log().display().to_string()));
     }
     if let Some(share) = d.shares.get(position).copied().flatten() {
         set.push((env::MPS_SHARE.to_string(), share.to_string()));

@@ -92,7 +92,7 @@ fn a_daemon_for_slurms_gpus_named_by_uuid_with_even_shares() {
     assert_eq!(d.shares, [Some(50), Some(50), Some(100), Some(100)]);
     let dir = PathBuf::from("/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc");
     assert_eq!(
-        (&d.dir, &d.pipe, &d.log),
+        (&d.dir(), &d.pipe(), &d.log()),
         (&dir, &dir.join("pipe"), &dir.join("log"))
     );
     assert_eq!((d.uid, d.gid, d.keep_log), (1000, 100, false));
@@ -335,13 +335,13 @@ fn directories_go_under_the_site_base_else_tmpdir_else_tmp() {
     let Mps::Start(d) = mps_of(&plan) else {
         panic!()
     };
-    assert!(d.dir.starts_with("/local/job7"), "{:?}", d.dir);
+    assert!(d.dir().starts_with("/local/job7"), "{:?}", d.dir());
     let (plan, _) = plan_mps_with(&["mps_dir=/var/mps"], true, &tmpdir, places(), Some(USER));
     let Mps::Start(d) = mps_of(&plan) else {
         panic!()
     };
     assert_eq!(
-        d.dir,
+        d.dir(),
         PathBuf::from("/var/mps/desi-gpu-map-mps.1000.7.0.3.0000000000000abc")
     );
     assert_eq!(dir_name(5, "1/../2.0", 1), "desi-gpu-map-mps.5.1..2.0.1");
@@ -409,7 +409,7 @@ fn a_name_taken_gives_another_random_name_in_the_same_base() {
     };
     let other = d.with_token(0xfeed);
     let dir = PathBuf::from("/tmp/desi-gpu-map-mps.1000.7.0.3.000000000000feed");
-    assert_eq!((&other.dir, &other.pipe), (&dir, &dir.join("pipe")));
+    assert_eq!((&other.dir(), &other.pipe()), (&dir, &dir.join("pipe")));
     assert_eq!(other.host.as_deref(), Some("n1"));
 }
 

@@ -410,7 +410,7 @@ fn verbose_line(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> St
         Mps::Serving(d) => {
             let share = d.shares.get(assignment.position).copied().flatten();
             let share = share.map_or("-".to_string(), |s| s.to_string());
-            format!("{line} mps={} mps_share={share}", d.pipe.display())
+            format!("{line} mps={} mps_share={share}", d.pipe().display())
         }
         _ => line,
     }

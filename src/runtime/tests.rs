@@ -1,5 +1,5 @@
 //! Unit tests of vendor detection and rendering, compiled only under
-//! #[cfg(test)] (see vendor/mod.rs).
+//! #[cfg(test)] (see runtime/mod.rs).
 //!
 //! The rendering is checked against a model of each runtime's documented
 //! layering ([`device_seen`]): which physical GPUs a task's runtime exposes,

@@ -69,9 +69,10 @@
  *     NOT_SUPPORTED; no running compute or graphics processes; no process
  *     utilization samples (NOT_FOUND).
  *     Clocks: one memory clock (FAKE_MEM_CLOCK) with three graphics clocks;
- *     the applications clocks read as the defaults; setting a supported
- *     pair succeeds but is not remembered, any other pair is
- *     INVALID_ARGUMENT; a reset succeeds.
+ *     the current and applications clocks read as the defaults; setting a
+ *     supported pair (24.11) or locking within the supported range (26.05)
+ *     succeeds but is not remembered, anything else is INVALID_ARGUMENT;
+ *     resets succeed.
  *   Slurm fatal()s on a GPU with no CPUs, so AutoDetect needs affinity=.
  */
 #define _GNU_SOURCE
@@ -738,8 +739,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device,
     return copy_clocks(gfx_clocks, GFX_CLOCKS, count, clocksMHz);
 }
 
-EXPORT nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t device, nvmlClockType_t clockType,
-                                                   unsigned int *clockMHz)
+/* The clock of clockType the fake always runs at: its defaults. */
+static nvmlReturn_t clock_of(nvmlDevice_t device, nvmlClockType_t clockType,
+                             unsigned int *clockMHz)
 {
     CHECK_DEV(device, idx);
     (void)idx;
@@ -752,6 +754,19 @@ EXPORT nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t device, nvmlCloc
     case NVML_CLOCK_VIDEO: return NVML_ERROR_NOT_SUPPORTED;
     default: return NVML_ERROR_INVALID_ARGUMENT;
     }
+}
+
+/* Slurm 24.11 reads applications clocks, 26.05 the current clocks. */
+EXPORT nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t device, nvmlClockType_t clockType,
+                                                   unsigned int *clockMHz)
+{
+    return clock_of(device, clockType, clockMHz);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t clockType,
+                                           unsigned int *clockMHz)
+{
+    return clock_of(device, clockType, clockMHz);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceSetApplicationsClocks(nvmlDevice_t device, unsigned int memClockMHz,
@@ -772,4 +787,40 @@ EXPORT nvmlReturn_t nvmlDeviceResetApplicationsClocks(nvmlDevice_t device)
     CHECK_DEV(device, idx);
     (void)idx;
     return NVML_SUCCESS;
+}
+
+/* Slurm 26.05 locks clocks instead of setting applications clocks.  A lock
+ * within the supported range succeeds, not remembered. */
+static nvmlReturn_t lock_clocks(nvmlDevice_t device, unsigned int lo, unsigned int hi,
+                                unsigned int min, unsigned int max)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    if (min > max || min < lo || max > hi)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device, unsigned int minGpuClockMHz,
+                                                 unsigned int maxGpuClockMHz)
+{
+    return lock_clocks(device, gfx_clocks[GFX_CLOCKS - 1], gfx_clocks[0], minGpuClockMHz,
+                       maxGpuClockMHz);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t device,
+                                                    unsigned int minMemClockMHz,
+                                                    unsigned int maxMemClockMHz)
+{
+    return lock_clocks(device, FAKE_MEM_CLOCK, FAKE_MEM_CLOCK, minMemClockMHz, maxMemClockMHz);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device)
+{
+    return nvmlDeviceResetApplicationsClocks(device);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t device)
+{
+    return nvmlDeviceResetApplicationsClocks(device);
 }

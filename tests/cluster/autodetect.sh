@@ -62,7 +62,7 @@ EOF
 # in_namespace ROOT DIR: (already in the private namespace) mounts what
 # slurmd needs below ROOT, then runs `slurmd -G` there; prints its output.
 in_namespace() {
-    local root=$1 dir=$2 dev i
+    local root=$1 dir=$2 dev name major minor i
     hostname n1
     mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
     mkdir "$root$W"
@@ -112,7 +112,7 @@ run() {
     dir=$(mktemp -d "$tmp/run.XXXXXX")
     write_files "$dir" "$extra"
     out=$(unshare --mount --uts --propagation private \
-        bash -c "$(declare -f in_namespace); GPUS=$GPUS W=$W; in_namespace \"\$1\" \"\$2\"" _ "$root" "$dir")
+        bash -c "set -eu; $(declare -f in_namespace); GPUS=$GPUS W=$W; in_namespace \"\$1\" \"\$2\"" _ "$root" "$dir")
     echo "--- $label: slurmd -G"
     grep -E 'Gres Name=|UUID: |fake NVML inits|(error|fatal):' <<<"$out" | sed 's/^/    /'
     check "$out" "$want_uuid"

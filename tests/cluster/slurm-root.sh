@@ -21,9 +21,16 @@ root=$cache/$suite
 
 # Slurm and what tests/package/deb-smoke.sh runs inside the root (man).
 packages=slurm-wlm,libslurm-dev,man-db,groff-base
+components=main
+# Slurm's gpu/nvml plugin (gres.conf AutoDetect=nvml, tests/cluster/autodetect.sh)
+# is in contrib, built for these suites only (not bookworm's 22.05).
+case "$suite" in
+    trixie | sid) components=main,contrib packages=$packages,slurm-wlm-nvml-plugin ;;
+esac
 # sid's Release file may be past its Valid-Until on a mirror snapshot.
 aptopt='Acquire::Check-Valid-Until "false"'
-key=$(printf 'format 1\nsuite %s\npackages %s\naptopt %s\n' "$suite" "$packages" "$aptopt" | sha256sum | cut -c1-16)
+key=$(printf 'format 1\nsuite %s\ncomponents %s\npackages %s\naptopt %s\n' \
+    "$suite" "$components" "$packages" "$aptopt" | sha256sum | cut -c1-16)
 
 # mounted_below DIR: something is mounted at DIR or below it.
 mounted_below() {
@@ -46,7 +53,8 @@ if ! usable; then
     rm -rf "$root.new"
     echo "slurm-root.sh: making the $suite root in $root (mmdebstrap, about 30 s)" >&2
     t0=$(date +%s)
-    mmdebstrap --quiet --variant=apt --aptopt="$aptopt" --include="$packages" \
+    mmdebstrap --quiet --variant=apt --aptopt="$aptopt" --components="$components" \
+        --include="$packages" \
         "$suite" "$root.new" >&2 || die "mmdebstrap $suite failed"
     echo "$key" >"$root.new/.dgm-root-key"
     rm -rf "$root"

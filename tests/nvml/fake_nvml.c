@@ -59,6 +59,21 @@
  *   index i: UUID `GPU-fake-HOSTNAME-i`, name `Fake NVIDIA GPU`, PCI bus id
  *   `00000000:XX:00.0` with XX = i+1 in hex, minor number i, 80 GiB of memory
  *   of which 1 MiB is used.  nvmlDevice_t handles are (void *)(i + 1).
+ *
+ * SLURM'S gpu/nvml (gres.conf AutoDetect=nvml, tests/cluster/autodetect.sh)
+ *   also calls what follows; each answers as real NVML does for a GPU that
+ *   is MIG-capable with MIG disabled, has no NVLink and runs no process:
+ *     MIG mode disabled (current and pending), at most 0 MIG devices, no MIG
+ *     device at any index (NOT_FOUND); instance ids and attributes are for
+ *     MIG devices only (NOT_SUPPORTED); NVLink state and remote PCI info
+ *     NOT_SUPPORTED; no running compute or graphics processes; no process
+ *     utilization samples (NOT_FOUND).
+ *     Clocks: one memory clock (FAKE_MEM_CLOCK) with three graphics clocks;
+ *     the current and applications clocks read as the defaults; setting a
+ *     supported pair (24.11) or locking within the supported range (26.05)
+ *     succeeds but is not remembered, anything else is INVALID_ARGUMENT;
+ *     resets succeed.
+ *   Slurm fatal()s on a GPU with no CPUs, so AutoDetect needs affinity=.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -127,6 +142,28 @@ typedef struct nvmlMemory_v2_st {
 #define FAKE_NAME "Fake NVIDIA GPU"
 #define FAKE_PCI_DEVICE_ID 0x233010deU /* device 0x2330 (H100), vendor 0x10de */
 #define FAKE_PCI_SUBSYS_ID 0x16c110deU
+#define FAKE_MEM_CLOCK 2619U /* MHz, the only memory clock */
+#define FAKE_GFX_CLOCK 1755U /* MHz, the default graphics applications clock */
+
+/* Supported graphics clocks at FAKE_MEM_CLOCK, highest first as in NVML. */
+static const unsigned int gfx_clocks[] = {1980U, FAKE_GFX_CLOCK, 1410U};
+#define GFX_CLOCKS (sizeof gfx_clocks / sizeof gfx_clocks[0])
+
+/* nvmlClockType_t */
+#define NVML_CLOCK_GRAPHICS 0
+#define NVML_CLOCK_SM 1
+#define NVML_CLOCK_MEM 2
+#define NVML_CLOCK_VIDEO 3
+
+#define NVML_DEVICE_MIG_DISABLE 0U
+
+/* Structures only ever filled by MIG devices or running processes, which
+ * the fake never has: their layout does not matter here. */
+typedef struct nvmlDeviceAttributes_st nvmlDeviceAttributes_t;
+typedef struct nvmlProcessInfo_st nvmlProcessInfo_t;
+typedef struct nvmlProcessUtilizationSample_st nvmlProcessUtilizationSample_t;
+typedef int nvmlEnableState_t;
+typedef int nvmlClockType_t;
 
 /* ---- state ----------------------------------------------------------- */
 
@@ -541,4 +578,249 @@ EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int c
     memset(cpuSet, 0, cpuSetSize * sizeof *cpuSet);
     cpuSet[0] = affinity_of(idx);
     return NVML_SUCCESS;
+}
+
+/* ---- what Slurm's gpu/nvml also calls: no MIG, no NVLink, no process --- */
+
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
+                                         unsigned int *pendingMode)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    if (!currentMode || !pendingMode)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *currentMode = NVML_DEVICE_MIG_DISABLE;
+    *pendingMode = NVML_DEVICE_MIG_DISABLE;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *count = 0; /* NVML's answer when MIG is disabled */
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                        nvmlDevice_t *migDevice)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    (void)index;
+    if (!migDevice)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return NVML_ERROR_NOT_FOUND;
+}
+
+/* Instance ids and attributes exist for MIG device handles only. */
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    return id ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    return id ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
+                                               nvmlDeviceAttributes_t *attributes)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    return attributes ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                             nvmlEnableState_t *isActive)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    (void)link;
+    return isActive ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                        nvmlPciInfo_t *pci)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    (void)link;
+    return pci ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* No process runs on a fake GPU: zero entries, whatever the buffer. */
+static nvmlReturn_t no_processes(nvmlDevice_t device, unsigned int *infoCount)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    if (!infoCount)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *infoCount = 0;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                            unsigned int *infoCount,
+                                                            nvmlProcessInfo_t *infos)
+{
+    (void)infos;
+    return no_processes(device, infoCount);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
+                                                             unsigned int *infoCount,
+                                                             nvmlProcessInfo_t *infos)
+{
+    (void)infos;
+    return no_processes(device, infoCount);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                    nvmlProcessUtilizationSample_t *utilization,
+                                                    unsigned int *processSamplesCount,
+                                                    unsigned long long lastSeenTimeStamp)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    (void)utilization;
+    (void)lastSeenTimeStamp;
+    if (!processSamplesCount)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *processSamplesCount = 0;
+    return NVML_ERROR_NOT_FOUND; /* NVML's answer when there are no samples */
+}
+
+/* ---- clocks ---------------------------------------------------------- */
+
+/* Copies n clocks to out, NVML's way: *count is the room on entry and the
+ * number of clocks on return; too little room is INSUFFICIENT_SIZE. */
+static nvmlReturn_t copy_clocks(const unsigned int *clocks, unsigned int n, unsigned int *count,
+                                unsigned int *out)
+{
+    unsigned int room;
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    room = *count;
+    *count = n;
+    if (room < n)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    if (!out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    memcpy(out, clocks, n * sizeof *clocks);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t device, unsigned int *count,
+                                                       unsigned int *clocksMHz)
+{
+    static const unsigned int mem_clocks[] = {FAKE_MEM_CLOCK};
+    CHECK_DEV(device, idx);
+    (void)idx;
+    return copy_clocks(mem_clocks, 1, count, clocksMHz);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device,
+                                                         unsigned int memoryClockMHz,
+                                                         unsigned int *count,
+                                                         unsigned int *clocksMHz)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    if (memoryClockMHz != FAKE_MEM_CLOCK)
+        return NVML_ERROR_NOT_FOUND;
+    return copy_clocks(gfx_clocks, GFX_CLOCKS, count, clocksMHz);
+}
+
+/* The clock of clockType the fake always runs at: its defaults. */
+static nvmlReturn_t clock_of(nvmlDevice_t device, nvmlClockType_t clockType,
+                             unsigned int *clockMHz)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    if (!clockMHz)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    switch (clockType) {
+    case NVML_CLOCK_GRAPHICS:
+    case NVML_CLOCK_SM: *clockMHz = FAKE_GFX_CLOCK; return NVML_SUCCESS;
+    case NVML_CLOCK_MEM: *clockMHz = FAKE_MEM_CLOCK; return NVML_SUCCESS;
+    case NVML_CLOCK_VIDEO: return NVML_ERROR_NOT_SUPPORTED;
+    default: return NVML_ERROR_INVALID_ARGUMENT;
+    }
+}
+
+/* Slurm 24.11 reads applications clocks, 26.05 the current clocks. */
+EXPORT nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t device, nvmlClockType_t clockType,
+                                                   unsigned int *clockMHz)
+{
+    return clock_of(device, clockType, clockMHz);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t clockType,
+                                           unsigned int *clockMHz)
+{
+    return clock_of(device, clockType, clockMHz);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceSetApplicationsClocks(nvmlDevice_t device, unsigned int memClockMHz,
+                                                    unsigned int graphicsClockMHz)
+{
+    unsigned int i;
+    CHECK_DEV(device, idx);
+    (void)idx;
+    if (memClockMHz == FAKE_MEM_CLOCK)
+        for (i = 0; i < GFX_CLOCKS; i++)
+            if (gfx_clocks[i] == graphicsClockMHz)
+                return NVML_SUCCESS; /* accepted, not remembered */
+    return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceResetApplicationsClocks(nvmlDevice_t device)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    return NVML_SUCCESS;
+}
+
+/* Slurm 26.05 locks clocks instead of setting applications clocks.  A lock
+ * within the supported range succeeds, not remembered. */
+static nvmlReturn_t lock_clocks(nvmlDevice_t device, unsigned int lo, unsigned int hi,
+                                unsigned int min, unsigned int max)
+{
+    CHECK_DEV(device, idx);
+    (void)idx;
+    if (min > max || min < lo || max > hi)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device, unsigned int minGpuClockMHz,
+                                                 unsigned int maxGpuClockMHz)
+{
+    return lock_clocks(device, gfx_clocks[GFX_CLOCKS - 1], gfx_clocks[0], minGpuClockMHz,
+                       maxGpuClockMHz);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t device,
+                                                    unsigned int minMemClockMHz,
+                                                    unsigned int maxMemClockMHz)
+{
+    return lock_clocks(device, FAKE_MEM_CLOCK, FAKE_MEM_CLOCK, minMemClockMHz, maxMemClockMHz);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device)
+{
+    return nvmlDeviceResetApplicationsClocks(device);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t device)
+{
+    return nvmlDeviceResetApplicationsClocks(device);
 }

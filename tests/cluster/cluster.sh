@@ -14,6 +14,14 @@
 # same paths, a tmpfs on its /run, and auth/slurm instead of munge (see
 # README.md here). `down` undoes every mount.
 #
+# With DGM_PRODUCTION=1 at `up` the cluster runs as production GPU sites
+# run Slurm: proctrack/cgroup, task/cgroup with ConstrainDevices=yes
+# (cgroup v1), and where the series has Debian's gpu/nvml plugin (24.11 and
+# later, contrib's slurm-wlm-nvml-plugin) GPUs found by AutoDetect=nvml
+# through the fake NVML, each node seeing /dev/nvidiaN in a private /dev;
+# from 26.05 also Flags=env_uuid. A machine that cannot give this mode makes
+# `up` fail, saying what is missing. `down` removes the slurm_nI cgroups.
+#
 # Must run as root.  Only one Slurm cluster may run on the machine at a time.
 set -euo pipefail
 
@@ -33,6 +41,10 @@ SHORT_HOST=$(hostname -s)
 # The root of the running cluster is recorded at `up`; other commands use it.
 ROOT=$(cat "$D/slurm-root" 2>/dev/null || echo "${DGM_SLURM_ROOT:-}")
 IN=() # the prefix that runs a Slurm command: (chroot ROOT) or nothing
+# The running cluster's mode, recorded at `up` (see mode_of).
+MODE=$(cat "$D/mode" 2>/dev/null || echo plain)
+# The cgroup v1 controllers that proctrack/cgroup and task/cgroup use.
+CGROUP_CONTROLLERS=(freezer devices cpuset memory)
 
 export SLURM_CONF=$D/slurm.conf
 
@@ -221,6 +233,11 @@ write_nvml_conf() {
     {
         echo "# fake NVML control file (see tests/nvml/fake_nvml.c); per-node GPU counts:"
         awk '{printf "count.%s=%s\n", $1, $2}' "$D/nodes"
+        # Slurm's gpu/nvml aborts on a GPU near no CPU: the first half of a
+        # node's GPUs near CPU 0, the rest near CPU 1.
+        case "$MODE" in autodetect | uuid)
+            awk '{printf "affinity.%s=", $1; for (k = 0; k < $2; k++) printf "%s0x%d", (k ? "," : ""), (k < $2 / 2 ? 1 : 2); print ""}' "$D/nodes" ;;
+        esac
     } >"$D/nvml/fake-nvml.conf"
     chmod 0644 "$D/nvml/fake-nvml.conf"
 }
@@ -229,9 +246,17 @@ write_config() {
     local i k n spec gpus flags port names=() last csv
     # DGM_TASK_AFFINITY=1: Slurm really binds tasks to CPUs (task/affinity),
     # so every node declares the host's real CPU count.
-    TASK_PLUGIN=task/none NODE_CPUS=64
+    TASK_PLUGIN=task/none NODE_CPUS=64 PROCTRACK=proctrack/linuxproc
     if [ "${DGM_TASK_AFFINITY:-0}" = 1 ]; then
         TASK_PLUGIN=task/affinity NODE_CPUS=$(nproc)
+    fi
+    if [ "$MODE" != plain ]; then
+        PROCTRACK=proctrack/cgroup
+        case $TASK_PLUGIN in
+            task/none) TASK_PLUGIN=task/cgroup ;;
+            *) TASK_PLUGIN=task/cgroup,$TASK_PLUGIN ;;
+        esac
+        write_cgroup_conf
     fi
     n=$#
     mkdir -p "$D"/{state,run,log,spool,pids,gpu,nvml,plugstack.conf.d}
@@ -254,7 +279,9 @@ write_config() {
                 mknod -m 0600 "$D/gpu/n$i/nvidia$k" c 195 "$k"
             done
             last=$((gpus - 1))
-            if [ "$gpus" = 1 ]; then
+            if [ "$MODE" = autodetect ] || [ "$MODE" = uuid ]; then
+                autodetect_lines "n$i" "$gpus" "$flags" >>"$D/gres.conf"
+            elif [ "$gpus" = 1 ]; then
                 echo "NodeName=n$i Name=gpu File=$D/gpu/n$i/nvidia0$flags" >>"$D/gres.conf"
             else
                 echo "NodeName=n$i Name=gpu File=$D/gpu/n$i/nvidia[0-$last]$flags" >>"$D/gres.conf"
@@ -283,7 +310,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/$auth
 CredType=cred/$auth
-ProctrackType=proctrack/linuxproc
+ProctrackType=$PROCTRACK
 TaskPlugin=$TASK_PLUGIN
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
@@ -330,6 +357,67 @@ EOF
 
     write_plugstack "$D/plugstack.conf.d"
     echo "$D/plugstack.conf.d" >"$D/plugstack-include"
+}
+
+# mode_of: the cluster's mode from DGM_PRODUCTION and the series: plain
+# (linuxproc, File= lines), cgroup (production, File= lines: the series has
+# no gpu/nvml package), autodetect (production, AutoDetect=nvml), uuid
+# (autodetect with Flags=env_uuid). Fails, saying why, where the machine or
+# the root cannot give production mode.
+mode_of() {
+    [ "${DGM_PRODUCTION:-0}" = 1 ] || { echo plain; return 0; }
+    local c missing=()
+    for c in "${CGROUP_CONTROLLERS[@]}"; do
+        [ -w "/sys/fs/cgroup/$c" ] && [ -e "/sys/fs/cgroup/$c/cgroup.procs" ] || missing+=("/sys/fs/cgroup/$c")
+    done
+    [ ${#missing[@]} = 0 ] || die "DGM_PRODUCTION=1 needs writable cgroup v1 hierarchies; missing or read-only: ${missing[*]}"
+    local version plugins=${ROOT}/usr/lib/x86_64-linux-gnu/slurm-wlm
+    version=$(cat "$D/version")
+    if ! at_least "$version" 24.11; then
+        echo cgroup # Debian ships no gpu/nvml for 22.05
+    elif [ ! -e "$plugins/gpu_nvml.so" ]; then
+        die "DGM_PRODUCTION=1 on Slurm $version needs Debian's contrib slurm-wlm-nvml-plugin (gpu_nvml.so) in ${ROOT:-/}: remake the root with tests/cluster/slurm-root.sh"
+    elif at_least "$version" 26.05; then
+        echo uuid
+    else
+        echo autodetect
+    fi
+}
+
+# cgroup.conf, next to slurm.conf where Slurm looks for it.
+write_cgroup_conf() {
+    cat >"$D/cgroup.conf" <<EOF
+# generated by tests/cluster/cluster.sh (DGM_PRODUCTION=1)
+CgroupPlugin=cgroup/v1
+CgroupAutomount=no
+ConstrainDevices=yes
+ConstrainCores=no
+ConstrainRAMSpace=no
+EOF
+}
+
+# autodetect_lines NODE GPUS FLAGS: the node's gres.conf lines under
+# AutoDetect=nvml. With Count= every GPU takes the flags (without it, a
+# Flags= line matches one record); env_uuid from 26.05.
+autodetect_lines() {
+    local node=$1 gpus=$2 flags=$3
+    [ "$MODE" = uuid ] && [ -z "$flags" ] && flags=" Flags=env_uuid"
+    echo "NodeName=$node AutoDetect=nvml"
+    [ -z "$flags" ] || echo "NodeName=$node Name=gpu Count=$gpus$flags"
+}
+
+# remove_cgroups: the slurm_nI trees Slurm leaves in each controller
+# (empty once the nodes' processes are gone), deepest first.
+remove_cgroups() {
+    local c n
+    [ -s "$D/nodes" ] || return 0
+    for c in "${CGROUP_CONTROLLERS[@]}"; do
+        for n in $(node_names); do
+            [ -d "/sys/fs/cgroup/$c/slurm_$n" ] || continue
+            find "/sys/fs/cgroup/$c/slurm_$n" -depth -type d -exec rmdir {} + 2>/dev/null ||
+                log "WARNING: /sys/fs/cgroup/$c/slurm_$n is not empty; left"
+        done
+    done
 }
 
 build_helpers() {
@@ -461,10 +549,11 @@ start_slurmd() {
     if [ -n "$ROOT" ]; then
         launch "$D/pids/slurmd-$name.pid" "$D/log/slurmd-$name.stderr" \
             env ${SLURMD_LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$SLURMD_LD_LIBRARY_PATH"} \
-            unshare --uts --mount --propagation private sh -c 'hostname "$1" &&
+            unshare --uts --mount --propagation private bash -c 'hostname "$1" &&
                 mount -t tmpfs -o mode=0755,size=1m dgm-run-slurm "$3/run/slurm" &&
+                if [ "$4" -gt 0 ]; then . "$5" && private_dev "$3/dev" "$4"; fi &&
                 exec chroot "$3" /usr/sbin/slurmd -D -N "$1" -f "$2"' \
-            sh "$name" "$D/slurm.conf" "$ROOT"
+            bash "$name" "$D/slurm.conf" "$ROOT" "$(dev_gpus "$name")" "$SCRIPT_DIR/private-dev.sh"
     else
         launch "$D/pids/slurmd-$name.pid" "$D/log/slurmd-$name.stderr" \
             env ${SLURMD_LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$SLURMD_LD_LIBRARY_PATH"} \
@@ -481,6 +570,15 @@ start_slurmd() {
     ns=$(readlink "/proc/$pid/ns/uts") || die "cannot read UTS namespace of slurmd $name"
     [ "$ns" != "$(readlink /proc/self/ns/uts)" ] || die "slurmd $name is not in its own UTS namespace"
     echo "$ns" >>"$D/pids/uts-namespaces"
+}
+
+# dev_gpus NAME: how many /dev/nvidiaN node NAME needs in a private /dev:
+# its GPU count where Slurm's AutoDetect names them so, else 0.
+dev_gpus() {
+    case "$MODE" in
+        autodetect | uuid) awk -v n="$1" '$1 == n {print $2}' "$D/nodes" ;;
+        *) echo 0 ;;
+    esac
 }
 
 # wait_idle SECONDS [NODES...]: wait until the nodes (default all) are exactly "idle"
@@ -596,6 +694,7 @@ do_down() {
         fi
     fi
     rm -f "$D/pids/uts-namespaces"
+    remove_cgroups
     kill_pidfile "$D/pids/munged.pid" munged
     rm -f "$D/pids/munge-runuser.pid"
     # every reaper exits once all it started is gone
@@ -658,6 +757,8 @@ cmd_up() {
 
     [ -z "$ROOT" ] || mount_root
     slurm_version >"$D/version" || die "cannot run slurmd -V${ROOT:+ in $ROOT}"
+    mode_of >"$D/mode"
+    MODE=$(cat "$D/mode")
     write_config "$@"
     build_helpers
     make_users
@@ -697,6 +798,7 @@ cmd_env() {
     echo "export DGM_FAKE_NVML_CONF=$D/nvml/fake-nvml.conf"
     echo "export DGM_FAKE_NVML_LOG=$D/nvml/fake-nvml.log"
     echo "export DGM_SLURM_ROOT=$ROOT"
+    echo "export DGM_CLUSTER_MODE=$MODE"
 }
 
 cmd_plugin() {

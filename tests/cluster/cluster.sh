@@ -238,6 +238,9 @@ write_nvml_conf() {
         case "$MODE" in autodetect | uuid)
             awk '{printf "affinity.%s=", $1; for (k = 0; k < $2; k++) printf "%s0x%d", (k ? "," : ""), (k < $2 / 2 ? 1 : 2); print ""}' "$D/nodes" ;;
         esac
+        # Under device constraint NVML lists only the GPUs a process may
+        # open, as real NVML does (fence=, tests/nvml/fake_nvml.c).
+        [ "$MODE" = plain ] || awk -v d="$D/gpu" '{printf "fence.%s=%s/%s\n", $1, d, $1}' "$D/nodes"
     } >"$D/nvml/fake-nvml.conf"
     chmod 0644 "$D/nvml/fake-nvml.conf"
 }

@@ -42,6 +42,12 @@
  *                hex mask (0x2: CPU 1), lowest 64 CPUs only; a device past
  *                the list (or no affinity= line) reports no CPUs.
  *                `fail=affinity` makes the call return NVML_ERROR_UNKNOWN.
+ *     fence=DIR  devices as a process inside a device cgroup sees them, as
+ *                real NVML does under Slurm's ConstrainDevices: device i is
+ *                listed only if opening DIR/nvidiaI is not refused (EPERM,
+ *                EACCES or ENOENT; a granted fake gives ENXIO, no driver),
+ *                and the listed ones are numbered 0.. in order, each keeping
+ *                its UUID, bus id and minor number.  Unset: every device.
  *
  *   Built with -DFAKE_NVML_NO_SHUTDOWN, the library lacks nvmlShutdown, on
  *   which nvml-wrapper panics when it drops its handle.
@@ -171,10 +177,14 @@ enum { FAIL_INIT = 1, FAIL_COUNT = 2, FAIL_UUID = 4, FAIL_HANDLE = 8, FAIL_AFFIN
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_refcount;
-static unsigned int dev_count; /* what nvmlDeviceGetCount reports */
+static unsigned int dev_count; /* the devices there are (count= or report=) */
 static unsigned int fail_mask;
 static char uuid_style[128];  /* uuids=: "", "comma" or "duplicate" */
 static char affinity[128];    /* affinity=: per-device hex masks */
+static char fence[200];       /* fence=: where to try the device nodes */
+#define MAX_FAKE_GPUS 64
+static unsigned int listed[MAX_FAKE_GPUS]; /* the devices listed, by index */
+static unsigned int listed_count;
 static unsigned int hang_secs; /* how long nvmlInit* sleeps */
 static char host[256];
 
@@ -236,10 +246,35 @@ static unsigned int parse_fail(const char *v)
     return mask;
 }
 
+/* Device i, as a process here may open it: with no fence=, every device. */
+static int may_open(unsigned int i)
+{
+    char path[300];
+    int fd;
+    if (!*fence)
+        return 1;
+    snprintf(path, sizeof path, "%s/nvidia%u", fence, i);
+    fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        return 1;
+    }
+    return errno != EPERM && errno != EACCES && errno != ENOENT;
+}
+
+static void list_devices(void)
+{
+    unsigned int i;
+    listed_count = 0;
+    for (i = 0; i < dev_count; i++)
+        if (may_open(i))
+            listed[listed_count++] = i;
+}
+
 static void read_conf(void)
 {
     struct setting count = {0, "4"}, report = {0, ""}, fail = {0, ""}, uuids = {0, ""},
-                   hang = {0, "0"}, aff = {0, ""};
+                   hang = {0, "0"}, aff = {0, ""}, fen = {0, ""};
     char line[512];
     FILE *f = fopen(conf_path(), "re");
 
@@ -270,6 +305,8 @@ static void read_conf(void)
                 set(&hang, prio, val);
             else if (!strcmp(key, "affinity"))
                 set(&aff, prio, val);
+            else if (!strcmp(key, "fence"))
+                set(&fen, prio, val);
         }
         fclose(f);
     }
@@ -278,6 +315,10 @@ static void read_conf(void)
     snprintf(uuid_style, sizeof uuid_style, "%s", uuids.value);
     hang_secs = (unsigned int)strtoul(hang.value, NULL, 10);
     snprintf(affinity, sizeof affinity, "%s", aff.value);
+    snprintf(fence, sizeof fence, "%s", fen.value);
+    if (dev_count > MAX_FAKE_GPUS)
+        dev_count = MAX_FAKE_GPUS;
+    list_devices();
 }
 
 /* Sleeps `secs` seconds in full, resuming after signals that are caught. */
@@ -335,13 +376,15 @@ static int ready(void)
     return init_refcount > 0;
 }
 
-/* handle -> index, or -1 */
+/* handle -> the device's own number (its minor), or -1 */
 static long dev_index(nvmlDevice_t dev)
 {
     unsigned long v = (unsigned long)(void *)dev;
-    if (v == 0 || v > dev_count)
-        return -1;
-    return (long)(v - 1);
+    unsigned int j;
+    for (j = 0; j < listed_count; j++)
+        if (listed[j] + 1UL == v)
+            return (long)(v - 1);
+    return -1;
 }
 
 static nvmlReturn_t copy_str(char *dst, unsigned int len, const char *src)
@@ -421,7 +464,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
         return NVML_ERROR_INVALID_ARGUMENT;
     if (fail_mask & FAIL_COUNT)
         return NVML_ERROR_UNKNOWN;
-    *count = dev_count;
+    *count = listed_count;
     return NVML_SUCCESS;
 }
 
@@ -434,11 +477,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice
 {
     if (!ready())
         return NVML_ERROR_UNINITIALIZED;
-    if (!device || index >= dev_count)
+    if (!device || index >= listed_count)
         return NVML_ERROR_INVALID_ARGUMENT;
     if (fail_mask & FAIL_HANDLE)
         return NVML_ERROR_UNKNOWN;
-    *device = (nvmlDevice_t)(void *)(unsigned long)(index + 1);
+    *device = (nvmlDevice_t)(void *)(unsigned long)(listed[index] + 1);
     return NVML_SUCCESS;
 }
 
@@ -460,14 +503,15 @@ static void fake_uuid(unsigned long idx, char *buf, size_t len)
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
 {
     char buf[300];
-    unsigned int i;
+    unsigned int j, i;
     if (!ready())
         return NVML_ERROR_UNINITIALIZED;
     if (!uuid || !device)
         return NVML_ERROR_INVALID_ARGUMENT;
     if (fail_mask & FAIL_HANDLE)
         return NVML_ERROR_UNKNOWN;
-    for (i = 0; i < dev_count; i++) {
+    for (j = 0; j < listed_count; j++) {
+        i = listed[j];
         fake_uuid(i, buf, sizeof buf);
         if (!strcmp(buf, uuid)) {
             *device = (nvmlDevice_t)(void *)(unsigned long)(i + 1);
@@ -489,10 +533,13 @@ EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned 
 
 EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
 {
+    unsigned int j;
     CHECK_DEV(device, idx);
     if (!index)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *index = (unsigned int)idx;
+    for (j = 0; j < listed_count && listed[j] != (unsigned int)idx; j++)
+        ;
+    *index = j;
     return NVML_SUCCESS;
 }
 

@@ -1,6 +1,12 @@
 //! Helpers shared by the suites that drive the local test cluster.
 #![allow(dead_code)]
 
+mod job;
+pub mod layouts;
+pub mod probe;
+#[allow(unused_imports)]
+pub use job::{client, salloc, sbatch, srun, Job, Ran};
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
@@ -178,19 +184,6 @@ pub fn run(cmd: &str, args: &[&str]) -> Output {
     slurm(cmd, args).output().expect("run a Slurm client")
 }
 
-/// Each task prints `T rank node local CUDA_VISIBLE_DEVICES flag`.
-pub const PROBE: &str = r#"echo "T $SLURM_PROCID $(hostname) $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAPPED-unset}""#;
-
-/// Runs `srun ARGS bash -c PROBE` and returns the probe lines sorted by
-/// rank, without the leading `T`; the step must succeed.
-pub fn srun_map(args: &[&str]) -> String {
-    let mut all: Vec<&str> = args.to_vec();
-    all.extend(["bash", "-c", PROBE]);
-    let out = run("srun", &all);
-    assert!(out.status.success(), "srun {args:?}:\n{}", show(&out));
-    probe_rows(&text(&out.stdout))
-}
-
 pub fn probe_rows(stdout: &str) -> String {
     let mut rows: Vec<(u32, String)> = stdout
         .lines()
@@ -269,15 +262,8 @@ pub fn hold_in(partition: &str, node: &str, gres: &str) -> Held {
     held
 }
 
-/// srun's arguments for 8 tasks on n1 and n2, 4 per node, 4 GPUs each.
-pub const TWO_NODES_EIGHT_TASKS: [&str; 6] = [
-    "-N2",
-    "-n8",
-    "--ntasks-per-node=4",
-    "-w",
-    "n[1-2]",
-    "--gpus-per-node=4",
-];
+/// srun's words for 8 tasks on n1 and n2, 4 per node, 4 GPUs each.
+pub const TWO_NODES_EIGHT_TASKS: &str = "-N2 -n8 --ntasks-per-node=4 -w n[1-2] --gpus-per-node=4";
 
 /// Their probe rows when every task gets its own GPU.
 pub const EIGHT_ONE_GPU_EACH: [&str; 8] = [

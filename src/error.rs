@@ -107,6 +107,10 @@ pub enum ListProblem {
     LongEntry { most: usize },
     BadEntry(String),
     Twice(String),
+    /// Indices beside UUIDs: the first of each. A runtime reads such a
+    /// list its own way (CUDA stops at the first entry it cannot match),
+    /// so no task could be told which device an entry names.
+    Mixed { index: String, uuid: String },
 }
 
 /// An NVML error, kept as the source of [`Error::NvmlInit`] and
@@ -270,6 +274,12 @@ impl fmt::Display for ListProblem {
                 write!(f, "has the entry {}; {VALID_ENTRIES}", quote(token))
             }
             ListProblem::Twice(token) => write!(f, "names {} twice", quote(token)),
+            ListProblem::Mixed { index, uuid } => write!(
+                f,
+                "mixes indices and UUIDs ({} and {}); a list must name every GPU one way",
+                quote(index),
+                quote(uuid)
+            ),
         }
     }
 }

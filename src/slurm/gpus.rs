@@ -2,7 +2,8 @@
 //!
 //! Entries are opaque tokens: indices (`3`), sub-device indices (`0.1`,
 //! Level Zero), `GPU-...` and `MIG-...` UUIDs. They are kept exactly as given
-//! (less surrounding spaces) and never renumbered.
+//! (less surrounding spaces) and never renumbered. One list names its GPUs
+//! one way: indices and UUIDs together are refused.
 
 use crate::error::{Error, ListProblem};
 
@@ -13,7 +14,8 @@ const MAX_TOKEN: usize = 128;
 
 /// Parses a comma-separated GPU list. Rejects what Slurm never writes and
 /// CUDA would misread: empty lists or entries, `NoDevFiles`, duplicates,
-/// odd characters, and lists longer than [`MAX_LIST_ENTRIES`].
+/// odd characters, indices beside UUIDs, and lists longer than
+/// [`MAX_LIST_ENTRIES`].
 pub fn parse_gpu_list(value: &str) -> Result<Vec<String>, Error> {
     let bad = |why| Error::BadGpuList {
         list: value.to_string(),
@@ -37,6 +39,7 @@ pub fn parse_gpu_list(value: &str) -> Result<Vec<String>, Error> {
         }
         gpus.push(token.to_string());
     }
+    one_way(&gpus).map_err(bad)?;
     Ok(gpus)
 }
 
@@ -57,7 +60,20 @@ pub fn check_list(gpus: &[String]) -> Result<(), Error> {
             return Err(bad(ListProblem::Twice(token.clone())));
         }
     }
-    Ok(())
+    one_way(gpus).map_err(bad)
+}
+
+/// A list names its GPUs by index or by UUID, never both.
+fn one_way(gpus: &[String]) -> Result<(), ListProblem> {
+    let index = gpus.iter().find(|t| !is_uuid(t));
+    let uuid = gpus.iter().find(|t| is_uuid(t));
+    match (index, uuid) {
+        (Some(index), Some(uuid)) => Err(ListProblem::Mixed {
+            index: index.clone(),
+            uuid: uuid.clone(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn too_long(entries: usize) -> ListProblem {
@@ -154,6 +170,10 @@ mod tests {
     #[test]
     fn odd_input_is_an_error_that_names_it() {
         let entry = |t: &str| ListProblem::BadEntry(t.to_string());
+        let mixed = |index: &str, uuid: &str| ListProblem::Mixed {
+            index: index.to_string(),
+            uuid: uuid.to_string(),
+        };
         let cases = [
             ("", ListProblem::Empty),
             ("   ", ListProblem::Empty),
@@ -171,6 +191,8 @@ mod tests {
             ("1.2.3", entry("1.2.3")),
             ("GPU-a b", entry("GPU-a b")),
             ("\u{fffd}", entry("\u{fffd}")),
+            ("0,GPU-a", mixed("0", "GPU-a")),
+            ("GPU-a,MIG-b,1.0", mixed("1.0", "GPU-a")),
         ];
         for (value, want) in cases {
             assert_eq!(problem(value), want, "{value:?}");
@@ -197,6 +219,11 @@ mod tests {
                 "gpu0",
                 "GPU list \"gpu0\" has the entry \"gpu0\"; entries must be indices (3, or 0.1) \
                  or GPU-/MIG- UUIDs",
+            ),
+            (
+                "2,GPU-fake-n1-3",
+                "GPU list \"2,GPU-fake-n1-3\" mixes indices and UUIDs (\"2\" and \
+                 \"GPU-fake-n1-3\"); a list must name every GPU one way",
             ),
         ] {
             assert_eq!(parse_gpu_list(value).unwrap_err().to_string(), want);
@@ -238,6 +265,13 @@ mod tests {
                 ListProblem::Twice("GPU-a".into()),
             ),
             (list(&["GPU-a", ""]), ListProblem::EmptyEntry),
+            (
+                list(&["GPU-a", "3"]),
+                ListProblem::Mixed {
+                    index: "3".into(),
+                    uuid: "GPU-a".into(),
+                },
+            ),
             (list(&["GPU-a b"]), ListProblem::BadEntry("GPU-a b".into())),
         ] {
             match check_list(&bad) {

@@ -101,16 +101,24 @@ pub enum ArgProblem {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListProblem {
     Empty,
-    TooLong { entries: usize, most: usize },
+    TooLong {
+        entries: usize,
+        most: usize,
+    },
     NoDevFiles,
     EmptyEntry,
-    LongEntry { most: usize },
+    LongEntry {
+        most: usize,
+    },
     BadEntry(String),
     Twice(String),
     /// Indices beside UUIDs: the first of each. A runtime reads such a
     /// list its own way (CUDA stops at the first entry it cannot match),
     /// so no task could be told which device an entry names.
-    Mixed { index: String, uuid: String },
+    Mixed {
+        index: String,
+        uuid: String,
+    },
 }
 
 /// An NVML error, kept as the source of [`Error::NvmlInit`] and

@@ -5,14 +5,15 @@ use crate::runtime::KernelGpu;
 use crate::text::quote;
 
 /// Resolves each token of the step's list to a GPU of `devices` (the
-/// node's NVIDIA GPUs), and refuses to guess:
+/// node's NVIDIA GPUs, or only the step's where NVML runs inside a device
+/// cgroup), and refuses to guess:
 ///
 /// - An index `i` is absolute when the step's list equals Slurm's own
-///   (`SLURM_STEP_GPUS`, `absolute`; without it nothing is resolved): it names the `i`-th GPU in PCI bus
-///   order, the order CUDA reads it in (the plugin sets
-///   `CUDA_DEVICE_ORDER=PCI_BUS_ID`). Slurm's index is a position in
-///   gres.conf's `File=` list, so it is accepted only when that GPU's
-///   device minor is also `i` (`File=/dev/nvidia[0-N]` in bus order);
+///   (`SLURM_STEP_GPUS`, `absolute`; without it nothing is resolved).
+///   Slurm's index is a position in gres.conf's `File=` list
+///   (`File=/dev/nvidia[0-N]`), so it names the GPU whose device minor is
+///   `i`. That GPU must also hold `i`'s place in PCI bus order, the order
+///   CUDA reads it in (the plugin sets `CUDA_DEVICE_ORDER=PCI_BUS_ID`);
 ///   otherwise the two orders may differ and the token is refused.
 /// - Under device constraint Slurm renumbers the list from 0 (`0..n`)
 ///   while `SLURM_STEP_GPUS` keeps the absolute indices: relative index `j`
@@ -42,21 +43,33 @@ pub fn resolve_tokens<S: AsRef<str>>(
     } else {
         relative(&tokens, absolute)?
     };
-    indices
+    indices.iter().map(|&i| by_index(i, &by_bus)).collect()
+}
+
+/// The GPU that Slurm's absolute index `i` names: the one with device minor
+/// `i`, which must also stand where `i` stands among the listed minors in
+/// bus order. The listed GPUs may be a few of the node's: NVML inside a
+/// device cgroup lists only those the process may open.
+fn by_index(i: usize, by_bus: &[&KernelGpu]) -> Result<KernelGpu, String> {
+    let mut minors: Vec<u32> = by_bus.iter().map(|g| g.minor).collect();
+    minors.sort_unstable();
+    let rank = minors
         .iter()
-        .map(|&i| {
-            let gpu = by_bus
-                .get(i)
-                .ok_or_else(|| format!("GPU index {i} is past the node's {} GPUs", by_bus.len()))?;
-            if usize::try_from(gpu.minor).ok() != Some(i) {
-                return Err(format!(
-                    "GPU index {i} is {} in PCI order but has device minor {}: gres.conf's order is unknown",
-                    gpu.bus_id, gpu.minor
-                ));
-            }
-            Ok((*gpu).clone())
-        })
-        .collect()
+        .position(|&m| usize::try_from(m).ok() == Some(i))
+        .ok_or_else(|| {
+            format!(
+                "GPU index {i} names none of the {} GPUs listed here (no device minor {i})",
+                by_bus.len()
+            )
+        })?;
+    match by_bus.get(rank) {
+        Some(gpu) if usize::try_from(gpu.minor).ok() == Some(i) => Ok((*gpu).clone()),
+        Some(gpu) => Err(format!(
+            "GPU index {i} is {} in PCI order but has device minor {}: gres.conf's order is unknown",
+            gpu.bus_id, gpu.minor
+        )),
+        None => Err(format!("GPU index {i} has no place in PCI order")),
+    }
 }
 
 pub(super) fn index(token: &str) -> Result<usize, String> {
@@ -136,7 +149,20 @@ mod tests {
         assert!(resolve_tokens(&["1", "0"], Some(&abs), &node).is_err());
         let five: Vec<String> = vec!["5".into()];
         let err = resolve_tokens(&["5"], Some(&five), &node).unwrap_err();
-        assert!(err.contains("past the node's 4"), "{err}");
+        assert!(err.contains("none of the 4 GPUs"), "{err}");
+        // NVML inside a device cgroup lists only the step's GPUs: Slurm's
+        // 2,3 renumbered 0,1, or kept, still name minors 2 and 3.
+        let fenced = [gpu("0000:c1:00.0", 3), gpu("0000:81:00.0", 2)];
+        let abs: Vec<String> = vec!["2".into(), "3".into()];
+        for tokens in [["0", "1"], ["2", "3"]] {
+            assert_eq!(
+                bus(resolve_tokens(&tokens, Some(&abs), &fenced).unwrap()),
+                ["0000:81:00.0", "0000:c1:00.0"]
+            );
+        }
+        let crossed = [gpu("0000:c1:00.0", 2), gpu("0000:81:00.0", 3)];
+        let err = resolve_tokens(&["2"], Some(&abs[..1]), &crossed).unwrap_err();
+        assert!(err.contains("has device minor 3"), "{err}");
         let uuid: Vec<String> = vec!["GPU-abc".into()];
         let err = resolve_tokens(&["GPU-abc"], Some(&uuid), &node).unwrap_err();
         assert!(err.contains("only NVML can locate"), "{err}");

@@ -278,8 +278,10 @@ write_config() {
         names+=("n$i")
         mkdir -p "$D/spool/n$i" "$D/gpu/n$i"
         if [ "$gpus" -gt 0 ]; then
+            # 0666, as the NVIDIA driver makes /dev/nvidiaN: a user's NVML may open
+            # them where the device cgroup lets it (the fake NVML's fence= tries).
             for ((k = 0; k < gpus; k++)); do
-                mknod -m 0600 "$D/gpu/n$i/nvidia$k" c 195 "$k"
+                mknod -m 0666 "$D/gpu/n$i/nvidia$k" c 195 "$k"
             done
             last=$((gpus - 1))
             if [ "$MODE" = autodetect ] || [ "$MODE" = uuid ]; then

@@ -1,29 +1,39 @@
-//! Load, fault and security cases on the local test cluster (run with the
-//! integration suite by `tests/run-cluster-tests.sh`). Every case checks
-//! that nothing is lost: each task ran, with the right GPU or with its
-//! environment intact, and the plugin said what happened.
+//! Load, NVML faults (a failing, hung or panicking library, the real NVML
+//! without a driver) and operations (a slurmd restart, the plugin missing
+//! on a node) on the local test cluster (run with the integration suite by
+//! `tests/run-cluster-tests.sh`; the real NVML's cases need
+//! tests/nvidia/fetch.sh, `make nvidia`). Every case checks that nothing is
+//! lost: each task ran, with the right GPU or with its environment intact,
+//! and the plugin said what happened.
 #![cfg(feature = "cluster-tests")]
 
 mod common;
 use common::*;
-use std::ffi::OsStr;
 use std::fs::FileTimes;
-use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// The lines the plugin printed on the tasks' stderr.
-fn said(out: &std::process::Output) -> Vec<String> {
-    sorted_lines(&out.stderr, |l| l.starts_with("desi-gpu-map: "))
+/// salloc's words for 4 tasks on each of n1 and n2, 4 GPUs each.
+const TWO_NODE_ALLOCATION: &str = "-N2 --ntasks-per-node=4 -w n[1-2] --gpus-per-node=4";
+
+/// The plugin said exactly one line, and it holds `want`.
+#[track_caller]
+fn says_once(out: &Ran, want: &str) {
+    let lines = out.said();
+    assert_eq!(lines.len(), 1, "one line: {out}");
+    assert!(lines[0].contains(want), "want {want:?}: {out}");
 }
 
-/// salloc's arguments for 4 tasks on each of n1 and n2, 4 GPUs each.
-const TWO_NODE_ALLOCATION: [&str; 5] = [
-    "-N2",
-    "--ntasks-per-node=4",
-    "-w",
-    "n[1-2]",
-    "--gpus-per-node=4",
-];
+/// The last lines of node `node`'s slurmd log hold `want`.
+#[track_caller]
+fn slurmd_log_says(node: &str, want: &str) {
+    let log = std::fs::read_to_string(format!("{}/log/slurmd-{node}.log", state_dir()))
+        .unwrap_or_default();
+    assert!(
+        log.contains(want),
+        "slurmd-{node}.log: {}",
+        log.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+    );
+}
 
 // ------------------------------------------------------------ load
 
@@ -31,20 +41,18 @@ const TWO_NODE_ALLOCATION: [&str; 5] = [
 fn three_hundred_consecutive_steps() {
     let _c = setup("required", &[]);
     let script = format!(
-        "for i in $(seq 300); do srun -n8 --desi-gpu-map=roundrobin bash -c '{PROBE}' | sort -n -k2 | tr '\\n' ';'; echo; done"
+        "for i in $(seq 300); do srun -n8 --desi-gpu-map=roundrobin bash -c '{}' | sort -n -k2 | tr '\\n' ';'; echo; done",
+        probe::GPU
     );
-    let out = run(
-        "salloc",
-        &[&TWO_NODE_ALLOCATION[..], &["bash", "-c", &script]].concat(),
-    );
-    assert!(out.status.success(), "{}", show(&out));
+    let out = salloc(TWO_NODE_ALLOCATION).probe(&script).ok();
     let want: String = EIGHT_ONE_GPU_EACH
         .iter()
         .map(|r| format!("T {r};"))
         .collect();
-    let lines: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
-    assert_eq!(lines.len(), 300, "{}", show(&out));
-    let wrong: Vec<(usize, &String)> = lines
+    let stdout = out.stdout();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 300, "{out}");
+    let wrong: Vec<(usize, &&str)> = lines
         .iter()
         .enumerate()
         .filter(|(_, l)| **l != want)
@@ -63,20 +71,16 @@ fn eight_overlapping_steps() {
     let dir = format!("{}/overlap", state_dir());
     let script = format!(
         "rm -rf {dir}; mkdir -p {dir}; for i in $(seq 8); do \
-         srun --overlap -n8 --desi-gpu-map=roundrobin bash -c '{PROBE}; sleep 1' > {dir}/$i & done; wait"
+         srun --overlap -n8 --desi-gpu-map=roundrobin bash -c '{}; sleep 1' > {dir}/$i & done; wait",
+        probe::GPU
     );
-    let out = run(
-        "salloc",
-        &[&TWO_NODE_ALLOCATION[..], &["bash", "-c", &script]].concat(),
-    );
-    assert!(out.status.success(), "{}", show(&out));
+    let out = salloc(TWO_NODE_ALLOCATION).probe(&script).ok();
     for i in 1..=8 {
         let got = std::fs::read_to_string(format!("{dir}/{i}")).unwrap_or_default();
         assert_eq!(
             probe_rows(&got),
             rows(&EIGHT_ONE_GPU_EACH),
-            "step {i}: {}",
-            show(&out)
+            "step {i}: {out}"
         );
     }
 }
@@ -85,39 +89,24 @@ fn eight_overlapping_steps() {
 
 /// A step that needs NVML: 2 GPUs on n4, where Slurm sets only
 /// SLURM_GPUS_ON_NODE (Flags=no_gpu_env), with NVML found by the loader.
-fn nvml_step(fault: &[&str]) -> std::process::Output {
+fn nvml_step(fault: &str) -> Ran {
     if !fault.is_empty() {
-        let mut set = vec!["nvml", "set"];
-        set.extend_from_slice(fault);
-        cluster(&set);
+        cluster(&["nvml", "set", fault]);
     }
-    run(
-        "srun",
-        &[
-            "-N1",
-            "-n2",
-            "-w",
-            "n4",
-            "--gres=gpu:2",
-            "--desi-gpu-map=roundrobin",
-            "bash",
-            "-c",
-            PROBE,
-        ],
-    )
+    srun("-N1 -n2 -w n4 --gres=gpu:2")
+        .method("roundrobin")
+        .probe(probe::GPU)
+        .run()
 }
 
-fn assert_unchanged_with_one_line(out: &std::process::Output, want: &str) {
-    assert!(out.status.success(), "{}", show(out));
-    assert_eq!(
-        probe_rows(&text(&out.stdout)),
-        rows(&["0 n4 0 unset unset", "1 n4 1 unset unset"]),
-        "{}",
-        show(out)
-    );
-    let lines = said(out);
-    assert_eq!(lines.len(), 1, "one line: {}", show(out));
-    assert!(lines[0].contains(want), "want {want:?}: {}", show(out));
+/// Both tasks ran unmapped, and the plugin said one line holding `want`.
+#[track_caller]
+fn assert_unchanged_with_one_line(out: Ran, want: &str) -> Ran {
+    let out = out
+        .ok()
+        .rows_are(&["0 n4 0 unset unset", "1 n4 1 unset unset"]);
+    says_once(&out, want);
+    out
 }
 
 #[test]
@@ -126,23 +115,11 @@ fn nvml_counts_one_initialisation_per_node_per_step() {
     // Slurm tracks no GPUs.
     let _c = setup("required", &["untracked=whole-node"]);
     cluster(&["nvml", "clear-log"]);
-    let out = run(
-        "srun",
-        &[
-            "-N2",
-            "-n8",
-            "--exclusive",
-            "-w",
-            "n[1-2]",
-            "--desi-gpu-map=roundrobin",
-            "bash",
-            "-c",
-            PROBE,
-        ],
-    );
-    assert_eq!(
-        probe_rows(&text(&out.stdout)),
-        rows(&[
+    srun("-N2 -n8 --exclusive -w n[1-2]")
+        .method("roundrobin")
+        .probe(probe::GPU)
+        .run()
+        .rows_are(&[
             "0 n1 0 GPU-fake-n1-0 1",
             "1 n1 1 GPU-fake-n1-1 1",
             "2 n1 2 GPU-fake-n1-2 1",
@@ -151,10 +128,7 @@ fn nvml_counts_one_initialisation_per_node_per_step() {
             "5 n2 1 GPU-fake-n2-1 1",
             "6 n2 2 GPU-fake-n2-2 1",
             "7 n2 3 GPU-fake-n2-3 1",
-        ]),
-        "{}",
-        show(&out)
-    );
+        ]);
     let log = cluster(&["nvml", "log"]);
     let inits: Vec<&str> = log.lines().filter(|l| l.starts_with("init ")).collect();
     assert_eq!(inits.len(), 2, "one init per node for 8 tasks:\n{log}");
@@ -169,16 +143,16 @@ fn nvml_counts_one_initialisation_per_node_per_step() {
 fn nvml_library_missing() {
     let _c = setup("required", &[]);
     cluster(&["nvml", "lib", "off"]);
-    let out = nvml_step(&[]);
+    let out = nvml_step("");
     cluster(&["nvml", "lib", "on"]);
-    assert_unchanged_with_one_line(&out, "NVML: cannot initialise libnvidia-ml.so.1");
+    assert_unchanged_with_one_line(out, "NVML: cannot initialise libnvidia-ml.so.1");
 }
 
 #[test]
 fn nvml_init_fails() {
     let _c = setup("required", &[]);
     assert_unchanged_with_one_line(
-        &nvml_step(&["fail=init"]),
+        nvml_step("fail=init"),
         "NVML: cannot initialise libnvidia-ml.so.1",
     );
 }
@@ -186,23 +160,20 @@ fn nvml_init_fails() {
 #[test]
 fn nvml_count_fails() {
     let _c = setup("required", &[]);
-    assert_unchanged_with_one_line(
-        &nvml_step(&["fail=count"]),
-        "NVML: nvmlDeviceGetCount failed",
-    );
+    assert_unchanged_with_one_line(nvml_step("fail=count"), "NVML: nvmlDeviceGetCount failed");
 }
 
 #[test]
 fn nvml_uuid_fails() {
     let _c = setup("required", &[]);
-    assert_unchanged_with_one_line(&nvml_step(&["fail=uuid"]), "NVML: nvmlDeviceGetUUID failed");
+    assert_unchanged_with_one_line(nvml_step("fail=uuid"), "NVML: nvmlDeviceGetUUID failed");
 }
 
 #[test]
 fn nvml_reports_fewer_gpus_than_slurm_counts() {
     let _c = setup("required", &[]);
     assert_unchanged_with_one_line(
-        &nvml_step(&["report.n4=1"]),
+        nvml_step("report.n4=1"),
         "NVML finds 1 GPUs but SLURM_GPUS_ON_NODE=2",
     );
 }
@@ -211,32 +182,46 @@ fn nvml_reports_fewer_gpus_than_slurm_counts() {
 fn nvml_cannot_tell_a_partial_allocation_apart() {
     // One of n4's two GPUs: NVML lists both, so which is the step's is unknown.
     let _c = setup("required", &[]);
-    let out = run(
-        "srun",
-        &[
-            "-N1",
-            "-n1",
-            "-w",
-            "n4",
-            "--gres=gpu:1",
-            "--desi-gpu-map=roundrobin",
-            "bash",
-            "-c",
-            PROBE,
-        ],
-    );
-    assert!(out.status.success(), "{}", show(&out));
-    assert_eq!(
-        probe_rows(&text(&out.stdout)),
-        rows(&["0 n4 0 unset unset"])
-    );
-    let lines = said(&out);
-    assert_eq!(lines.len(), 1, "{}", show(&out));
-    assert!(
-        lines[0].contains("NVML finds 2 GPUs but SLURM_GPUS_ON_NODE=1"),
-        "{}",
-        show(&out)
-    );
+    let out = srun("-N1 -n1 -w n4 --gres=gpu:1")
+        .method("roundrobin")
+        .probe(probe::GPU)
+        .ok()
+        .rows_are(&["0 n4 0 unset unset"]);
+    says_once(&out, "NVML finds 2 GPUs but SLURM_GPUS_ON_NODE=1");
+}
+
+#[test]
+fn a_panic_inside_nvml_is_one_line_not_a_backtrace() {
+    // A library without nvmlShutdown makes nvml-wrapper panic on drop.
+    let dir = format!("{}/nvml/noshutdown", state_dir());
+    let lib = format!("{dir}/libnvidia-ml.so.1");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let built = std::process::Command::new("cc")
+        .args([
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-DFAKE_NVML_NO_SHUTDOWN",
+            "-o",
+            &lib,
+        ])
+        .arg(repo().join("tests/nvml/fake_nvml.c"))
+        .arg(format!(
+            "-DFAKE_NVML_CONF=\"{}/nvml/fake-nvml.conf\"",
+            state_dir()
+        ))
+        .status()
+        .expect("cc");
+    assert!(built.success());
+    let _c = setup("required", &[&format!("nvml={lib}")]);
+    let out = srun("-N1 -n2 -w n4 --gres=gpu:2")
+        .method("contiguous")
+        .env("RUST_BACKTRACE", "1")
+        .probe(probe::FULL)
+        .ok()
+        .never_says("panicked")
+        .never_says("backtrace");
+    says_once(&out, "NVML: the library misbehaved");
 }
 
 /// n4, where NVML is asked, with a fake NVML whose nvmlInit sleeps 120 s
@@ -253,63 +238,27 @@ fn hung_nvml() -> std::sync::MutexGuard<'static, ()> {
 fn a_hung_nvml_is_given_up_at_the_deadline() {
     let _c = hung_nvml();
     let started = Instant::now();
-    let out = run(
-        "srun",
-        &[
-            "-N1",
-            "-n2",
-            "-w",
-            "n4",
-            "--gpus-per-node=2",
-            "--desi-gpu-map=contiguous",
-            "bash",
-            "-c",
-            PROBE,
-        ],
-    );
+    let out = srun("-N1 -n2 -w n4 --gpus-per-node=2")
+        .method("contiguous")
+        .probe(probe::GPU)
+        .run();
     let took = started.elapsed();
-    assert!(
-        took < Duration::from_secs(30),
-        "took {took:?}: {}",
-        show(&out)
-    );
-    assert_unchanged_with_one_line(&out, "NVML did not answer within 2 s");
+    assert!(took < Duration::from_secs(30), "took {took:?}: {out}");
+    let out = assert_unchanged_with_one_line(out, "NVML did not answer within 2 s");
     // NVML was really asked (and hung), and slurmd's log says so too.
-    assert!(
-        took >= Duration::from_secs(2),
-        "took {took:?}: {}",
-        show(&out)
-    );
+    assert!(took >= Duration::from_secs(2), "took {took:?}: {out}");
     let inits = cluster(&["nvml", "log"]);
     assert!(inits.contains("init n4 "), "{inits}");
-    let log =
-        std::fs::read_to_string(format!("{}/log/slurmd-n4.log", state_dir())).unwrap_or_default();
-    assert!(
-        log.contains("NVML did not answer within 2 s"),
-        "slurmd-n4.log: {}",
-        log.lines().rev().take(20).collect::<Vec<_>>().join("\n")
-    );
+    slurmd_log_says("n4", "NVML did not answer within 2 s");
 }
 
 #[test]
 fn scancel_ends_a_job_whose_nvml_hangs() {
     let _c = hung_nvml();
-    let out = run(
-        "sbatch",
-        &[
-            "--parsable",
-            "-o",
-            "/dev/null",
-            "-w",
-            "n4",
-            "-n1",
-            "--gpus-per-node=2",
-            "--wrap",
-            "srun --desi-gpu-map=contiguous sleep 300",
-        ],
-    );
-    assert!(out.status.success(), "{}", show(&out));
-    let id = text(&out.stdout).trim().to_string();
+    let out = sbatch("--parsable -o /dev/null -w n4 -n1 --gpus-per-node=2 --wrap")
+        .arg("srun --desi-gpu-map=contiguous sleep 300")
+        .ok();
+    let id = out.stdout().trim().to_string();
     let _held = Held(id.clone());
     // Cancel once the step's NVML discovery on n4 has begun (and hangs).
     let asked = (0..100).any(|_| {
@@ -319,11 +268,10 @@ fn scancel_ends_a_job_whose_nvml_hangs() {
     assert!(asked, "the step never asked NVML on n4");
     std::thread::sleep(Duration::from_millis(500));
     let started = Instant::now();
-    let cancelled = run("scancel", &[&id]);
-    assert!(cancelled.status.success(), "{}", show(&cancelled));
+    client("scancel", &id).ok();
     let gone = loop {
-        let left = run("squeue", &["-h", "-j", &id, "-o", "%t"]);
-        if text(&left.stdout).trim().is_empty() {
+        let left = client("squeue", &format!("-h -j {id} -o %t")).run();
+        if left.stdout().trim().is_empty() {
             break true;
         }
         if started.elapsed() > Duration::from_secs(40) {
@@ -336,12 +284,8 @@ fn scancel_ends_a_job_whose_nvml_hangs() {
         gone && took < Duration::from_secs(20),
         "job {id} still listed {took:?} after scancel"
     );
-    let state = run("sinfo", &["-h", "-n", "n4", "-o", "%t"]);
-    assert!(
-        !text(&state.stdout).contains("drain"),
-        "n4: {}",
-        show(&state)
-    );
+    let state = client("sinfo", "-h -n n4 -o %t").run();
+    assert!(!state.stdout().contains("drain"), "n4: {state}");
 }
 
 // ------------------------------------------------------------ the real NVML
@@ -396,248 +340,26 @@ fn the_real_nvml_without_a_driver_leaves_a_no_gpu_env_step_unmapped_with_its_err
     let lib = real_nvml_watched();
     let _c = setup("required", &[&format!("nvml={lib}"), "nvml_timeout=5"]);
     let started = Instant::now();
-    let out = nvml_step(&[]);
+    let out = nvml_step("");
     let took = started.elapsed();
     let want = format!("NVML: cannot initialise {lib}: {NO_DRIVER}");
-    assert_unchanged_with_one_line(&out, &want);
-    assert!(
-        took < Duration::from_secs(5),
-        "took {took:?}: {}",
-        show(&out)
-    );
-    assert!(
-        was_read(&lib),
-        "the plugin never loaded {lib}: {}",
-        show(&out)
-    );
-    let log =
-        std::fs::read_to_string(format!("{}/log/slurmd-n4.log", state_dir())).unwrap_or_default();
-    assert!(
-        log.contains(&want),
-        "slurmd-n4.log: {}",
-        log.lines().rev().take(20).collect::<Vec<_>>().join("\n")
-    );
+    let out = assert_unchanged_with_one_line(out, &want);
+    assert!(took < Duration::from_secs(5), "took {took:?}: {out}");
+    assert!(was_read(&lib), "the plugin never loaded {lib}: {out}");
+    slurmd_log_says("n4", &want);
 }
 
 #[test]
 fn the_real_nvml_is_not_loaded_where_slurm_lists_the_gpus() {
     let lib = real_nvml_watched();
     let _c = setup("required", &[&format!("nvml={lib}")]);
-    let out = run(
-        "srun",
-        &[
-            "-N1",
-            "-n2",
-            "-w",
-            "n1",
-            "--gpus-per-node=2",
-            "--desi-gpu-map=contiguous",
-            "bash",
-            "-c",
-            PROBE,
-        ],
-    );
-    assert!(out.status.success(), "{}", show(&out));
-    assert_eq!(
-        probe_rows(&text(&out.stdout)),
-        rows(&["0 n1 0 0 1", "1 n1 1 1 1"]),
-        "{}",
-        show(&out)
-    );
-    assert!(said(&out).is_empty(), "{}", show(&out));
-    assert!(!was_read(&lib), "the plugin loaded {lib}: {}", show(&out));
-}
-
-// ------------------------------------------------------------ bad input
-
-#[test]
-fn odd_inherited_gpu_lists_are_left_intact() {
-    // A step without GPUs, run from an environment with an odd list: each
-    // task's environment is exactly what it is without the plugin.
-    let _c = setup("required", &[]);
-    let many: Vec<String> = (0..5000).map(|i| i.to_string()).collect();
-    let many = many.join(",");
-    let probe = r#"echo "L $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAPPED-unset}""#;
-    for value in ["", "garbage,,x", "0,0", "NoDevFiles", many.as_str()] {
-        let step = |option: Option<&str>| {
-            let mut args = vec!["-N1", "-n1", "-w", "n1"];
-            args.extend(option);
-            args.extend(["bash", "-c", probe]);
-            let mut c = slurm("srun", &args);
-            c.env("CUDA_VISIBLE_DEVICES", value);
-            c.output().unwrap()
-        };
-        let plain = step(None);
-        let mapped = step(Some("--desi-gpu-map=contiguous"));
-        assert!(mapped.status.success(), "{value:.40}: {}", show(&mapped));
-        assert_eq!(text(&mapped.stdout), text(&plain.stdout), "{value:.40}");
-        assert!(
-            text(&mapped.stdout).starts_with("L 0 ")
-                && text(&mapped.stdout).trim_end().ends_with(" unset")
-        );
-        let lines = said(&mapped);
-        assert_eq!(lines.len(), 1, "{value:.40}: {}", show(&mapped));
-        assert!(
-            lines[0].contains("no GPUs are allocated"),
-            "{}",
-            show(&mapped)
-        );
-        assert!(lines[0].len() < 400, "{}", lines[0]);
-    }
-}
-
-#[test]
-fn every_plugstack_typo_is_named() {
-    let _c = setup("required", &[]);
-    for (arg, want) in [
-        ("defualt=contiguous", "unknown argument \"defualt\""),
-        (
-            "default=contigous",
-            "default must be contiguous, roundrobin, closest or none",
-        ),
-        ("visible=all", "visible must be single or rotate"),
-        ("nvml=libnvidia-ml.so.1", "absolute library path"),
-        ("flag=1X", "upper-case variable name"),
-        ("flag=LD_AUDIT", "must not be LD_AUDIT"),
-        ("untracked=all", "untracked must be ignore or whole-node"),
-        (
-            "nvml_timeout=0",
-            "nvml_timeout must be whole seconds from 1 to 30",
-        ),
-        ("verbose=1", "verbose takes no value"),
-        ("default=none default=roundrobin", "given twice"),
-    ] {
-        let args: Vec<&str> = arg.split(' ').collect();
-        configure("required", &args);
-        let out = run("srun", &["-N1", "-w", "n1", "true"]);
-        assert!(!out.status.success(), "{arg}: {}", show(&out));
-        assert!(
-            text(&out.stderr).contains(want),
-            "{arg}: want {want:?}: {}",
-            show(&out)
-        );
-    }
-}
-
-/// Issue 15, edge 6: a flag is set to 1 in every mapped task, so a name
-/// that a runtime reads (`PYTHONHOME=1` stops python3) is refused before
-/// anything is allocated; a project's own prefix is taken.
-#[test]
-fn flags_that_runtimes_read_are_refused() {
-    let _c = setup("required", &[]);
-    for (flag, want) in [
-        ("PYTHONHOME", "upper-case variable name PREFIX_NAME"),
-        ("LOCPATH", "upper-case variable name PREFIX_NAME"),
-        ("HOSTALIASES", "upper-case variable name PREFIX_NAME"),
-        ("POSIXLY_CORRECT", "names beginning with POSIXLY_ are read"),
-        ("FI_PROVIDER", "names beginning with FI_ are read"),
-        ("UCX_TLS", "names beginning with UCX_ are read"),
-        ("MV2_ENABLE_AFFINITY", "names beginning with MV2_ are read"),
-        ("GCONV_PATH", "names beginning with GCONV_ are read"),
-    ] {
-        configure("required", &[&format!("flag={flag}")]);
-        let out = run("srun", &["-N1", "-w", "n1", "true"]);
-        assert!(!out.status.success(), "flag={flag}: {}", show(&out));
-        let err = text(&out.stderr);
-        assert!(
-            err.contains(&format!("bad plugstack argument \"flag={flag}\"")) && err.contains(want),
-            "flag={flag}: want {want:?}: {}",
-            show(&out)
-        );
-    }
-    configure("required", &["flag=NERSC_GPU_BOUND"]);
-    let out = run(
-        "srun",
-        &[
-            "-w",
-            "n1",
-            "-n2",
-            "--gpus-per-node=4",
-            "--desi-gpu-map=contiguous",
-            "bash",
-            "-c",
-            "echo $CUDA_VISIBLE_DEVICES ${NERSC_GPU_BOUND-unset}",
-        ],
-    );
-    assert!(out.status.success(), "{}", show(&out));
-    let mut got: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
-    got.sort();
-    assert_eq!(got, ["0 1", "1 1"], "{}", show(&out));
-}
-
-/// Issue 15, edge 5: a job cancelled while NVML discovery waits stays
-/// COMPLETING until the deadline, so the deadline ends at Slurm's default
-/// KillWait (30 s); a longer one is refused before anything is allocated.
-#[test]
-fn an_nvml_deadline_past_killwait_is_refused() {
-    let _c = setup("required", &[]);
-    for value in ["31", "90", "300"] {
-        configure("required", &[&format!("nvml_timeout={value}")]);
-        let out = run("srun", &["-N1", "-w", "n1", "true"]);
-        assert!(
-            !out.status.success(),
-            "nvml_timeout={value}: {}",
-            show(&out)
-        );
-        let want = format!("nvml_timeout must be whole seconds from 1 to 30, not \"{value}\"");
-        assert!(text(&out.stderr).contains(&want), "{}", show(&out));
-    }
-    configure("required", &["nvml_timeout=30"]);
-    let out = run("srun", &["-N1", "-w", "n1", "true"]);
-    assert!(out.status.success(), "nvml_timeout=30: {}", show(&out));
-}
-
-#[test]
-fn odd_option_values_are_refused_and_never_crash_a_node() {
-    let _c = setup("required", &[]);
-    let long = format!("--desi-gpu-map={}", "x".repeat(10_000));
-    let values: Vec<Vec<u8>> = vec![
-        long.into_bytes(),
-        b"--desi-gpu-map=contig\xff\xfeous".to_vec(),
-        b"--desi-gpu-map=contiguous=1".to_vec(),
-        b"--desi-gpu-map=contiguous,roundrobin".to_vec(),
-        b"--desi-gpu-map=verbose,,contiguous".to_vec(),
-    ];
-    for value in &values {
-        let shown = String::from_utf8_lossy(&value[..value.len().min(40)]).into_owned();
-        let mut c = slurm("srun", &["-N1", "-w", "n1"]);
-        c.arg(OsStr::from_bytes(value)).arg("true");
-        let out = c.output().unwrap();
-        assert!(!out.status.success(), "{shown}: {}", show(&out));
-        assert!(
-            text(&out.stderr).contains("invalid --desi-gpu-map value"),
-            "{shown}: {}",
-            show(&out)
-        );
-        assert!(
-            text(&out.stderr).len() < 2000,
-            "{shown}: a short message: {}",
-            show(&out)
-        );
-    }
-    // Marked optional, srun goes on: the node tells the task and runs it unchanged.
-    configure("optional", &[]);
-    for value in &values {
-        let shown = String::from_utf8_lossy(&value[..value.len().min(40)]).into_owned();
-        let mut c = slurm("srun", &["-N1", "-n2", "-w", "n1", "--gpus-per-node=4"]);
-        c.arg(OsStr::from_bytes(value)).args(["bash", "-c", PROBE]);
-        let out = c.output().unwrap();
-        assert!(out.status.success(), "{shown}: {}", show(&out));
-        assert_eq!(
-            probe_rows(&text(&out.stdout)),
-            rows(&["0 n1 0 0,1,2,3 unset", "1 n1 1 0,1,2,3 unset"]),
-            "{shown}"
-        );
-        assert!(
-            said(&out)
-                .iter()
-                .any(|l| l.contains("invalid --desi-gpu-map value")),
-            "{shown}: {}",
-            show(&out)
-        );
-    }
-    let state = run("sinfo", &["-h", "-n", "n1", "-o", "%t"]);
-    assert_eq!(text(&state.stdout).trim(), "idle");
+    let out = srun("-N1 -n2 -w n1 --gpus-per-node=2")
+        .method("contiguous")
+        .probe(probe::GPU)
+        .ok()
+        .rows_are(&["0 n1 0 0 1", "1 n1 1 1 1"])
+        .quiet();
+    assert!(!was_read(&lib), "the plugin loaded {lib}: {out}");
 }
 
 // ------------------------------------------------------------ operations
@@ -645,10 +367,16 @@ fn odd_option_values_are_refused_and_never_crash_a_node() {
 #[test]
 fn slurmd_restart_between_steps() {
     let _c = setup("required", &[]);
-    let args = [&TWO_NODES_EIGHT_TASKS[..], &["--desi-gpu-map=roundrobin"]].concat();
-    assert_eq!(srun_map(&args), rows(&EIGHT_ONE_GPU_EACH));
+    let step = || {
+        srun(TWO_NODES_EIGHT_TASKS)
+            .method("roundrobin")
+            .probe(probe::GPU)
+            .ok()
+            .rows_are(&EIGHT_ONE_GPU_EACH)
+    };
+    step();
     cluster(&["restart-node", "n1"]);
-    assert_eq!(srun_map(&args), rows(&EIGHT_ONE_GPU_EACH));
+    step();
 }
 
 /// Covers a directory on one node for the life of a test.
@@ -674,118 +402,19 @@ fn plugin_missing_on_one_node_while_optional() {
     cluster(&["plugin", "optional", &copy]);
     cluster(&["hide", "n2", &dir]);
     let hidden = Hidden("n2", dir);
-    let out = run(
-        "srun",
-        &[
-            &TWO_NODES_EIGHT_TASKS[..],
-            &["--desi-gpu-map=roundrobin", "bash", "-c", PROBE],
-        ]
-        .concat(),
-    );
+    let out = srun(TWO_NODES_EIGHT_TASKS)
+        .method("roundrobin")
+        .probe(probe::GPU)
+        .run();
     drop(hidden);
-    assert!(out.status.success(), "{}", show(&out));
-    assert_eq!(
-        probe_rows(&text(&out.stdout)),
-        rows(&[
-            "0 n1 0 0 1",
-            "1 n1 1 1 1",
-            "2 n1 2 2 1",
-            "3 n1 3 3 1",
-            "4 n2 0 0,1,2,3 unset",
-            "5 n2 1 0,1,2,3 unset",
-            "6 n2 2 0,1,2,3 unset",
-            "7 n2 3 0,1,2,3 unset",
-        ]),
-        "{}",
-        show(&out)
-    );
-}
-
-#[test]
-fn export_none_still_carries_the_option() {
-    // SPANK options travel in the launch request, not in the environment,
-    // so --export=NONE keeps them (it also drops PATH: bash by full path).
-    let _c = setup("required", &[]);
-    let out = run(
-        "srun",
-        &[
-            "--export=NONE",
-            "-N1",
-            "-n2",
-            "-w",
-            "n1",
-            "--gpus-per-node=4",
-            "--desi-gpu-map=roundrobin",
-            "/bin/bash",
-            "-c",
-            PROBE,
-        ],
-    );
-    assert!(out.status.success(), "{}", show(&out));
-    assert_eq!(
-        probe_rows(&text(&out.stdout)),
-        rows(&["0 n1 0 0 1", "1 n1 1 1 1"])
-    );
-}
-
-// ------------------------------------------------------------ security
-
-#[test]
-fn user_environment_cannot_widen_a_partial_allocation() {
-    // Every list a task ends up with stays within Slurm's grant (GPUs 2,3),
-    // whichever vendor's lists carry the GPU (src/runtime/). On AMD the
-    // filter is ROCR_VISIBLE_DEVICES; CUDA_VISIBLE_DEVICES and
-    // GPU_DEVICE_ORDINAL are indices into it, not the user's 0,1.
-    let cases: [(&str, [&str; 4]); 2] = [
-        (
-            "vendor=nvidia",
-            [
-                "S 0 2,3 2,3 2,3 2,3",
-                "S 1 3,2 2,3 2,3 2,3",
-                "S 2 2,3 2,3 2,3 2,3",
-                "S 3 3,2 2,3 2,3 2,3",
-            ],
-        ),
-        (
-            "vendor=amd",
-            [
-                "S 0 0,1 2,3 0,1 2,3",
-                "S 1 0,1 3,2 0,1 2,3",
-                "S 2 0,1 2,3 0,1 2,3",
-                "S 3 0,1 3,2 0,1 2,3",
-            ],
-        ),
-    ];
-    for (vendor, want) in cases {
-        let _c = setup("required", &["visible=rotate", vendor]);
-        let _held = hold("n1", "gpu:2");
-        let mut c = slurm(
-            "srun",
-            &[
-                "-N1",
-                "-n4",
-                "-w",
-                "n1",
-                "--gres=gpu:2",
-                "--desi-gpu-map=roundrobin",
-                "bash",
-                "-c",
-                r#"echo "S $SLURM_LOCALID $CUDA_VISIBLE_DEVICES ${ROCR_VISIBLE_DEVICES-unset} ${GPU_DEVICE_ORDINAL-unset} ${ZE_AFFINITY_MASK-unset}""#,
-            ],
-        );
-        for var in [
-            "CUDA_VISIBLE_DEVICES",
-            "ROCR_VISIBLE_DEVICES",
-            "GPU_DEVICE_ORDINAL",
-            "ZE_AFFINITY_MASK",
-            "SLURM_STEP_GPUS",
-        ] {
-            c.env(var, "0,1");
-        }
-        c.env("SLURM_GPUS_ON_NODE", "4");
-        let out = c.output().unwrap();
-        assert!(out.status.success(), "{vendor}: {}", show(&out));
-        let lines = sorted_lines(&out.stdout, |l| l.starts_with("S "));
-        assert_eq!(lines, want, "{vendor}: {}", show(&out));
-    }
+    out.ok().rows_are(&[
+        "0 n1 0 0 1",
+        "1 n1 1 1 1",
+        "2 n1 2 2 1",
+        "3 n1 3 3 1",
+        "4 n2 0 0,1,2,3 unset",
+        "5 n2 1 0,1,2,3 unset",
+        "6 n2 2 0,1,2,3 unset",
+        "7 n2 3 0,1,2,3 unset",
+    ]);
 }

@@ -7,7 +7,6 @@
 
 mod common;
 use common::*;
-use std::process::Output;
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
@@ -35,61 +34,25 @@ fn mps_setup(extra: &[&str]) -> MutexGuard<'static, ()> {
     setup("required", &args)
 }
 
-/// Each task prints `T rank node local GPU mps-flag share answer dir`:
-/// `answer` is its daemon's reply to `get_default_active_thread_percentage`
-/// through the pipe it was given (`none`: no pipe), `dir` the mode and
-/// owner of the step's MPS directory. Local task 0 also prints `D node
-/// uids GPUs` for each control daemon serving that pipe.
-const TASK: &str = r#"
-a=none m=none
-if [ -n "${CUDA_MPS_PIPE_DIRECTORY-}" ]; then
-  for i in $(seq 100); do
-    a=$(echo get_default_active_thread_percentage | CONTROL 2>/dev/null) && [ -n "$a" ] && break
-    a=failed; sleep 0.05
-  done
-  m=$(stat -c %a:%U "${CUDA_MPS_PIPE_DIRECTORY%/pipe}")
-fi
-echo "T $SLURM_PROCID $(hostname) $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAP_MPS-unset} ${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE-unset} $a $m"
-if [ "$SLURM_LOCALID" = 0 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY-}" ]; then
-  for p in /proc/[0-9]*; do
-    case "$(readlink $p/exe 2>/dev/null)" in */nvidia-cuda-mps-control) ;; *) continue ;; esac
-    e=$(tr '\0' '\n' <$p/environ 2>/dev/null) || continue
-    grep -qx "CUDA_MPS_PIPE_DIRECTORY=$CUDA_MPS_PIPE_DIRECTORY" <<<"$e" || continue
-    echo "D $(hostname) $(awk '/^Uid:/ {print $2","$3","$4","$5}' $p/status) $(grep ^CUDA_VISIBLE_DEVICES= <<<"$e")"
-  done
-fi
-"#;
-
+/// Each task's MPS probe ([`probe::mps`]) with the real control daemon.
 fn task() -> String {
-    TASK.replace("CONTROL", &control())
+    probe::mps(&control())
 }
 
-/// srun's arguments for 2 tasks on n1 with 2 GPUs, under MPS.
-const TWO_ON_N1: [&str; 5] = [
-    "-n2",
-    "-w",
-    "n1",
-    "--gpus-per-node=2",
-    "--desi-gpu-map=contiguous,mps",
-];
-
-/// `srun ARGS bash -c TASK` as `user`.
-fn srun_as(user: &str, args: &[&str]) -> Output {
-    let task = task();
-    let mut all: Vec<&str> = args.to_vec();
-    all.extend(["bash", "-c", &task]);
-    slurm_as(user, "srun", &all).output().expect("run srun")
+/// `srun WORDS bash -c TASK` as alice.
+fn alice_step(words: &str) -> Job {
+    srun(words).user(ALICE).probe(&task())
 }
+
+/// srun's words for 2 tasks on n1 with 2 GPUs, under MPS.
+const TWO_ON_N1: &str = "-n2 -w n1 --gpus-per-node=2 --desi-gpu-map=contiguous,mps";
+
+/// The batch script of a job whose step sleeps under MPS.
+const SLEEPING_STEP: &str = "srun --desi-gpu-map=contiguous,mps sleep 300";
 
 /// The `T` rows by rank, without the `T`, and the sorted `D` lines.
-fn rows_and_daemons(out: &Output) -> (String, Vec<String>) {
-    let daemons = sorted_lines(&out.stdout, |l| l.starts_with("D "));
-    (probe_rows(&text(&out.stdout)), daemons)
-}
-
-/// The plugin's lines on the tasks' stderr.
-fn said(out: &Output) -> Vec<String> {
-    sorted_lines(&out.stderr, |l| l.starts_with("desi-gpu-map: "))
+fn rows_and_daemons(out: &Ran) -> (String, Vec<String>) {
+    (out.rows(), out.lines("D "))
 }
 
 /// Every control daemon (not a client) of the test users here: (pid, uid).
@@ -162,19 +125,14 @@ fn assert_nothing_left(after: &str) {
     );
 }
 
-/// Submits `script` as `user` with `args`; the job id.
-fn sbatch_as(user: &str, args: &[&str], script: &str) -> Held {
-    let mut all = vec!["--parsable", "-o", "/dev/null"];
-    all.extend_from_slice(args);
-    all.extend(["--wrap", script]);
-    let out = slurm_as(user, "sbatch", &all).output().unwrap();
-    assert!(out.status.success(), "{}", show(&out));
-    Held(text(&out.stdout).trim().to_string())
+/// A job submitted with `--parsable`; cancelled when dropped.
+fn held(job: Job) -> Held {
+    Held(job.ok().stdout().trim().to_string())
 }
 
 fn job_done(id: &str) -> bool {
-    let out = run("squeue", &["-h", "-j", id, "-o", "%t"]);
-    text(&out.stdout).trim().is_empty()
+    let out = client("squeue", &format!("-h -j {id} -o %t")).run();
+    out.stdout().trim().is_empty()
 }
 
 /// Four GPUs' UUIDs as the fake NVML names them on `node`.
@@ -192,15 +150,10 @@ fn uuids(node: &str, indices: &[u32]) -> String {
 fn one_daemon_per_step_per_node_as_the_user_serves_every_task() {
     let _c = mps_setup(&[]);
     assert_nothing_left("the previous test");
-    let out = srun_as(
-        ALICE,
-        &[
-            &TWO_NODES_EIGHT_TASKS[..],
-            &["--desi-gpu-map=contiguous,mps"],
-        ]
-        .concat(),
-    );
-    assert!(out.status.success(), "{}", show(&out));
+    let out = alice_step(&format!(
+        "{TWO_NODES_EIGHT_TASKS} --desi-gpu-map=contiguous,mps"
+    ))
+    .ok();
     let (rows, daemons) = rows_and_daemons(&out);
     let want: Vec<String> = (0..8)
         .map(|rank| {
@@ -211,7 +164,7 @@ fn one_daemon_per_step_per_node_as_the_user_serves_every_task() {
         })
         .collect();
     let want: Vec<&str> = want.iter().map(String::as_str).collect();
-    assert_eq!(rows, common::rows(&want), "{}", show(&out));
+    assert_eq!(rows, common::rows(&want), "{out}");
     let uid = USERS[0].1;
     let ids = format!("{uid},{uid},{uid},{uid}");
     assert_eq!(
@@ -226,8 +179,7 @@ fn one_daemon_per_step_per_node_as_the_user_serves_every_task() {
                 uuids("n2", &[0, 1, 2, 3])
             ),
         ],
-        "one daemon per node, as the user, holding the step's GPUs by UUID\n{}",
-        show(&out)
+        "one daemon per node, as the user, holding the step's GPUs by UUID\n{out}"
     );
     assert_nothing_left("a normal end");
 }
@@ -236,27 +188,13 @@ fn one_daemon_per_step_per_node_as_the_user_serves_every_task() {
 fn mps_share_even_gives_each_task_its_share_of_its_gpu() {
     let _c = mps_setup(&["mps_share=even"]);
     // 6 tasks on 4 GPUs, contiguous: 2, 2, 1, 1 tasks per GPU.
-    let out = srun_as(
-        ALICE,
-        &[
-            "-n6",
-            "-w",
-            "n1",
-            "--gpus-per-node=4",
-            "--desi-gpu-map=mps,contiguous",
-        ],
-    );
-    assert!(out.status.success(), "{}", show(&out));
-    let shares: Vec<String> = probe_rows(&text(&out.stdout))
+    let out = alice_step("-n6 -w n1 --gpus-per-node=4 --desi-gpu-map=mps,contiguous").ok();
+    let shares: Vec<String> = out
+        .rows()
         .lines()
         .map(|l| l.split(' ').nth(5).unwrap_or("").to_string())
         .collect();
-    assert_eq!(
-        shares,
-        ["50", "50", "50", "50", "100", "100"],
-        "{}",
-        show(&out)
-    );
+    assert_eq!(shares, ["50", "50", "50", "50", "100", "100"], "{out}");
     assert_nothing_left("mps_share=even");
 }
 
@@ -265,17 +203,7 @@ fn slurm_indices_become_the_uuids_of_the_same_gpus() {
     let _c = mps_setup(&[]);
     // Another job holds GPUs 0 and 1: the step gets 2 and 3.
     let _held = hold("n1", "gpu:2");
-    let out = srun_as(
-        ALICE,
-        &[
-            "-n2",
-            "-w",
-            "n1",
-            "--gres=gpu:2",
-            "--desi-gpu-map=verbose,contiguous,mps",
-        ],
-    );
-    assert!(out.status.success(), "{}", show(&out));
+    let out = alice_step("-n2 -w n1 --gres=gpu:2 --desi-gpu-map=verbose,contiguous,mps").ok();
     let (rows, daemons) = rows_and_daemons(&out);
     let two = uuids("n1", &[2]);
     let three = uuids("n1", &[3]);
@@ -291,7 +219,7 @@ fn slurm_indices_become_the_uuids_of_the_same_gpus() {
         daemons[0].ends_with(&format!("CUDA_VISIBLE_DEVICES={two},{three}")),
         "{daemons:?}"
     );
-    let verbose = said(&out);
+    let verbose = out.said();
     assert!(
         verbose.iter().any(|l| l.contains(&format!("gpu={two}")) && l.contains(" mps=/tmp/desi-gpu-map-mps.")),
         "{verbose:?}"
@@ -301,36 +229,30 @@ fn slurm_indices_become_the_uuids_of_the_same_gpus() {
 #[test]
 fn mps_auto_serves_steps_whose_tasks_outnumber_their_gpus() {
     let _c = mps_setup(&["mps=auto", "default=contiguous"]);
-    let out = srun_as(ALICE, &["-n4", "-w", "n3", "--gpus-per-node=2"]);
+    let out = alice_step("-n4 -w n3 --gpus-per-node=2").run();
     let (rows, daemons) = rows_and_daemons(&out);
-    assert!(
-        rows.lines().all(|r| r.contains(" 1 unset 100.0 ")),
-        "{}",
-        show(&out)
-    );
-    assert_eq!(daemons.len(), 1, "{}", show(&out));
-    let out = srun_as(ALICE, &["-n2", "-w", "n3", "--gpus-per-node=2"]);
-    let (rows, _) = rows_and_daemons(&out);
-    assert_eq!(
-        rows,
-        common::rows(&[
-            "0 n3 0 0 unset unset none none",
-            "1 n3 1 1 unset unset none none"
-        ])
-    );
+    assert!(rows.lines().all(|r| r.contains(" 1 unset 100.0 ")), "{out}");
+    assert_eq!(daemons.len(), 1, "{out}");
+    alice_step("-n2 -w n3 --gpus-per-node=2").run().rows_are(&[
+        "0 n3 0 0 unset unset none none",
+        "1 n3 1 1 unset unset none none",
+    ]);
     assert_nothing_left("mps=auto");
 }
 
 // ------------------------------------------------------------ teardown
 
-/// Runs a job of ALICE's whose step sleeps under MPS, waits for its
-/// daemon, ends it with `end`, and checks nothing is left.
-fn teardown_after(what: &str, args: &[&str], end: impl FnOnce(&str)) {
+/// Runs a job of ALICE's whose step sleeps under MPS, with sbatch's
+/// `words` too, waits for its daemon, ends it with `end`, and checks
+/// nothing is left.
+fn teardown_after(what: &str, words: &str, end: impl FnOnce(&str)) {
     assert_nothing_left("the previous test");
-    let job = sbatch_as(
-        ALICE,
-        &[&["-w", "n1", "-n2", "--gpus-per-node=2"][..], args].concat(),
-        "srun --desi-gpu-map=contiguous,mps sleep 300",
+    let job = held(
+        sbatch(&format!(
+            "--parsable -o /dev/null -w n1 -n2 --gpus-per-node=2 {words} --wrap"
+        ))
+        .user(ALICE)
+        .arg(SLEEPING_STEP),
     );
     assert!(
         wait_for(30, || daemons().len() == 1),
@@ -348,24 +270,22 @@ fn teardown_after(what: &str, args: &[&str], end: impl FnOnce(&str)) {
 #[test]
 fn teardown_after_scancel() {
     let _c = mps_setup(&[]);
-    teardown_after("scancel", &[], |job| {
-        let out = run("scancel", &[job]);
-        assert!(out.status.success(), "{}", show(&out));
+    teardown_after("scancel", "", |job| {
+        client("scancel", job).ok();
     });
 }
 
 #[test]
 fn teardown_after_a_slurmd_restart_during_the_step() {
     let _c = mps_setup(&[]);
-    teardown_after("a slurmd restart", &[], |job| {
+    teardown_after("a slurmd restart", "", |job| {
         cluster(&["restart-node", "n1"]);
         assert_eq!(
             daemons().len(),
             1,
             "the step's daemon outlives slurmd's restart"
         );
-        let out = run("scancel", &[job]);
-        assert!(out.status.success(), "{}", show(&out));
+        client("scancel", job).ok();
     });
 }
 
@@ -373,29 +293,18 @@ fn teardown_after_a_slurmd_restart_during_the_step() {
 fn teardown_after_the_time_limit() {
     let _c = mps_setup(&[]);
     // One minute, Slurm's smallest limit; slurmctld checks every 30 s.
-    teardown_after("the time limit", &["-t", "1"], |_| {});
+    teardown_after("the time limit", "-t 1", |_| {});
 }
 
 #[test]
 fn teardown_after_a_crashing_task() {
     let _c = mps_setup(&[]);
     assert_nothing_left("the previous test");
-    let out = slurm_as(
-        ALICE,
-        "srun",
-        &[
-            &TWO_ON_N1[..],
-            &[
-                "bash",
-                "-c",
-                "[ $SLURM_LOCALID = 1 ] && kill -SEGV $$; sleep 1",
-            ],
-        ]
-        .concat(),
-    )
-    .output()
-    .unwrap();
-    assert!(!out.status.success(), "{}", show(&out));
+    srun(TWO_ON_N1)
+        .user(ALICE)
+        .probe("[ $SLURM_LOCALID = 1 ] && kill -SEGV $$; sleep 1")
+        .run()
+        .fails();
     assert_nothing_left("a crashing task");
 }
 
@@ -413,10 +322,10 @@ fn serving_job(user: &str, uid: u32) -> (Held, String) {
 /// [`serving_job`], with its daemon's pid.
 fn serving_job_pid(user: &str, uid: u32) -> (Held, u32) {
     let before = daemons();
-    let job = sbatch_as(
-        user,
-        &["-w", "n1", "-n1", "--gres=gpu:1"],
-        "srun --desi-gpu-map=contiguous,mps sleep 300",
+    let job = held(
+        sbatch("--parsable -o /dev/null -w n1 -n1 --gres=gpu:1 --wrap")
+            .user(user)
+            .arg(SLEEPING_STEP),
     );
     let mut new = None;
     let started = wait_for(30, || {
@@ -460,14 +369,11 @@ fn ask_as(user: &str, pipe: &str, commands: &[&str]) -> String {
         quoted.join(" "),
         control()
     );
-    let out = slurm_as(
-        user,
-        "srun",
-        &["-w", "n1", "-n1", "--overlap", "bash", "-c", &script],
-    )
-    .output()
-    .unwrap();
-    text(&out.stdout)
+    srun("-w n1 -n1 --overlap")
+        .user(user)
+        .probe(&script)
+        .run()
+        .stdout()
 }
 
 #[test]
@@ -510,29 +416,17 @@ fn eight_concurrent_steps_get_eight_daemons_and_leave_none() {
         "for i in $(seq 8); do srun --overlap -n1 --gpus-per-node=1 --desi-gpu-map=contiguous,mps bash -c '{}' & done; wait",
         task().replace('\'', "'\\''")
     );
-    let out = slurm_as(
-        ALICE,
-        "salloc",
-        &[
-            "-w",
-            "n1",
-            "-n8",
-            "--gpus-per-node=4",
-            "bash",
-            "-c",
-            &script,
-        ],
-    )
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", show(&out));
+    let out = salloc("-w n1 -n8 --gpus-per-node=4")
+        .user(ALICE)
+        .probe(&script)
+        .ok();
     let (rows, daemons) = rows_and_daemons(&out);
-    assert_eq!(rows.lines().count(), 8, "{}", show(&out));
+    assert_eq!(rows.lines().count(), 8, "{out}");
     assert!(
         rows.lines().all(|r| r.contains(" 1 unset 100.0 700:")),
         "{rows}"
     );
-    assert_eq!(daemons.len(), 8, "one daemon per step\n{}", show(&out));
+    assert_eq!(daemons.len(), 8, "one daemon per step\n{out}");
     assert_nothing_left("8 concurrent steps");
 }
 
@@ -545,24 +439,11 @@ fn a_nested_step_uses_its_parents_daemon_and_never_stops_it() {
          echo get_default_active_thread_percentage | {} ; echo outer-rc=$?",
         control()
     );
-    let out = slurm_as(
-        ALICE,
-        "srun",
-        &[
-            "-n1",
-            "-w",
-            "n1",
-            "--gpus-per-node=2",
-            "--desi-gpu-map=contiguous,mps",
-            "bash",
-            "-c",
-            &inner,
-        ],
-    )
-    .output()
-    .unwrap();
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{}", show(&out));
+    let out = srun("-n1 -w n1 --gpus-per-node=2 --desi-gpu-map=contiguous,mps")
+        .user(ALICE)
+        .probe(&inner)
+        .ok();
+    let stdout = out.stdout();
     assert!(
         stdout.contains("serves this step; no MPS daemon started"),
         "{stdout}"
@@ -590,20 +471,19 @@ fn stand_in(name: &str, script: &str) -> String {
     format!("mps_control={path}")
 }
 
-/// A step asking for MPS that must run mapped without it, saying `why`
-/// once per node, here and in slurmd's log.
-fn runs_without(extra: &[&str], srun: &[&str], why: &str) {
+/// A step of alice's (srun's `words`) asking for MPS that must run mapped
+/// without it, saying `why` once per node, here and in slurmd's log.
+fn runs_without(extra: &[&str], words: &str, why: &str) {
     let _c = mps_setup(extra);
     let started = Instant::now();
-    let out = srun_as(ALICE, srun);
-    assert!(out.status.success(), "{}", show(&out));
+    let out = alice_step(words).ok();
     let (rows, daemons) = rows_and_daemons(&out);
     assert!(daemons.is_empty(), "{daemons:?}");
     assert!(
         rows.lines().all(|r| r.ends_with(" unset unset none none")),
         "{rows}"
     );
-    let lines = said(&out);
+    let lines = out.said();
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(
         lines[0].contains(why) && lines[0].ends_with("; running without MPS"),
@@ -623,7 +503,7 @@ fn runs_without(extra: &[&str], srun: &[&str], why: &str) {
 fn a_missing_control_binary_runs_the_step_without_mps() {
     runs_without(
         &["mps_control=/nonexistent/nvidia-cuda-mps-control"],
-        &TWO_ON_N1,
+        TWO_ON_N1,
         "cannot start /nonexistent/nvidia-cuda-mps-control: it does not exist (the site's mps_control=)",
     );
 }
@@ -633,7 +513,7 @@ fn a_daemon_that_never_answers_is_bounded_by_the_deadline() {
     let at = stand_in("stuck-control", "#!/bin/sh\nexec sleep 1000\n");
     runs_without(
         &[&at, "nvml_timeout=2"],
-        &TWO_ON_N1,
+        TWO_ON_N1,
         "did not answer within 2 s",
     );
     assert!(
@@ -650,13 +530,7 @@ fn a_daemon_that_never_answers_is_bounded_by_the_deadline() {
 fn more_than_48_clients_per_gpu_run_without_mps() {
     runs_without(
         &[],
-        &[
-            "-n49",
-            "-w",
-            "n1",
-            "--gres=gpu:1",
-            "--desi-gpu-map=contiguous,mps",
-        ],
+        "-n49 -w n1 --gres=gpu:1 --desi-gpu-map=contiguous,mps",
         "49 tasks would share one GPU, and MPS serves at most 48 clients per GPU",
     );
 }
@@ -664,24 +538,17 @@ fn more_than_48_clients_per_gpu_run_without_mps() {
 #[test]
 fn slurms_gres_mps_serves_the_step_and_nothing_starts() {
     let _c = mps_setup(&[]);
-    let out = slurm_as(
-        ALICE,
-        "srun",
-        &[&TWO_ON_N1[..], &["bash", "-c", &task()]].concat(),
-    )
-    .env("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25")
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", show(&out));
+    let out = alice_step(TWO_ON_N1)
+        .env("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25")
+        .ok();
     let (rows, daemons) = rows_and_daemons(&out);
     assert!(daemons.is_empty());
     assert_eq!(
         rows,
         common::rows(&["0 n1 0 0 unset 25 none none", "1 n1 1 1 unset 25 none none"])
     );
-    let lines = said(&out);
     assert_eq!(
-        lines,
+        out.said(),
         ["desi-gpu-map: node n1: Slurm's gres/mps serves this step \
           (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=\"25\"); no MPS daemon started"]
     );
@@ -693,7 +560,7 @@ fn without_nvml_uuids_no_daemon_starts_and_nvmls_error_is_said() {
     let at = format!("nvml={real}");
     runs_without(
         &[&at],
-        &TWO_ON_N1,
+        TWO_ON_N1,
         "cannot name the step's GPUs by UUID (NVML: ",
     );
 }
@@ -709,53 +576,36 @@ fn bad_combinations_and_a_site_without_mps_are_refused_before_allocation() {
         ("help,mps", "help prints the usage and runs nothing"),
         ("mps,mps", "invalid --desi-gpu-map value \"mps,mps\""),
     ] {
-        let out = run("srun", &["-n1", &format!("--desi-gpu-map={value}"), "true"]);
-        assert!(!out.status.success(), "{value}: {}", show(&out));
-        assert!(text(&out.stderr).contains(want), "{value}: {}", show(&out));
+        srun("-n1")
+            .method(value)
+            .arg("true")
+            .run()
+            .fails()
+            .says(want);
     }
     // The site default is none: mps alone names no method.
-    let out = run("sbatch", &["-n1", "--desi-gpu-map=mps", "--wrap", "true"]);
-    assert_ne!(out.status.code(), Some(0), "{}", show(&out));
-    assert!(
-        text(&out.stderr).contains("mps needs a method"),
-        "{}",
-        show(&out)
-    );
+    sbatch("-n1 --desi-gpu-map=mps --wrap true")
+        .run()
+        .fails()
+        .says("mps needs a method");
     drop(_c);
     let _c = mps_setup(&["mps=off"]);
-    let out = run("srun", &["-n1", "--desi-gpu-map=contiguous,mps", "true"]);
-    assert!(!out.status.success(), "{}", show(&out));
-    assert!(
-        text(&out.stderr).contains("this site turned mps off (mps=off in plugstack.conf)"),
-        "{}",
-        show(&out)
-    );
+    srun("-n1 --desi-gpu-map=contiguous,mps true")
+        .run()
+        .fails()
+        .says("this site turned mps off (mps=off in plugstack.conf)");
     assert_eq!(job_count(), jobs, "no job was created");
 }
 
 #[test]
 fn show_reports_the_mps_daemon_serving_the_task() {
     let _c = mps_setup(&["mps_share=even"]);
-    let bin = bin();
-    let out = slurm_as(
-        ALICE,
-        "srun",
-        &[
-            "-n2",
-            "-w",
-            "n1",
-            "--gpus-per-node=1",
-            "--desi-gpu-map=contiguous,mps",
-            &bin,
-            "show",
-            "--nvml",
-            "off",
-        ],
-    )
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", show(&out));
-    let stdout = text(&out.stdout);
+    let stdout = srun("-n2 -w n1 --gpus-per-node=1 --desi-gpu-map=contiguous,mps")
+        .user(ALICE)
+        .arg(bin())
+        .args("show --nvml off")
+        .ok()
+        .stdout();
     assert_eq!(stdout.matches("\nmps: 1\n").count(), 2, "{stdout}");
     assert_eq!(
         stdout
@@ -780,38 +630,27 @@ fn show_reports_the_mps_daemon_serving_the_task() {
 fn sbatch_and_the_environment_form_ask_for_mps_too() {
     let _c = mps_setup(&[]);
     // The environment form, on srun.
-    let task = task();
-    let out = slurm_as(
-        ALICE,
-        "srun",
-        &["-n2", "-w", "n1", "--gpus-per-node=2", "bash", "-c", &task],
-    )
-    .env(OPTION_ENV, "contiguous,mps")
-    .output()
-    .unwrap();
+    let out = srun("-n2 -w n1 --gpus-per-node=2")
+        .user(ALICE)
+        .env(OPTION_ENV, "contiguous,mps")
+        .probe(&task())
+        .run();
     let (rows, daemons) = rows_and_daemons(&out);
     assert!(
         rows.lines().all(|r| r.contains(" 1 unset 100.0 700:")),
-        "{}",
-        show(&out)
+        "{out}"
     );
-    assert_eq!(daemons.len(), 1, "{}", show(&out));
+    assert_eq!(daemons.len(), 1, "{out}");
     // sbatch's option reaches the script's srun.
     let name = format!("dgm-mps-sbatch-{}.out", std::process::id());
     let inside = format!("/tmp/{name}");
-    let script = format!("srun -n2 bash -c '{}'", task.replace('\'', "'\\''"));
-    let job = sbatch_as(
-        ALICE,
-        &[
-            "-w",
-            "n1",
-            "-n2",
-            "--gpus-per-node=2",
-            "--desi-gpu-map=contiguous,mps",
-            "-o",
-            &inside,
-        ],
-        &script,
+    let script = format!("srun -n2 bash -c '{}'", task().replace('\'', "'\\''"));
+    let job = held(
+        sbatch(&format!(
+            "--parsable -o /dev/null -w n1 -n2 --gpus-per-node=2 --desi-gpu-map=contiguous,mps -o {inside} --wrap"
+        ))
+        .user(ALICE)
+        .arg(script),
     );
     assert!(
         wait_for(60, || job_done(&job.0)),
@@ -850,7 +689,7 @@ fn trace_execs(pid: u32, during: impl FnOnce()) -> String {
     during();
     std::thread::sleep(Duration::from_millis(500));
     // SIGINT detaches strace from the daemon and ends it.
-    let _ = run("kill", &["-INT", &strace.id().to_string()]);
+    client("kill", &format!("-INT {}", strace.id())).run();
     let _ = strace.wait();
     std::fs::read_to_string(&file).unwrap_or_default()
 }
@@ -890,7 +729,7 @@ fn a_control_daemon_with_no_server_to_start_runs_the_step_without_mps() {
     let at = format!("mps_control={lonely}");
     runs_without(
         &[&at],
-        &TWO_ON_N1,
+        TWO_ON_N1,
         "nvidia-cuda-mps-server, which the control daemon starts for its clients, is not in",
     );
 }
@@ -901,20 +740,15 @@ fn a_planted_directory_neither_denies_mps_nor_receives_the_users_files() {
     assert_nothing_left("the previous test");
     let (alice, bob) = (USERS[0].1, USERS[1].1);
     // The next job ids, after a probe job's.
-    let probe = slurm_as(
-        BOB,
-        "sbatch",
-        &["--parsable", "-o", "/dev/null", "--wrap", "true"],
-    )
-    .output()
-    .unwrap();
-    let last: u64 = text(&probe.stdout).trim().parse().expect("a job id");
+    let probe_job = sbatch("--parsable -o /dev/null --wrap true")
+        .user(BOB)
+        .run();
+    let last: u64 = probe_job.stdout().trim().parse().expect("a job id");
     let tmp = format!("{}/tmp", slurm_root().unwrap_or_default());
     let bait = format!("{tmp}/dgm-bob-bait");
     let mut planted = Vec::new();
     let plant = |script: &str| {
-        let out = slurm_as(BOB, "bash", &["-c", script]).output().unwrap();
-        assert!(out.status.success(), "{}", show(&out));
+        client("bash", "-c").user(BOB).arg(script).ok();
     };
     plant("mkdir -m 0777 /tmp/dgm-bob-bait");
     for id in last + 1..last + 6 {
@@ -925,7 +759,7 @@ fn a_planted_directory_neither_denies_mps_nor_receives_the_users_files() {
         plant(&format!("ln -s /tmp/dgm-bob-bait {link}"));
         planted.push(format!("{tmp}{}", link.trim_start_matches("/tmp")));
     }
-    let out = srun_as(ALICE, &TWO_ON_N1);
+    let out = alice_step(TWO_ON_N1).run();
     let contents: Vec<String> = planted
         .iter()
         .chain([&bait])
@@ -936,7 +770,7 @@ fn a_planted_directory_neither_denies_mps_nor_receives_the_users_files() {
         let _ = std::fs::remove_file(d).or_else(|_| std::fs::remove_dir_all(d));
     }
     let _ = std::fs::remove_dir_all(&bait);
-    assert!(out.status.success(), "{}", show(&out));
+    let out = out.ok();
     let (rows, daemons) = rows_and_daemons(&out);
     assert_eq!(
         rows,
@@ -944,22 +778,23 @@ fn a_planted_directory_neither_denies_mps_nor_receives_the_users_files() {
             &format!("0 n1 0 {} 1 unset 100.0 700:{ALICE}", uuids("n1", &[0])),
             &format!("1 n1 1 {} 1 unset 100.0 700:{ALICE}", uuids("n1", &[1])),
         ]),
-        "the step still gets MPS\n{}",
-        show(&out)
+        "the step still gets MPS\n{out}"
     );
     assert_eq!(daemons.len(), 1, "{daemons:?}");
     assert!(contents.is_empty(), "created inside {bob}'s: {contents:?}");
     assert_nothing_left("a planted directory");
 }
 
-/// `srun` as alice on n1 from inside an MPS task: an outer step of
-/// `outer` asking `contiguous,mps`, whose task runs `inner`.
-fn nested(salloc: &[&str], outer: &[&str], inner: &str) -> Output {
-    let mut args: Vec<&str> = salloc.to_vec();
-    args.push("srun");
-    args.extend_from_slice(outer);
-    args.extend(["--desi-gpu-map=contiguous,mps", "bash", "-c", inner]);
-    slurm_as(ALICE, "salloc", &args).output().unwrap()
+/// `srun` as alice on n1 from inside an MPS task, in an allocation of
+/// salloc's `allocation` words: an outer step of `outer` asking
+/// `contiguous,mps`, whose task runs `inner`.
+fn nested(allocation: &str, outer: &str, inner: &str) -> Ran {
+    salloc(&format!(
+        "{allocation} srun {outer} --desi-gpu-map=contiguous,mps"
+    ))
+    .user(ALICE)
+    .probe(inner)
+    .run()
 }
 
 #[test]
@@ -970,17 +805,14 @@ fn a_nested_step_without_mps_names_its_gpus_by_uuid_for_the_parents_daemon() {
     let _held = hold("n1", "gpu:2");
     let inner = "srun --overlap -n2 --desi-gpu-map=contiguous bash -c \
                  'echo \"inner $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAP_MPS-unset} ${CUDA_MPS_PIPE_DIRECTORY:+pipe}\"'";
-    let out = nested(&["-w", "n1", "-n3", "--gpus-per-node=2"], &["-n1"], inner);
-    assert!(out.status.success(), "{}", show(&out));
-    let inner = sorted_lines(&out.stdout, |l| l.starts_with("inner "));
+    let out = nested("-w n1 -n3 --gpus-per-node=2", "-n1", inner).ok();
     assert_eq!(
-        inner,
+        out.lines("inner "),
         [
             format!("inner 0 {} 1 pipe", uuids("n1", &[2])),
             format!("inner 1 {} 1 pipe", uuids("n1", &[3])),
         ],
-        "{}",
-        show(&out)
+        "{out}"
     );
     assert_nothing_left("a nested step without mps");
 }
@@ -988,27 +820,17 @@ fn a_nested_step_without_mps_names_its_gpus_by_uuid_for_the_parents_daemon() {
 #[test]
 fn a_stale_mps_flag_never_reaches_a_mapped_task() {
     let _c = mps_setup(&[]);
-    let task = "echo \"flag ${DESI_GPU_MAP_MPS-unset} ${DESI_GPU_MAPPED-unset}\"";
-    let out = slurm_as(
-        ALICE,
-        "srun",
-        &[
-            "-n2",
-            "-w",
-            "n1",
-            "--gpus-per-node=2",
-            "--desi-gpu-map=contiguous",
-            "bash",
-            "-c",
-            task,
-        ],
-    )
-    .env("DESI_GPU_MAP_MPS", "1")
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", show(&out));
-    let flags = sorted_lines(&out.stdout, |l| l.starts_with("flag "));
-    assert_eq!(flags, ["flag unset 1", "flag unset 1"], "{}", show(&out));
+    let out = srun("-n2 -w n1 --gpus-per-node=2")
+        .method("contiguous")
+        .user(ALICE)
+        .env("DESI_GPU_MAP_MPS", "1")
+        .probe("echo \"flag ${DESI_GPU_MAP_MPS-unset} ${DESI_GPU_MAPPED-unset}\"")
+        .ok();
+    assert_eq!(
+        out.lines("flag "),
+        ["flag unset 1", "flag unset 1"],
+        "{out}"
+    );
 }
 
 #[test]
@@ -1030,28 +852,22 @@ fn a_nested_mps_step_on_another_node_gets_that_nodes_own_daemon() {
         probe.replace('\'', "'\\''")
     );
     let out = nested(
-        &["-w", "n1,n2", "-N2", "-n8", "--gpus-per-node=4"],
-        &["-N1", "-w", "n1", "-n1"],
+        "-w n1,n2 -N2 -n8 --gpus-per-node=4",
+        "-N1 -w n1 -n1",
         &inner,
-    );
-    assert!(out.status.success(), "{}", show(&out));
-    let rows = sorted_lines(&out.stdout, |l| l.starts_with("inner "));
-    assert_eq!(rows.len(), 2, "{}", show(&out));
+    )
+    .ok();
+    let rows = out.lines("inner ");
+    assert_eq!(rows.len(), 2, "{out}");
     let fields: Vec<Vec<&str>> = rows.iter().map(|r| r.split(' ').collect()).collect();
     for (f, node) in fields.iter().zip(["n1", "n2"]) {
         assert_eq!(
             (f[1], f[3], f[4], f[5]),
             (node, "100.0", "yes", "1"),
-            "each node's task is served by its own node's daemon\n{}",
-            show(&out)
+            "each node's task is served by its own node's daemon\n{out}"
         );
     }
-    assert_ne!(
-        fields[0][2],
-        fields[1][2],
-        "n2 got n1's pipe\n{}",
-        show(&out)
-    );
+    assert_ne!(fields[0][2], fields[1][2], "n2 got n1's pipe\n{out}");
     assert_nothing_left("a nested step on two nodes");
 }
 
@@ -1065,7 +881,7 @@ fn a_base_others_can_write_without_the_sticky_bit_is_refused() {
     let at = format!("mps_dir={inside}");
     runs_without(
         &[&at],
-        &TWO_ON_N1,
+        TWO_ON_N1,
         &format!("the MPS base {inside} is writable by others without the sticky bit"),
     );
 }
@@ -1078,7 +894,7 @@ fn a_stand_in_that_hangs_leaves_no_process_behind() {
     );
     runs_without(
         &[&at, "nvml_timeout=2"],
-        &TWO_ON_N1,
+        TWO_ON_N1,
         "did not answer within 2 s",
     );
     let left = wait_for(5, || {
@@ -1097,7 +913,7 @@ fn a_stand_in_that_answers_garbage_is_quoted() {
     let at = stand_in("garbage-control", "#!/bin/sh\nif [ \"$1\" = -f ]; then : >\"$CUDA_MPS_PIPE_DIRECTORY/control\"; exec sleep 1000; fi\nsleep 0.8\necho garbage\n");
     runs_without(
         &[&at, "nvml_timeout=2"],
-        &TWO_ON_N1,
+        TWO_ON_N1,
         "did not answer within 2 s (it answered \"garbage\")",
     );
 }

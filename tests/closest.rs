@@ -20,7 +20,7 @@ mod common;
 use common::*;
 use desi_gpu_map::cpuset::CpuSet;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{MutexGuard, OnceLock};
 
 /// Where Slurm binds tasks on this host.
 struct Cpus {
@@ -36,17 +36,8 @@ struct Cpus {
 fn cpus() -> &'static Cpus {
     static CPUS: OnceLock<Cpus> = OnceLock::new();
     CPUS.get_or_init(|| {
-        let masks = |args: &str| -> Vec<CpuSet> {
-            let (got, err) = srun_cpus(args);
-            got.lines()
-                .map(|row| {
-                    let list = row.rsplit(' ').next().unwrap();
-                    CpuSet::parse(list).unwrap_or_else(|e| panic!("{row}: {e}\n{err}"))
-                })
-                .collect()
-        };
-        let bound = masks("-n2 --cpu-bind=cores");
-        let all = masks("-n2 --cpu-bind=none").remove(0);
+        let bound = masks("-w n1 -n2 --cpu-bind=cores");
+        let all = masks("-w n1 -n2 --cpu-bind=none").remove(0);
         let (a, b) = (bound[0].clone(), bound[1].clone());
         assert!(
             a.overlap(&b) == 0 && a.len() == b.len(),
@@ -56,9 +47,26 @@ fn cpus() -> &'static Cpus {
     })
 }
 
+/// The CPUs of each task of `srun WORDS` ([`probe::CPUS`]), in rank order.
+fn masks(words: &str) -> Vec<CpuSet> {
+    let ran = srun(words).probe(probe::CPUS).ok();
+    ran.rows()
+        .lines()
+        .map(|row| {
+            let list = row.rsplit(' ').next().unwrap();
+            CpuSet::parse(list).unwrap_or_else(|e| panic!("{row}: {e}\n{ran}"))
+        })
+        .collect()
+}
+
 /// The first CPU of `set`, for map_cpu.
 fn first(set: &CpuSet) -> usize {
     set.cpus().next().unwrap()
+}
+
+/// The set of CPU `n` alone.
+fn cpu(n: usize) -> CpuSet {
+    CpuSet::of(&[n]).unwrap()
 }
 
 /// The fake kernel tree of `vendor`'s GPUs (`nvidia`, `amd`, `intel`)
@@ -111,7 +119,7 @@ fn write_tree_near(vendor: &str, a: &CpuSet, b: &CpuSet) {
 
 /// Loads the plugin with `vendor=VENDOR` (unless nvidia) and the fake tree
 /// of `tree_of`'s GPUs, and writes that tree.
-fn with_tree(vendor: &str, tree_of: &str) -> std::sync::MutexGuard<'static, ()> {
+fn with_tree(vendor: &str, tree_of: &str) -> MutexGuard<'static, ()> {
     let root = format!("kernel_root={}", tree(tree_of).display());
     let vendor_arg = format!("vendor={vendor}");
     let mut args = vec![root.as_str()];
@@ -123,29 +131,8 @@ fn with_tree(vendor: &str, tree_of: &str) -> std::sync::MutexGuard<'static, ()> 
     guard
 }
 
-fn with_root() -> std::sync::MutexGuard<'static, ()> {
+fn with_root() -> MutexGuard<'static, ()> {
     with_tree("nvidia", "nvidia")
-}
-
-/// Each task prints `T rank local CUDA_VISIBLE_DEVICES its-CPUs`.
-const CPU_PROBE: &str = r#"echo "T $SLURM_PROCID $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} $(sed -n 's/^Cpus_allowed_list:\t*//p' /proc/self/status)""#;
-
-/// `srun ARGS` (one string, split at spaces) with the probe; the rows
-/// sorted by rank, and stderr.
-fn srun_cpus(args: &str) -> (String, String) {
-    srun_probe(args, CPU_PROBE)
-}
-
-fn srun_probe(args: &str, probe: &str) -> (String, String) {
-    srun_on("n1", args, probe)
-}
-
-fn srun_on(node: &str, args: &str, probe: &str) -> (String, String) {
-    let mut all: Vec<&str> = args.split_whitespace().collect();
-    all.extend(["-w", node, "bash", "-c", probe]);
-    let out = run("srun", &all);
-    assert!(out.status.success(), "srun {args:?}:\n{}", show(&out));
-    (probe_rows(&text(&out.stdout)), text(&out.stderr))
 }
 
 /// `closest` through `desi-gpu-map exec`, with no plugin: bound tasks take
@@ -161,39 +148,51 @@ fn exec_gives_bound_tasks_the_gpus_next_to_their_cpus() {
         bin()
     );
     let probe = format!("{}/cpu-probe.sh", state_dir());
-    std::fs::write(&probe, CPU_PROBE).unwrap();
+    std::fs::write(&probe, probe::CPUS).unwrap();
     // Started by srun directly, and under a shell that stays (slurmstepd is
     // then the shell's parent, not exec's).
     let direct = format!("{exec} bash {probe}");
     let under_shell = format!("true; {exec} bash {probe}; true");
     for line in [direct, under_shell] {
-        let mut all = vec!["-n2", "--gpus-per-node=4", "--cpu-bind=cores", "-w", "n1"];
-        all.extend(["bash", "-c", &line]);
-        let out = run("srun", &all);
-        assert!(out.status.success(), "{}", show(&out));
-        let err = text(&out.stderr);
-        assert_eq!(
-            probe_rows(&text(&out.stdout)),
-            expect(&[("2", a), ("0", b)]),
-            "{err}"
-        );
-        let line = format!("cpus={a} cpus_from=slurm gpu_cpus={a} near=yes");
-        assert!(err.contains(&line), "{err}");
+        let ran = srun("-w n1 -n2 --gpus-per-node=4 --cpu-bind=cores")
+            .probe(&line)
+            .ok();
+        tasks_got(&ran, &[("2", a), ("0", b)]);
+        ran.says(&format!("cpus={a} cpus_from=slurm gpu_cpus={a} near=yes"));
     }
 }
 
-/// The lines of `err` that report a `closest` fallback.
-fn closest_lines(err: &str) -> Vec<&str> {
-    err.lines().filter(|l| l.contains("closest:")).collect()
+/// The lines of `ran`'s stderr that report a `closest` fallback.
+fn closest_lines(ran: &Ran) -> Vec<String> {
+    ran.stderr()
+        .lines()
+        .filter(|l| l.contains("closest:"))
+        .map(String::from)
+        .collect()
 }
 
-/// The rows tasks 0, 1, ... (ranks and local ids alike) print: each one's
-/// GPU and CPUs.
-fn expect(tasks: &[(&str, &CpuSet)]) -> String {
-    tasks
+/// Tasks 0, 1, ... (ranks and local ids alike) of `ran` printed these
+/// rows ([`probe::CPUS`]): each one's GPU and CPUs.
+#[track_caller]
+fn tasks_got(ran: &Ran, tasks: &[(&str, &CpuSet)]) {
+    let want: String = tasks
         .iter()
         .enumerate()
         .map(|(l, (gpu, cpus))| format!("{l} {l} {gpu} {cpus}\n"))
+        .collect();
+    assert_eq!(ran.rows(), want, "{ran}");
+}
+
+/// The columns `keep` of each probe row, in rank order: the part of a
+/// shared probe's row that a test compares.
+fn columns(ran: &Ran, keep: &[usize]) -> String {
+    ran.rows()
+        .lines()
+        .map(|row| {
+            let fields: Vec<&str> = row.split(' ').collect();
+            let kept: Vec<&str> = keep.iter().map(|&k| fields[k]).collect();
+            kept.join(" ") + "\n"
+        })
         .collect()
 }
 
@@ -201,17 +200,19 @@ fn expect(tasks: &[(&str, &CpuSet)]) -> String {
 fn two_bound_tasks_take_the_gpus_next_to_their_cpus() {
     let _c = with_root();
     let Cpus { a, b, .. } = cpus();
-    let (got, err) =
-        srun_cpus("-n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=verbose,closest");
-    assert_eq!(got, expect(&[("2", a), ("0", b)]), "{err}");
-    let line = format!("cpus={a} cpus_from=slurm gpu_cpus={a} near=yes");
-    assert!(err.contains(&line), "{err}");
+    let ran = srun("-w n1 -n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=verbose,closest")
+        .probe(probe::CPUS)
+        .ok();
+    tasks_got(&ran, &[("2", a), ("0", b)]);
+    ran.says(&format!("cpus={a} cpus_from=slurm gpu_cpus={a} near=yes"));
     // map_cpu reverses the CPUs, and with them the GPUs.
     let (a0, b0) = (first(a), first(b));
-    let bind = format!("-n2 --gpus-per-node=4 --cpu-bind=map_cpu:{b0},{a0} --desi-gpu-map=closest");
-    let (got, err) = srun_cpus(&bind);
-    let one = |cpu| CpuSet::of(&[cpu]).unwrap();
-    assert_eq!(got, expect(&[("0", &one(b0)), ("2", &one(a0))]), "{err}");
+    let ran = srun("-w n1 -n2 --gpus-per-node=4")
+        .arg(format!("--cpu-bind=map_cpu:{b0},{a0}"))
+        .method("closest")
+        .probe(probe::CPUS)
+        .ok();
+    tasks_got(&ran, &[("0", &cpu(b0)), ("2", &cpu(a0))]);
 }
 
 #[test]
@@ -219,32 +220,28 @@ fn overcommitted_tasks_split_their_domain() {
     let _c = with_root();
     let Cpus { a, b, .. } = cpus();
     // Four tasks on one CPU: Slurm binds all to A, near GPUs 2 and 3.
-    let (got, err) =
-        srun_cpus("-n4 --overcommit --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=closest");
-    assert_eq!(
-        got,
-        expect(&[("2", a), ("2", a), ("3", a), ("3", a)]),
-        "{err}"
-    );
+    let ran =
+        srun("-w n1 -n4 --overcommit --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=closest")
+            .probe(probe::CPUS)
+            .ok();
+    tasks_got(&ran, &[("2", a), ("2", a), ("3", a), ("3", a)]);
     // Eight tasks in an allocation of both CPUs, four bound to each
     // (map_cpu): two domains of two GPUs, each split in blocks.
     let eight = |bind: &str| {
-        let args = format!(
-            "-n2 -w n1 --gpus-per-node=4 srun -n8 --overcommit {bind} --desi-gpu-map=closest bash -c"
-        );
-        let mut all: Vec<&str> = args.split_whitespace().collect();
-        all.push(CPU_PROBE);
-        let out = run("salloc", &all);
-        assert!(out.status.success(), "{}", show(&out));
-        probe_rows(&text(&out.stdout))
+        salloc("-n2 -w n1 --gpus-per-node=4 srun -n8 --overcommit")
+            .arg(bind)
+            .method("closest")
+            .probe(probe::CPUS)
+            .ok()
     };
     let (a0, b0) = (first(a), first(b));
-    let (one_a, one_b) = (CpuSet::of(&[a0]).unwrap(), CpuSet::of(&[b0]).unwrap());
-    assert_eq!(
-        eight(&format!(
-            "--cpu-bind=map_cpu:{a0},{a0},{a0},{a0},{b0},{b0},{b0},{b0}"
-        )),
-        expect(&[
+    let (one_a, one_b) = (cpu(a0), cpu(b0));
+    let ran = eight(&format!(
+        "--cpu-bind=map_cpu:{a0},{a0},{a0},{a0},{b0},{b0},{b0},{b0}"
+    ));
+    tasks_got(
+        &ran,
+        &[
             ("2", &one_a),
             ("2", &one_a),
             ("3", &one_a),
@@ -252,15 +249,16 @@ fn overcommitted_tasks_split_their_domain() {
             ("0", &one_b),
             ("0", &one_b),
             ("1", &one_b),
-            ("1", &one_b)
-        ])
+            ("1", &one_b),
+        ],
     );
     // cores with more tasks than CPUs: Slurm binds each to both CPUs, so
     // every GPU is as near as any other: contiguous.
     let both = a.union(b);
-    assert_eq!(
-        eight("--cpu-bind=cores"),
-        expect(&[
+    let ran = eight("--cpu-bind=cores");
+    tasks_got(
+        &ran,
+        &[
             ("0", &both),
             ("0", &both),
             ("1", &both),
@@ -268,8 +266,8 @@ fn overcommitted_tasks_split_their_domain() {
             ("2", &both),
             ("2", &both),
             ("3", &both),
-            ("3", &both)
-        ])
+            ("3", &both),
+        ],
     );
 }
 
@@ -277,47 +275,49 @@ fn overcommitted_tasks_split_their_domain() {
 fn unbound_tasks_and_partial_steps_are_contiguous_where_nothing_is_nearer() {
     let _c = with_root();
     let Cpus { a, b, all } = cpus();
-    let (got, err) =
-        srun_cpus("-n2 --gpus-per-node=4 --cpu-bind=none --desi-gpu-map=verbose,closest");
-    assert_eq!(got, expect(&[("0", all), ("1", all)]), "{err}");
-    assert!(err.contains(&format!("cpus={all} cpus_from=own")), "{err}");
+    let ran = srun("-w n1 -n2 --gpus-per-node=4 --cpu-bind=none --desi-gpu-map=verbose,closest")
+        .probe(probe::CPUS)
+        .ok();
+    tasks_got(&ran, &[("0", all), ("1", all)]);
+    let ran = ran.says(&format!("cpus={all} cpus_from=own"));
     assert_eq!(
-        closest_lines(&err),
+        closest_lines(&ran),
         [format!(
             "desi-gpu-map: node n1: closest: the tasks' CPUs ({all} for local task 0) are as near \
              to every GPU as to any (bind tasks to CPUs, e.g. srun --cpu-bind=cores); using contiguous"
         )],
-        "{err}"
+        "{ran}"
     );
     // The step holds GPUs 0 and 1, both next to B: the task on A has no
     // near GPU, so both tasks split the pair, rightly: no line.
-    let (got, err) = srun_cpus("-n2 --gres=gpu:2 --cpu-bind=cores --desi-gpu-map=closest");
-    assert_eq!(got, expect(&[("0", a), ("1", b)]), "{err}");
-    assert!(closest_lines(&err).is_empty(), "{err}");
+    let ran = srun("-w n1 -n2 --gres=gpu:2 --cpu-bind=cores --desi-gpu-map=closest")
+        .probe(probe::CPUS)
+        .ok();
+    tasks_got(&ran, &[("0", a), ("1", b)]);
+    assert!(closest_lines(&ran).is_empty(), "{ran}");
 }
 
 #[test]
 fn tasks_bound_without_a_cpu_list_use_their_own_masks() {
     let _c = with_root();
     let Cpus { a, b, .. } = cpus();
-    let (got, err) =
-        srun_cpus("-n2 --gpus-per-node=4 --cpu-bind=rank --desi-gpu-map=verbose,closest");
+    let ran = srun("-w n1 -n2 --gpus-per-node=4 --cpu-bind=rank --desi-gpu-map=verbose,closest")
+        .probe(probe::CPUS)
+        .ok();
     if !series_at_least("24.11") {
         // rank binds task l to CPU l but writes no per-task list
         // (SLURM_CPU_BIND_TYPE=rank): each task sees only its own mask and
         // takes its candidates' GPU at local_id mod 2, so task 1 gets GPU 1
         // (CPUs 0 and 1 are A and B on a 2-core machine).
-        let (zero, one) = (CpuSet::of(&[0]).unwrap(), CpuSet::of(&[1]).unwrap());
+        let (zero, one) = (cpu(0), cpu(1));
         assert_eq!((a, b), (&zero, &one), "this case needs A = 0 and B = 1");
-        assert_eq!(got, expect(&[("2", a), ("1", b)]), "{err}");
-        let line = format!("cpus={b} cpus_from=own gpu_cpus={b} near=yes");
-        assert!(err.contains(&line), "{err}");
+        tasks_got(&ran, &[("2", a), ("1", b)]);
+        ran.says(&format!("cpus={b} cpus_from=own gpu_cpus={b} near=yes"));
     } else {
         // 24.11 and later ignore rank and bind cores, with the list.
-        assert!(err.contains("Ignoring --cpu-bind=rank"), "{err}");
-        assert_eq!(got, expect(&[("2", a), ("0", b)]), "{err}");
-        let line = format!("cpus={b} cpus_from=slurm gpu_cpus={b} near=yes");
-        assert!(err.contains(&line), "{err}");
+        let ran = ran.says("Ignoring --cpu-bind=rank");
+        tasks_got(&ran, &[("2", a), ("0", b)]);
+        ran.says(&format!("cpus={b} cpus_from=slurm gpu_cpus={b} near=yes"));
     }
 }
 
@@ -327,12 +327,14 @@ fn unknown_gpu_locations_fall_back_in_one_line() {
     // NVML reports no CPU affinity (no affinity= line).
     let _c = setup("required", &[]);
     let Cpus { a, b, .. } = cpus();
-    let (got, err) = srun_cpus("-n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=closest");
-    assert_eq!(got, expect(&[("0", a), ("1", b)]), "{err}");
+    let ran = srun("-w n1 -n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=closest")
+        .probe(probe::CPUS)
+        .ok();
+    tasks_got(&ran, &[("0", a), ("1", b)]);
     assert_eq!(
-        closest_lines(&err),
+        closest_lines(&ran),
         ["desi-gpu-map: node n1: closest: no CPU affinity is known for GPU \"0\"; using contiguous"],
-        "{err}"
+        "{ran}"
     );
 }
 
@@ -353,15 +355,18 @@ fn nvml_locates_the_gpus_where_the_kernel_files_fail() {
     let _c = setup("required", &[]);
     let Cpus { a, b, .. } = cpus();
     cluster(&["nvml", "set", &format!("affinity={}", affinity(2, 4))]);
-    let (got, err) =
-        srun_cpus("-n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=verbose,closest");
-    assert_eq!(got, expect(&[("2", a), ("0", b)]), "{err}");
-    assert!(err.contains(&format!("gpu_cpus={a} near=yes")), "{err}");
+    let ran = srun("-w n1 -n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=verbose,closest")
+        .probe(probe::CPUS)
+        .ok();
+    tasks_got(&ran, &[("2", a), ("0", b)]);
+    ran.says(&format!("gpu_cpus={a} near=yes"));
     // NVML fails the call: the step falls back, in one line.
     cluster(&["nvml", "set", "fail=affinity"]);
-    let (got, err) = srun_cpus("-n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=closest");
-    assert_eq!(got, expect(&[("0", a), ("1", b)]), "{err}");
-    assert!(err.contains("nvmlDeviceGetCpuAffinity failed"), "{err}");
+    let ran = srun("-w n1 -n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=closest")
+        .probe(probe::CPUS)
+        .ok();
+    tasks_got(&ran, &[("0", a), ("1", b)]);
+    ran.says("nvmlDeviceGetCpuAffinity failed");
 }
 
 #[test]
@@ -372,73 +377,72 @@ fn gpus_only_nvml_lists_are_placed_in_the_same_load() {
     let Cpus { a, b, .. } = cpus();
     cluster(&["nvml", "set", &format!("affinity.n2={}", affinity(1, 2))]);
     cluster(&["nvml", "clear-log"]);
-    let args = "-n2 --gres=gpu:2 --cpu-bind=cores --desi-gpu-map=verbose,closest";
-    let (got, err) = srun_on("n2", args, CPU_PROBE);
-    assert_eq!(
-        got,
-        expect(&[("GPU-fake-n2-1", a), ("GPU-fake-n2-0", b)]),
-        "{err}"
-    );
-    let line = format!("source=nvml cpus={a} cpus_from=slurm gpu_cpus={a} near=yes");
-    assert!(err.contains(&line), "{err}");
+    let on_n2 = || {
+        srun("-n2 --gres=gpu:2 --cpu-bind=cores --desi-gpu-map=verbose,closest")
+            .words(&["-w", "n2"])
+            .probe(probe::CPUS)
+            .ok()
+    };
+    let ran = on_n2();
+    tasks_got(&ran, &[("GPU-fake-n2-1", a), ("GPU-fake-n2-0", b)]);
+    ran.says(&format!(
+        "source=nvml cpus={a} cpus_from=slurm gpu_cpus={a} near=yes"
+    ));
     let inits = |log: String| log.lines().filter(|l| l.starts_with("init n2 ")).count();
     assert_eq!(inits(cluster(&["nvml", "log"])), 1, "one NVML load");
     // The affinity call fails: the UUIDs alone, in a second load, and the
     // step maps contiguous, said in one line.
     cluster(&["nvml", "add", "fail.n2=affinity"]);
     cluster(&["nvml", "clear-log"]);
-    let (got, err) = srun_on("n2", args, CPU_PROBE);
-    assert_eq!(
-        got,
-        expect(&[("GPU-fake-n2-0", a), ("GPU-fake-n2-1", b)]),
-        "{err}"
-    );
-    let lines = closest_lines(&err);
-    assert_eq!(lines.len(), 1, "{err}");
+    let ran = on_n2();
+    tasks_got(&ran, &[("GPU-fake-n2-0", a), ("GPU-fake-n2-1", b)]);
+    let lines = closest_lines(&ran);
+    assert_eq!(lines.len(), 1, "{ran}");
     assert!(
         lines[0].contains("nvmlDeviceGetCpuAffinity failed"),
-        "{err}"
+        "{ran}"
     );
     assert_eq!(inits(cluster(&["nvml", "log"])), 2);
 }
 
 /// Two tasks bound to cores under `vendor=VENDOR`, with the fake kernel
 /// tree of `tree_of`'s GPUs, each printing `var` (the list that carries
-/// its GPU); the rows and stderr.
-fn two_bound_tasks(vendor: &str, tree_of: &str, var: &str, option: &str) -> (String, String) {
+/// its GPU) in [`probe::CPUS`]'s place for CUDA_VISIBLE_DEVICES.
+fn two_bound_tasks(vendor: &str, tree_of: &str, var: &str, option: &str) -> Ran {
     let _c = with_tree(vendor, tree_of);
-    let probe = CPU_PROBE.replace("CUDA_VISIBLE_DEVICES", var);
-    let args = format!("-n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map={option}");
-    srun_probe(&args, &probe)
+    srun("-w n1 -n2 --gpus-per-node=4 --cpu-bind=cores")
+        .method(option)
+        .probe(&probe::CPUS.replace("CUDA_VISIBLE_DEVICES", var))
+        .ok()
 }
 
 #[test]
 fn amd_gpus_are_located_through_their_render_nodes() {
     // ROCR_VISIBLE_DEVICES carries the GPU (CUDA_VISIBLE_DEVICES, which HIP
     // applies on top, is 0).
-    let (got, err) = two_bound_tasks("amd", "amd", "ROCR_VISIBLE_DEVICES", "verbose,closest");
+    let ran = two_bound_tasks("amd", "amd", "ROCR_VISIBLE_DEVICES", "verbose,closest");
     let Cpus { a, b, .. } = cpus();
-    assert_eq!(got, expect(&[("2", a), ("0", b)]), "{err}");
-    assert!(err.contains(&format!("gpu_cpus={a} near=yes")), "{err}");
+    tasks_got(&ran, &[("2", a), ("0", b)]);
+    ran.says(&format!("gpu_cpus={a} near=yes"));
 }
 
 #[test]
 fn amd_gpus_without_render_nodes_fall_back_in_one_line() {
     // The NVIDIA driver's files are not read for AMD GPUs.
-    let (got, err) = two_bound_tasks("amd", "nvidia", "ROCR_VISIBLE_DEVICES", "closest");
+    let ran = two_bound_tasks("amd", "nvidia", "ROCR_VISIBLE_DEVICES", "closest");
     let Cpus { a, b, .. } = cpus();
-    assert_eq!(got, expect(&[("0", a), ("1", b)]), "{err}");
-    let lines = closest_lines(&err);
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].contains("/sys/class/drm"), "{err}");
+    tasks_got(&ran, &[("0", a), ("1", b)]);
+    let lines = closest_lines(&ran);
+    assert_eq!(lines.len(), 1, "{ran}");
+    assert!(lines[0].contains("/sys/class/drm"), "{ran}");
 }
 
 #[test]
 fn intel_gpus_are_located_through_their_render_nodes() {
-    let (got, err) = two_bound_tasks("intel", "intel", "ZE_AFFINITY_MASK", "verbose,closest");
+    let ran = two_bound_tasks("intel", "intel", "ZE_AFFINITY_MASK", "verbose,closest");
     let Cpus { a, b, .. } = cpus();
-    assert_eq!(got, expect(&[("2", a), ("0", b)]), "{err}");
-    assert!(err.contains(&format!("gpu_cpus={b} near=yes")), "{err}");
+    tasks_got(&ran, &[("2", a), ("0", b)]);
+    ran.says(&format!("gpu_cpus={b} near=yes"));
 }
 
 #[test]
@@ -446,22 +450,26 @@ fn a_step_that_falls_back_says_contiguous() {
     // No kernel_root, and the fake NVML reports no CPU affinity: the step
     // falls back, and the tasks are told the method that placed them.
     let _c = setup("required", &[]);
-    let probe = r#"echo "T $SLURM_PROCID $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAP_METHOD-unset}""#;
-    let (got, err) = srun_probe(
-        "-n2 --gpus-per-node=4 --desi-gpu-map=verbose,closest",
-        probe,
-    );
-    assert_eq!(got, "0 0 0 contiguous\n1 1 1 contiguous\n", "{err}");
+    let ran = srun("-w n1 -n2 --gpus-per-node=4 --desi-gpu-map=verbose,closest")
+        .probe(probe::FULL)
+        .ok();
+    // FULL's rank, local id, CUDA_VISIBLE_DEVICES and method.
     assert_eq!(
-        closest_lines(&err),
-        ["desi-gpu-map: node n1: closest: no CPU affinity is known for GPU \"0\"; using contiguous"],
-        "{err}"
+        columns(&ran, &[0, 2, 3, 5]),
+        "0 0 0 contiguous\n1 1 1 contiguous\n",
+        "{ran}"
     );
+    assert_eq!(
+        closest_lines(&ran),
+        ["desi-gpu-map: node n1: closest: no CPU affinity is known for GPU \"0\"; using contiguous"],
+        "{ran}"
+    );
+    let err = ran.stderr();
     let reports: Vec<&str> = err.lines().filter(|l| l.contains(" rank=")).collect();
-    assert_eq!(reports.len(), 2, "{err}");
+    assert_eq!(reports.len(), 2, "{ran}");
     assert!(
         reports.iter().all(|l| l.contains(" method=contiguous ")),
-        "{err}"
+        "{ran}"
     );
 }
 
@@ -489,12 +497,10 @@ fn task_none_an_exported_cpu_list_is_not_slurms() {
     let root = format!("kernel_root={}", tree("nvidia").display());
     let _c = setup("required", &[root.as_str()]);
     assert_task_none();
-    let (zero, one) = (CpuSet::of(&[0]).unwrap(), CpuSet::of(&[1]).unwrap());
+    let (zero, one) = (cpu(0), cpu(1));
     write_tree_near("nvidia", &zero, &one);
     // Every task is unbound: its mask is slurmstepd's, the whole node.
-    let (rows, err) = srun_cpus("-n1");
-    let all = CpuSet::parse(rows.trim_end().rsplit(' ').next().unwrap())
-        .unwrap_or_else(|e| panic!("{rows}: {e}\n{err}"));
+    let all = masks("-w n1 -n1").remove(0);
     assert!(
         all.overlap(&zero.union(&one)) == 2,
         "needs CPUs 0 and 1; got {all}"
@@ -503,29 +509,19 @@ fn task_none_an_exported_cpu_list_is_not_slurms() {
     // the others on every CPU, which each unbound task's own mask equals.
     let mut list = vec![zero.to_mask(); 3];
     list.extend(vec![all.to_mask(); 5]);
-    let probe = r#"echo "T $SLURM_PROCID $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset}""#;
-    let args = [
-        "-w",
-        "n1",
-        "-n8",
-        "--gpus-per-node=4",
-        "--desi-gpu-map=verbose,closest",
-        "bash",
-        "-c",
-        probe,
-    ];
-    let out = slurm("srun", &args)
+    let ran = srun("-w n1 -n8 --gpus-per-node=4 --desi-gpu-map=verbose,closest")
         .env("SLURM_CPU_BIND_TYPE", "mask_cpu:")
-        .env("SLURM_CPU_BIND_LIST", list.join(","))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", show(&out));
-    let (got, err) = (probe_rows(&text(&out.stdout)), text(&out.stderr));
+        .env("SLURM_CPU_BIND_LIST", &list.join(","))
+        .probe(probe::CPUS)
+        .ok();
+    // CPUS's rank, local id and CUDA_VISIBLE_DEVICES.
     let contiguous = "0 0 0\n1 1 0\n2 2 1\n3 3 1\n4 4 2\n5 5 2\n6 6 3\n7 7 3\n";
-    assert_eq!(got, contiguous, "{err}");
-    assert!(!err.contains("cpus_from=slurm"), "{err}");
-    assert_eq!(err.matches("cpus_from=own").count(), 8, "{err}");
+    assert_eq!(columns(&ran, &[0, 1, 2]), contiguous, "{ran}");
+    let ran = ran.never_says("cpus_from=slurm");
+    assert_eq!(ran.stderr().matches("cpus_from=own").count(), 8, "{ran}");
     // Without the export: the same.
-    let (got, err) = srun_probe("-n8 --gpus-per-node=4 --desi-gpu-map=closest", probe);
-    assert_eq!(got, contiguous, "{err}");
+    let ran = srun("-w n1 -n8 --gpus-per-node=4 --desi-gpu-map=closest")
+        .probe(probe::CPUS)
+        .ok();
+    assert_eq!(columns(&ran, &[0, 1, 2]), contiguous, "{ran}");
 }

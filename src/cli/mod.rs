@@ -11,6 +11,11 @@ mod nvml;
 mod plan;
 mod show;
 
+/// The plan `desi-gpu-map plan` previews a node's tasks with, for
+/// tests/bench/closest.rs: not a stable interface.
+#[doc(hidden)]
+pub use layout::preview_map;
+
 use clap::Parser;
 use std::io::Write;
 use std::process::ExitCode;

@@ -7,72 +7,16 @@
 //! nothing. Run by tests/bench/plan.sh, or
 //! `cargo bench --locked --bench closest [ROUNDS] [TASKS]`.
 
+use desi_gpu_map::cli::preview_map;
 use desi_gpu_map::cpuset::CpuSet;
-use desi_gpu_map::error::Error;
-use desi_gpu_map::files::{Files, NoFiles};
 use desi_gpu_map::method::{Method, Visible};
-use desi_gpu_map::runtime::{Vendor, VendorSetting};
-use desi_gpu_map::settings::option::{Choice, Request};
-use desi_gpu_map::settings::site::{Config, NvmlSource};
-use desi_gpu_map::step::{
-    assign, plan_step, Node, NvmlAsk, StepFacts, StepMap, StepPlan, TaskCpus, TaskInputs,
-};
+use desi_gpu_map::step::{assign, TaskCpus, TaskInputs};
 use desi_gpu_map::topology::Topology;
 use std::hint::black_box;
 use std::time::Instant;
 
 /// 4 GPUs on 64 CPUs each, wired in reverse (GPU 0 next to CPUs 192-255).
 const NODE: &str = "cpus 0-255\n0 3 192-255\n1 2 128-191\n2 1 64-127\n3 0 0-63\n";
-
-struct Bench {
-    topology: Topology,
-}
-
-impl Node for Bench {
-    fn env(&self, name: &str) -> Option<String> {
-        match name {
-            "CUDA_VISIBLE_DEVICES" | "SLURM_STEP_GPUS" => Some("0,1,2,3".to_string()),
-            "SLURM_GPUS_ON_NODE" => Some("4".to_string()),
-            _ => None,
-        }
-    }
-
-    fn files(&self) -> &dyn Files {
-        &NoFiles
-    }
-
-    fn nvml(&self, _: NvmlAsk, _: &Config) -> Result<Vec<String>, Error> {
-        Err(Error::NvmlOff)
-    }
-
-    fn given_places(&self) -> Option<Result<Topology, String>> {
-        Some(Ok(self.topology.clone()))
-    }
-}
-
-fn closest_map(topology: Topology) -> StepMap {
-    let config = Ok(Config {
-        visible: Visible::Single,
-        nvml: NvmlSource::Off,
-        vendor: VendorSetting::Fixed(Vendor::Nvidia),
-        ..Config::default()
-    });
-    let request = Ok(Request::Use {
-        choice: Some(Choice::Map(Method::Closest)),
-        verbose: false,
-        mps: false,
-    });
-    let facts = StepFacts {
-        step_id: Ok(0),
-        config: Some(&config),
-        request: Some(&request),
-        mps: None,
-    };
-    match plan_step(&facts, &Bench { topology }) {
-        StepPlan::Map(map) => map,
-        _ => panic!("the bench node does not map"),
-    }
-}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -94,7 +38,16 @@ fn main() {
         .map(CpuSet::to_mask)
         .collect::<Vec<_>>()
         .join(",");
-    let map = closest_map(topology);
+    // The node's plan, made as `desi-gpu-map plan` makes it: the step holds
+    // GPUs 0-3 (Slurm's list), no NVML, and the topology given.
+    let map = preview_map(
+        "0,1,2,3",
+        4,
+        Method::Closest,
+        Visible::Single,
+        Some(&topology),
+    )
+    .expect("the bench node maps");
     let task = |l: usize| TaskInputs {
         node: "n1",
         local_id: l,

@@ -4,13 +4,17 @@
 # packages: 22.05 is the host's (bookworm), 24.11 trixie's and 26.05 sid's,
 # each in a cached root made by tests/cluster/slurm-root.sh.
 # For each series: the plugin and the .deb built against that series'
-# headers, the local test cluster up (n1, n2 with 4 fake GPUs, n3 with 2, n4
-# with 2 that Slurm names by count only), the installed .deb smoke
-# (tests/package/deb-smoke.sh), tests/cluster.rs (the mapping),
-# tests/faults.rs (load, faults, security), tests/promises.rs (issue 8's
-# promises), the cluster torn down; then two nodes (4 GPUs, and 2 named by
-# count only) with task/affinity and the host's real CPU count
-# (DGM_TASK_AFFINITY=1) for tests/closest.rs, and that cluster torn down. Prints one summary line per series;
+# headers, then three clusters in turn, each torn down after its tests:
+# - n1, n2 with 4 fake GPUs, n3 with 2, n4 with 2 that Slurm names by count
+#   only: the installed .deb smoke (tests/package/deb-smoke.sh) and the
+#   suites by subject (SUITES below), closest's task_none_ tests;
+# - n1 with 4 GPUs and n2 with 2 named by count, task/affinity and the
+#   host's real CPU count (DGM_TASK_AFFINITY=1): tests/closest.rs;
+# - the first cluster's nodes as production GPU sites run Slurm
+#   (DGM_PRODUCTION=1: proctrack/cgroup, task/cgroup with ConstrainDevices,
+#   AutoDetect=nvml from 24.11, Flags=env_uuid from 26.05):
+#   tests/production.rs and tests/mps.rs again.
+# Prints one summary line per series;
 # each series' full output is in target/cluster-tests/SERIES.log, and a
 # failing one's is shown.
 # Fails, never skips, when a cluster cannot start or any series fails.
@@ -18,6 +22,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 harness=tests/cluster/cluster.sh
+# The suites by subject that run on the first cluster, in this order.
+SUITES=(methods sources input vendors exec faults mps)
 logs=target/cluster-tests
 
 # series -> Debian suite ("host": the machine's own Slurm), from the table
@@ -97,7 +103,7 @@ run_series() {
     local rc=0
     bash tests/package/deb-smoke.sh "$deb" || rc=1
     cargo test --locked --features cluster-tests --no-fail-fast \
-        --test cluster --test faults --test promises --test mps -- --test-threads=1 || rc=1
+        $(printf -- '--test %s ' "${SUITES[@]}") -- --test-threads=1 || rc=1
     # closest's task_none_* tests need a cluster that binds no CPUs: this one.
     cargo test --locked --features cluster-tests --no-fail-fast \
         --test closest -- --test-threads=1 task_none_ || rc=1
@@ -106,6 +112,13 @@ run_series() {
     DGM_TASK_AFFINITY=1 bash "$harness" up 4 2:noenv
     cargo test --locked --features cluster-tests --no-fail-fast \
         --test closest -- --test-threads=1 --skip task_none_ || rc=1
+    # As production sites run Slurm; the suites read the mode cluster.sh
+    # recorded. "production" lines count its tests, mps's included.
+    bash "$harness" down
+    DGM_PRODUCTION=1 bash "$harness" up 4 4 2 2:noenv
+    echo "series $s: production mode $(cat "${DGM_CLUSTER_DIR:-/tmp/desi-gpu-map-cluster}/mode")"
+    cargo test --locked --features cluster-tests --no-fail-fast \
+        --test production --test mps -- --test-threads=1 || rc=1
     return $rc
 }
 if [ "${1:-}" = --one ]; then
@@ -116,7 +129,7 @@ fi
 # Debian's real NVML, which the tests hand the plugin (tests/nvidia/fetch.sh).
 bash tests/nvidia/fetch.sh >/dev/null
 # The tests drive the cluster from the host; build them once.
-cargo test --locked --features cluster-tests --test cluster --test faults --test promises --test mps --test closest --no-run 2>&1 | tail -n 1
+cargo test --locked --features cluster-tests $(printf -- '--test %s ' "${SUITES[@]}" closest production) --no-run 2>&1 | tail -n 1
 mkdir -p "$logs"
 
 failed=0 summary=()
@@ -129,9 +142,14 @@ for s in "${wanted[@]}"; do
     took=$(($(date +%s) - t0))
     v=$(sed -n 's/^series [0-9.]*: Slurm \([0-9.]*\).*/\1/p' "$log" | head -n 1)
     line="series ${v:-$s}:"
-    for suite in cluster faults promises mps closest; do
-        line+=" $(result $suite 'test result:' <(sed -n "/Running tests\/$suite.rs/,/test result:/p" "$log")),"
+    # The first two clusters' output, then the production cluster's.
+    main=$(sed '/^series [0-9.]*: production mode/q' "$log")
+    prod=$(sed -n '/^series [0-9.]*: production mode/,$p' "$log")
+    for suite in "${SUITES[@]}" closest; do
+        line+=" $(result $suite 'test result:' <(sed -n "/Running tests\/$suite.rs/,/test result:/p" <<<"$main")),"
     done
+    mode=$(sed -n 's/^series [0-9.]*: production mode //p' "$log")
+    line+=" $(result "production${mode:+ ($mode)}" 'test result:' <(sed -n '/Running tests\//,/test result:/p' <<<"$prod")),"
     line+=" $(result deb '^deb-smoke:' "$log"); ${took} s"
     line+=" (build $(phase prepared "$log") s, cluster and tests $(phase 'cluster and tests took' "$log") s)"
     if [ $rc != 0 ]; then

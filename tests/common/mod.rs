@@ -288,3 +288,18 @@ pub fn sorted_lines(output: &[u8], keep: impl Fn(&str) -> bool) -> Vec<String> {
     lines.sort();
     lines
 }
+
+/// The running cluster's mode, as cluster.sh recorded it at `up`: `plain`
+/// (proctrack/linuxproc, File= lines), or under DGM_PRODUCTION=1 `cgroup`
+/// (proctrack/cgroup, task/cgroup, ConstrainDevices; File= lines),
+/// `autodetect` (and AutoDetect=nvml) or `uuid` (and Flags=env_uuid).
+pub fn mode() -> String {
+    std::fs::read_to_string(format!("{}/mode", state_dir()))
+        .map(|m| m.trim().to_string())
+        .unwrap_or_else(|_| "plain".to_string())
+}
+
+/// The cluster runs as production sites do (DGM_PRODUCTION=1 at `up`).
+pub fn production() -> bool {
+    mode() != "plain"
+}

@@ -265,3 +265,75 @@ fn show_names_each_tasks_gpu_as_slurm_does() {
     };
     assert_eq!(gpus, want, "{ran}");
 }
+
+// ------------------------------------------------------------ MPS
+
+/// The plugin with Debian's real control daemon (cluster.sh copied it).
+fn with_mps() -> std::sync::MutexGuard<'static, ()> {
+    let control = format!("{}/mps/bin/nvidia-cuda-mps-control", state_dir());
+    setup("required", &[&format!("mps_control={control}")])
+}
+
+/// Local task 0 prints `D CGROUP` for each control daemon here, and `S
+/// CGROUP` for itself: their device cgroups.
+const CGROUPS: &str = r#"if [ "$SLURM_LOCALID" = 0 ]; then
+  for p in /proc/[0-9]*; do
+    case "$(readlink $p/exe 2>/dev/null)" in */nvidia-cuda-mps-control) ;; *) continue ;; esac
+    tr '\0' '\n' <$p/cmdline | grep -qx -- -f || continue
+    echo "D $(sed -n 's/^[0-9]*:devices://p' $p/cgroup)"
+  done
+  echo "S $(sed -n 's/^[0-9]*:devices://p' /proc/self/cgroup)"
+fi"#;
+
+/// The daemon that `user_init` starts is in the step's device cgroup,
+/// the tasks' parent: it reaches the step's GPUs and no other.
+#[test]
+fn the_mps_daemon_is_inside_the_steps_device_cgroup() {
+    let _c = with_mps();
+    let ran = srun("-N1 -n2 -w n1 --gpus-per-node=2 --desi-gpu-map=contiguous,mps")
+        .user(USERS[0].0)
+        .probe(CGROUPS)
+        .ok();
+    let task = ran.lines("S ");
+    let step = task
+        .first()
+        .and_then(|t| t.strip_prefix("S "))
+        .and_then(|t| t.rsplit_once("/task_"))
+        .map(|(step, _)| step.to_string())
+        .unwrap_or_else(|| panic!("no task cgroup: {ran}"));
+    assert!(step.contains("/job_") && step.contains("/step_"), "{ran}");
+    assert_eq!(ran.lines("D "), [format!("D {step}")], "{ran}");
+}
+
+/// Beside another job's GPUs, the daemon gets the step's GPUs by UUID:
+/// from Slurm's renumbered indices through NVML inside the device cgroup,
+/// or, under env_uuid, from Slurm's UUIDs without loading NVML at all.
+#[test]
+fn the_mps_daemon_gets_the_steps_gpus_by_uuid_on_a_shared_node() {
+    let _c = with_mps();
+    let _held = hold("n1", "gpu:2");
+    cluster(&["nvml", "clear-log"]);
+    let control = format!("{}/mps/bin/nvidia-cuda-mps-control", state_dir());
+    let ran = srun("-N1 -n2 -w n1 --gres=gpu:2 --desi-gpu-map=contiguous,mps")
+        .user(USERS[0].0)
+        .probe(&probe::mps(&control))
+        .ok();
+    assert_eq!(
+        ran.lines("D "),
+        ["D n1 3901,3901,3901,3901 CUDA_VISIBLE_DEVICES=GPU-fake-n1-2,GPU-fake-n1-3"],
+        "{ran}"
+    );
+    let tasks: Vec<String> = ran
+        .rows()
+        .lines()
+        .map(|r| r.split(' ').take(6).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        tasks,
+        ["0 n1 0 GPU-fake-n1-2 1 unset", "1 n1 1 GPU-fake-n1-3 1 unset"],
+        "{ran}"
+    );
+    let inits = cluster(&["nvml", "log"]);
+    let loaded = inits.lines().any(|l| l.starts_with("init n1 "));
+    assert_eq!(loaded, !uuids(), "NVML loaded on n1:\n{inits}\n{ran}");
+}

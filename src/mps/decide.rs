@@ -205,8 +205,8 @@ fn uuids(input: &MpsInput, node: &MpsNode) -> Result<Vec<String>, String> {
         .and_then(|lines| nvml_uuids(&lines, input.gpus, input.step_gpus));
     named.map_err(|e| {
         format!(
-            "cannot name the step's GPUs by UUID ({e}); the MPS daemon is not confined to \
-             the step's devices, so their indices could name another job's GPUs"
+            "cannot name the step's GPUs by UUID ({e}); by index, the MPS daemon could \
+             reach another job's GPUs wherever devices are not constrained"
         )
     })
 }

@@ -9,10 +9,11 @@
 //! - `dirs`: the step's private directory, its name and its base;
 //! - `tasks`: each task's share, and the variables it gets or loses.
 //!
-//! The daemon's GPUs are named by UUID: slurmstepd, and a daemon it
-//! starts, are not confined to the step's devices, so Slurm's indices
-//! (renumbered from 0 under `ConstrainDevices`) could name another job's
-//! GPUs there. So is a task's GPU wherever it keeps a daemon's pipe.
+//! The daemon's GPUs are named by UUID. Under `ConstrainDevices` the
+//! daemon starts inside the step's device cgroup (tests/production.rs
+//! measures it), but where devices are not constrained it reaches every
+//! GPU of the node, and an index, renumbered or not, could name another
+//! job's. So is a task's GPU wherever it keeps a daemon's pipe.
 //!
 //! The daemon's directory has a random part in its name (the front end
 //! draws it, see [`MpsFacts::token`]), so that no other user can take the

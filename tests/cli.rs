@@ -680,6 +680,57 @@ fn exec_said(args: &[&str], vars: &[(&str, &str)]) -> (Output, String) {
     (out, err)
 }
 
+/// A list that names some GPUs by index and others by UUID (which no
+/// Slurm writes) is refused in one line, and the task runs unchanged.
+#[test]
+fn exec_refuses_a_list_of_indices_and_uuids_and_runs_unchanged() {
+    let (out, err) = exec_said(
+        &[],
+        &[
+            ("CUDA_VISIBLE_DEVICES", "2,GPU-fake-n1-3"),
+            ("SLURM_STEP_GPUS", "2,3"),
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        words_of(&out)[1..],
+        ["2,GPU-fake-n1-3", "unset", "unset", "unset"]
+    );
+    assert_eq!(
+        err,
+        "desi-gpu-map: node n1: CUDA_VISIBLE_DEVICES is not Slurm's: GPU list \"2,GPU-fake-n1-3\" \
+         mixes indices and UUIDs (\"2\" and \"GPU-fake-n1-3\"); a list must name every GPU one \
+         way, and NVML discovery is off (nvml=off); tasks left unchanged\n"
+    );
+}
+
+/// `plan` keeps its columns aligned under UUIDs (26.05's env_uuid).
+#[test]
+fn plan_prints_uuid_lists_in_aligned_columns() {
+    let out = run(&[
+        "plan",
+        "-n",
+        "3",
+        "--devices",
+        "GPU-fake-n1-2,GPU-fake-n1-3",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        "method contiguous visible single
+  rank  node     local           gpu  visible
+     0     0       0/3 GPU-fake-n1-2  GPU-fake-n1-2
+     1     0       1/3 GPU-fake-n1-2  GPU-fake-n1-2
+     2     0       2/3 GPU-fake-n1-3  GPU-fake-n1-3
+
+load per GPU
+ node           gpu  tasks
+    0 GPU-fake-n1-2      2
+    0 GPU-fake-n1-3      1
+"
+    );
+}
+
 #[test]
 fn exec_says_why_a_list_is_not_slurms() {
     // A list the user set over Slurm's 2-GPU grant: Slurm did set one.

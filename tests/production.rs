@@ -330,7 +330,10 @@ fn the_mps_daemon_gets_the_steps_gpus_by_uuid_on_a_shared_node() {
         .collect();
     assert_eq!(
         tasks,
-        ["0 n1 0 GPU-fake-n1-2 1 unset", "1 n1 1 GPU-fake-n1-3 1 unset"],
+        [
+            "0 n1 0 GPU-fake-n1-2 1 unset",
+            "1 n1 1 GPU-fake-n1-3 1 unset"
+        ],
         "{ran}"
     );
     let inits = cluster(&["nvml", "log"]);

@@ -261,9 +261,11 @@ fn to_text(method: Method, visible: Visible, rows: &[Row], loads: &[Load]) -> St
     let _ = writeln!(out, "method {} visible {}", method.name(), visible.name());
     let mps = rows.iter().any(|r| r.share.is_some());
     let share_head = if mps { " share" } else { "" };
+    // As wide as the longest GPU name: UUIDs (26.05's env_uuid) stay aligned.
+    let w = rows.iter().map(|r| r.gpu.len()).max().unwrap_or(0).max(8);
     let _ = writeln!(
         out,
-        "{:>6} {:>5} {:>9} {:>8}{share_head}  visible",
+        "{:>6} {:>5} {:>9} {:>w$}{share_head}  visible",
         "rank", "node", "local", "gpu"
     );
     for r in rows {
@@ -275,14 +277,14 @@ fn to_text(method: Method, visible: Visible, rows: &[Row], loads: &[Load]) -> St
         let share = r.share.map_or(String::new(), |s| format!(" {s:>5}"));
         let _ = writeln!(
             out,
-            "{:>6} {:>5} {:>9} {:>8}{share}  {}{cpus}",
+            "{:>6} {:>5} {:>9} {:>w$}{share}  {}{cpus}",
             r.rank, r.node, local, r.gpu, r.visible
         );
     }
     let _ = writeln!(out, "\nload per GPU");
-    let _ = writeln!(out, "{:>5} {:>8} {:>6}", "node", "gpu", "tasks");
+    let _ = writeln!(out, "{:>5} {:>w$} {:>6}", "node", "gpu", "tasks");
     for Load { node, gpu, tasks } in loads {
-        let _ = writeln!(out, "{node:>5} {gpu:>8} {tasks:>6}");
+        let _ = writeln!(out, "{node:>5} {gpu:>w$} {tasks:>6}");
     }
     out
 }

@@ -266,6 +266,28 @@ fn show_names_each_tasks_gpu_as_slurm_does() {
     assert_eq!(gpus, want, "{ran}");
 }
 
+/// `closest` locates the step's GPUs, Slurm's renumbered indices or its
+/// UUIDs, through NVML inside the device cgroup. Where Slurm found the GPUs
+/// by AutoDetect, the fake NVML puts GPUs 2 and 3 near CPU 1; the tasks,
+/// unbound, are equally near both, so they are placed contiguously.
+#[test]
+fn closest_locates_slurms_gpus_through_nvml_in_the_device_cgroup() {
+    let _c = setup("required", &[]);
+    let _held = hold("n1", "gpu:2");
+    let (first, second) = if uuids() {
+        ("GPU-fake-n1-2", "GPU-fake-n1-3")
+    } else {
+        ("0", "1")
+    };
+    let ran = srun("-N1 -n2 -w n1 --gres=gpu:2 --desi-gpu-map=verbose,closest")
+        .probe(probe::GPU)
+        .ok()
+        .rows_are(&[&format!("0 n1 0 {first} 1"), &format!("1 n1 1 {second} 1")]);
+    if production_mode() != "cgroup" {
+        ran.never_says("closest:").says("gpu_cpus=1 ");
+    }
+}
+
 // ------------------------------------------------------------ MPS
 
 /// The plugin with Debian's real control daemon (cluster.sh copied it).

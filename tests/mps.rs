@@ -135,6 +135,16 @@ fn job_done(id: &str) -> bool {
     out.stdout().trim().is_empty()
 }
 
+/// Slurm's token for GPU `i` of `node` in a step's list: its index, or
+/// under 26.05's env_uuid (production mode) the GPU's UUID.
+fn slurms(node: &str, i: u32) -> String {
+    if mode() == "uuid" {
+        format!("GPU-fake-{node}-{i}")
+    } else {
+        i.to_string()
+    }
+}
+
 /// Four GPUs' UUIDs as the fake NVML names them on `node`.
 fn uuids(node: &str, indices: &[u32]) -> String {
     let all: Vec<String> = indices
@@ -234,8 +244,8 @@ fn mps_auto_serves_steps_whose_tasks_outnumber_their_gpus() {
     assert!(rows.lines().all(|r| r.contains(" 1 unset 100.0 ")), "{out}");
     assert_eq!(daemons.len(), 1, "{out}");
     alice_step("-n2 -w n3 --gpus-per-node=2").run().rows_are(&[
-        "0 n3 0 0 unset unset none none",
-        "1 n3 1 1 unset unset none none",
+        &format!("0 n3 0 {} unset unset none none", slurms("n3", 0)),
+        &format!("1 n3 1 {} unset unset none none", slurms("n3", 1)),
     ]);
     assert_nothing_left("mps=auto");
 }
@@ -545,7 +555,10 @@ fn slurms_gres_mps_serves_the_step_and_nothing_starts() {
     assert!(daemons.is_empty());
     assert_eq!(
         rows,
-        common::rows(&["0 n1 0 0 unset 25 none none", "1 n1 1 1 unset 25 none none"])
+        common::rows(&[
+            &format!("0 n1 0 {} unset 25 none none", slurms("n1", 0)),
+            &format!("1 n1 1 {} unset 25 none none", slurms("n1", 1)),
+        ])
     );
     assert_eq!(
         out.said(),
@@ -558,6 +571,22 @@ fn slurms_gres_mps_serves_the_step_and_nothing_starts() {
 fn without_nvml_uuids_no_daemon_starts_and_nvmls_error_is_said() {
     let real = real_nvml();
     let at = format!("nvml={real}");
+    if mode() == "uuid" {
+        // Slurm's own UUIDs (env_uuid) need NVML to be confirmed as the
+        // step's: without it nothing is mapped, and no daemon starts.
+        let _c = mps_setup(&[&at]);
+        let out = alice_step(TWO_ON_N1).ok();
+        assert!(rows_and_daemons(&out).1.is_empty(), "{out}");
+        let said = out.said();
+        assert_eq!(said.len(), 1, "{out}");
+        assert!(
+            said[0].contains("only NVML can confirm they are the step's, and NVML: ")
+                && said[0].ends_with("; tasks left unchanged"),
+            "{out}"
+        );
+        assert_nothing_left("NVML's failure");
+        return;
+    }
     runs_without(
         &[&at],
         TWO_ON_N1,

@@ -23,8 +23,18 @@ fn production_mode() -> String {
     mode
 }
 
-/// Slurm writes UUIDs (26.05's env_uuid).
+/// Tasks beside another job's GPUs get UUIDs: Slurm writes them (26.05's
+/// env_uuid), or Slurm found the GPUs by AutoDetect, which sets
+/// `CUDA_VISIBLE_DEVICES` alone (`nvidia_gpu_env`): a renumbered list with
+/// no companion list to show it is Slurm's is left to NVML, which inside
+/// the device cgroup lists the step's GPUs only (src/step/source.rs,
+/// `renumbered_by_slurm`). On whole grants the list is Slurm's own.
 fn uuids() -> bool {
+    production_mode() != "cgroup"
+}
+
+/// Slurm itself writes UUIDs (26.05's env_uuid).
+fn slurm_writes_uuids() -> bool {
     production_mode() == "uuid"
 }
 
@@ -52,15 +62,16 @@ struct Case {
     srun: &'static str,
     plugstack: &'static [&'static str],
     held: Option<&'static str>,
-    /// Renumbered indices (ConstrainDevices).
+    /// Slurm's indices, renumbered under ConstrainDevices.
     indices: &'static [&'static str],
-    /// UUIDs (env_uuid).
+    /// UUIDs: under env_uuid, and beside a held job under AutoDetect.
     uuids: &'static [&'static str],
 }
 
 impl Case {
     fn rows(&self) -> &'static [&'static str] {
-        if uuids() {
+        let renumbered = self.held.is_some();
+        if slurm_writes_uuids() || (renumbered && uuids()) {
             self.uuids
         } else {
             self.indices
@@ -134,7 +145,7 @@ fn every_layout_maps_as_on_the_plain_cluster() {
         .filter(|c| c.held.is_none());
     for case in whole {
         let _c = setup("required", case.plugstack);
-        let want: Vec<String> = if uuids() {
+        let want: Vec<String> = if slurm_writes_uuids() {
             as_uuids(case.rows)
         } else {
             case.rows.iter().map(|r| r.to_string()).collect()
@@ -169,20 +180,35 @@ fn exec_gives_the_plugins_rows() {
         } else {
             "rotate"
         };
+        // The fake NVML, which slurmd's plugin finds through its
+        // LD_LIBRARY_PATH and a task does not.
+        let nvml = fake_nvml();
+        let exec = [&bin(), "exec", "--method", method, "--visible", visible];
         srun(words)
-            .words(&[
-                &bin(),
-                "exec",
-                "--method",
-                method,
-                "--visible",
-                visible,
-                "--",
-            ])
+            .words(&exec)
+            .words(&["--nvml", &nvml, "--"])
             .probe(probe::GPU)
             .ok()
             .rows_are(case.rows());
     }
+}
+
+/// Where each list comes from, as `verbose` says beside another job:
+/// Slurm's renumbered list with its companion lists (`File=` lines);
+/// under AutoDetect, which sets `CUDA_VISIBLE_DEVICES` alone, NVML's
+/// list; under env_uuid, Slurm's UUIDs, once NVML confirms they are the
+/// GPUs Slurm granted.
+#[test]
+fn verbose_names_where_each_list_came_from() {
+    let _c = setup("required", &[]);
+    let _held = hold("n1", "gpu:2");
+    let source = match production_mode().as_str() {
+        "autodetect" => "source=nvml",
+        _ => "source=slurm",
+    };
+    srun("-N1 -n2 -w n1 --gres=gpu:2 --desi-gpu-map=verbose,contiguous true")
+        .ok()
+        .says(source);
 }
 
 /// Each task opens GPUs 0..3 of n1 and prints, per device, `X` (no
@@ -267,9 +293,9 @@ fn show_names_each_tasks_gpu_as_slurm_does() {
 }
 
 /// `closest` locates the step's GPUs, Slurm's renumbered indices or its
-/// UUIDs, through NVML inside the device cgroup. Where Slurm found the GPUs
-/// by AutoDetect, the fake NVML puts GPUs 2 and 3 near CPU 1; the tasks,
-/// unbound, are equally near both, so they are placed contiguously.
+/// UUIDs, through NVML inside the device cgroup, where Slurm found the GPUs
+/// by AutoDetect (the fake NVML then puts every GPU near every CPU); the
+/// tasks, as near one GPU as the other, are placed contiguously.
 #[test]
 fn closest_locates_slurms_gpus_through_nvml_in_the_device_cgroup() {
     let _c = setup("required", &[]);
@@ -284,7 +310,7 @@ fn closest_locates_slurms_gpus_through_nvml_in_the_device_cgroup() {
         .ok()
         .rows_are(&[&format!("0 n1 0 {first} 1"), &format!("1 n1 1 {second} 1")]);
     if production_mode() != "cgroup" {
-        ran.never_says("closest:").says("gpu_cpus=1 ");
+        ran.never_says("closest:").says("near=");
     }
 }
 
@@ -329,7 +355,7 @@ fn the_mps_daemon_is_inside_the_steps_device_cgroup() {
 
 /// Beside another job's GPUs, the daemon gets the step's GPUs by UUID:
 /// from Slurm's renumbered indices through NVML inside the device cgroup,
-/// or, under env_uuid, from Slurm's UUIDs without loading NVML at all.
+/// or, under env_uuid, Slurm's own UUIDs, with no second NVML load.
 #[test]
 fn the_mps_daemon_gets_the_steps_gpus_by_uuid_on_a_shared_node() {
     let _c = with_mps();
@@ -358,7 +384,9 @@ fn the_mps_daemon_gets_the_steps_gpus_by_uuid_on_a_shared_node() {
         ],
         "{ran}"
     );
+    // One NVML load for the step on n1: the plan's (Slurm's UUIDs
+    // confirmed, or NVML's list), or MPS's for Slurm's indices; never two.
     let inits = cluster(&["nvml", "log"]);
-    let loaded = inits.lines().any(|l| l.starts_with("init n1 "));
-    assert_eq!(loaded, !uuids(), "NVML loaded on n1:\n{inits}\n{ran}");
+    let loads = inits.lines().filter(|l| l.starts_with("init n1 ")).count();
+    assert_eq!(loads, 1, "NVML loads on n1:\n{inits}\n{ran}");
 }

@@ -504,6 +504,46 @@ mod tests {
         assert_eq!(got(Some(verbose(None))), (rr, true, true));
     }
 
+    /// Slurm 26.05's `Flags=env_uuid` lists, beside SLURM_STEP_GPUS's
+    /// indices: Slurm's once NVML's places confirm them (one load, whose
+    /// places `closest` would reuse); else, as any list the user could
+    /// have exported, NVML's own list from that same load decides.
+    #[test]
+    fn slurms_uuid_lists_are_slurms_where_nvml_confirms_them() {
+        let places = Ok((0..4)
+            .map(|i| format!("GPU-u{i} 00000000:0{}:00.0 {i} -", i + 1))
+            .collect::<Vec<_>>());
+        let config = Config::default();
+        let step = |cuda: &str, step: &str| {
+            let pairs = [
+                ("CUDA_VISIBLE_DEVICES", cuda),
+                ("SLURM_STEP_GPUS", step),
+                ("SLURM_GPUS_ON_NODE", "2"),
+            ];
+            plan_with(
+                &config,
+                Choice::Map(Method::Contiguous),
+                &pairs,
+                places.clone(),
+            )
+        };
+        let (p, calls) = step("GPU-u3,GPU-u2", "2,3");
+        let map = mapped(p);
+        assert_eq!(
+            (map.gpus.clone(), calls),
+            (vec!["GPU-u3".to_string(), "GPU-u2".into()], 1)
+        );
+        assert!(map.listed.is_slurms());
+        // UUIDs of GPUs Slurm did not grant: not Slurm's; NVML lists four
+        // where Slurm counts two, so nothing maps.
+        let (p, calls) = step("GPU-u0,GPU-u1", "2,3");
+        assert_eq!(calls, 1);
+        assert!(matches!(
+            aside(p),
+            Aside::Missing(WhyNoList::NvmlCountMismatch { found: 4, count: 2 })
+        ));
+    }
+
     #[test]
     fn closest_locates_through_the_kernel_then_nvml() {
         let lines = || -> Result<Vec<String>, Error> {

@@ -4,7 +4,7 @@
 
 use super::binding::slurm_binds_per_task;
 use super::locate::{discover, gpu_cpus};
-use super::source::{from_nvml, from_slurm, other_lists, Missing, StepGpus};
+use super::source::{from_nvml, from_slurm, other_lists, slurms_uuids, Missing, StepGpus};
 use super::{
     is_special_step, placing, resolve, step_tag, Aside, GpuCpus, Node, NvmlAsk, Resolved, StepMap,
     StepPlan,
@@ -15,8 +15,9 @@ use crate::method::Method;
 use crate::mps::{Inherited, Mps, MpsFacts, MpsInput, MpsNode};
 use crate::runtime::{choose, Rendering, StepLists, Unbindable};
 use crate::settings::option::{Choice, Request};
-use crate::settings::site::Config;
+use crate::settings::site::{Config, NvmlSource};
 use crate::text::quote;
+use crate::topology::place_uuids;
 use std::path::Path;
 
 /// What the front end knows of a step on this node, each part possibly
@@ -79,13 +80,7 @@ fn plan_mapping(
     }
     // A closest step's places from the NVML load that listed its GPUs.
     let mut placed = None;
-    let listed = match from_slurm(env) {
-        Ok(listed) => listed,
-        Err(not_slurms) => from_nvml(config, Box::new(not_slurms), env, &mut |config: &Config| {
-            discover(node, config, method, &mut placed)
-        }),
-    };
-    let step = match listed {
+    let step = match list_step(config, node, method, &mut placed) {
         Ok(step) => step,
         Err(Missing::NoGpus(_)) if !want.asked => return StepPlan::quiet(&config.flag),
         Err(Missing::NoGpus(why) | Missing::Failed(why)) => {
@@ -105,6 +100,39 @@ fn plan_mapping(
         step: step_tag(node, step_id),
     };
     StepPlan::Map(record(parts, want, config, node, facts))
+}
+
+/// The step's list: Slurm's; else Slurm's UUIDs (`Flags=env_uuid`) where
+/// NVML's places confirm them; else NVML's own, from the same load. NVML
+/// is loaded at most once; its places stay in `placed` for `closest`.
+fn list_step(
+    config: &Config,
+    node: &dyn Node,
+    method: Method,
+    placed: &mut Option<Result<Vec<String>, Error>>,
+) -> Result<StepGpus, Missing> {
+    let env = &|name: &str| node.env(name);
+    let not_slurms = match from_slurm(env) {
+        Ok(listed) => return listed,
+        Err(not_slurms) => not_slurms,
+    };
+    if not_slurms.uuids_beside_indices().is_some() && config.nvml != NvmlSource::Off {
+        let lines = node.nvml(NvmlAsk::Places, config);
+        let confirmed = lines
+            .as_ref()
+            .ok()
+            .and_then(|lines| slurms_uuids(&not_slurms, env, lines));
+        *placed = Some(lines);
+        if let Some(step) = confirmed {
+            return Ok(step);
+        }
+    }
+    from_nvml(config, Box::new(not_slurms), env, &mut |config: &Config| {
+        if let Some(asked) = placed.as_ref() {
+            return asked.as_ref().map(|l| place_uuids(l)).map_err(Clone::clone);
+        }
+        discover(node, config, method, placed)
+    })
 }
 
 /// A listed step's lists, sorted and planned for the node's vendor.

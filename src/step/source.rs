@@ -5,7 +5,7 @@
 use crate::env;
 use crate::error::Error;
 use crate::settings::site::{Config, NvmlSource, Untracked};
-use crate::slurm::gpus::{check_list, parse_gpu_list};
+use crate::slurm::gpus::{check_list, is_uuid, parse_gpu_list};
 use crate::text::quote;
 use std::fmt;
 
@@ -128,6 +128,16 @@ impl fmt::Display for NotSlurms {
                 quote(cuda)
             ),
             NotSlurms::NotAList(error) => write!(f, "{cuda_var} is not Slurm's: {error}"),
+            NotSlurms::Disagrees { cuda, step } if self.uuids_beside_indices().is_some() => {
+                write!(
+                    f,
+                    "{cuda_var}={} names its GPUs by UUID beside Slurm's indices ({step_var}={}), \
+                     as Slurm writes them under gres.conf Flags=env_uuid, and only NVML can \
+                     confirm they are the step's",
+                    quote(cuda),
+                    quote(step)
+                )
+            }
             NotSlurms::Disagrees { cuda, step } => write!(
                 f,
                 "{cuda_var}={} disagrees with Slurm's grant ({step_var}={}), so it is not Slurm's",
@@ -273,6 +283,53 @@ pub(super) fn renumbered_by_slurm(
         && env::OTHER_LISTS
             .iter()
             .any(|name| env(name).is_some_and(|v| v.trim() == cuda.trim()))
+}
+
+/// Slurm's list under gres.conf `Flags=env_uuid` (26.05): the GPUs' UUIDs
+/// in `CUDA_VISIBLE_DEVICES`, beside `SLURM_STEP_GPUS`'s indices. The
+/// environment cannot tell it from a UUID list the user exported on a
+/// `no_gpu_env` node, so NVML's places (`UUID bus minor cpus` lines)
+/// decide: it is Slurm's where its UUIDs are exactly those of the GPUs
+/// Slurm granted, located by device minor, and `SLURM_GPUS_ON_NODE`
+/// counts them. `None`: not such a list, or not confirmed.
+pub(super) fn slurms_uuids(
+    not_slurms: &NotSlurms,
+    env: &dyn Fn(&str) -> Option<String>,
+    places: &[String],
+) -> Option<StepGpus> {
+    let (cuda, gpus, step) = not_slurms.uuids_beside_indices()?;
+    let count = env(env::GPUS_ON_NODE).and_then(|c| c.trim().parse::<usize>().ok());
+    if count != Some(gpus.len()) {
+        return None;
+    }
+    let granted = crate::topology::nvml_uuids(places, &step, Some(&step)).ok()?;
+    let mut sorted = gpus.clone();
+    sorted.sort_unstable();
+    let mut granted_sorted = granted;
+    granted_sorted.sort_unstable();
+    (sorted == granted_sorted).then(|| StepGpus {
+        gpus,
+        listed: Listed::Slurm {
+            cuda: cuda.to_string(),
+            step_gpus: step,
+        },
+    })
+}
+
+impl NotSlurms {
+    /// A list of UUIDs beside Slurm's own list of as many indices, as
+    /// Slurm writes them under `Flags=env_uuid`: the list, its UUIDs and
+    /// Slurm's indices.
+    pub(super) fn uuids_beside_indices(&self) -> Option<(&str, Vec<String>, Vec<String>)> {
+        let NotSlurms::Disagrees { cuda, step } = self else {
+            return None;
+        };
+        let gpus = parse_gpu_list(cuda).ok()?;
+        let step = parse_gpu_list(step).ok()?;
+        let uuids = gpus.iter().all(|g| is_uuid(g));
+        let indices = step.iter().all(|s| s.parse::<usize>().is_ok());
+        (uuids && indices && gpus.len() == step.len()).then_some((cuda.as_str(), gpus, step))
+    }
 }
 
 /// The GPU list from NVML, where Slurm names no list it set itself. Used

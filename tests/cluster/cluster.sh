@@ -233,10 +233,13 @@ write_nvml_conf() {
     {
         echo "# fake NVML control file (see tests/nvml/fake_nvml.c); per-node GPU counts:"
         awk '{printf "count.%s=%s\n", $1, $2}' "$D/nodes"
-        # Slurm's gpu/nvml aborts on a GPU near no CPU: the first half of a
-        # node's GPUs near CPU 0, the rest near CPU 1.
+        # Slurm's gpu/nvml aborts on a GPU near no CPU, and binds a GPU job
+        # to the cores near its GPUs: every GPU near every CPU of the host
+        # (at most 64), so that the nodes' declared cores all stay usable.
         case "$MODE" in autodetect | uuid)
-            awk '{printf "affinity.%s=", $1; for (k = 0; k < $2; k++) printf "%s0x%d", (k ? "," : ""), (k < $2 / 2 ? 1 : 2); print ""}' "$D/nodes" ;;
+            local all
+            all=$(printf '0x%x' $(( $(nproc) >= 64 ? -1 : (1 << $(nproc)) - 1 )))
+            awk -v m="$all" '{printf "affinity.%s=", $1; for (k = 0; k < $2; k++) printf "%s%s", (k ? "," : ""), m; print ""}' "$D/nodes" ;;
         esac
         # Under device constraint NVML lists only the GPUs a process may
         # open, as real NVML does (fence=, tests/nvml/fake_nvml.c).
@@ -348,11 +351,16 @@ InactiveLimit=0
 MinJobAge=30
 BatchStartTimeout=10
 EOF
+    # Under AutoDetect one socket of NODE_CPUS cores: Slurm lays the GPUs'
+    # NVML CPU affinity over the declared cores and refuses (INVAL) a range
+    # that crosses a socket's boundary, as 64 one-core sockets would.
+    local cpus="CPUs=$NODE_CPUS"
+    case "$MODE" in autodetect | uuid) cpus="CPUs=$NODE_CPUS Sockets=1 CoresPerSocket=$NODE_CPUS ThreadsPerCore=1" ;; esac
     while read -r name gpus port; do
         if [ "$gpus" -gt 0 ]; then
-            echo "NodeName=$name NodeHostname=$name NodeAddr=127.0.0.1 Port=$port CPUs=$NODE_CPUS RealMemory=1000 Gres=gpu:$gpus State=UNKNOWN"
+            echo "NodeName=$name NodeHostname=$name NodeAddr=127.0.0.1 Port=$port $cpus RealMemory=1000 Gres=gpu:$gpus State=UNKNOWN"
         else
-            echo "NodeName=$name NodeHostname=$name NodeAddr=127.0.0.1 Port=$port CPUs=$NODE_CPUS RealMemory=1000 State=UNKNOWN"
+            echo "NodeName=$name NodeHostname=$name NodeAddr=127.0.0.1 Port=$port $cpus RealMemory=1000 State=UNKNOWN"
         fi
     done <"$D/nodes" >>"$D/slurm.conf"
     csv=$(IFS=,; echo "${names[*]}")

@@ -48,7 +48,11 @@ pub fn gpus(files: &dyn Files, root: &Path, vendor: Vendor) -> Result<Vec<Kernel
                 path.display()
             )
         })?;
-        gpus.push(KernelGpu { bus_id, minor });
+        gpus.push(KernelGpu {
+            bus_id,
+            minor,
+            uuid: None,
+        });
     }
     if gpus.is_empty() {
         return Err(format!(

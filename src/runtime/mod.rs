@@ -323,6 +323,9 @@ pub struct KernelGpu {
     /// (`/dev/nvidiaN`); for AMD and Intel GPUs the DRM render node's
     /// number less 128 (`/dev/dri/renderD128` is 0).
     pub minor: u32,
+    /// `GPU UUID` in the NVIDIA driver's information file; `None` where the
+    /// kernel's files name none (AMD and Intel render nodes).
+    pub uuid: Option<String>,
 }
 
 /// The node's GPUs of `vendor` as the kernel lists them under `root`:

@@ -48,7 +48,7 @@ fn is_whole_number(token: &str) -> bool {
 
 /// Reads the node's NVIDIA GPUs as the driver lists them under `root`
 /// (`/` in production): each `proc/driver/nvidia/gpus/<bus id>/information`
-/// with its `Device Minor`.
+/// with its `Device Minor` and, where it names one, its `GPU UUID`.
 pub(super) fn kernel_gpus(files: &dyn Files, root: &Path) -> Result<Vec<KernelGpu>, String> {
     let dir = root.join("proc/driver/nvidia/gpus");
     let entries = files
@@ -64,7 +64,16 @@ pub(super) fn kernel_gpus(files: &dyn Files, root: &Path) -> Result<Vec<KernelGp
             .find_map(|l| l.strip_prefix("Device Minor:"))
             .and_then(|m| m.trim().parse::<u32>().ok())
             .ok_or_else(|| format!("{}: no Device Minor", path.display()))?;
-        gpus.push(KernelGpu { bus_id, minor });
+        let uuid = info
+            .lines()
+            .find_map(|l| l.strip_prefix("GPU UUID:"))
+            .map(|u| u.trim().to_string())
+            .filter(|u| crate::slurm::gpus::is_uuid(u));
+        gpus.push(KernelGpu {
+            bus_id,
+            minor,
+            uuid,
+        });
     }
     if gpus.len() > MAX_NODE_GPUS {
         return Err(format!(

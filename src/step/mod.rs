@@ -542,6 +542,32 @@ mod tests {
             aside(p),
             Aside::Missing(WhyNoList::NvmlCountMismatch { found: 4, count: 2 })
         ));
+        // Where NVIDIA's driver files name each GPU's UUID, they confirm
+        // the list: NVML is not loaded.
+        let mut node = FakeNode::new(
+            &[
+                ("CUDA_VISIBLE_DEVICES", "GPU-u3,GPU-u2"),
+                ("SLURM_STEP_GPUS", "2,3"),
+                ("SLURM_GPUS_ON_NODE", "2"),
+            ],
+            places.clone(),
+        );
+        for i in 0..4 {
+            let info = format!("GPU UUID: GPU-u{i}\nDevice Minor: {i}\n");
+            let path = format!("/proc/driver/nvidia/gpus/0000:0{}:00.0/information", i + 1);
+            node.files.texts.insert(path.into(), info);
+        }
+        let config = Ok(config.clone());
+        let request = Some(Ok(asking(Choice::Map(Method::Contiguous))));
+        let facts = StepFacts {
+            step_id: Ok(0),
+            config: Some(&config),
+            request: request.as_ref(),
+            mps: None,
+        };
+        let map = mapped(plan_step(&facts, &node));
+        assert_eq!((map.gpus.len(), node.calls.get()), (2, 0));
+        assert!(map.listed.is_slurms());
     }
 
     #[test]

@@ -13,11 +13,12 @@ use crate::env;
 use crate::error::Error;
 use crate::method::Method;
 use crate::mps::{Inherited, Mps, MpsFacts, MpsInput, MpsNode};
+use crate::runtime::Vendor;
 use crate::runtime::{choose, Rendering, StepLists, Unbindable};
 use crate::settings::option::{Choice, Request};
 use crate::settings::site::{Config, NvmlSource};
 use crate::text::quote;
-use crate::topology::place_uuids;
+use crate::topology::{nvml_uuids, place_uuids};
 use std::path::Path;
 
 /// What the front end knows of a step on this node, each part possibly
@@ -103,8 +104,9 @@ fn plan_mapping(
 }
 
 /// The step's list: Slurm's; else Slurm's UUIDs (`Flags=env_uuid`) where
-/// NVML's places confirm them; else NVML's own, from the same load. NVML
-/// is loaded at most once; its places stay in `placed` for `closest`.
+/// the driver's files, or else NVML's places, confirm them; else NVML's
+/// own, from the same load. NVML is loaded at most once; its places stay
+/// in `placed` for `closest`.
 fn list_step(
     config: &Config,
     node: &dyn Node,
@@ -116,12 +118,19 @@ fn list_step(
         Ok(listed) => return listed,
         Err(not_slurms) => not_slurms,
     };
+    if not_slurms.uuids_beside_indices().is_some() {
+        let by_driver = |step: &[String]| driver_uuids(node, config, step);
+        if let Some(step) = slurms_uuids(&not_slurms, env, &by_driver) {
+            return Ok(step);
+        }
+    }
     if not_slurms.uuids_beside_indices().is_some() && config.nvml != NvmlSource::Off {
         let lines = node.nvml(NvmlAsk::Places, config);
-        let confirmed = lines
-            .as_ref()
-            .ok()
-            .and_then(|lines| slurms_uuids(&not_slurms, env, lines));
+        let by_nvml = |step: &[String]| match &lines {
+            Ok(lines) => nvml_uuids(lines, step, Some(step)).ok(),
+            Err(_) => None,
+        };
+        let confirmed = slurms_uuids(&not_slurms, env, &by_nvml);
         *placed = Some(lines);
         if let Some(step) = confirmed {
             return Ok(step);
@@ -133,6 +142,19 @@ fn list_step(
         }
         discover(node, config, method, placed)
     })
+}
+
+/// The UUIDs NVIDIA's driver files name for the GPUs of device minors
+/// `step` (under the site's `kernel_root`), without loading NVML.
+fn driver_uuids(node: &dyn Node, config: &Config, step: &[String]) -> Option<Vec<String>> {
+    let gpus =
+        crate::runtime::kernel_gpus(node.files(), &config.kernel_root, Vendor::Nvidia).ok()?;
+    step.iter()
+        .map(|i| {
+            let minor = i.parse::<u32>().ok()?;
+            gpus.iter().find(|g| g.minor == minor)?.uuid.clone()
+        })
+        .collect()
 }
 
 /// A listed step's lists, sorted and planned for the node's vendor.

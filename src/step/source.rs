@@ -288,21 +288,21 @@ pub(super) fn renumbered_by_slurm(
 /// Slurm's list under gres.conf `Flags=env_uuid` (26.05): the GPUs' UUIDs
 /// in `CUDA_VISIBLE_DEVICES`, beside `SLURM_STEP_GPUS`'s indices. The
 /// environment cannot tell it from a UUID list the user exported on a
-/// `no_gpu_env` node, so NVML's places (`UUID bus minor cpus` lines)
-/// decide: it is Slurm's where its UUIDs are exactly those of the GPUs
-/// Slurm granted, located by device minor, and `SLURM_GPUS_ON_NODE`
-/// counts them. `None`: not such a list, or not confirmed.
+/// `no_gpu_env` node, so the node decides (`granted`: the UUIDs of the
+/// GPUs whose device minors are Slurm's indices, from the driver's files
+/// or NVML): it is Slurm's where its UUIDs are exactly those, and
+/// `SLURM_GPUS_ON_NODE` counts them. `None`: not confirmed.
 pub(super) fn slurms_uuids(
     not_slurms: &NotSlurms,
     env: &dyn Fn(&str) -> Option<String>,
-    places: &[String],
+    granted: &dyn Fn(&[String]) -> Option<Vec<String>>,
 ) -> Option<StepGpus> {
     let (cuda, gpus, step) = not_slurms.uuids_beside_indices()?;
     let count = env(env::GPUS_ON_NODE).and_then(|c| c.trim().parse::<usize>().ok());
     if count != Some(gpus.len()) {
         return None;
     }
-    let granted = crate::topology::nvml_uuids(places, &step, Some(&step)).ok()?;
+    let granted = granted(&step)?;
     let mut sorted = gpus.clone();
     sorted.sort_unstable();
     let mut granted_sorted = granted;

@@ -106,8 +106,21 @@ impl Files for FakeFiles {
         self.texts.get(path).cloned().ok_or_else(missing)
     }
 
-    fn list(&self, _: &Path, _: usize) -> io::Result<Vec<String>> {
-        Err(missing())
+    /// The names of the files given in `texts` directly below `dir`'s
+    /// subfolders (`dir/NAME/...`); none: ENOENT.
+    fn list(&self, dir: &Path, _: usize) -> io::Result<Vec<String>> {
+        let mut names: Vec<String> = self
+            .texts
+            .keys()
+            .filter_map(|p| p.strip_prefix(dir).ok()?.iter().next())
+            .filter_map(|n| n.to_str().map(String::from))
+            .collect();
+        names.sort();
+        names.dedup();
+        if names.is_empty() {
+            return Err(missing());
+        }
+        Ok(names)
     }
 
     fn exists(&self, path: &Path) -> bool {

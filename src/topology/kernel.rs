@@ -77,6 +77,15 @@ pub fn locate_token(
     token: &str,
     step: Option<&[String]>,
 ) -> Result<(String, GpuPlace), String> {
+    if crate::slurm::gpus::is_uuid(token) {
+        let devices = crate::runtime::kernel_gpus(files, root, vendor)?;
+        let gpu = resolve_tokens(&[token], None, &devices)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| format!("cannot locate GPU {}", quote(token)))?;
+        let place = kernel_place(files, root, token, &gpu.bus_id)?;
+        return Ok((gpu.bus_id, place));
+    }
     let step = step.ok_or_else(|| {
         format!(
             "{} is not set: cannot tell absolute indices from renumbered ones",
@@ -159,7 +168,9 @@ mod tests {
         ] {
             put(
                 &format!("proc/driver/nvidia/gpus/{bus}/information"),
-                &format!("Model: Fake\nDevice Minor: {minor}\nBus Location: {bus}\n"),
+                &format!(
+                    "Model: Fake\nGPU UUID: GPU-k{minor}\nDevice Minor: {minor}\nBus Location: {bus}\n"
+                ),
             );
             put(
                 &format!("sys/bus/pci/devices/{bus}/numa_node"),
@@ -191,6 +202,26 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.gpus[0].cpus, None, "NUMA -1: no affinity");
+        // UUIDs (Slurm 26.05's env_uuid) by the driver's own `GPU UUID`,
+        // with no index to resolve; one it does not name needs NVML.
+        let t = from_kernel(
+            &HostFiles,
+            &root,
+            Vendor::Nvidia,
+            &["GPU-k1", "GPU-k0"],
+            None,
+        )
+        .unwrap();
+        let cpus: Vec<String> = t
+            .gpus
+            .iter()
+            .map(|g| g.cpus.as_ref().unwrap().to_string())
+            .collect();
+        assert_eq!(cpus, ["0-3", "4-7"]);
+        let (bus, place) = locate_token(&HostFiles, &root, Vendor::Nvidia, "GPU-k1", None).unwrap();
+        assert_eq!((bus.as_str(), place.numa), ("0000:41:00.0", Some(0)));
+        let err = from_kernel(&HostFiles, &root, Vendor::Nvidia, &["GPU-x"], None).unwrap_err();
+        assert!(err.contains("only NVML can locate"), "{err}");
         let none = root.join("nothing");
         assert!(from_kernel(&HostFiles, &none, Vendor::Nvidia, &["0"], None)
             .unwrap_err()

@@ -127,7 +127,12 @@ fn parse_lines(lines: &[String]) -> Result<Vec<Found>, String> {
                 "-" => None,
                 list => Some(CpuSet::parse_list(list).map_err(|e| e.to_string())?),
             };
-            Ok(((*uuid).to_string(), KernelGpu { bus_id, minor }, cpus))
+            let gpu = KernelGpu {
+                bus_id,
+                minor,
+                uuid: Some((*uuid).to_string()),
+            };
+            Ok(((*uuid).to_string(), gpu, cpus))
         })
         .collect()
 }

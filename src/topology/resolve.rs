@@ -19,7 +19,9 @@ use crate::text::quote;
 ///   while `SLURM_STEP_GPUS` keeps the absolute indices: relative index `j`
 ///   is the `j`-th smallest absolute index (the task sees its GPUs in bus
 ///   order), resolved as above. Any other shape is refused.
-/// - A UUID (`GPU-...`, `MIG-...`) needs NVML to be located: refused here.
+/// - A list of UUIDs (`GPU-...`, `MIG-...`) is located by the UUIDs the
+///   kernel's files name (NVIDIA's driver information files do); a UUID
+///   they do not name needs NVML, and is refused here.
 pub fn resolve_tokens<S: AsRef<str>>(
     tokens: &[S],
     absolute: Option<&[String]>,
@@ -28,6 +30,9 @@ pub fn resolve_tokens<S: AsRef<str>>(
     let mut by_bus: Vec<&KernelGpu> = devices.iter().collect();
     by_bus.sort_by(|a, b| a.bus_id.cmp(&b.bus_id));
     let tokens: Vec<&str> = tokens.iter().map(AsRef::as_ref).collect();
+    if !tokens.is_empty() && tokens.iter().all(|t| crate::slurm::gpus::is_uuid(t)) {
+        return tokens.iter().map(|t| by_uuid(t, devices)).collect();
+    }
     let Some(absolute) = absolute else {
         return Err(format!(
             "{} is not set: cannot tell absolute indices from renumbered ones",
@@ -44,6 +49,21 @@ pub fn resolve_tokens<S: AsRef<str>>(
         relative(&tokens, absolute)?
     };
     indices.iter().map(|&i| by_index(i, &by_bus)).collect()
+}
+
+/// The GPU whose UUID is `uuid`, where the kernel's files name UUIDs
+/// (NVIDIA's driver does); otherwise only NVML can locate it.
+fn by_uuid(uuid: &str, devices: &[KernelGpu]) -> Result<KernelGpu, String> {
+    devices
+        .iter()
+        .find(|g| g.uuid.as_deref() == Some(uuid))
+        .cloned()
+        .ok_or_else(|| {
+            format!(
+                "GPU {} is a UUID that the kernel's files do not list, which only NVML can locate",
+                quote(uuid)
+            )
+        })
 }
 
 /// The GPU that Slurm's absolute index `i` names: the one with device minor
@@ -111,6 +131,7 @@ mod tests {
         KernelGpu {
             bus_id: bus_id.to_string(),
             minor,
+            uuid: None,
         }
     }
 

@@ -11,8 +11,6 @@
 
 mod common;
 use common::*;
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use std::sync::MutexGuard;
 
 /// A trivial job for `cmd` with `words`: sbatch takes a `--wrap`, srun and
@@ -23,12 +21,6 @@ fn trivial_job(cmd: &str, words: &str) -> Job {
     } else {
         "true"
     })
-}
-
-/// stdout holds `part`.
-#[track_caller]
-fn prints(out: &Ran, part: &str) {
-    assert!(out.stdout().contains(part), "stdout lacks {part:?}: {out}");
 }
 
 /// The state sinfo gives `node`, e.g. `idle`.
@@ -51,9 +43,10 @@ fn help_prints_usage_and_exits_zero_without_a_job() {
     let _c = setup("required", &[]);
     let before = job_count();
     for cmd in ["srun", "sbatch", "salloc"] {
-        let out = trivial_job(cmd, "-N1 --desi-gpu-map=help").ok();
-        prints(&out, "Usage: --desi-gpu-map=METHOD[,verbose][,mps]");
-        prints(&out, "roundrobin");
+        trivial_job(cmd, "-N1 --desi-gpu-map=help")
+            .ok()
+            .prints("Usage: --desi-gpu-map=METHOD[,verbose][,mps]")
+            .prints("roundrobin");
     }
     assert_eq!(job_count(), before, "help must not create a job");
 }
@@ -118,8 +111,9 @@ fn help_works_as_documented_and_only_on_the_command_line() {
     let _c = setup("required", &[]);
     let before = job_count();
     // The documented form: srun needs a command, none is run.
-    let out = srun("--desi-gpu-map=help true").ok();
-    prints(&out, "Usage: --desi-gpu-map=");
+    srun("--desi-gpu-map=help true")
+        .ok()
+        .prints("Usage: --desi-gpu-map=");
     // The environment form is no place for help: a clear error, no job.
     for (cmd, words) in [("srun", "-n1 true"), ("sbatch", "--wrap true -o /dev/null")] {
         client(cmd, words)
@@ -162,8 +156,10 @@ fn help_from_the_environment_ignores_the_programs_arguments() {
         "-n 1 --desi-gpu-map help true",
         "-w n1 --desi-gpu-map=help echo x",
     ] {
-        let out = srun(words).env(OPTION_ENV, "help").ok();
-        prints(&out, "Usage: --desi-gpu-map=");
+        let out = srun(words)
+            .env(OPTION_ENV, "help")
+            .ok()
+            .prints("Usage: --desi-gpu-map=");
         assert!(!out.stdout().contains("\nx\n"), "{out}");
     }
     assert_eq!(job_count(), before, "no job was created");
@@ -192,19 +188,6 @@ fn bad_values_stop_srun_sbatch_and_salloc_before_allocation() {
     assert_eq!(job_count(), before, "no job may be created");
 }
 
-/// `srun WORDS VALUE REST`, VALUE as raw bytes (the runner's words are
-/// UTF-8); the command line shows VALUE's first 40 bytes.
-fn srun_with_bytes(words: &str, value: &[u8], rest: &[&str]) -> Ran {
-    let args: Vec<&str> = words.split_whitespace().collect();
-    let mut c = slurm("srun", &args);
-    c.arg(OsStr::from_bytes(value)).args(rest);
-    let shown = String::from_utf8_lossy(&value[..value.len().min(40)]);
-    Ran {
-        line: format!("srun {words} {shown:?} {}", rest.join(" ")),
-        out: c.output().expect("run srun"),
-    }
-}
-
 #[test]
 fn odd_option_values_are_refused_and_never_crash_a_node() {
     let _c = setup("required", &[]);
@@ -217,7 +200,10 @@ fn odd_option_values_are_refused_and_never_crash_a_node() {
         b"--desi-gpu-map=verbose,,contiguous".to_vec(),
     ];
     for value in &values {
-        let out = srun_with_bytes("-N1 -w n1", value, &["true"])
+        let out = srun("-N1 -w n1")
+            .arg_bytes(value)
+            .arg("true")
+            .run()
             .fails()
             .says("invalid --desi-gpu-map value");
         assert!(out.stderr().len() < 2000, "a short message: {out}");
@@ -225,13 +211,11 @@ fn odd_option_values_are_refused_and_never_crash_a_node() {
     // Marked optional, srun goes on: the node tells the task and runs it unchanged.
     configure("optional", &[]);
     for value in &values {
-        let out = srun_with_bytes(
-            "-N1 -n2 -w n1 --gpus-per-node=4",
-            value,
-            &["bash", "-c", probe::GPU],
-        )
-        .ok()
-        .rows_are(&["0 n1 0 0,1,2,3 unset", "1 n1 1 0,1,2,3 unset"]);
+        let out = srun("-N1 -n2 -w n1 --gpus-per-node=4")
+            .arg_bytes(value)
+            .probe(probe::GPU)
+            .ok()
+            .rows_are(&["0 n1 0 0,1,2,3 unset", "1 n1 1 0,1,2,3 unset"]);
         assert!(
             out.said()
                 .iter()

@@ -74,13 +74,13 @@ fn slurm_gpu_variables(ntasks: &str, extra: &str) -> Vec<String> {
         .iter()
         .map(|n| format!("${{{n}+{n}=${n} }}"))
         .collect();
-    // srun through `env -u`: none of the names comes from whoever runs
-    // the tests.
-    let unset: String = NAMES.iter().map(|n| format!("-u {n} ")).collect();
-    client("env", &unset)
-        .args(&format!(
-            "srun -N1 -n {ntasks} -w n1 --gpus-per-node=4 {extra}"
-        ))
+    // None of the names comes from whoever runs the tests.
+    NAMES
+        .iter()
+        .fold(
+            srun(&format!("-N1 -n {ntasks} -w n1 --gpus-per-node=4 {extra}")),
+            |job, name| job.env_remove(name),
+        )
         .probe(&format!("echo \"G {probe}\""))
         .ok()
         .lines("G ")

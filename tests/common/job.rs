@@ -4,14 +4,17 @@
 //! name the command and show its whole output when they fail.
 
 use super::{probe_rows, show, slurm_as, sorted_lines, text};
+use std::ffi::{OsStr, OsString};
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
 use std::process::Output;
 
 /// A Slurm client command to run on the test cluster.
 pub struct Job {
     cmd: String,
-    args: Vec<String>,
+    args: Vec<OsString>,
     env: Vec<(String, String)>,
+    unset: Vec<String>,
     user: String,
 }
 
@@ -36,6 +39,7 @@ pub fn client(cmd: &str, words: &str) -> Job {
         cmd: cmd.to_string(),
         args: Vec::new(),
         env: Vec::new(),
+        unset: Vec::new(),
         user: "root".to_string(),
     }
     .args(words)
@@ -44,19 +48,26 @@ pub fn client(cmd: &str, words: &str) -> Job {
 impl Job {
     /// More words, split at spaces.
     pub fn args(mut self, words: &str) -> Self {
-        self.args.extend(words.split_whitespace().map(String::from));
+        self.args
+            .extend(words.split_whitespace().map(OsString::from));
         self
     }
 
     /// One word, spaces kept (a script, a path with spaces).
     pub fn arg(mut self, word: impl Into<String>) -> Self {
-        self.args.push(word.into());
+        self.args.push(OsString::from(word.into()));
+        self
+    }
+
+    /// One word of any bytes (a value that is not UTF-8).
+    pub fn arg_bytes(mut self, word: &[u8]) -> Self {
+        self.args.push(OsStr::from_bytes(word).to_os_string());
         self
     }
 
     /// Several words, each kept whole.
     pub fn words(mut self, words: &[&str]) -> Self {
-        self.args.extend(words.iter().map(|w| w.to_string()));
+        self.args.extend(words.iter().map(OsString::from));
         self
     }
 
@@ -68,6 +79,13 @@ impl Job {
     /// A variable in the client's environment (which srun hands the tasks).
     pub fn env(mut self, name: &str, value: &str) -> Self {
         self.env.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// A variable removed from the client's environment, wherever it came
+    /// from (the tests' own environment included).
+    pub fn env_remove(mut self, name: &str) -> Self {
+        self.unset.push(name.to_string());
         self
     }
 
@@ -92,10 +110,12 @@ impl Job {
             line = format!("({}) {line}", self.user);
         }
         for arg in &self.args {
+            let arg = arg.to_string_lossy();
+            let shown: String = arg.chars().take(80).collect();
             if arg.contains(char::is_whitespace) || arg.is_empty() {
-                line += &format!(" {arg:?}");
+                line += &format!(" {shown:?}");
             } else {
-                line += &format!(" {arg}");
+                line += &format!(" {shown}");
             }
         }
         line
@@ -103,10 +123,13 @@ impl Job {
 
     /// Runs the command to its end.
     pub fn run(self) -> Ran {
-        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
-        let mut cmd = slurm_as(&self.user, &self.cmd, &args);
+        let mut cmd = slurm_as(&self.user, &self.cmd, &[]);
+        cmd.args(&self.args);
         for (name, value) in &self.env {
             cmd.env(name, value);
+        }
+        for name in &self.unset {
+            cmd.env_remove(name);
         }
         let out = cmd.output().expect("run a Slurm client");
         Ran {
@@ -201,6 +224,16 @@ impl Ran {
         assert!(
             self.stderr().contains(part),
             "stderr lacks {part:?}: {self}"
+        );
+        self
+    }
+
+    /// stdout holds `part`.
+    #[track_caller]
+    pub fn prints(self, part: &str) -> Self {
+        assert!(
+            self.stdout().contains(part),
+            "stdout lacks {part:?}: {self}"
         );
         self
     }

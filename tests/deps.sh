@@ -14,6 +14,9 @@ command -v strace >/dev/null || need+=(strace)
 # under srun --mpi=pmix, and pip for tests/desi/fetch.sh.
 /usr/bin/python3 -c 'import mpi4py' 2>/dev/null || need+=(python3-mpi4py)
 command -v ompi_info >/dev/null || need+=(openmpi-bin)
+# Slurm's mpi/pmix dlopens pmix2/lib/libpmix.so (libpmix-dev), and only when
+# slurmd starts: without it every --mpi=pmix step fails to launch.
+ls /usr/lib/*/pmix2/lib/libpmix.so >/dev/null 2>&1 || need+=(libpmix-dev)
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then

@@ -31,13 +31,15 @@ use std::sync::OnceLock;
 /// node only: two slurmd on one host cannot share PMIx's directories).
 const EIGHT_ON_N1: &str = "-N1 -n8 -w n1 --gpus-per-node=4 --mpi=pmix";
 
-/// Open MPI on loopback only: its own wire-up and its TCP transport on
-/// `lo`, shared memory between the ranks, and none of the components
-/// (UCX, libfabric) that pick interfaces by themselves.
+/// Open MPI on loopback only: its wire-up on `lo`, shared memory between
+/// the ranks of the one node, and none of the components that pick
+/// interfaces by themselves (UCX, libfabric). No TCP transport either:
+/// Open MPI 4.1's listens on 0.0.0.0 and [::] even with
+/// `btl_tcp_if_include=lo` (measured with `ss`), and one node needs none.
 const LOOPBACK: [(&str, &str); 5] = [
     ("OMPI_MCA_oob_tcp_if_include", "lo"),
     ("OMPI_MCA_btl_tcp_if_include", "lo"),
-    ("OMPI_MCA_btl", "self,vader,tcp"),
+    ("OMPI_MCA_btl", "self,vader"),
     ("OMPI_MCA_pml", "ob1"),
     ("OMPI_MCA_osc", "sm,pt2pt"),
 ];

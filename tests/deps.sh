@@ -10,6 +10,14 @@ command -v cc >/dev/null || need+=(gcc)
 command -v unshare >/dev/null || need+=(util-linux)
 # The MPS tests trace the control daemon's execve of its server.
 command -v strace >/dev/null || need+=(strace)
+# tests/desi.rs (22.05 only): real MPI ranks (Debian's mpi4py on Open MPI)
+# under srun --mpi=pmix, and pip for tests/desi/fetch.sh.
+/usr/bin/python3 -c 'import mpi4py' 2>/dev/null || need+=(python3-mpi4py)
+command -v ompi_info >/dev/null || need+=(openmpi-bin)
+# Slurm's mpi/pmix dlopens pmix2/lib/libpmix.so (libpmix-dev), and only when
+# slurmd starts: without it every --mpi=pmix step fails to launch.
+ls /usr/lib/*/pmix2/lib/libpmix.so >/dev/null 2>&1 || need+=(libpmix-dev)
+/usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "deps.sh: missing ${need[*]}; install them as root (apt-get install ${need[*]})" >&2

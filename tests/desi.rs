@@ -1,0 +1,259 @@
+//! DESI's own GPU selection under the plugin: desispec 0.70.0's
+//! `redistribute_gpu_ranks` (`py/desispec/gpu.py`, as PyPI ships it), run in
+//! real MPI ranks on the local test cluster, and the physical GPU each rank
+//! ends on, for each plugin method and each of desispec's methods, with
+//! `visible=single` and `visible=rotate`, and without the option.
+//!
+//! Each of 8 ranks on n1's 4 fake GPUs (`srun --mpi=pmix`: Debian's
+//! `python3-mpi4py` on Open MPI 4.1, loopback only) runs
+//! `tests/desi/ranks.py`, which prints `T rank host local
+//! CUDA_VISIBLE_DEVICES selected physical flag`: `selected` is the device
+//! index desispec handed `cupy.cuda.Device(i).use()`, `physical` the entry
+//! of `CUDA_VISIBLE_DEVICES` it names. cupy and numba.cuda are stand-ins
+//! (`tests/desi/stand-ins`): the device count is the number of entries of
+//! `CUDA_VISIBLE_DEVICES`, as the CUDA runtime counts them.
+//!
+//! Needs: the host's Slurm 22.05 series only (the Debian roots of 24.11 and
+//! 26.05 have no Python MPI), `python3-mpi4py` and `openmpi-bin`
+//! (tests/deps.sh), and desispec 0.70.0 and desiutil 4.0.1 from PyPI, which
+//! `tests/desi/fetch.sh` installs with `--no-deps` into
+//! /var/tmp/desi-gpu-map-desi (this suite runs it; it needs PyPI once, as
+//! root). Run by `tests/run-cluster-tests.sh` on 22.05; it fails, never
+//! skips, when any of that is missing. Every expected row is written out
+//! by hand.
+#![cfg(feature = "cluster-tests")]
+
+mod common;
+use common::*;
+use std::sync::OnceLock;
+
+/// 8 ranks on n1's 4 GPUs, started by Slurm's PMIx as one MPI world (one
+/// node only: two slurmd on one host cannot share PMIx's directories).
+const EIGHT_ON_N1: &str = "-N1 -n8 -w n1 --gpus-per-node=4 --mpi=pmix";
+
+/// Open MPI on loopback only: its wire-up on `lo`, shared memory between
+/// the ranks of the one node, and none of the components that pick
+/// interfaces by themselves (UCX, libfabric). No TCP transport either:
+/// Open MPI 4.1's listens on 0.0.0.0 and [::] even with
+/// `btl_tcp_if_include=lo` (measured with `ss`), and one node needs none.
+const LOOPBACK: [(&str, &str); 5] = [
+    ("OMPI_MCA_oob_tcp_if_include", "lo"),
+    ("OMPI_MCA_btl_tcp_if_include", "lo"),
+    ("OMPI_MCA_btl", "self,vader"),
+    ("OMPI_MCA_pml", "ob1"),
+    ("OMPI_MCA_osc", "sm,pt2pt"),
+];
+
+/// Where `tests/desi/fetch.sh` installed desispec and desiutil.
+fn desispec() -> &'static str {
+    static DIR: OnceLock<String> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = std::process::Command::new("bash")
+            .arg(repo().join("tests/desi/fetch.sh"))
+            .output()
+            .expect("run tests/desi/fetch.sh");
+        assert!(
+            out.status.success(),
+            "tests/desi/fetch.sh failed:\n{}",
+            show(&out)
+        );
+        text(&out.stdout).trim().to_string()
+    })
+}
+
+/// Removes the PMIx directories a failed launch leaves in /tmp
+/// (`/tmp/spmix_appdir_<uid>_<job>.<step>`), which would make the next
+/// step's slurmstepd fail with "File exists".
+fn remove_pmix_leftovers() {
+    let Ok(entries) = std::fs::read_dir("/tmp") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with("spmix_appdir_")
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// The 8 ranks, each running desispec's `method` (`round-robin` or
+/// `contiguous`); with `honour`, a rank that finds `DESI_GPU_MAPPED=1` uses
+/// device 0 instead, as the README tells applications to. `option` is
+/// `--desi-gpu-map`'s value, none for a step without it.
+fn ranks(option: Option<&str>, method: &str, honour: bool) -> Ran {
+    let script = format!(
+        "exec /usr/bin/python3 {}/tests/desi/ranks.py {method}{}",
+        repo().display(),
+        if honour { " honour" } else { "" }
+    );
+    let path = format!(
+        "{}:{}",
+        repo().join("tests/desi/stand-ins").display(),
+        desispec()
+    );
+    let mut job = srun(EIGHT_ON_N1).env("PYTHONPATH", &path);
+    for (name, value) in LOOPBACK {
+        job = job.env(name, value);
+    }
+    if let Some(option) = option {
+        job = job.method(option);
+    }
+    let ran = job.probe(&script).run();
+    if !ran.success() {
+        remove_pmix_leftovers();
+    }
+    ran.ok()
+}
+
+/// How many ranks ended on another GPU than the plugin gave them: the
+/// first entry of their list (`visible=rotate` puts the task's own GPU
+/// first) against the physical GPU desispec selected.
+fn moved(ran: &Ran) -> usize {
+    ran.rows()
+        .lines()
+        .filter(|row| {
+            let cols: Vec<&str> = row.split(' ').collect();
+            cols[3].split(',').next() != Some(cols[5])
+        })
+        .count()
+}
+
+/// `visible=single`, plugin method contiguous: ranks 2k and 2k+1 on GPU k.
+const SINGLE_CONTIGUOUS: [&str; 8] = [
+    "0 n1 0 0 0 0 1",
+    "1 n1 1 0 0 0 1",
+    "2 n1 2 1 0 1 1",
+    "3 n1 3 1 0 1 1",
+    "4 n1 4 2 0 2 1",
+    "5 n1 5 2 0 2 1",
+    "6 n1 6 3 0 3 1",
+    "7 n1 7 3 0 3 1",
+];
+
+/// `visible=single`, plugin method roundrobin: rank r on GPU r % 4.
+const SINGLE_ROUNDROBIN: [&str; 8] = [
+    "0 n1 0 0 0 0 1",
+    "1 n1 1 1 0 1 1",
+    "2 n1 2 2 0 2 1",
+    "3 n1 3 3 0 3 1",
+    "4 n1 4 0 0 0 1",
+    "5 n1 5 1 0 1 1",
+    "6 n1 6 2 0 2 1",
+    "7 n1 7 3 0 3 1",
+];
+
+#[test]
+fn single_keeps_every_rank_on_the_plugins_gpu() {
+    // One visible device: desispec counts 1 and selects device 0 under
+    // either of its methods, the plugin's GPU.
+    let _c = setup("required", &[]);
+    for method in ["round-robin", "contiguous"] {
+        ranks(Some("contiguous"), method, false).rows_are(&SINGLE_CONTIGUOUS);
+        ranks(Some("roundrobin"), method, false).rows_are(&SINGLE_ROUNDROBIN);
+    }
+}
+
+#[test]
+fn rotate_moves_six_of_eight_ranks_off_the_plugins_gpu() {
+    // Under rotate each rank sees all 4 GPUs, its own first; desispec then
+    // indexes the rotated list with its own formula: round-robin rank % 4,
+    // contiguous rank / 2 (8 ranks, 4 GPUs, 1 host).
+    let _c = setup("required", &["visible=rotate"]);
+    let ran = ranks(Some("contiguous"), "round-robin", false).rows_are(&[
+        "0 n1 0 0,1,2,3 0 0 1",
+        "1 n1 1 0,1,2,3 1 1 1",
+        "2 n1 2 1,2,3,0 2 3 1",
+        "3 n1 3 1,2,3,0 3 0 1",
+        "4 n1 4 2,3,0,1 0 2 1",
+        "5 n1 5 2,3,0,1 1 3 1",
+        "6 n1 6 3,0,1,2 2 1 1",
+        "7 n1 7 3,0,1,2 3 2 1",
+    ]);
+    assert_eq!(moved(&ran), 6, "{ran}");
+    let ran = ranks(Some("contiguous"), "contiguous", false).rows_are(&[
+        "0 n1 0 0,1,2,3 0 0 1",
+        "1 n1 1 0,1,2,3 0 0 1",
+        "2 n1 2 1,2,3,0 1 2 1",
+        "3 n1 3 1,2,3,0 1 2 1",
+        "4 n1 4 2,3,0,1 2 0 1",
+        "5 n1 5 2,3,0,1 2 0 1",
+        "6 n1 6 3,0,1,2 3 2 1",
+        "7 n1 7 3,0,1,2 3 2 1",
+    ]);
+    assert_eq!(moved(&ran), 6, "{ran}");
+    let ran = ranks(Some("roundrobin"), "round-robin", false).rows_are(&[
+        "0 n1 0 0,1,2,3 0 0 1",
+        "1 n1 1 1,2,3,0 1 2 1",
+        "2 n1 2 2,3,0,1 2 0 1",
+        "3 n1 3 3,0,1,2 3 2 1",
+        "4 n1 4 0,1,2,3 0 0 1",
+        "5 n1 5 1,2,3,0 1 2 1",
+        "6 n1 6 2,3,0,1 2 0 1",
+        "7 n1 7 3,0,1,2 3 2 1",
+    ]);
+    assert_eq!(moved(&ran), 6, "{ran}");
+    let ran = ranks(Some("roundrobin"), "contiguous", false).rows_are(&[
+        "0 n1 0 0,1,2,3 0 0 1",
+        "1 n1 1 1,2,3,0 0 1 1",
+        "2 n1 2 2,3,0,1 1 3 1",
+        "3 n1 3 3,0,1,2 1 0 1",
+        "4 n1 4 0,1,2,3 2 2 1",
+        "5 n1 5 1,2,3,0 2 3 1",
+        "6 n1 6 2,3,0,1 3 1 1",
+        "7 n1 7 3,0,1,2 3 2 1",
+    ]);
+    assert_eq!(moved(&ran), 6, "{ran}");
+}
+
+#[test]
+fn honouring_the_flag_keeps_every_rank_on_its_gpu_under_rotate() {
+    // The README's few lines: with DESI_GPU_MAPPED=1 skip the selection and
+    // use device 0, the task's own GPU under either visible mode.
+    let _c = setup("required", &["visible=rotate"]);
+    for method in ["round-robin", "contiguous"] {
+        let ran = ranks(Some("contiguous"), method, true).rows_are(&[
+            "0 n1 0 0,1,2,3 0 0 1",
+            "1 n1 1 0,1,2,3 0 0 1",
+            "2 n1 2 1,2,3,0 0 1 1",
+            "3 n1 3 1,2,3,0 0 1 1",
+            "4 n1 4 2,3,0,1 0 2 1",
+            "5 n1 5 2,3,0,1 0 2 1",
+            "6 n1 6 3,0,1,2 0 3 1",
+            "7 n1 7 3,0,1,2 0 3 1",
+        ]);
+        assert_eq!(moved(&ran), 0, "{ran}");
+    }
+}
+
+#[test]
+fn without_the_option_desispec_chooses_among_the_steps_gpus() {
+    // No mapping: every rank sees the step's 4 GPUs, no flag, and desispec's
+    // own formula decides.
+    let _c = setup("required", &[]);
+    ranks(None, "round-robin", false).rows_are(&[
+        "0 n1 0 0,1,2,3 0 0 unset",
+        "1 n1 1 0,1,2,3 1 1 unset",
+        "2 n1 2 0,1,2,3 2 2 unset",
+        "3 n1 3 0,1,2,3 3 3 unset",
+        "4 n1 4 0,1,2,3 0 0 unset",
+        "5 n1 5 0,1,2,3 1 1 unset",
+        "6 n1 6 0,1,2,3 2 2 unset",
+        "7 n1 7 0,1,2,3 3 3 unset",
+    ]);
+    // The honouring lines change nothing where the flag is unset.
+    for honour in [false, true] {
+        ranks(None, "contiguous", honour).rows_are(&[
+            "0 n1 0 0,1,2,3 0 0 unset",
+            "1 n1 1 0,1,2,3 0 0 unset",
+            "2 n1 2 0,1,2,3 1 1 unset",
+            "3 n1 3 0,1,2,3 1 1 unset",
+            "4 n1 4 0,1,2,3 2 2 unset",
+            "5 n1 5 0,1,2,3 2 2 unset",
+            "6 n1 6 0,1,2,3 3 3 unset",
+            "7 n1 7 0,1,2,3 3 3 unset",
+        ]);
+    }
+}

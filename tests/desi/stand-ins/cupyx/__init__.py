@@ -1,0 +1,1 @@
+"""Stand-in for cupyx (desispec.gpu imports cupyx.scipy.ndimage)."""

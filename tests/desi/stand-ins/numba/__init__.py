@@ -1,0 +1,1 @@
+"""Stand-in for numba (desispec.gpu imports numba.cuda)."""

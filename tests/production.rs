@@ -33,6 +33,16 @@ fn uuids() -> bool {
     production_mode() != "cgroup"
 }
 
+/// A step's two GPUs on n1 beside a job holding GPUs 0 and 1 (GPUs 2
+/// and 3), as its tasks get them: renumbered, or by UUID ([`uuids`]).
+fn beside_held() -> [&'static str; 2] {
+    if uuids() {
+        ["GPU-fake-n1-2", "GPU-fake-n1-3"]
+    } else {
+        ["0", "1"]
+    }
+}
+
 /// Slurm itself writes UUIDs (26.05's env_uuid).
 fn slurm_writes_uuids() -> bool {
     production_mode() == "uuid"
@@ -226,11 +236,7 @@ echo "T $SLURM_PROCID $(hostname) $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} $
 fn a_shared_nodes_tasks_open_their_own_gpus_and_never_the_other_jobs() {
     let _c = setup("required", &[]);
     let _held = hold("n1", "gpu:2");
-    let (first, second) = if uuids() {
-        ("GPU-fake-n1-2", "GPU-fake-n1-3")
-    } else {
-        ("0", "1")
-    };
+    let [first, second] = beside_held();
     srun("-N1 -n2 -w n1 --gres=gpu:2 --desi-gpu-map=contiguous")
         .env("GPU_DIR", &format!("{}/gpu/n1", state_dir()))
         .probe(FENCE)
@@ -251,11 +257,7 @@ fn a_nested_step_maps_within_its_own_grant() {
         "srun --overlap -n2 --gres=gpu:2 --desi-gpu-map=roundrobin bash -c '{}'",
         probe::GPU
     );
-    let (first, second) = if uuids() {
-        ("GPU-fake-n1-2", "GPU-fake-n1-3")
-    } else {
-        ("0", "1")
-    };
+    let [first, second] = beside_held();
     salloc("-N1 -n2 -w n1 --gres=gpu:2")
         .words(&[
             "srun",
@@ -284,11 +286,7 @@ fn show_names_each_tasks_gpu_as_slurm_does() {
         .map(String::from)
         .collect();
     gpus.sort();
-    let want = if uuids() {
-        ["GPU-fake-n1-2", "GPU-fake-n1-3"]
-    } else {
-        ["0", "1"]
-    };
+    let want = beside_held();
     assert_eq!(gpus, want, "{ran}");
 }
 
@@ -300,11 +298,7 @@ fn show_names_each_tasks_gpu_as_slurm_does() {
 fn closest_locates_slurms_gpus_through_nvml_in_the_device_cgroup() {
     let _c = setup("required", &[]);
     let _held = hold("n1", "gpu:2");
-    let (first, second) = if uuids() {
-        ("GPU-fake-n1-2", "GPU-fake-n1-3")
-    } else {
-        ("0", "1")
-    };
+    let [first, second] = beside_held();
     let ran = srun("-N1 -n2 -w n1 --gres=gpu:2 --desi-gpu-map=verbose,closest")
         .probe(probe::GPU)
         .ok()

@@ -13,8 +13,7 @@ use crate::env;
 use crate::error::Error;
 use crate::method::Method;
 use crate::mps::{Inherited, Mps, MpsFacts, MpsInput, MpsNode};
-use crate::runtime::Vendor;
-use crate::runtime::{choose, Rendering, StepLists, Unbindable};
+use crate::runtime::{choose, Rendering, StepLists, Unbindable, Vendor};
 use crate::settings::option::{Choice, Request};
 use crate::settings::site::{Config, NvmlSource};
 use crate::text::quote;
@@ -123,17 +122,17 @@ fn list_step(
         if let Some(step) = slurms_uuids(&not_slurms, env, &by_driver) {
             return Ok(step);
         }
-    }
-    if not_slurms.uuids_beside_indices().is_some() && config.nvml != NvmlSource::Off {
-        let lines = node.nvml(NvmlAsk::Places, config);
-        let by_nvml = |step: &[String]| match &lines {
-            Ok(lines) => nvml_uuids(lines, step, Some(step)).ok(),
-            Err(_) => None,
-        };
-        let confirmed = slurms_uuids(&not_slurms, env, &by_nvml);
-        *placed = Some(lines);
-        if let Some(step) = confirmed {
-            return Ok(step);
+        if config.nvml != NvmlSource::Off {
+            let lines = node.nvml(NvmlAsk::Places, config);
+            let by_nvml = |step: &[String]| match &lines {
+                Ok(lines) => nvml_uuids(lines, step, Some(step)).ok(),
+                Err(_) => None,
+            };
+            let confirmed = slurms_uuids(&not_slurms, env, &by_nvml);
+            *placed = Some(lines);
+            if let Some(step) = confirmed {
+                return Ok(step);
+            }
         }
     }
     from_nvml(config, Box::new(not_slurms), env, &mut |config: &Config| {

@@ -4,7 +4,7 @@
 
 use super::binding::slurm_binds_per_task;
 use super::locate::{discover, gpu_cpus};
-use super::source::{from_nvml, from_slurm, other_lists, slurms_uuids, Missing, StepGpus};
+use super::source::{from_nvml, from_slurm, other_lists, Missing, StepGpus};
 use super::{
     is_special_step, placing, resolve, step_tag, Aside, GpuCpus, Node, NvmlAsk, Resolved, StepMap,
     StepPlan,
@@ -17,7 +17,7 @@ use crate::runtime::{choose, Rendering, StepLists, Unbindable, Vendor};
 use crate::settings::option::{Choice, Request};
 use crate::settings::site::{Config, NvmlSource};
 use crate::text::quote;
-use crate::topology::{nvml_uuids, place_uuids};
+use crate::topology::{nvml_uuids, place_uuids, resolve_tokens};
 use std::path::Path;
 
 /// What the front end knows of a step on this node, each part possibly
@@ -117,20 +117,19 @@ fn list_step(
         Ok(listed) => return listed,
         Err(not_slurms) => not_slurms,
     };
-    if not_slurms.uuids_beside_indices().is_some() {
-        let by_driver = |step: &[String]| driver_uuids(node, config, step);
-        if let Some(step) = slurms_uuids(&not_slurms, env, &by_driver) {
+    if let Some(list) = not_slurms.uuids_beside_indices() {
+        let by_driver = driver_uuids(node, config, &list.step);
+        if let Some(step) = by_driver.and_then(|g| list.confirmed_by(env, &g)) {
             return Ok(step);
         }
         if config.nvml != NvmlSource::Off {
             let lines = node.nvml(NvmlAsk::Places, config);
-            let by_nvml = |step: &[String]| match &lines {
-                Ok(lines) => nvml_uuids(lines, step, Some(step)).ok(),
-                Err(_) => None,
-            };
-            let confirmed = slurms_uuids(&not_slurms, env, &by_nvml);
+            let by_nvml = lines
+                .as_ref()
+                .ok()
+                .and_then(|l| nvml_uuids(l, &list.step, Some(&list.step)).ok());
             *placed = Some(lines);
-            if let Some(step) = confirmed {
+            if let Some(step) = by_nvml.and_then(|g| list.confirmed_by(env, &g)) {
                 return Ok(step);
             }
         }
@@ -143,17 +142,14 @@ fn list_step(
     })
 }
 
-/// The UUIDs NVIDIA's driver files name for the GPUs of device minors
-/// `step` (under the site's `kernel_root`), without loading NVML.
+/// The UUIDs NVIDIA's driver files name for Slurm's indices `step`
+/// (under the site's `kernel_root`), located as every index is
+/// ([`resolve_tokens`]), without loading NVML.
 fn driver_uuids(node: &dyn Node, config: &Config, step: &[String]) -> Option<Vec<String>> {
     let gpus =
         crate::runtime::kernel_gpus(node.files(), &config.kernel_root, Vendor::Nvidia).ok()?;
-    step.iter()
-        .map(|i| {
-            let minor = i.parse::<u32>().ok()?;
-            gpus.iter().find(|g| g.minor == minor)?.uuid.clone()
-        })
-        .collect()
+    let located = resolve_tokens(step, Some(step), &gpus).ok()?;
+    located.into_iter().map(|g| g.uuid).collect()
 }
 
 /// A listed step's lists, sorted and planned for the node's vendor.

@@ -285,42 +285,48 @@ pub(super) fn renumbered_by_slurm(
             .any(|name| env(name).is_some_and(|v| v.trim() == cuda.trim()))
 }
 
-/// Slurm's list under gres.conf `Flags=env_uuid` (26.05): the GPUs' UUIDs
-/// in `CUDA_VISIBLE_DEVICES`, beside `SLURM_STEP_GPUS`'s indices. The
-/// environment cannot tell it from a UUID list the user exported on a
-/// `no_gpu_env` node, so the node decides (`granted`: the UUIDs of the
-/// GPUs whose device minors are Slurm's indices, from the driver's files
-/// or NVML): it is Slurm's where its UUIDs are exactly those, and
-/// `SLURM_GPUS_ON_NODE` counts them. `None`: not confirmed.
-pub(super) fn slurms_uuids(
-    not_slurms: &NotSlurms,
-    env: &dyn Fn(&str) -> Option<String>,
-    granted: &dyn Fn(&[String]) -> Option<Vec<String>>,
-) -> Option<StepGpus> {
-    let (cuda, gpus, step) = not_slurms.uuids_beside_indices()?;
-    let count = env(env::GPUS_ON_NODE).and_then(|c| c.trim().parse::<usize>().ok());
-    if count != Some(gpus.len()) {
-        return None;
+/// Slurm's list as gres.conf `Flags=env_uuid` (26.05) writes it: the GPUs'
+/// UUIDs in `CUDA_VISIBLE_DEVICES`, beside `SLURM_STEP_GPUS`'s indices.
+/// The environment cannot tell it from a UUID list the user exported on a
+/// `no_gpu_env` node, so the node decides ([`UuidList::confirmed_by`]).
+pub(super) struct UuidList {
+    cuda: String,
+    gpus: Vec<String>,
+    /// Slurm's indices: device minors.
+    pub step: Vec<String>,
+}
+
+impl UuidList {
+    /// Slurm's list, where `granted` (the UUIDs of the GPUs whose device
+    /// minors are Slurm's indices, from the driver's files or NVML) holds
+    /// exactly its UUIDs and `SLURM_GPUS_ON_NODE` counts them.
+    pub(super) fn confirmed_by(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+        granted: &[String],
+    ) -> Option<StepGpus> {
+        let count = env(env::GPUS_ON_NODE).and_then(|c| c.trim().parse::<usize>().ok());
+        if count != Some(self.gpus.len()) {
+            return None;
+        }
+        let mut listed = self.gpus.clone();
+        listed.sort_unstable();
+        let mut granted = granted.to_vec();
+        granted.sort_unstable();
+        (listed == granted).then(|| StepGpus {
+            gpus: self.gpus.clone(),
+            listed: Listed::Slurm {
+                cuda: self.cuda.clone(),
+                step_gpus: self.step.clone(),
+            },
+        })
     }
-    let granted = granted(&step)?;
-    let mut sorted = gpus.clone();
-    sorted.sort_unstable();
-    let mut granted_sorted = granted;
-    granted_sorted.sort_unstable();
-    (sorted == granted_sorted).then(|| StepGpus {
-        gpus,
-        listed: Listed::Slurm {
-            cuda: cuda.to_string(),
-            step_gpus: step,
-        },
-    })
 }
 
 impl NotSlurms {
     /// A list of UUIDs beside Slurm's own list of as many indices, as
-    /// Slurm writes them under `Flags=env_uuid`: the list, its UUIDs and
-    /// Slurm's indices.
-    pub(super) fn uuids_beside_indices(&self) -> Option<(&str, Vec<String>, Vec<String>)> {
+    /// Slurm writes them under `Flags=env_uuid`.
+    pub(super) fn uuids_beside_indices(&self) -> Option<UuidList> {
         let NotSlurms::Disagrees { cuda, step } = self else {
             return None;
         };
@@ -328,7 +334,11 @@ impl NotSlurms {
         let step = parse_gpu_list(step).ok()?;
         let uuids = gpus.iter().all(|g| is_uuid(g));
         let indices = step.iter().all(|s| s.parse::<usize>().is_ok());
-        (uuids && indices && gpus.len() == step.len()).then_some((cuda.as_str(), gpus, step))
+        (uuids && indices && gpus.len() == step.len()).then(|| UuidList {
+            cuda: cuda.clone(),
+            gpus,
+            step,
+        })
     }
 }
 

@@ -26,11 +26,22 @@ pub(super) fn discover(
         return node.nvml(NvmlAsk::Uuids, config);
     }
     let lines = node.nvml(NvmlAsk::Places, config);
-    let uuids = lines.as_ref().map(|l| place_uuids(l)).map_err(Clone::clone);
+    let uuids = uuids_of_places(node, config, &lines);
     *placed = Some(lines);
-    match uuids {
+    uuids
+}
+
+/// The UUIDs of an NVML places load; where a call of that load failed
+/// after NVML started, NVML is asked for the UUIDs alone.
+pub(super) fn uuids_of_places(
+    node: &dyn Node,
+    config: &Config,
+    lines: &Result<Vec<String>, Error>,
+) -> Result<Vec<String>, Error> {
+    match lines {
+        Ok(lines) => Ok(place_uuids(lines)),
         Err(e) if e.is_failed_nvml_call() => node.nvml(NvmlAsk::Uuids, config),
-        found => found,
+        Err(e) => Err(e.clone()),
     }
 }
 

@@ -514,19 +514,15 @@ mod tests {
             .map(|i| format!("GPU-u{i} 00000000:0{}:00.0 {i} -", i + 1))
             .collect::<Vec<_>>());
         let config = Config::default();
-        let step = |cuda: &str, step: &str| {
+        let step_with = |cuda: &str, step: &str, nvml| {
             let pairs = [
                 ("CUDA_VISIBLE_DEVICES", cuda),
                 ("SLURM_STEP_GPUS", step),
                 ("SLURM_GPUS_ON_NODE", "2"),
             ];
-            plan_with(
-                &config,
-                Choice::Map(Method::Contiguous),
-                &pairs,
-                places.clone(),
-            )
+            plan_with(&config, Choice::Map(Method::Contiguous), &pairs, nvml)
         };
+        let step = |cuda: &str, step: &str| step_with(cuda, step, places.clone());
         let (p, calls) = step("GPU-u3,GPU-u2", "2,3");
         let map = mapped(p);
         assert_eq!(
@@ -568,6 +564,15 @@ mod tests {
         let map = mapped(plan_step(&facts, &node));
         assert_eq!((map.gpus.len(), node.calls.get()), (2, 0));
         assert!(map.listed.is_slurms());
+        // A call of the places load that fails after NVML started (the CPU
+        // affinity) cannot confirm the list; NVML is asked for the UUIDs
+        // alone, as for any step, before the step stands aside.
+        let call = Err(Error::Discovery {
+            kind: crate::error::NvmlFailure::Call,
+            why: "nvmlDeviceGetCpuAffinity failed".into(),
+        });
+        let (_, calls) = step_with("GPU-u3,GPU-u2", "2,3", call);
+        assert_eq!(calls, 2);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! MPS) is decided first, and the record is built once.
 
 use super::binding::slurm_binds_per_task;
-use super::locate::{discover, gpu_cpus};
+use super::locate::{discover, gpu_cpus, uuids_of_places};
 use super::source::{from_nvml, from_slurm, other_lists, Missing, StepGpus};
 use super::{
     is_special_step, placing, resolve, step_tag, Aside, GpuCpus, Node, NvmlAsk, Resolved, StepMap,
@@ -17,7 +17,7 @@ use crate::runtime::{choose, Rendering, StepLists, Unbindable, Vendor};
 use crate::settings::option::{Choice, Request};
 use crate::settings::site::{Config, NvmlSource};
 use crate::text::quote;
-use crate::topology::{nvml_uuids, place_uuids, resolve_tokens};
+use crate::topology::{nvml_uuids, resolve_tokens};
 use std::path::Path;
 
 /// What the front end knows of a step on this node, each part possibly
@@ -134,12 +134,15 @@ fn list_step(
             }
         }
     }
-    from_nvml(config, Box::new(not_slurms), env, &mut |config: &Config| {
-        if let Some(asked) = placed.as_ref() {
-            return asked.as_ref().map(|l| place_uuids(l)).map_err(Clone::clone);
-        }
-        discover(node, config, method, placed)
-    })
+    from_nvml(
+        config,
+        Box::new(not_slurms),
+        env,
+        &mut |config: &Config| match placed.as_ref() {
+            Some(lines) => uuids_of_places(node, config, lines),
+            None => discover(node, config, method, placed),
+        },
+    )
 }
 
 /// The UUIDs NVIDIA's driver files name for Slurm's indices `step`

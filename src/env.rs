@@ -58,6 +58,9 @@ pub const MPS: &str = "DESI_GPU_MAP_MPS";
 /// Beside it, the host that daemon runs on: a nested step elsewhere
 /// (where the pipe directory may be shared) starts its own.
 pub const MPS_HOST: &str = "DESI_GPU_MAP_MPS_HOST";
+/// Read by `desi-gpu-map exec`: the MPS control daemon for METHOD,mps,
+/// where `--mps-control` names none.
+pub const MPS_CONTROL_PATH: &str = "DESI_GPU_MAP_MPS_CONTROL";
 
 /// What CUDA's MPS reads: the daemon's pipe and log directories, and a
 /// client's share of its GPU (also how Slurm's `gres/mps` marks a step).

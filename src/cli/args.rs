@@ -3,11 +3,12 @@
 
 use super::layout::{Distribution, DEFAULT_GPUS, MAX_LISTED_GPUS, MAX_PREVIEW_ROWS};
 use crate::env;
+use crate::error::Error;
 use crate::method::{method_names, Method, Visible};
-use crate::names::{names, with_aliases, Named};
+use crate::names::{names, Named};
 use crate::runtime::VendorSetting;
-use crate::settings::option::Choice;
-use crate::settings::site::{NvmlSource, DEFAULT_NVML_TIMEOUT_S, NVML_TIMEOUT_RANGE_S};
+use crate::settings::option::{option_form, parse_option, valid_values, Request};
+use crate::settings::site::{MpsShare, NvmlSource, DEFAULT_NVML_TIMEOUT_S, NVML_TIMEOUT_RANGE_S};
 use crate::slurm::gpus::MAX_LIST_ENTRIES;
 use crate::slurm::tasks::{MAX_NODES, MAX_TASKS_PER_NODE};
 use crate::text::quote;
@@ -39,6 +40,9 @@ pub enum Command {
     /// What exec asks NVML, in a child process it can give up on.
     #[command(hide = true)]
     NvmlQuery(NvmlQueryArgs),
+    /// A step's MPS daemon on one node, for exec's METHOD,mps.
+    #[command(hide = true)]
+    MpsKeeper(KeeperArgs),
 }
 
 #[derive(Args, Debug)]
@@ -55,14 +59,16 @@ Examples:
 pub struct ExecArgs {
     #[arg(
         long,
-        value_parser = CoreValue::<Choice>::new("--method", choices),
+        value_name = "METHOD[,MODIFIER...]",
+        value_parser = exec_request,
         help = format!(
-            "Mapping method: {} [default: ${}, else contiguous]",
-            choices(),
+            "Mapping method and modifiers, the words --desi-gpu-map takes ({}) [default: ${}, \
+             else contiguous]",
+            option_form(),
             env::METHOD
         )
     )]
-    pub method: Option<Choice>,
+    pub method: Option<Request>,
     /// One line per task on its stderr, and a line where the task runs
     /// unchanged.
     #[arg(long)]
@@ -93,6 +99,25 @@ pub struct ExecArgs {
     /// tests give a fake tree).
     #[arg(long, default_value = "/", hide = true)]
     pub kernel_root: std::path::PathBuf,
+    #[arg(
+        long,
+        value_name = "PATH",
+        help = format!(
+            "The MPS control daemon, for METHOD,mps (plugstack mps_control=) [default: ${}, \
+             else {} on PATH]",
+            env::MPS_CONTROL_PATH,
+            env::MPS_CONTROL
+        )
+    )]
+    pub mps_control: Option<std::path::PathBuf>,
+    /// Where each step's private MPS directory is made, for METHOD,mps
+    /// (plugstack mps_dir=) [default: $TMPDIR, else /tmp].
+    #[arg(long, value_name = "DIR")]
+    pub mps_dir: Option<std::path::PathBuf>,
+    /// Each MPS client's share of its GPU, for METHOD,mps (plugstack
+    /// mps_share=).
+    #[arg(long, default_value = "none", value_parser = one_of::<MpsShare>())]
+    pub mps_share: MpsShare,
     /// Map even outside an srun step or any Slurm job, from the SLURM_*
     /// variables given (for tests).
     #[arg(long)]
@@ -100,6 +125,39 @@ pub struct ExecArgs {
     /// The application and its arguments, after --.
     #[arg(last = true, value_name = "APP")]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// The step's MPS daemon on one node, kept by the first of its tasks that
+/// runs exec with METHOD,mps (src/cli/keeper.rs): its listening socket is
+/// standard input, and these are what the task planned.
+#[derive(Args, Debug)]
+pub struct KeeperArgs {
+    #[arg(long)]
+    pub control: std::path::PathBuf,
+    /// The control daemon's PATH, where it finds its server.
+    #[arg(long, value_delimiter = ':')]
+    pub path: Vec<std::path::PathBuf>,
+    #[arg(long)]
+    pub base: std::path::PathBuf,
+    #[arg(long)]
+    pub stem: String,
+    #[arg(long)]
+    pub token: u64,
+    /// The step's GPUs by UUID.
+    #[arg(long, value_delimiter = ',')]
+    pub gpus: Vec<String>,
+    #[arg(long)]
+    pub timeout_ms: u64,
+    /// The step's tasks on this node.
+    #[arg(long)]
+    pub tasks: usize,
+    /// The step's slurmstepd: its end ends the keeper.
+    #[arg(long)]
+    pub stepd: Option<u32>,
+    /// Run in the foreground: the first keeper starts this one detached and
+    /// exits, so that no task's process is its parent.
+    #[arg(long)]
+    pub serve: bool,
 }
 
 #[derive(Args, Debug)]
@@ -110,9 +168,22 @@ pub struct NvmlQueryArgs {
     pub nvml: String,
 }
 
-/// The methods and `none`, with their other spellings.
-fn choices() -> String {
-    with_aliases::<Choice>()
+/// `--method`'s value: the words `--desi-gpu-map` takes, refused as the
+/// plugin refuses them; `help` names nothing to run.
+pub fn exec_request(value: &str) -> Result<Request, String> {
+    match parse_option(value) {
+        Ok(Request::Help) | Err(Error::BadOption { .. }) => Err(format!(
+            "invalid --method {}; valid values: {}",
+            quote(value),
+            valid_values().replace(", help;", ";")
+        )),
+        Err(Error::BadCombination { why, .. }) => Err(format!(
+            "invalid --method {}: {why}; give a method with mps, as in contiguous,mps",
+            quote(value)
+        )),
+        Err(e) => Err(e.to_string()),
+        Ok(request) => Ok(request),
+    }
 }
 
 #[derive(Args, Debug)]

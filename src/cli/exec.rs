@@ -4,15 +4,19 @@
 //! in the task's environment, and then execs APP with the task's variables:
 //! no child process, so APP keeps the task's pid, signals and exit code.
 
-use super::args::ExecArgs;
+use super::args::{exec_request, ExecArgs};
+use super::keeper;
 use super::nvml::Query;
 use crate::env;
 use crate::error::Error;
 use crate::files::Files;
 use crate::host::cpus;
+use crate::host::daemon::random_token;
 use crate::host::files::HostFiles;
-use crate::settings::option::{parse_option, Choice, Request};
-use crate::settings::site::Config;
+use crate::method::Method;
+use crate::mps::{Mps, MpsFacts};
+use crate::settings::option::{Choice, Request};
+use crate::settings::site::{Config, MpsSettings};
 use crate::slurm::tasks::local_count;
 use crate::step::{
     carry_out, parse_step_id, plan_step, slurm_bound_here, special_step_name, step_tag,
@@ -23,6 +27,7 @@ use crate::text::quote;
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
 /// The shell's exit codes for a command that cannot be found or run.
@@ -54,7 +59,7 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
     let (app, app_args) = args.command.split_first().ok_or_else(|| {
         "no command to run: desi-gpu-map exec [OPTIONS] -- APP [ARGS...]".to_string()
     })?;
-    let method = method(args)?;
+    let asked = asked(args)?;
     let config = config(args);
     let node = Process;
     let aside = outside_step(&node, args.allow_outside_slurm)?;
@@ -64,7 +69,7 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
         mapped_already(&node).then(|| "this step is mapped already (by the plugin)".to_string())
     });
     if let Some(why) = aside {
-        if args.verbose {
+        if asked.verbose {
             say(&[format!(
                 "desi-gpu-map exec: {why}; {} runs unchanged",
                 app.to_string_lossy()
@@ -73,12 +78,13 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
         return Ok(command);
     }
     // Slurm narrowed this task's lists itself: nothing to plan them from.
-    let plan = match slurm_bound_here(node.env(env::TRES_BIND).as_deref()) {
+    let mut plan = match slurm_bound_here(node.env(env::TRES_BIND).as_deref()) {
         Some(why) => StepPlan::aside(&config.flag, why),
-        None => plan(&node, config, method, args.verbose),
+        None => plan(&node, config, asked),
     };
+    join_mps(&mut plan);
     let lines = apply(&node, &plan, &mut command);
-    if args.verbose || !routine(&plan) {
+    if asked.verbose || !routine(&plan) {
         say(&lines);
     }
     Ok(command)
@@ -123,23 +129,38 @@ fn outside_step(node: &Process, allow_outside: bool) -> Result<Option<String>, S
     }
 }
 
-/// `--method`, else `$DESI_GPU_MAP_METHOD`, else contiguous.
-fn method(args: &ExecArgs) -> Result<Choice, String> {
-    if let Some(choice) = args.method {
-        return Ok(choice);
-    }
-    match std::env::var(env::METHOD) {
-        Ok(value) => match parse_option(&value) {
-            Ok(Request::Use {
-                choice: Some(choice),
-                ..
-            }) => Ok(choice),
-            _ => Err(format!(
-                "{}={value:?} names no method; give --method",
-                env::METHOD
-            )),
+/// What exec was asked for: the method, and the modifiers.
+#[derive(Debug, Clone, Copy)]
+struct Asked {
+    choice: Choice,
+    verbose: bool,
+    mps: bool,
+}
+
+/// `--method`, else `$DESI_GPU_MAP_METHOD`, else contiguous; `--verbose`
+/// or the `verbose` word.
+fn asked(args: &ExecArgs) -> Result<Asked, String> {
+    let request = match (args.method, std::env::var(env::METHOD)) {
+        (Some(request), _) => request,
+        (None, Ok(value)) => exec_request(&value)
+            .map_err(|e| format!("{}={}: {e}; give --method", env::METHOD, quote(&value)))?,
+        (None, Err(_)) => Request::Use {
+            choice: None,
+            verbose: false,
+            mps: false,
         },
-        Err(_) => Ok(Choice::Map(crate::method::Method::Contiguous)),
+    };
+    match request {
+        Request::Use {
+            choice,
+            verbose,
+            mps,
+        } => Ok(Asked {
+            choice: choice.unwrap_or(Choice::Map(Method::Contiguous)),
+            verbose: verbose || args.verbose,
+            mps,
+        }),
+        Request::Help => Err("help names no method to map with; give --method".to_string()),
     }
 }
 
@@ -152,8 +173,32 @@ fn config(args: &ExecArgs) -> Config {
         nvml: args.nvml.clone(),
         nvml_timeout: std::time::Duration::from_secs(args.nvml_timeout),
         kernel_root: args.kernel_root.clone(),
+        mps: MpsSettings {
+            share: args.mps_share,
+            dir: args.mps_dir.clone(),
+            control: mps_control(args),
+            control_named_by: format!("--mps-control or ${}", env::MPS_CONTROL_PATH),
+            ..MpsSettings::default()
+        },
         ..Config::default()
     }
+}
+
+/// The MPS control daemon: `--mps-control`, else its variable, else the
+/// first on `PATH`; `None` where none is found (the core then looks where
+/// NVIDIA's packages put it).
+fn mps_control(args: &ExecArgs) -> Option<PathBuf> {
+    if let Some(path) = &args.mps_control {
+        return Some(path.clone());
+    }
+    if let Some(path) = std::env::var_os(env::MPS_CONTROL_PATH).filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(env::MPS_CONTROL))
+        .find(|file| file.is_file())
 }
 
 /// This very step is mapped already: the plugin (or an earlier exec)
@@ -176,21 +221,46 @@ fn step_id(node: &Process) -> Result<u32, String> {
 }
 
 /// The step's plan, through the same core as the plugin's.
-fn plan(node: &Process, config: Config, choice: Choice, verbose: bool) -> StepPlan {
+fn plan(node: &Process, config: Config, asked: Asked) -> StepPlan {
     let step_id = step_id(node);
     let config = Ok(config);
     let request = Ok(Request::Use {
-        choice: Some(choice),
-        verbose,
-        mps: false,
+        choice: Some(asked.choice),
+        verbose: asked.verbose,
+        mps: asked.mps,
     });
     let facts = StepFacts {
         step_id,
         config: Some(&config),
         request: Some(&request),
-        mps: None,
+        mps: mps_facts(node),
     };
     plan_step(&facts, node)
+}
+
+/// The user and this node's tasks, for a daemon of the step's own; `None`
+/// where the task's ids cannot be read (the task then runs unmapped).
+fn mps_facts(node: &Process) -> Option<MpsFacts> {
+    let (_, local_tasks, _) = task_ids(node).ok()?;
+    let node_id = node.env(env::NODE_ID)?.trim().parse().ok()?;
+    Some(MpsFacts {
+        uid: rustix::process::getuid().as_raw(),
+        gid: rustix::process::getgid().as_raw(),
+        local_tasks,
+        node_id,
+        token: random_token(),
+    })
+}
+
+/// Where the plan starts the step's daemon, this task joins it (the
+/// node's first task to get here starts it, through the keeper).
+fn join_mps(plan: &mut StepPlan) {
+    let StepPlan::Map(map) = plan else { return };
+    let Mps::Start(daemon) = &map.mps else { return };
+    match keeper::join(daemon, cpus::slurmstepd_above()) {
+        Ok(daemon) => map.mps_started(daemon),
+        Err(why) => map.mps_failed(why),
+    }
 }
 
 /// Sets the task's variables on `command`; returns the lines to say.

@@ -6,6 +6,7 @@
 pub mod args;
 mod exec;
 mod json;
+mod keeper;
 mod layout;
 mod nvml;
 mod plan;
@@ -26,13 +27,22 @@ use std::process::ExitCode;
 /// dispositions and mask there, which std's `Command` changes.
 pub type BeforeExec = fn(&mut std::process::Command);
 
+/// What only `src/main.rs`, the crate that holds the FFI edge, can do.
+pub struct Edge {
+    pub before_exec: BeforeExec,
+    /// Blocks the signals that end a process and returns a descriptor that
+    /// reads them: exec's MPS keeper waits on it ([`keeper`]).
+    pub signal_fd: fn() -> std::io::Result<std::os::fd::OwnedFd>,
+}
+
 /// Runs the command with the process's arguments.
-pub fn main(before_exec: BeforeExec) -> ExitCode {
+pub fn main(edge: Edge) -> ExitCode {
     let cli = args::Cli::parse();
     let result = match cli.command {
         args::Command::Plan(args) => plan::run(&args),
         args::Command::Show(args) => show::run(&args),
-        args::Command::Exec(args) => return exec::run(&args, before_exec),
+        args::Command::Exec(args) => return exec::run(&args, edge.before_exec),
+        args::Command::MpsKeeper(args) => return keeper::run(&args, edge.signal_fd),
         args::Command::NvmlQuery(args) => return nvml::nvml_query(&args.ask, &args.nvml),
     };
     match result {

@@ -124,6 +124,43 @@ impl Running {
         said
     }
 
+    /// The daemon's pid: this process's child until [`Running::stop`] or
+    /// [`Running::end_now`] reaps it.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The step ends where what is left of it may be killed at any moment:
+    /// under proctrack/cgroup, Slurm kills the step's remaining processes
+    /// about 0.3 ms after its last task exits (measured on 22.05), and
+    /// exec's keeper with them. So the directories go first, by this
+    /// process's own calls (only for a launcher that runs as this process:
+    /// exec's keeper, the user itself), then the daemon and its servers are
+    /// killed: its socket is gone with its directory, so no `quit` can
+    /// reach it, and it has no client left. What went wrong, as for `stop`.
+    pub fn end_now(mut self) -> Vec<String> {
+        let mut said = Vec::new();
+        let pid = self.child.id();
+        let servers = match identity(pid) {
+            Some(now) if now == self.identity => {
+                children_named(pid, self.daemon.uid, env::MPS_SERVER)
+            }
+            _ => Vec::new(),
+        };
+        if let Err(e) = fs::remove_dir_all(self.daemon.dir()) {
+            said.push(format!(
+                "cannot remove the MPS directory {}: {e}",
+                self.daemon.dir().display()
+            ));
+        }
+        kill_group(&self.child);
+        self.wait_until(Instant::now() + self.daemon.timeout);
+        for (server, identity) in servers {
+            signal_if(server, &identity, Signal::KILL);
+        }
+        said
+    }
+
     fn wait_until(&mut self, deadline: Instant) -> bool {
         crate::host::child::wait_until(&mut self.child, deadline, POLL)
     }

@@ -11,8 +11,9 @@ pub(super) fn control(settings: &MpsSettings, node: &MpsNode) -> Result<PathBuf,
         return match node.files.exists(path) {
             true => Ok(path.clone()),
             false => Err(format!(
-                "cannot start {}: it does not exist (the site's mps_control=)",
-                path.display()
+                "cannot start {}: it does not exist ({})",
+                path.display(),
+                settings.control_named_by
             )),
         };
     }
@@ -22,9 +23,10 @@ pub(super) fn control(settings: &MpsSettings, node: &MpsNode) -> Result<PathBuf,
         .find(|path| node.files.exists(path));
     found.ok_or_else(|| {
         format!(
-            "{} is not in {}; the site can name it (mps_control=PATH)",
+            "{} is not in {}; {} names it",
             env::MPS_CONTROL,
-            env::MPS_CONTROL_DIRS.join(", ")
+            env::MPS_CONTROL_DIRS.join(", "),
+            settings.control_named_by
         )
     })
 }

@@ -212,7 +212,7 @@ fn each_reason_to_run_without_mps_is_one_line() {
     let why = without(&plan_step(&facts, &node));
     assert!(
         why.starts_with("nvidia-cuda-mps-control is not in /usr/bin, /usr/local/bin")
-            && why.ends_with("the site can name it (mps_control=PATH)"),
+            && why.ends_with("the site's mps_control= names it"),
         "{why}"
     );
 }

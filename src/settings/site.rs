@@ -106,7 +106,13 @@ pub struct MpsSettings {
     /// The MPS control daemon (`mps_control=`); `None`: found in
     /// [`crate::env::MPS_CONTROL_DIRS`].
     pub control: Option<PathBuf>,
+    /// What names the control daemon, in messages: the site's key, or
+    /// exec's option and variable.
+    pub control_named_by: String,
 }
+
+/// The site's key that names the MPS control daemon, as messages say it.
+pub const SITE_CONTROL_KEY: &str = "the site's mps_control=";
 
 impl Default for MpsSettings {
     fn default() -> Self {
@@ -115,6 +121,7 @@ impl Default for MpsSettings {
             share: MpsShare::None,
             dir: None,
             control: None,
+            control_named_by: SITE_CONTROL_KEY.to_string(),
         }
     }
 }

@@ -89,6 +89,32 @@ fn daemons() -> Vec<(u32, u32)> {
     found
 }
 
+/// Every keeper of exec's daemons (`desi-gpu-map mps-keeper`) of the test
+/// users here: their pids.
+fn keepers() -> Vec<u32> {
+    let uids: Vec<u32> = USERS.iter().map(|(_, uid)| *uid).collect();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse().ok()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if !cmdline.split(|&b| b == 0).any(|a| a == b"mps-keeper") {
+            continue;
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let uid: u32 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|l| l.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+        if uids.contains(&uid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
 /// The steps' MPS directories under /tmp, as slurmstepd sees it.
 fn mps_dirs() -> Vec<String> {
     let tmp = format!("{}/tmp", slurm_root().unwrap_or_default());
@@ -114,14 +140,65 @@ fn wait_for(secs: u64, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
-/// No daemon and no directory of any step is left on the node.
+/// The test users' exec directories whose keeper is gone, removed as the
+/// user's next `exec METHOD,mps` on the node would (its keeper's sweep).
+fn sweep_as_users() {
+    let base = format!("{}/tmp", slurm_root().unwrap_or_default());
+    for (user, _) in USERS {
+        let swept = std::process::Command::new("runuser")
+            .args([
+                "-u",
+                user,
+                "--",
+                &bin(),
+                "mps-keeper",
+                "--sweep",
+                "--base",
+                &base,
+            ])
+            .args([
+                "--control",
+                "-",
+                "--path",
+                "-",
+                "--stem",
+                "-",
+                "--token",
+                "0",
+            ])
+            .args(["--gpus", "-", "--timeout-ms", "0", "--tasks", "0"])
+            .status()
+            .expect("run the sweep");
+        assert!(swept.success(), "the sweep as {user}: {swept}");
+    }
+}
+
+/// No daemon, keeper or directory of any step is left on the node. Under
+/// proctrack/cgroup Slurm kills what is left of a step about 0.3 ms after
+/// its last task exits, and on this 2-core machine that can come before
+/// exec's keeper removed its directory (never before its processes are
+/// gone): the user's next exec METHOD,mps on the node removes it, as
+/// [`sweep_as_users`] does here first.
 fn assert_nothing_left(after: &str) {
-    let clean = wait_for(10, || daemons().is_empty() && mps_dirs().is_empty());
+    if production() {
+        let gone = wait_for(10, || daemons().is_empty() && keepers().is_empty());
+        assert!(
+            gone,
+            "after {after}: daemons {:?}, keepers {:?}",
+            daemons(),
+            keepers()
+        );
+        sweep_as_users();
+    }
+    let clean = wait_for(10, || {
+        daemons().is_empty() && mps_dirs().is_empty() && keepers().is_empty()
+    });
     assert!(
         clean,
-        "after {after}: daemons {:?}, directories {:?}",
+        "after {after}: daemons {:?}, directories {:?}, keepers {:?}",
         daemons(),
-        mps_dirs()
+        mps_dirs(),
+        keepers()
     );
 }
 
@@ -252,22 +329,28 @@ fn mps_auto_serves_steps_whose_tasks_outnumber_their_gpus() {
 
 // ------------------------------------------------------------ teardown
 
-/// Runs a job of ALICE's whose step sleeps under MPS, with sbatch's
-/// `words` too, waits for its daemon, ends it with `end`, and checks
-/// nothing is left.
+/// Runs a job of ALICE's with two steps that sleep under MPS, the
+/// plugin's and exec's, with sbatch's `words` too, waits for their
+/// daemons, ends the job with `end`, and checks nothing is left.
 fn teardown_after(what: &str, words: &str, end: impl FnOnce(&str)) {
     assert_nothing_left("the previous test");
+    let steps = format!(
+        "srun --overlap -n1 --gpus-per-node=1 --desi-gpu-map=contiguous,mps sleep 300 & \
+         srun --overlap -n2 --gpus-per-node=2 {} sleep 300 & wait",
+        exec_mps("contiguous,mps")
+    );
     let job = held(
         sbatch(&format!(
             "--parsable -o /dev/null -w n1 -n2 --gpus-per-node=2 {words} --wrap"
         ))
         .user(ALICE)
-        .arg(SLEEPING_STEP),
+        .arg(steps),
     );
     assert!(
-        wait_for(30, || daemons().len() == 1),
-        "{what}: no daemon started; {:?}",
-        daemons()
+        wait_for(30, || daemons().len() == 2 && keepers().len() == 1),
+        "{what}: the plugin's and exec's daemons did not both start; daemons {:?}, keepers {:?}",
+        daemons(),
+        keepers()
     );
     end(&job.0);
     assert!(
@@ -292,9 +375,10 @@ fn teardown_after_a_slurmd_restart_during_the_step() {
         cluster(&["restart-node", "n1"]);
         assert_eq!(
             daemons().len(),
-            1,
-            "the step's daemon outlives slurmd's restart"
+            2,
+            "the steps' daemons outlive slurmd's restart"
         );
+        assert_eq!(keepers().len(), 1, "exec's keeper outlives it too");
         client("scancel", job).ok();
     });
 }
@@ -467,6 +551,207 @@ fn a_nested_step_uses_its_parents_daemon_and_never_stops_it() {
         "the parent's daemon still answers:\n{stdout}"
     );
     assert_nothing_left("a nested step");
+}
+
+// ------------------------------------------------------------ exec's daemon
+
+/// `desi-gpu-map exec` asking for `method` (with `mps`), with the real
+/// control daemon and the cluster's fake NVML; APP follows.
+fn exec_mps(method: &str) -> String {
+    format!(
+        "{} exec --mps-control {} --nvml {} --method {method} --",
+        bin(),
+        control(),
+        fake_nvml()
+    )
+}
+
+/// The plugin's MPS tests' setup, with the plugin taken out: exec alone.
+fn exec_setup() -> MutexGuard<'static, ()> {
+    let guard = mps_setup(&[]);
+    cluster(&["plugin", "off"]);
+    guard
+}
+
+#[test]
+fn exec_runs_the_plugins_daemon_one_per_node_for_every_task() {
+    let _c = exec_setup();
+    assert_nothing_left("the previous test");
+    let out = srun(TWO_NODES_EIGHT_TASKS)
+        .user(ALICE)
+        .args(&exec_mps("contiguous,mps"))
+        .probe(&task())
+        .ok();
+    let (rows, daemons) = rows_and_daemons(&out);
+    let want: Vec<String> = (0..8)
+        .map(|rank| {
+            let node = format!("n{}", rank / 4 + 1);
+            let local = rank % 4;
+            let gpu = uuids(&node, &[local]);
+            format!("{rank} {node} {local} {gpu} 1 unset 100.0 700:{ALICE}")
+        })
+        .collect();
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    assert_eq!(rows, common::rows(&want), "{out}");
+    let uid = USERS[0].1;
+    let ids = format!("{uid},{uid},{uid},{uid}");
+    assert_eq!(
+        daemons,
+        [
+            format!(
+                "D n1 {ids} CUDA_VISIBLE_DEVICES={}",
+                uuids("n1", &[0, 1, 2, 3])
+            ),
+            format!(
+                "D n2 {ids} CUDA_VISIBLE_DEVICES={}",
+                uuids("n2", &[0, 1, 2, 3])
+            ),
+        ],
+        "one daemon per node, as the user, holding the step's GPUs by UUID\n{out}"
+    );
+    assert_nothing_left("exec's normal end");
+}
+
+#[test]
+fn exec_keeps_the_daemon_until_the_last_task_even_if_task_0_is_killed() {
+    let _c = exec_setup();
+    assert_nothing_left("the previous test");
+    let probe = format!(
+        "if [ $SLURM_LOCALID = 0 ]; then sleep 0.5; kill -KILL $$; fi; sleep 2; {}",
+        task()
+    );
+    let out = srun("-n3 -w n1 --gpus-per-node=2")
+        .user(ALICE)
+        .args(&exec_mps("roundrobin,mps"))
+        .probe(&probe)
+        .run()
+        .fails();
+    let rows = out.rows();
+    assert_eq!(rows.lines().count(), 2, "{out}");
+    assert!(
+        rows.lines()
+            .all(|r| r.ends_with(&format!(" 1 unset 100.0 700:{ALICE}"))),
+        "the daemon answers after local task 0 was killed:\n{out}"
+    );
+    assert_nothing_left("a SIGKILLed task 0");
+}
+
+#[test]
+fn exec_leaves_nothing_after_20_sequential_and_8_concurrent_steps() {
+    let _c = exec_setup();
+    assert_nothing_left("the previous test");
+    let exec = exec_mps("contiguous,mps");
+    let script = format!(
+        "for i in $(seq 20); do srun --overlap -n2 --gpus-per-node=2 {exec} true || echo failed; done; \
+         for i in $(seq 8); do srun --overlap -n1 --gpus-per-node=1 {exec} bash -c '{}' & done; wait",
+        task().replace('\'', "'\\''")
+    );
+    let out = salloc("-w n1 -n8 --gpus-per-node=4")
+        .user(ALICE)
+        .probe(&script)
+        .ok();
+    assert!(
+        !out.stdout().contains("failed"),
+        "a sequential step failed\n{out}"
+    );
+    let (rows, daemons) = rows_and_daemons(&out);
+    assert_eq!(rows.lines().count(), 8, "{out}");
+    assert!(
+        rows.lines().all(|r| r.contains(" 1 unset 100.0 700:")),
+        "{rows}"
+    );
+    assert_eq!(daemons.len(), 8, "one daemon per step\n{out}");
+    assert_nothing_left("20 sequential and 8 concurrent steps");
+}
+
+#[test]
+fn another_user_can_neither_reach_nor_stop_execs_daemon() {
+    let _c = exec_setup();
+    assert_nothing_left("the previous test");
+    let before = daemons();
+    let job = held(
+        sbatch("--parsable -o /dev/null -w n1 -n1 --gres=gpu:1 --wrap")
+            .user(ALICE)
+            .arg(format!("srun {} sleep 300", exec_mps("contiguous,mps"))),
+    );
+    let mut pid = None;
+    let started = wait_for(30, || {
+        pid = daemons()
+            .into_iter()
+            .find(|d| !before.contains(d))
+            .map(|d| d.0);
+        pid.is_some() && keepers().len() == 1
+    });
+    assert!(started, "no daemon and keeper for alice");
+    let pipe = daemon_env(pid.unwrap_or_default(), "CUDA_MPS_PIPE_DIRECTORY").expect("its pipe");
+    let bob = reach_as(BOB, &pipe);
+    assert!(bob.contains("Permission denied"), "{bob}");
+    assert!(!bob.contains("rc=0"), "bob reached alice's daemon:\n{bob}");
+    // The keeper's socket is named after the directory, less its random part.
+    let dir = pipe.trim_end_matches("/pipe");
+    let stem = &dir[dir.rfind('/').unwrap() + 1..dir.rfind('.').unwrap()];
+    let knock = format!(
+        "python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); \
+         s.connect(b\"\\0\" + sys.argv[1].encode()); print(\"K\", s.recv(200).decode().strip())' {stem}"
+    );
+    let answer = srun("-w n1 -n1 --overlap").user(BOB).probe(&knock).ok();
+    answer.prints("K no not the job's user");
+    assert_eq!(daemons().len(), 1, "alice's daemon survives bob");
+    assert_eq!(keepers().len(), 1, "and so does its keeper");
+    drop(job);
+    assert_nothing_left("alice's job");
+}
+
+#[test]
+fn the_users_next_exec_removes_what_a_killed_keeper_left() {
+    let _c = exec_setup();
+    assert_nothing_left("the previous test");
+    // What a keeper killed before it cleaned up leaves: its marked
+    // directory, and no socket of its name.
+    let left = format!("desi-gpu-map-mps.{}.999.0.0.00000000000000ab", USERS[0].1);
+    let made = format!(
+        "mkdir -m 0700 /tmp/{left} /tmp/{left}/pipe && touch /tmp/{left}/keeper /tmp/{left}/pipe/control && echo made"
+    );
+    srun("-w n1 -n1")
+        .user(ALICE)
+        .probe(&made)
+        .ok()
+        .prints("made");
+    assert_eq!(mps_dirs(), std::slice::from_ref(&left));
+    srun("-w n1 -n1 --gpus-per-node=1")
+        .user(ALICE)
+        .args(&exec_mps("contiguous,mps"))
+        .arg("true")
+        .ok();
+    assert!(
+        wait_for(10, || !mps_dirs().contains(&left)),
+        "the stale directory is still there: {:?}",
+        mps_dirs()
+    );
+    assert_nothing_left("the sweep");
+}
+
+#[test]
+fn exec_steps_aside_under_the_plugins_mps() {
+    let _c = mps_setup(&[]);
+    assert_nothing_left("the previous test");
+    let out = srun("-n2 -w n1 --gpus-per-node=2 --desi-gpu-map=contiguous,mps")
+        .user(ALICE)
+        .args(&exec_mps("roundrobin,mps,verbose"))
+        .probe(&task())
+        .ok();
+    let (rows, daemons) = rows_and_daemons(&out);
+    assert_eq!(
+        rows,
+        common::rows(&[
+            &format!("0 n1 0 {} 1 unset 100.0 700:{ALICE}", uuids("n1", &[0])),
+            &format!("1 n1 1 {} 1 unset 100.0 700:{ALICE}", uuids("n1", &[1])),
+        ]),
+        "the plugin's GPUs and daemon, kept\n{out}"
+    );
+    assert_eq!(daemons.len(), 1, "{out}");
+    out.says("this step is mapped already (by the plugin)");
+    assert_nothing_left("exec under the plugin's MPS");
 }
 
 // ------------------------------------------------------------ failures

@@ -158,6 +158,10 @@ pub struct KeeperArgs {
     /// exits, so that no task's process is its parent.
     #[arg(long)]
     pub serve: bool,
+    /// Only remove the user's keeper directories in --base whose keeper is
+    /// gone (what every keeper does first), then exit.
+    #[arg(long)]
+    pub sweep: bool,
 }
 
 #[derive(Args, Debug)]

@@ -19,6 +19,14 @@
 //!   included). Then, or when slurmstepd itself is gone, or when a
 //!   signal that ends a step reaches it, it removes the directory and
 //!   kills the daemon ([`daemon::Running::end_now`]).
+//! - Under proctrack/cgroup Slurm kills what is left of a step about
+//!   0.3 ms after its last task exits, and on a busy node that can come
+//!   before the keeper has removed the directory. So each keeper marks its
+//!   directory ([`MARK`]), and every keeper first removes the user's marked
+//!   directories in its base whose keeper's socket is gone ([`sweep`]):
+//!   what one step leaves, the user's next `exec METHOD,mps` on that node
+//!   removes. Processes are never left: the daemon and its server are in
+//!   the step, which Slurm kills.
 //! - It is detached (its parent exits at once): no task is its parent,
 //!   and under proctrack/linuxproc it outlives the step's end to clean up.
 //!   Under proctrack/cgroup it is in the step, and Slurm's signals reach
@@ -48,6 +56,11 @@ const ANSWER_MARGIN: Duration = Duration::from_secs(5);
 const MAX_ANSWER: u64 = 4096;
 /// Most parents walked up from a task to its slurmstepd.
 const MOST_ANCESTORS: usize = 32;
+/// The file a keeper puts in its daemon's directory: only such directories
+/// are ever swept (the plugin's are removed by the plugin).
+const MARK: &str = "keeper";
+/// The most directories one sweep looks at.
+const MOST_SWEPT: usize = 256;
 
 /// A task of the step joins its node's daemon: the keeper's, started here
 /// if no task started one yet. The daemon as it runs (in the directory the
@@ -198,6 +211,11 @@ pub fn run(args: &KeeperArgs, signal_fd: fn() -> std::io::Result<OwnedFd>) -> Ex
             Err(_) => ExitCode::FAILURE,
         };
     }
+    let daemon = planned(args);
+    sweep(&daemon);
+    if args.sweep {
+        return ExitCode::SUCCESS;
+    }
     // Slurm's signals are events from here on, never this process's end.
     let signals = signal_fd().ok();
     let listener = match std::io::stdin().as_fd().try_clone_to_owned() {
@@ -205,9 +223,11 @@ pub fn run(args: &KeeperArgs, signal_fd: fn() -> std::io::Result<OwnedFd>) -> Ex
         Err(_) => return ExitCode::FAILURE,
     };
     let _ = listener.set_nonblocking(true);
-    let daemon = planned(args);
     let mut keeper = Keeper::new(&daemon, args.stepd);
     let started = daemon::start(&daemon, &AsThisProcess);
+    if let Ok(running) = &started {
+        let _ = std::fs::File::create(running.daemon().dir().join(MARK));
+    }
     let reply = match &started {
         Ok(running) => Answer::Ok(running.daemon().token),
         Err(why) => Answer::No(why.clone()),
@@ -219,6 +239,65 @@ pub fn run(args: &KeeperArgs, signal_fd: fn() -> std::io::Result<OwnedFd>) -> Ex
         let _ = running.end_now();
     }
     ExitCode::SUCCESS
+}
+
+/// Removes the user's marked directories in the daemon's base whose
+/// keeper's socket (named after the directory less its random part) is
+/// gone: what a keeper killed by Slurm before it cleaned up left.
+fn sweep(daemon: &Daemon) {
+    let prefix = format!("desi-gpu-map-mps.{}.", daemon.uid);
+    let Ok(entries) = std::fs::read_dir(&daemon.base) else {
+        return;
+    };
+    let mut stale: Vec<std::path::PathBuf> = entries
+        .take(MOST_SWEPT * 16)
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(&prefix))
+        })
+        .map(|e| e.path())
+        .filter(|dir| marked_by_us(dir, daemon.uid))
+        .take(MOST_SWEPT)
+        .collect();
+    if stale.is_empty() {
+        return;
+    }
+    let bound = bound_names();
+    stale.retain(|dir| {
+        let stem = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.rsplit_once('.'))
+            .map(|(stem, _)| format!("@{stem}"));
+        stem.is_some_and(|stem| !bound.contains(&stem))
+    });
+    for dir in stale {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// A directory (not a link) of `uid`'s that holds a keeper's [`MARK`].
+fn marked_by_us(dir: &std::path::Path, uid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let ours = |p: &std::path::Path, dir: bool| {
+        std::fs::symlink_metadata(p)
+            .is_ok_and(|m| m.uid() == uid && m.is_dir() == dir && !m.file_type().is_symlink())
+    };
+    ours(dir, true) && ours(&dir.join(MARK), false)
+}
+
+/// The abstract unix socket names bound on this host (`@name`), as
+/// `/proc/net/unix` lists them.
+fn bound_names() -> Vec<String> {
+    let text = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    text.lines()
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().nth(7))
+        .filter(|name| name.starts_with('@'))
+        .map(String::from)
+        .collect()
 }
 
 /// The daemon the task planned, run as this process's user.

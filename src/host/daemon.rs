@@ -140,6 +140,13 @@ impl Running {
     /// reach it, and it has no client left. What went wrong, as for `stop`.
     pub fn end_now(mut self) -> Vec<String> {
         let mut said = Vec::new();
+        // First, before anything that reads /proc.
+        if let Err(e) = fs::remove_dir_all(self.daemon.dir()) {
+            said.push(format!(
+                "cannot remove the MPS directory {}: {e}",
+                self.daemon.dir().display()
+            ));
+        }
         let pid = self.child.id();
         let servers = match identity(pid) {
             Some(now) if now == self.identity => {
@@ -147,12 +154,6 @@ impl Running {
             }
             _ => Vec::new(),
         };
-        if let Err(e) = fs::remove_dir_all(self.daemon.dir()) {
-            said.push(format!(
-                "cannot remove the MPS directory {}: {e}",
-                self.daemon.dir().display()
-            ));
-        }
         kill_group(&self.child);
         self.wait_until(Instant::now() + self.daemon.timeout);
         for (server, identity) in servers {

@@ -84,7 +84,7 @@ pub fn launcher_named(name: &str) -> Result<&'static Launcher, String> {
     LAUNCHERS
         .iter()
         .find(|l| l.name == name)
-        .ok_or_else(|| launcher_names())
+        .ok_or_else(launcher_names)
 }
 
 /// `openmpi, mpich, pals or pals-pmi`.

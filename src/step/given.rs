@@ -56,8 +56,10 @@ pub(super) fn from_given(
             if value.trim().is_empty() {
                 return Err(Missing::NoGpus(WhyNoList::GivenEmpty { var }));
             }
-            let gpus = parse_gpu_list(&value)
-                .map_err(|error| Missing::Failed(WhyNoList::BadGiven { var, error }))?;
+            let gpus = parse_gpu_list(&value).map_err(|error| {
+                let error = Box::new(error);
+                Missing::Failed(WhyNoList::BadGiven { var, error })
+            })?;
             Ok(StepGpus {
                 gpus,
                 listed: Listed::Inherited { var, value, cuda },

@@ -49,11 +49,18 @@ pub enum WhyNoList {
     /// No srun step placed the process, and it inherited no GPU list;
     /// `node`: why the node's own GPUs were not listed (`None`: inside a
     /// Slurm job, where they are not the job's).
-    NothingGiven { node: Option<String> },
+    NothingGiven {
+        node: Option<String>,
+    },
     /// The list it inherited is empty: it was given no GPU.
-    GivenEmpty { var: &'static str },
+    GivenEmpty {
+        var: &'static str,
+    },
     /// The list it inherited is no list.
-    BadGiven { var: &'static str, error: Error },
+    BadGiven {
+        var: &'static str,
+        error: Box<Error>,
+    },
 }
 
 impl fmt::Display for WhyNoList {

@@ -242,3 +242,17 @@ fn bad_launcher_variables_are_refused_and_nothing_runs() {
         assert!(!Path::new(&marker).exists(), "{vars:?} ran the application");
     }
 }
+
+/// The README's launcher table is `src/launch.rs`'s, row for row.
+#[test]
+fn the_readmes_launcher_table_is_the_cores() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("read README.md");
+    for l in &desi_gpu_map::launch::LAUNCHERS {
+        let row = format!(
+            "| {} | `{}` | `{}` | `{}` |",
+            l.title, l.local_rank, l.local_size, l.example
+        );
+        assert!(readme.contains(&row), "README.md lacks the row {row}");
+    }
+}

@@ -100,6 +100,35 @@ pub const NODE_ID: &str = "SLURM_NODEID";
 pub const TASKS_PER_NODE: &str = "SLURM_STEP_TASKS_PER_NODE";
 pub const NODE_NAME: &str = "SLURMD_NODENAME";
 
+/// What other launchers tell each rank of where it sits (read by
+/// `desi-gpu-map exec`; `crate::launch` holds the table): Open MPI's
+/// `mpirun`/`prterun`, with its launch's job id (`PMIX_NAMESPACE` in 4.1
+/// and 5, `OMPI_MCA_ess_base_jobid` in 4.1).
+pub const OMPI_LOCAL_RANK: &str = "OMPI_COMM_WORLD_LOCAL_RANK";
+pub const OMPI_LOCAL_SIZE: &str = "OMPI_COMM_WORLD_LOCAL_SIZE";
+pub const OMPI_RANK: &str = "OMPI_COMM_WORLD_RANK";
+pub const OMPI_JOBID: &str = "OMPI_MCA_ess_base_jobid";
+/// MPICH's Hydra `mpiexec` (`src/pm/hydra/proxy/pmip_cb.c`); its ranks'
+/// parent is the proxy named by `HYDRA_PROXY`.
+pub const HYDRA_LOCAL_RANK: &str = "MPI_LOCALRANKID";
+pub const HYDRA_LOCAL_SIZE: &str = "MPI_LOCALNRANKS";
+pub const HYDRA_PROXY: &str = "hydra_pmi_proxy";
+/// Cray PALS as ALCF's Aurora documents it, with its application id.
+pub const PALS_LOCAL_RANK: &str = "PALS_LOCAL_RANKID";
+pub const PALS_LOCAL_SIZE: &str = "PALS_LOCAL_SIZE";
+pub const PALS_RANK: &str = "PALS_RANKID";
+pub const PALS_APID: &str = "PALS_APID";
+/// Cray PALS's PMI as ALCF's Polaris documents it; also Hydra's global rank.
+pub const PMI_LOCAL_RANK: &str = "PMI_LOCAL_RANK";
+pub const PMI_LOCAL_SIZE: &str = "PMI_LOCAL_SIZE";
+pub const PMI_RANK: &str = "PMI_RANK";
+/// Flux's node-local task id (Flux sets no per-node count).
+pub const FLUX_LOCAL_ID: &str = "FLUX_TASK_LOCAL_ID";
+/// PMIx's namespace (a launch's id) and global rank: its local rank and
+/// count are `PMIx_Get` keys, not variables.
+pub const PMIX_NAMESPACE: &str = "PMIX_NAMESPACE";
+pub const PMIX_RANK: &str = "PMIX_RANK";
+
 /// The plugin's own variables begin with this; a site's flag must not.
 pub const OWN_PREFIX: &str = "DESI_GPU_MAP_";
 

@@ -12,6 +12,7 @@
 //! - [`names`]: values users spell by name, each named once;
 //! - [`cpuset`]: CPU sets, as the kernel and Slurm write them;
 //! - [`slurm`]: what Slurm writes (GPU lists, binding requests, CPU binds);
+//! - [`launch`]: other launchers (mpirun, mpiexec, PALS): which placed a rank, and where;
 //! - [`method`]: the mapping methods, one rule per file;
 //! - [`runtime`]: whose GPU runtime reads the lists on a node, one file per vendor;
 //! - [`topology`]: where a node's GPUs sit, for `closest`;
@@ -33,6 +34,7 @@ pub mod env;
 pub mod error;
 pub mod files;
 pub mod host;
+pub mod launch;
 pub mod method;
 pub mod mps;
 pub mod names;

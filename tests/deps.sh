@@ -14,6 +14,8 @@ command -v strace >/dev/null || need+=(strace)
 # under srun --mpi=pmix, and pip for tests/desi/fetch.sh.
 /usr/bin/python3 -c 'import mpi4py' 2>/dev/null || need+=(python3-mpi4py)
 command -v ompi_info >/dev/null || need+=(openmpi-bin)
+# tests/launchers.rs: MPICH's Hydra mpiexec beside Open MPI's mpirun.
+command -v mpiexec.mpich >/dev/null || need+=(mpich)
 # Slurm's mpi/pmix dlopens pmix2/lib/libpmix.so (libpmix-dev), and only when
 # slurmd starts: without it every --mpi=pmix step fails to launch.
 ls /usr/lib/*/pmix2/lib/libpmix.so >/dev/null 2>&1 || need+=(libpmix-dev)

@@ -84,8 +84,14 @@ fn remove_pmix_leftovers() {
 /// device 0 instead, as the README tells applications to. `option` is
 /// `--desi-gpu-map`'s value, none for a step without it.
 fn ranks(option: Option<&str>, method: &str, honour: bool) -> Ran {
+    ranks_through(option, "", method, honour)
+}
+
+/// [`ranks`], each rank started through `through` (`desi-gpu-map exec
+/// ... --`, or nothing).
+fn ranks_through(option: Option<&str>, through: &str, method: &str, honour: bool) -> Ran {
     let script = format!(
-        "exec /usr/bin/python3 {}/tests/desi/ranks.py {method}{}",
+        "exec {through} /usr/bin/python3 {}/tests/desi/ranks.py {method}{}",
         repo().display(),
         if honour { " honour" } else { "" }
     );
@@ -153,6 +159,19 @@ fn single_keeps_every_rank_on_the_plugins_gpu() {
     for method in ["round-robin", "contiguous"] {
         ranks(Some("contiguous"), method, false).rows_are(&SINGLE_CONTIGUOUS);
         ranks(Some("roundrobin"), method, false).rows_are(&SINGLE_ROUNDROBIN);
+    }
+}
+
+#[test]
+fn exec_keeps_every_rank_on_its_gpu_without_the_plugin() {
+    // The same rows as the plugin's, each rank mapped by `exec` before
+    // Python and MPI start.
+    let _c = setup("required", &[]);
+    cluster(&["plugin", "off"]);
+    let exec = |m: &str| format!("{} exec --nvml {} --method {m} --", bin(), fake_nvml());
+    for method in ["round-robin", "contiguous"] {
+        ranks_through(None, &exec("contiguous"), method, false).rows_are(&SINGLE_CONTIGUOUS);
+        ranks_through(None, &exec("roundrobin"), method, false).rows_are(&SINGLE_ROUNDROBIN);
     }
 }
 

@@ -13,8 +13,8 @@ use std::path::Path;
 
 /// Bottom first: a module may import only modules listed before it.
 const LAYERS: &[&str] = &[
-    "text", "env", "error", "wire", "files", "names", "cpuset", "slurm", "method", "runtime",
-    "topology", "settings", "mps", "step", "host", "cli",
+    "text", "env", "error", "wire", "files", "names", "cpuset", "slurm", "launch", "method",
+    "runtime", "topology", "settings", "mps", "step", "host", "cli",
 ];
 /// The first layer that may touch the machine.
 const FIRST_IO: &str = "host";

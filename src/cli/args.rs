@@ -4,6 +4,7 @@
 use super::layout::{Distribution, DEFAULT_GPUS, MAX_LISTED_GPUS, MAX_PREVIEW_ROWS};
 use crate::env;
 use crate::error::Error;
+use crate::launch::LAUNCHERS;
 use crate::method::{method_names, Method, Visible};
 use crate::names::{names, Named};
 use crate::runtime::VendorSetting;
@@ -46,16 +47,7 @@ pub enum Command {
 }
 
 #[derive(Args, Debug)]
-#[command(after_help = "\
-Run it as the task itself: srun starts it, it binds the task's GPU and execs APP
-(same pid, signals, exit code). Where the plugin already mapped this step, the
-step has no GPUs, or it runs outside any srun step (a batch script), APP runs
-unchanged.
-
-Examples:
-  srun -N2 -n8 --gpus-per-node=4 desi-gpu-map exec --method contiguous -- python app.py
-  srun ... desi-gpu-map exec -- ./app        # $DESI_GPU_MAP_METHOD, else contiguous
-  srun ... desi-gpu-map exec --verbose --method closest -- ./app")]
+#[command(after_help = exec_help())]
 pub struct ExecArgs {
     #[arg(
         long,
@@ -118,8 +110,8 @@ pub struct ExecArgs {
     /// mps_share=).
     #[arg(long, default_value = "none", value_parser = one_of::<MpsShare>())]
     pub mps_share: MpsShare,
-    /// Map even outside an srun step or any Slurm job, from the SLURM_*
-    /// variables given (for tests).
+    /// Map a process that neither srun nor another launcher started, from
+    /// the SLURM_* variables given (for tests).
     #[arg(long)]
     pub allow_outside_slurm: bool,
     /// The application and its arguments, after --.
@@ -188,6 +180,46 @@ pub fn exec_request(value: &str) -> Result<Request, String> {
         Err(e) => Err(e.to_string()),
         Ok(request) => Ok(request),
     }
+}
+
+/// exec's closing help: how it runs, then one line per launcher (from
+/// [`LAUNCHERS`]) and examples.
+fn exec_help() -> String {
+    let mut help = String::from(
+        "Run it as the task itself: srun (or mpirun, mpiexec, PALS) starts it, it binds the
+task's GPU and execs APP (same pid, signals, exit code). Where the plugin already
+mapped this step, the step has no GPUs, or it runs outside any srun step and
+launcher (a batch script), APP runs unchanged.
+
+Under another launcher its variables place the rank (over Slurm's, which then
+describe the launcher's daemon step). Its GPUs are the daemon step's list inside
+an allocation; else the runtime list it inherited; else, outside any Slurm job,
+every GPU of the node (NVML, or the kernel's listing).
+",
+    );
+    for l in &LAUNCHERS {
+        help.push_str(&format!(
+            "  {:<44} {} of {}\n",
+            l.title, l.local_rank, l.local_size
+        ));
+    }
+    help.push_str(&format!(
+        "Flux ({}) and PMIx alone ({}) name no per-node count or local rank: refused.
+
+Examples:
+  srun -N2 -n8 --gpus-per-node=4 desi-gpu-map exec --method contiguous -- python app.py
+  srun ... desi-gpu-map exec -- ./app        # ${}, else contiguous
+  srun ... desi-gpu-map exec --verbose --method closest -- ./app
+  srun ... desi-gpu-map exec --method contiguous,mps -- ./app   # one MPS daemon per node
+",
+        env::FLUX_LOCAL_ID,
+        env::PMIX_RANK,
+        env::METHOD
+    ));
+    for l in &LAUNCHERS {
+        help.push_str(&format!("  {}\n", l.example));
+    }
+    help.trim_end().to_string()
 }
 
 #[derive(Args, Debug)]
@@ -281,9 +313,18 @@ pub struct PlanArgs {
     /// one GPU is refused, as the plugin runs such a step without MPS.
     #[arg(long)]
     pub mps: bool,
+    /// Preview the ranks of another launcher, which reads each rank's place
+    /// from its own variables (exec's table) instead of srun's.
+    #[arg(long, value_name = "LAUNCHER", value_parser = PossibleValuesParser::new(launcher_names()))]
+    pub launcher: Option<String>,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The launchers `plan --launcher` previews, by name.
+fn launcher_names() -> Vec<&'static str> {
+    LAUNCHERS.iter().map(|l| l.name).collect()
 }
 
 #[derive(Args, Debug)]

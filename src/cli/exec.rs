@@ -3,6 +3,9 @@
 //! the step through the same core as the plugin, from what slurmstepd left
 //! in the task's environment, and then execs APP with the task's variables:
 //! no child process, so APP keeps the task's pid, signals and exit code.
+//! Under another launcher (`mpirun`, `mpiexec`, PALS: [`crate::launch`])
+//! the launcher's variables place the rank instead of Slurm's, and its
+//! GPUs are those the process was given ([`Given`]).
 
 use super::args::{exec_request, ExecArgs};
 use super::keeper;
@@ -13,6 +16,7 @@ use crate::files::Files;
 use crate::host::cpus;
 use crate::host::daemon::random_token;
 use crate::host::files::HostFiles;
+use crate::launch::{launched, Launch, Launched};
 use crate::method::Method;
 use crate::mps::{Mps, MpsFacts};
 use crate::settings::option::{Choice, Request};
@@ -20,8 +24,8 @@ use crate::settings::site::{Config, MpsSettings};
 use crate::slurm::tasks::local_count;
 use crate::step::{
     carry_out, parse_step_id, plan_step, slurm_bound_here, special_step_name, step_tag,
-    task_outcome, unreadable_task, Aside, Node, NvmlAsk, StepFacts, StepPlan, TaskCpus, TaskInputs,
-    Unmapped,
+    task_outcome, unreadable_task, Aside, Given, Node, NvmlAsk, StepFacts, StepPlan, TaskCpus,
+    TaskInputs, Unmapped,
 };
 use crate::text::quote;
 use std::ffi::OsString;
@@ -61,12 +65,31 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
     })?;
     let asked = asked(args)?;
     let config = config(args);
-    let node = Process;
-    let aside = outside_step(&node, args.allow_outside_slurm)?;
+    let launch = match launched(&|name| Process::SLURM.env(name)) {
+        Ok(Launched::By(launch)) => Some(launch),
+        Ok(Launched::Slurm) => None,
+        Err(why) => return Err(format!("{why}; nothing was run")),
+    };
+    if let (Some(launch), true) = (&launch, asked.mps) {
+        return Err(format!(
+            "mps is for srun's tasks, and these are {}'s ranks: start the MPS daemon around \
+             the launch, or launch with srun; nothing was run",
+            launch.launcher.title
+        ));
+    }
+    let node = Process::new(launch.as_ref());
+    let aside = match launch {
+        Some(_) => None,
+        None => outside_step(&node, args.allow_outside_slurm)?,
+    };
     let mut command = Command::new(app);
     command.args(app_args);
+    let tag = launch.as_ref().and_then(|l| launch_tag(&node, l));
     let aside = aside.or_else(|| {
-        mapped_already(&node).then(|| "this step is mapped already (by the plugin)".to_string())
+        mapped_already(&node, launch.as_ref().map(|_| tag.clone())).then(|| match launch {
+            Some(_) => "this launch is mapped already (by an earlier exec)".to_string(),
+            None => "this step is mapped already (by the plugin)".to_string(),
+        })
     });
     if let Some(why) = aside {
         if asked.verbose {
@@ -80,10 +103,13 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
     // Slurm narrowed this task's lists itself: nothing to plan them from.
     let mut plan = match slurm_bound_here(node.env(env::TRES_BIND).as_deref()) {
         Some(why) => StepPlan::aside(&config.flag, why),
-        None => plan(&node, config, asked),
+        None => plan(&node, config, asked, launch.as_ref()),
     };
+    if let (StepPlan::Map(map), true) = (&mut plan, launch.is_some()) {
+        map.step = tag;
+    }
     join_mps(&mut plan);
-    let lines = apply(&node, &plan, &mut command);
+    let lines = apply(&node, &plan, &mut command, launch.as_ref());
     if asked.verbose || !routine(&plan) {
         say(&lines);
     }
@@ -204,13 +230,23 @@ fn mps_control(args: &ExecArgs) -> Option<PathBuf> {
 /// This very step is mapped already: the plugin (or an earlier exec)
 /// recorded it in `DESI_GPU_MAP_STEP`, which it writes only where it maps
 /// and removes everywhere else, whatever the site's flag is called. An
-/// outer step's record names another step.
-fn mapped_already(node: &Process) -> bool {
-    let this = node
-        .env(env::STEP_ID)
-        .and(step_id(node).ok())
-        .and_then(|id| step_tag(node, id));
+/// outer step's record names another step. A launcher's rank records its
+/// launch's tag (`launch`, where a launcher placed it), which a nested
+/// launch does not share.
+fn mapped_already(node: &Process, launch: Option<Option<String>>) -> bool {
+    let this = match launch {
+        Some(tag) => tag,
+        None => node
+            .env(env::STEP_ID)
+            .and(step_id(node).ok())
+            .and_then(|id| step_tag(node, id)),
+    };
     this.is_some() && node.env(env::STEP) == this
+}
+
+/// The launch's tag: its job id, or its proxy's pid above this process.
+fn launch_tag(node: &Process, launch: &Launch) -> Option<String> {
+    launch.tag(&|name| node.env(name), &cpus::ancestor_named)
 }
 
 /// This step's id (0 outside a step, with `--allow-outside-slurm`).
@@ -220,9 +256,14 @@ fn step_id(node: &Process) -> Result<u32, String> {
         .ok_or_else(|| format!("{}={} is not a step id", env::STEP_ID, quote(&value)))
 }
 
-/// The step's plan, through the same core as the plugin's.
-fn plan(node: &Process, config: Config, asked: Asked) -> StepPlan {
-    let step_id = step_id(node);
+/// The step's plan, through the same core as the plugin's. A launcher's
+/// rank is no step of Slurm's (its tag stands in for the step's): where it
+/// runs in the batch step, or in no step, it is not left untouched.
+fn plan(node: &Process, config: Config, asked: Asked, launch: Option<&Launch>) -> StepPlan {
+    let step_id = match launch {
+        Some(_) => Ok(0),
+        None => step_id(node),
+    };
     let config = Ok(config);
     let request = Ok(Request::Use {
         choice: Some(asked.choice),
@@ -264,13 +305,28 @@ fn join_mps(plan: &mut StepPlan) {
 }
 
 /// Sets the task's variables on `command`; returns the lines to say.
-fn apply(node: &Process, plan: &StepPlan, command: &mut Command) -> Vec<String> {
-    let name = node.env(env::NODE_NAME).unwrap_or_else(|| "?".to_string());
+fn apply(
+    node: &Process,
+    plan: &StepPlan,
+    command: &mut Command,
+    launch: Option<&Launch>,
+) -> Vec<String> {
+    let name = node
+        .env(env::NODE_NAME)
+        .or_else(|| hostname().filter(|_| launch.is_some()))
+        .unwrap_or_else(|| "?".to_string());
     let cuda = node.env(env::CUDA);
     let tres_bind = node.env(env::TRES_BIND);
-    let bind_type = node.env(env::CPU_BIND_TYPE);
-    let bind_list = node.env(env::CPU_BIND_LIST);
-    let outcome = match task_ids(node) {
+    // Slurm's CPU binding describes a launcher's daemon step, not its
+    // ranks: a rank's own CPUs are its mask.
+    let slurms = |var| node.env(var).filter(|_| launch.is_none());
+    let bind_type = slurms(env::CPU_BIND_TYPE);
+    let bind_list = slurms(env::CPU_BIND_LIST);
+    let ids = match launch {
+        Some(l) => Ok((l.local_id, l.local_count, l.rank)),
+        None => task_ids(node),
+    };
+    let outcome = match ids {
         Ok((local_id, local_count, rank)) => {
             let closest = plan.needs_task_cpus();
             let task = TaskInputs {
@@ -283,7 +339,7 @@ fn apply(node: &Process, plan: &StepPlan, command: &mut Command) -> Vec<String> 
                 cpus: TaskCpus {
                     own: closest.then(|| cpus::allowed("self")).flatten(),
                     // slurmstepd's mask: an unbound task's own equals it.
-                    parent: closest
+                    parent: (closest && launch.is_none())
                         .then(cpus::slurmstepd_above)
                         .flatten()
                         .and_then(|pid| cpus::allowed(&pid.to_string())),
@@ -364,10 +420,43 @@ fn say(lines: &[String]) {
     }
 }
 
+/// This host's name, as the kernel has it (per UTS namespace).
+fn hostname() -> Option<String> {
+    let name = std::fs::read_to_string(env::HOSTNAME_FILE).ok()?;
+    Some(name.trim().to_string()).filter(|n| !n.is_empty())
+}
+
 /// The task's own process as the core's node: its environment, the
 /// machine's files, and NVML asked in a child process with a deadline
-/// ([`super::nvml`]).
-struct Process;
+/// ([`super::nvml`]); for a launcher's rank, what it was given.
+struct Process {
+    given: Option<Given>,
+}
+
+impl Process {
+    /// A task of an srun step: Slurm's list.
+    const SLURM: Process = Process { given: None };
+
+    /// A launcher's rank in an srun step (its daemon's, inside an
+    /// allocation) takes that step's list as Slurm set it; elsewhere the
+    /// list it inherited, or outside any Slurm job every GPU of the node.
+    fn new(launch: Option<&Launch>) -> Process {
+        let node = Process::SLURM;
+        let in_step = node
+            .env(env::STEP_ID)
+            .and_then(|id| parse_step_id(&id))
+            .is_some_and(|id| special_step_name(id).is_none());
+        let in_job = [env::JOB_ID, env::JOB_ID_OLD]
+            .iter()
+            .any(|name| node.env(name).is_some());
+        let given = match (launch, in_step, in_job) {
+            (None, _, _) | (Some(_), true, _) => None,
+            (Some(_), false, true) => Some(Given::Inherited),
+            (Some(_), false, false) => Some(Given::InheritedOrNode),
+        };
+        Process { given }
+    }
+}
 
 impl Node for Process {
     fn env(&self, name: &str) -> Option<String> {
@@ -380,5 +469,9 @@ impl Node for Process {
 
     fn nvml(&self, ask: NvmlAsk, config: &Config) -> Result<Vec<String>, Error> {
         super::nvml::ask(Query::Core(ask), &config.nvml, config.nvml_timeout)
+    }
+
+    fn given(&self) -> Option<Given> {
+        self.given
     }
 }

@@ -3,10 +3,12 @@
 use super::args::PlanArgs;
 use super::json;
 use super::layout::{even_split, loads, place, preview, Limit, Load, PlanError, Row, DEFAULT_GPUS};
+use crate::launch::{launcher_named, Launcher};
 use crate::method::Method;
 use crate::method::Visible;
 use crate::names::{names, parse_name, Named};
 use crate::slurm::gpus::parse_gpu_list;
+use crate::text::quote;
 use crate::topology::{Preset, Topology};
 use serde::Serialize;
 use std::fmt::Write;
@@ -42,11 +44,31 @@ pub fn run(args: &PlanArgs) -> Result<String, Box<dyn std::error::Error>> {
         shares(&mut rows)?;
     }
     let loads = loads(&rows, &gpus);
+    let launcher = match &args.launcher {
+        Some(name) => Some(launcher_named(name).map_err(|valid| {
+            format!("invalid --launcher {}; valid values: {valid}", quote(name))
+        })?),
+        None => None,
+    };
     if args.json {
-        Ok(to_json(method, visible, args.mps, &rows, &loads)?)
+        Ok(to_json(method, visible, args.mps, launcher, &rows, &loads)?)
     } else {
-        Ok(to_text(method, visible, &rows, &loads))
+        let text = to_text(method, visible, &rows, &loads);
+        Ok(match launcher {
+            Some(l) => format!("{}\n{text}", launcher_line(l)),
+            None => text,
+        })
     }
+}
+
+/// What `--launcher` adds above the table: where each rank's place comes
+/// from, and its GPUs.
+fn launcher_line(l: &Launcher) -> String {
+    format!(
+        "launcher {} ({}): rank's local/count from {} of {}; GPUs from the daemon step's list, \
+         the inherited list (--devices), or every GPU of the node",
+        l.name, l.title, l.local_rank, l.local_size
+    )
 }
 
 /// `--mps`: each task's even share of its GPU, refusing more clients per
@@ -297,14 +319,26 @@ struct Report<'a> {
     /// Present (true) only under `--mps`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     mps: bool,
+    /// Present only under `--launcher`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    launcher: Option<LauncherReport>,
     tasks: &'a [Row],
     load: &'a [Load],
+}
+
+/// The launcher under `--launcher`, and the variables its ranks read.
+#[derive(Serialize)]
+struct LauncherReport {
+    name: &'static str,
+    local_rank: &'static str,
+    local_size: &'static str,
 }
 
 fn to_json(
     method: Method,
     visible: Visible,
     mps: bool,
+    launcher: Option<&Launcher>,
     rows: &[Row],
     loads: &[Load],
 ) -> Result<String, serde_json::Error> {
@@ -312,6 +346,11 @@ fn to_json(
         method: method.name(),
         visible: visible.name(),
         mps,
+        launcher: launcher.map(|l| LauncherReport {
+            name: l.name,
+            local_rank: l.local_rank,
+            local_size: l.local_size,
+        }),
         tasks: rows,
         load: loads,
     })

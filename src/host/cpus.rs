@@ -9,20 +9,26 @@ pub fn allowed(pid: &str) -> Option<CpuSet> {
     CpuSet::parse_list(&status_field(pid, "Cpus_allowed_list")?).ok()
 }
 
-/// Most parents walked up to find slurmstepd.
+/// Most parents walked up to find slurmstepd or a launcher's proxy.
 const MOST_ANCESTORS: usize = 32;
 
 /// The pid of the nearest slurmstepd above this process (its parent when
 /// srun started this process directly; a shell's parent under
 /// `srun bash -c ...`), if there is one.
 pub fn slurmstepd_above() -> Option<u32> {
+    ancestor_named("slurmstepd")
+}
+
+/// The pid of the nearest process above this one whose command name
+/// (`/proc/PID/comm`) is `name`, if there is one.
+pub fn ancestor_named(name: &str) -> Option<u32> {
     let mut pid = std::os::unix::process::parent_id();
     for _ in 0..MOST_ANCESTORS {
         if pid <= 1 {
             return None;
         }
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-        if comm.trim() == "slurmstepd" {
+        if comm.trim() == name {
             return Some(pid);
         }
         pid = parent_of(pid)?;

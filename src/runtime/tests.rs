@@ -225,6 +225,7 @@ fn plan_of(vendor: Vendor, config: &Config, env: &HashMap<String, String>) -> St
         nvml: Ok((0..NODE).map(|i| format!("GPU-{i}")).collect()),
         calls: Cell::new(0),
         places: None,
+        given: None,
     };
     plan_step(&facts, &node)
 }

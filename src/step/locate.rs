@@ -79,14 +79,19 @@ pub(super) fn step_topology(
     vendor: Vendor,
     placed: Option<Result<Vec<String>, Error>>,
 ) -> Result<Topology, String> {
-    let absolute = step.listed.step_gpus();
+    // A list the process inherited, or the kernel's, names the node's
+    // GPUs by their own indices.
+    let absolute = match &step.listed {
+        super::Listed::Inherited { .. } | super::Listed::Kernel => Some(step.gpus.as_slice()),
+        listed => listed.step_gpus(),
+    };
     let from_nvml = || {
         let lines = placed
             .unwrap_or_else(|| node.nvml(NvmlAsk::Places, config))
             .map_err(|e| e.to_string())?;
         from_nvml_lines(&lines, &step.gpus, absolute)
     };
-    if !step.listed.is_slurms() {
+    if !step.listed.is_runtimes() {
         return from_nvml();
     }
     let files = node.files();

@@ -21,6 +21,7 @@
 //! No I/O: the front end hands in the node, and applies what comes back.
 
 mod binding;
+mod given;
 mod locate;
 mod node;
 mod plan;
@@ -47,6 +48,7 @@ use crate::text::quote;
 use std::fmt;
 
 pub use binding::slurm_bound_here;
+pub use given::Given;
 pub use locate::locate;
 // spank/src/node.rs still names it here; its home is crate::mps.
 pub use node::{Node, NvmlAsk};
@@ -193,7 +195,11 @@ impl Aside {
             self,
             Aside::SlurmBindsStep { .. }
                 | Aside::SlurmBoundTasks(_)
-                | Aside::Missing(WhyNoList::NoGpus { .. })
+                | Aside::Missing(
+                    WhyNoList::NoGpus { .. }
+                        | WhyNoList::NothingGiven { .. }
+                        | WhyNoList::GivenEmpty { .. }
+                )
         )
     }
 }

@@ -3,8 +3,9 @@
 //! MPS) is decided first, and the record is built once.
 
 use super::binding::slurm_binds_per_task;
+use super::given::from_given;
 use super::locate::{discover, gpu_cpus, uuids_of_places};
-use super::source::{from_nvml, from_slurm, other_lists, Missing, StepGpus};
+use super::source::{from_nvml, from_slurm, other_lists, Listed, Missing, StepGpus};
 use super::{
     is_special_step, placing, resolve, step_tag, Aside, GpuCpus, Node, NvmlAsk, Resolved, StepMap,
     StepPlan,
@@ -75,12 +76,21 @@ fn plan_mapping(
         Choice::Map(method) => method,
     };
     let env = &|name: &str| node.env(name);
-    if let Some(binds) = slurm_binds_per_task(env) {
+    // Slurm's per-task requests bind an srun step's tasks, not a
+    // launcher's ranks.
+    if let (None, Some(binds)) = (node.given(), slurm_binds_per_task(env)) {
         return StepPlan::aside(&config.flag, binds);
     }
     // A closest step's places from the NVML load that listed its GPUs.
     let mut placed = None;
-    let step = match list_step(config, node, method, &mut placed) {
+    let listed = match node.given() {
+        Some(given) => {
+            let vendor = choose(config.vendor, node.files(), Path::new("/")).vendor;
+            from_given(given, config, node, method, vendor, &mut placed)
+        }
+        None => list_step(config, node, method, &mut placed),
+    };
+    let step = match listed {
         Ok(step) => step,
         Err(Missing::NoGpus(_)) if !want.asked => return StepPlan::quiet(&config.flag),
         Err(Missing::NoGpus(why) | Missing::Failed(why)) => {
@@ -167,9 +177,9 @@ struct Written {
 /// says why none can be narrowed.
 fn written(step: StepGpus, config: &Config, node: &dyn Node) -> Result<Written, Unbindable> {
     let env = &|name: &str| node.env(name);
-    let slurms = step.listed.is_slurms().then_some(step.gpus.as_slice());
-    let lists = other_lists(env, slurms);
-    let (others, mut notes) = (lists.slurms, lists.notes);
+    let runtimes = step.listed.is_runtimes().then_some(step.gpus.as_slice());
+    let lists = other_lists(env, runtimes);
+    let (mut others, mut notes) = (lists.slurms, lists.notes);
     if let Some(value) = step.listed.exported() {
         notes.push(format!(
             "{}={} was the user's, not Slurm's: replaced by NVML's list",
@@ -179,14 +189,27 @@ fn written(step: StepGpus, config: &Config, node: &dyn Node) -> Result<Written, 
     }
     let order = env(env::DEVICE_ORDER);
     let chosen = choose(config.vendor, node.files(), Path::new("/"));
-    let rendering = Rendering::plan(
+    let carrier = chosen.vendor.carrier();
+    // The kernel's listing of a node's AMD or Intel GPUs: their runtime's
+    // own list carries each rank's GPU.
+    if step.listed == Listed::Kernel && carrier != env::CUDA {
+        others.push((carrier, step.gpus.clone()));
+    }
+    let mut rendering = Rendering::plan(
         &chosen,
         config.visible,
-        &StepLists::new(&step.gpus, step.listed.is_slurms(), &others),
+        &StepLists::new(&step.gpus, step.listed.is_runtimes(), &others),
         &lists.users,
         order.as_deref(),
         &mut notes,
     )?;
+    if let (Listed::Inherited { var, .. }, true) = (&step.listed, rendering.pci_order) {
+        rendering.pci_order = false;
+        notes.push(format!(
+            "{} not set: {var}'s indices keep the order this process inherited",
+            env::DEVICE_ORDER
+        ));
+    }
     Ok(Written {
         step,
         others,

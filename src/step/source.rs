@@ -46,6 +46,21 @@ pub enum WhyNoList {
         found: usize,
         count: usize,
     },
+    /// No srun step placed the process, and it inherited no GPU list;
+    /// `node`: why the node's own GPUs were not listed (`None`: inside a
+    /// Slurm job, where they are not the job's).
+    NothingGiven {
+        node: Option<String>,
+    },
+    /// The list it inherited is empty: it was given no GPU.
+    GivenEmpty {
+        var: &'static str,
+    },
+    /// The list it inherited is no list.
+    BadGiven {
+        var: &'static str,
+        error: Box<Error>,
+    },
 }
 
 impl fmt::Display for WhyNoList {
@@ -83,6 +98,21 @@ impl fmt::Display for WhyNoList {
                 f,
                 "NVML finds {found} GPUs but {count_var}={count}, so the step's GPUs cannot be \
                  told apart"
+            ),
+            WhyNoList::NothingGiven { node: None } => f.write_str(
+                "this process inherited no GPU list, and in a Slurm job the node's other GPUs \
+                 are not its own",
+            ),
+            WhyNoList::NothingGiven { node: Some(why) } => write!(
+                f,
+                "this process inherited no GPU list, and the node lists none: {why}"
+            ),
+            WhyNoList::GivenEmpty { var } => {
+                write!(f, "{var} is empty: this process was given no GPU")
+            }
+            WhyNoList::BadGiven { var, error } => write!(
+                f,
+                "{var}, the GPU list this process inherited, is unusable: {error}"
             ),
         }
     }
@@ -171,6 +201,18 @@ pub enum Listed {
     /// it: the user's (Slurm sets none there), which each task's GPU
     /// overwrites. A task whose value differs was narrowed by Slurm.
     Nvml { exported: Option<String> },
+    /// No srun step placed the process (a launcher's rank, see
+    /// [`super::Given`]): the runtime list it inherited, `var` as `value`
+    /// reads, its `CUDA_VISIBLE_DEVICES` beside it in `cuda`. Its indices
+    /// keep the order the process had (no `CUDA_DEVICE_ORDER` is added).
+    Inherited {
+        var: &'static str,
+        value: String,
+        cuda: Option<String>,
+    },
+    /// No srun step placed the process, it inherited no list and runs in
+    /// no Slurm job: every GPU the node's kernel lists, in bus order.
+    Kernel,
 }
 
 impl Listed {
@@ -179,29 +221,38 @@ impl Listed {
         matches!(self, Listed::Slurm { .. })
     }
 
+    /// The list names GPUs as the node's runtimes read them (Slurm's, one
+    /// inherited, or the kernel's), not as NVML's UUIDs: lists beside it
+    /// that read the same are narrowed with it.
+    pub fn is_runtimes(&self) -> bool {
+        !matches!(self, Listed::Nvml { .. })
+    }
+
     /// `CUDA_VISIBLE_DEVICES` as the step had it: Slurm's, or where NVML
     /// listed the GPUs the user's (or none), which slurmstepd leaves as
-    /// it was.
+    /// it was; a launcher's rank's own.
     pub fn step_cuda(&self) -> Option<&str> {
         match self {
             Listed::Slurm { cuda, .. } => Some(cuda),
             Listed::Nvml { exported } => exported.as_deref(),
+            Listed::Inherited { cuda, .. } => cuda.as_deref(),
+            Listed::Kernel => None,
         }
     }
 
     /// The user's `CUDA_VISIBLE_DEVICES` that NVML's list replaces.
     pub fn exported(&self) -> Option<&str> {
         match self {
-            Listed::Slurm { .. } => None,
             Listed::Nvml { exported } => exported.as_deref(),
+            _ => None,
         }
     }
 
-    /// Slurm's own list (`SLURM_STEP_GPUS`); `None` where NVML listed.
+    /// Slurm's own list (`SLURM_STEP_GPUS`); `None` where Slurm did not list.
     pub fn step_gpus(&self) -> Option<&[String]> {
         match self {
             Listed::Slurm { step_gpus, .. } => Some(step_gpus),
-            Listed::Nvml { .. } => None,
+            _ => None,
         }
     }
 
@@ -210,6 +261,8 @@ impl Listed {
         match self {
             Listed::Slurm { .. } => "slurm",
             Listed::Nvml { .. } => "nvml",
+            Listed::Inherited { .. } => "inherited",
+            Listed::Kernel => "kernel",
         }
     }
 }

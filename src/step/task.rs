@@ -365,7 +365,7 @@ fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> Tas
 /// Every variable a mapped task gets, in the order they are set: the GPU
 /// lists for the node's vendor, then the plugin's own.
 pub fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, String)> {
-    let lists = StepLists::new(map.task_tokens(), map.listed.is_slurms(), &map.others);
+    let lists = StepLists::new(map.task_tokens(), map.listed.is_runtimes(), &map.others);
     let mut set = render(&map.rendering, &lists, assignment.position);
     set.extend(mps_variables(&map.mps, assignment.position));
     set.push((env::METHOD.to_string(), map.method_used().to_string()));

@@ -27,6 +27,8 @@ pub(crate) struct FakeNode {
     pub calls: Cell<usize>,
     /// `None`: the core locates `closest` GPUs itself.
     pub places: Option<Result<Topology, String>>,
+    /// What a launcher's rank was given; `None`: an srun step.
+    pub given: Option<super::Given>,
 }
 
 impl FakeNode {
@@ -38,6 +40,7 @@ impl FakeNode {
             calls: Cell::new(0),
             // What a step whose GPUs were not located gets.
             places: Some(Err("the GPUs' local CPUs were not read".to_string())),
+            given: None,
         }
     }
 }
@@ -58,6 +61,10 @@ impl Node for FakeNode {
 
     fn given_places(&self) -> Option<Result<Topology, String>> {
         self.places.clone()
+    }
+
+    fn given(&self) -> Option<super::Given> {
+        self.given
     }
 }
 

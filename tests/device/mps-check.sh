@@ -15,6 +15,10 @@
 #     must see exactly its own GPU, and after `quit` nothing may be left.
 #  3. Where `srun` works and the plugin is installed (DGM_SRUN=1), the same
 #     through the plugin: srun -n RANKS --desi-gpu-map=contiguous,mps.
+#  4. `desi-gpu-map exec --method contiguous,mps` as RANKS tasks of one step
+#     (their SLURM_* variables set by hand, as slurmstepd sets them): one
+#     keeper and one daemon for all, each client on the GPU exec chose, by
+#     UUID; `show` inside such a task; nothing left after the last task.
 # Usage: tests/device/mps-check.sh [RANKS]   (default 4)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,9 +28,13 @@ client=$PWD/tests/device/cuda_client.py
 fail() { echo "mps-check: FAILED: $*"; exit 1; }
 say() { echo "mps-check: $*"; }
 [ -x "$bin" ] || fail "no $bin: run make build first"
-control=$(command -v nvidia-cuda-mps-control || true)
+control=$(PATH=$PATH:/usr/local/nvidia/bin command -v nvidia-cuda-mps-control || true)
 [ -n "$control" ] || fail "nvidia-cuda-mps-control is not on PATH"
 nvidia-smi -L || true
+# The test user must reach them: copies in a folder anyone can read.
+install -d -m 0755 /tmp/dgm-device
+cp "$bin" "$client" /tmp/dgm-device/ && chmod a+rx /tmp/dgm-device/*
+bin=/tmp/dgm-device/desi-gpu-map client=/tmp/dgm-device/cuda_client.py
 
 say "1. NVML through the plugin's discovery code"
 "$bin" nvml-query places || fail "nvml-query places"
@@ -78,4 +86,30 @@ if [ "${DGM_SRUN:-0}" = 1 ]; then
     sleep 1
     [ -z "$(find /tmp -maxdepth 1 -name 'desi-gpu-map-mps.*' ! -name '*.check.*')" ] || fail "MPS directories left"
 fi
+say "4. exec --method contiguous,mps as $ranks tasks of one step"
+step_env=(SLURM_JOB_ID=4242 SLURM_STEP_ID=0 SLURM_NODEID=0 SLURMD_NODENAME=$(hostname)
+    SLURM_STEP_TASKS_PER_NODE=$ranks SLURM_GPUS_ON_NODE=1 SLURM_STEP_GPUS=0 CUDA_VISIBLE_DEVICES=0)
+exec_task() { runuser -u "$user" -- env -i PATH="$(dirname "$control"):/usr/bin:/bin" "${step_env[@]}" \
+    SLURM_LOCALID=$1 SLURM_PROCID=$1 "$bin" exec --method contiguous,mps,verbose -- "${@:2}"; }
+out=$(mktemp)
+for r in $(seq 0 $((ranks - 1))); do exec_task "$r" python3 "$client" 6 >>"$out" 2>&1 & done
+sleep 4
+edir=$(ls -d /tmp/desi-gpu-map-mps.*.4242.0.0.* 2>/dev/null | head -n1)
+[ -n "$edir" ] || { cat "$out"; fail "exec made no MPS directory"; }
+as_exec() { runuser -u "$user" -- env -i PATH=/usr/bin:/bin CUDA_MPS_PIPE_DIRECTORY="$edir/pipe" "$control"; }
+servers=$(echo get_server_list | as_exec)
+clients=$(echo "show_clients $servers" | as_exec)
+say "exec's daemon in $edir: server $servers, clients $(tr '\n' ' ' <<<"$clients")"
+exec_task 0 "$bin" show --nvml auto || fail "show in an exec,mps task"
+wait
+cat "$out"
+[ "$(wc -w <<<"$servers")" = 1 ] || fail "exec: expected one MPS server, got '$servers'"
+[ "$(wc -w <<<"$clients")" = "$ranks" ] || fail "exec: expected $ranks clients of its server"
+[ "$(grep -c "^C .* devices=1 uuid=$uuid cvd=$uuid$" "$out")" = "$ranks" ] || fail "exec: each client on $uuid, by UUID"
+sleep 1
+[ ! -e "$edir" ] || fail "exec: $edir left after the last task"
+left=$(pgrep -u "$user" -f 'nvidia-cuda-mps-(control|server)|mps-keeper' || true)
+[ -z "$left" ] || fail "exec: processes left after the last task: $left"
+rm -f "$out"
+say "exec: one keeper's daemon served $ranks clients on $uuid; nothing left"
 say "all checks passed"

@@ -1,0 +1,574 @@
+//! Launchers other than srun: which one started a process, and where its
+//! rank sits on the node (its node-local id and the node's rank count), as
+//! that launcher writes them into each rank's environment. One table
+//! ([`LAUNCHERS`]) declares each launcher; `desi-gpu-map exec`'s help, its
+//! refusals and the README's table are read from it.
+//!
+//! Where a launcher's variables and Slurm's both appear, the launcher's
+//! win: inside an allocation `mpirun` and `mpiexec` start one daemon per
+//! node through srun, so Slurm's variables describe that daemon step (every
+//! rank would read `SLURM_LOCALID=0`), not the ranks.
+
+use crate::env;
+use crate::slurm::tasks::MAX_TASKS_PER_NODE;
+use crate::text::{one_of, quote};
+use std::fmt;
+
+/// A launcher that tells each rank its node-local id and count.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Launcher {
+    /// Its name in messages and `plan --launcher`.
+    pub name: &'static str,
+    /// What it is, and the commands that start it.
+    pub title: &'static str,
+    /// The rank's node-local id, from 0.
+    pub local_rank: &'static str,
+    /// The number of ranks on the rank's node.
+    pub local_size: &'static str,
+    /// The rank's global rank, for the `verbose` line.
+    pub rank: &'static str,
+    /// What tells this launch from another: the first of these variables
+    /// that is set, else the pid of the nearest ancestor named `proxy`.
+    pub tag_vars: &'static [&'static str],
+    pub proxy: Option<&'static str>,
+    /// One line that starts ranks under it, for the README and the help.
+    pub example: &'static str,
+}
+
+/// Every launcher exec knows besides srun, in the order they are checked.
+pub const LAUNCHERS: [Launcher; 4] = [
+    Launcher {
+        name: "openmpi",
+        title: "Open MPI (mpirun, prterun)",
+        local_rank: env::OMPI_LOCAL_RANK,
+        local_size: env::OMPI_LOCAL_SIZE,
+        rank: env::OMPI_RANK,
+        tag_vars: &[env::PMIX_NAMESPACE, env::OMPI_JOBID],
+        proxy: None,
+        example: "mpirun -np 8 desi-gpu-map exec --method contiguous -- ./app",
+    },
+    Launcher {
+        name: "mpich",
+        title: "MPICH Hydra (mpiexec)",
+        local_rank: env::HYDRA_LOCAL_RANK,
+        local_size: env::HYDRA_LOCAL_SIZE,
+        rank: env::PMI_RANK,
+        tag_vars: &[],
+        proxy: Some(env::HYDRA_PROXY),
+        example: "mpiexec -n 8 desi-gpu-map exec --method contiguous -- ./app",
+    },
+    Launcher {
+        name: "pals",
+        title: "Cray PALS (mpiexec; Aurora's variables)",
+        local_rank: env::PALS_LOCAL_RANK,
+        local_size: env::PALS_LOCAL_SIZE,
+        rank: env::PALS_RANK,
+        tag_vars: &[env::PALS_APID],
+        proxy: None,
+        example: "mpiexec -n 24 --ppn 12 desi-gpu-map exec --method roundrobin -- ./app",
+    },
+    Launcher {
+        name: "pals-pmi",
+        title: "Cray PALS/PMI (mpiexec; Polaris's variables)",
+        local_rank: env::PMI_LOCAL_RANK,
+        local_size: env::PMI_LOCAL_SIZE,
+        rank: env::PMI_RANK,
+        tag_vars: &[env::PALS_APID],
+        proxy: None,
+        example: "mpiexec -n 8 --ppn 4 desi-gpu-map exec --method contiguous -- ./app",
+    },
+];
+
+/// The launcher named `name`, or the valid names.
+pub fn launcher_named(name: &str) -> Result<&'static Launcher, String> {
+    LAUNCHERS
+        .iter()
+        .find(|l| l.name == name)
+        .ok_or_else(launcher_names)
+}
+
+/// `openmpi, mpich, pals or pals-pmi`.
+pub fn launcher_names() -> String {
+    let names: Vec<&str> = LAUNCHERS.iter().map(|l| l.name).collect();
+    one_of(&names)
+}
+
+/// Each launcher's variables, `OMPI_COMM_WORLD_LOCAL_RANK/..._SIZE`, for
+/// messages that say what would be needed.
+fn every_pair() -> String {
+    let pairs: Vec<String> = LAUNCHERS
+        .iter()
+        .map(|l| format!("{} and {}", l.local_rank, l.local_size))
+        .collect();
+    let pairs: Vec<&str> = pairs.iter().map(String::as_str).collect();
+    one_of(&pairs)
+}
+
+/// A rank that a launcher placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    pub launcher: &'static Launcher,
+    pub local_id: usize,
+    pub local_count: usize,
+    /// Its global rank; the local id where the launcher names none.
+    pub rank: u32,
+}
+
+impl Launch {
+    /// What tells this launch on this node from any other, nested ones
+    /// included (`DESI_GPU_MAP_STEP` records it in place of a Slurm step):
+    /// the launcher's job id, else the pid of its proxy above the rank
+    /// (`proxy_pid`, asked of the front end), which stays alive, and so
+    /// unique, while the rank runs. `None`: neither is known.
+    pub fn tag(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+        proxy_pid: &dyn Fn(&str) -> Option<u32>,
+    ) -> Option<String> {
+        let name = self.launcher.name;
+        let by_var = self.launcher.tag_vars.iter().find_map(|var| {
+            env(var)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        });
+        match (by_var, self.launcher.proxy) {
+            (Some(id), _) => Some(format!("{name}:{id}")),
+            (None, Some(proxy)) => proxy_pid(proxy).map(|pid| format!("{name}:{proxy}.{pid}")),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Why a rank's launcher variables cannot place it: nothing may run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// One of a launcher's two variables is set, the other not.
+    HalfSet {
+        launcher: &'static str,
+        set: &'static str,
+        value: String,
+        missing: &'static str,
+    },
+    /// A value that is no whole number.
+    NotANumber { var: &'static str, value: String },
+    /// A count of 0 or past Slurm's ceiling, or an id not below the count.
+    OutOfRange {
+        launcher: &'static str,
+        id_var: &'static str,
+        id: usize,
+        count_var: &'static str,
+        count: usize,
+    },
+    /// Two launchers place the rank differently.
+    Disagree {
+        first: Box<Launch>,
+        other: Box<Launch>,
+    },
+    /// Flux: a local id, but no per-node count.
+    Flux { value: String },
+    /// PMIx alone: its local rank is no variable.
+    PmixOnly { rank: String },
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::HalfSet {
+                launcher,
+                set,
+                value,
+                missing,
+            } => write!(
+                f,
+                "{set}={} is set but {missing} is not: {launcher}'s variables are half set, so \
+                 this rank's place on the node is unknown",
+                quote(value)
+            ),
+            Refusal::NotANumber { var, value } => {
+                write!(f, "{var}={} is not a whole number", quote(value))
+            }
+            Refusal::OutOfRange {
+                launcher,
+                id_var,
+                id,
+                count_var,
+                count,
+            } => write!(
+                f,
+                "{launcher} says local rank {id_var}={id} of {count_var}={count}; the rank must \
+                 be below the count, and the count from 1 to {MAX_TASKS_PER_NODE}"
+            ),
+            Refusal::Disagree { first, other } => write!(
+                f,
+                "the launchers' variables disagree: {}={} and {}={} ({}), but {}={} and {}={} \
+                 ({}); give the rank one launcher's variables",
+                first.launcher.local_rank,
+                first.local_id,
+                first.launcher.local_size,
+                first.local_count,
+                first.launcher.name,
+                other.launcher.local_rank,
+                other.local_id,
+                other.launcher.local_size,
+                other.local_count,
+                other.launcher.name
+            ),
+            Refusal::Flux { value } => write!(
+                f,
+                "Flux sets {}={} but no count of this node's tasks, and a GPU cannot be chosen \
+                 without one; export it (one of {}), or launch with srun, mpirun or mpiexec",
+                env::FLUX_LOCAL_ID,
+                quote(value),
+                every_pair()
+            ),
+            Refusal::PmixOnly { rank } => write!(
+                f,
+                "{}={} is set but no node-local rank: PMIx keeps the local rank and count as \
+                 PMIx_Get keys (PMIX_LOCAL_RANK, PMIX_LOCAL_SIZE), not in the environment; exec \
+                 needs them there (one of {}), or Slurm's srun variables",
+                env::PMIX_RANK,
+                quote(rank),
+                every_pair()
+            ),
+        }
+    }
+}
+
+/// How a process was launched, from its environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Launched {
+    /// A launcher of [`LAUNCHERS`] placed it; its variables win over
+    /// Slurm's.
+    By(Launch),
+    /// No launcher's variables: Slurm's decide (a task of an srun step, a
+    /// batch script, or no job at all).
+    Slurm,
+}
+
+/// Which launcher placed this process, and where; or why its variables
+/// cannot say. Checked in order: the launchers of the table (where two
+/// place the rank, they must agree), Flux (refused: no per-node count),
+/// an srun step (`SLURM_STEP_ID`, which also sets PMIx's variables under
+/// `--mpi=pmix`), and PMIx alone (refused: no local rank).
+pub fn launched(env: &dyn Fn(&str) -> Option<String>) -> Result<Launched, Refusal> {
+    let mut found: Option<Launch> = None;
+    for launcher in &LAUNCHERS {
+        let Some(launch) = placed_by(launcher, env)? else {
+            continue;
+        };
+        match &found {
+            Some(first)
+                if (first.local_id, first.local_count) != (launch.local_id, launch.local_count) =>
+            {
+                return Err(Refusal::Disagree {
+                    first: Box::new(first.clone()),
+                    other: Box::new(launch),
+                });
+            }
+            Some(_) => {}
+            None => found = Some(launch),
+        }
+    }
+    if let Some(launch) = found {
+        return Ok(Launched::By(launch));
+    }
+    if let Some(value) = env(env::FLUX_LOCAL_ID) {
+        return Err(Refusal::Flux { value });
+    }
+    if env(env::STEP_ID).is_some() {
+        return Ok(Launched::Slurm);
+    }
+    match env(env::PMIX_RANK) {
+        Some(rank) => Err(Refusal::PmixOnly { rank }),
+        None => Ok(Launched::Slurm),
+    }
+}
+
+/// Where `launcher` placed the rank; `None` where neither of its
+/// variables is set.
+fn placed_by(
+    launcher: &'static Launcher,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<Launch>, Refusal> {
+    let (id, count) = match (env(launcher.local_rank), env(launcher.local_size)) {
+        (None, None) => return Ok(None),
+        (Some(id), Some(count)) => (id, count),
+        (Some(value), None) => return Err(half(launcher, launcher.local_rank, value)),
+        (None, Some(value)) => return Err(half(launcher, launcher.local_size, value)),
+    };
+    let local_id = number(launcher.local_rank, &id)?;
+    let local_count = number(launcher.local_size, &count)?;
+    if local_count == 0 || local_count > MAX_TASKS_PER_NODE || local_id >= local_count {
+        return Err(Refusal::OutOfRange {
+            launcher: launcher.name,
+            id_var: launcher.local_rank,
+            id: local_id,
+            count_var: launcher.local_size,
+            count: local_count,
+        });
+    }
+    let rank = env(launcher.rank)
+        .and_then(|r| r.trim().parse::<u32>().ok())
+        .or_else(|| u32::try_from(local_id).ok())
+        .unwrap_or(u32::MAX);
+    Ok(Some(Launch {
+        launcher,
+        local_id,
+        local_count,
+        rank,
+    }))
+}
+
+fn half(launcher: &'static Launcher, set: &'static str, value: String) -> Refusal {
+    let missing = if set == launcher.local_rank {
+        launcher.local_size
+    } else {
+        launcher.local_rank
+    };
+    Refusal::HalfSet {
+        launcher: launcher.name,
+        set,
+        value,
+        missing,
+    }
+}
+
+fn number(var: &'static str, value: &str) -> Result<usize, Refusal> {
+    value
+        .trim()
+        .parse::<usize>()
+        .map_err(|_| Refusal::NotANumber {
+            var,
+            value: value.to_string(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn launched_in(pairs: &[(&str, &str)]) -> Result<Launched, Refusal> {
+        let vars: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        launched(&|name| vars.get(name).cloned())
+    }
+
+    fn place(pairs: &[(&str, &str)]) -> (&'static str, usize, usize, u32) {
+        match launched_in(pairs) {
+            Ok(Launched::By(l)) => (l.launcher.name, l.local_id, l.local_count, l.rank),
+            other => panic!("{pairs:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_launcher_places_its_ranks() {
+        assert_eq!(
+            place(&[
+                ("OMPI_COMM_WORLD_LOCAL_RANK", "2"),
+                ("OMPI_COMM_WORLD_LOCAL_SIZE", "6"),
+                ("OMPI_COMM_WORLD_RANK", "8"),
+            ]),
+            ("openmpi", 2, 6, 8)
+        );
+        assert_eq!(
+            place(&[
+                ("MPI_LOCALRANKID", "1"),
+                ("MPI_LOCALNRANKS", "2"),
+                ("PMI_RANK", "3")
+            ]),
+            ("mpich", 1, 2, 3)
+        );
+        assert_eq!(
+            place(&[("PALS_LOCAL_RANKID", "11"), ("PALS_LOCAL_SIZE", "12")]),
+            ("pals", 11, 12, 11)
+        );
+        assert_eq!(
+            place(&[
+                ("PMI_LOCAL_RANK", "0"),
+                ("PMI_LOCAL_SIZE", "4"),
+                ("PMI_RANK", "4")
+            ]),
+            ("pals-pmi", 0, 4, 4)
+        );
+        // PALS writes both spellings: they agree.
+        assert_eq!(
+            place(&[
+                ("PALS_LOCAL_RANKID", "3"),
+                ("PALS_LOCAL_SIZE", "4"),
+                ("PMI_LOCAL_RANK", "3"),
+                ("PMI_LOCAL_SIZE", " 4"),
+            ]),
+            ("pals", 3, 4, 3)
+        );
+        assert_eq!(launched_in(&[]), Ok(Launched::Slurm));
+    }
+
+    #[test]
+    fn a_launcher_wins_over_slurms_daemon_step() {
+        let daemon_step = [
+            ("SLURM_JOB_ID", "7"),
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_LOCALID", "0"),
+            ("SLURM_STEP_TASKS_PER_NODE", "1"),
+            ("PMIX_RANK", "5"),
+        ];
+        let ranks = [
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "3"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "4"),
+        ];
+        assert_eq!(
+            place(&[&daemon_step[..], &ranks].concat()),
+            ("openmpi", 3, 4, 3)
+        );
+        // srun --mpi=pmix sets PMIx's variables in a step of its own.
+        assert_eq!(launched_in(&daemon_step), Ok(Launched::Slurm));
+    }
+
+    #[test]
+    fn half_set_bad_and_out_of_range_values_are_refused() {
+        let refused = |pairs: &[(&str, &str)]| launched_in(pairs).unwrap_err().to_string();
+        assert_eq!(
+            refused(&[("MPI_LOCALRANKID", "1")]),
+            "MPI_LOCALRANKID=\"1\" is set but MPI_LOCALNRANKS is not: mpich's variables are \
+             half set, so this rank's place on the node is unknown"
+        );
+        assert_eq!(
+            launched_in(&[("PALS_LOCAL_SIZE", "4")]),
+            Err(Refusal::HalfSet {
+                launcher: "pals",
+                set: "PALS_LOCAL_SIZE",
+                value: "4".into(),
+                missing: "PALS_LOCAL_RANKID"
+            })
+        );
+        assert_eq!(
+            refused(&[
+                ("OMPI_COMM_WORLD_LOCAL_RANK", "x"),
+                ("OMPI_COMM_WORLD_LOCAL_SIZE", "4")
+            ]),
+            "OMPI_COMM_WORLD_LOCAL_RANK=\"x\" is not a whole number"
+        );
+        for (id, count) in [("4", "4"), ("0", "0"), ("0", "65534"), ("7", "2")] {
+            let said = refused(&[("PMI_LOCAL_RANK", id), ("PMI_LOCAL_SIZE", count)]);
+            assert_eq!(
+                said,
+                format!(
+                    "pals-pmi says local rank PMI_LOCAL_RANK={id} of PMI_LOCAL_SIZE={count}; the \
+                     rank must be below the count, and the count from 1 to 65533"
+                )
+            );
+        }
+        assert!(
+            refused(&[("PMI_LOCAL_RANK", "-1"), ("PMI_LOCAL_SIZE", "2")])
+                .ends_with("is not a whole number")
+        );
+    }
+
+    #[test]
+    fn disagreeing_launchers_are_refused() {
+        let said = launched_in(&[
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+            ("MPI_LOCALRANKID", "1"),
+            ("MPI_LOCALNRANKS", "2"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            said,
+            "the launchers' variables disagree: OMPI_COMM_WORLD_LOCAL_RANK=0 and \
+             OMPI_COMM_WORLD_LOCAL_SIZE=2 (openmpi), but MPI_LOCALRANKID=1 and \
+             MPI_LOCALNRANKS=2 (mpich); give the rank one launcher's variables"
+        );
+        // A half-set second launcher is refused even where the first is whole.
+        assert!(matches!(
+            launched_in(&[
+                ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+                ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+                ("PMI_LOCAL_SIZE", "2"),
+            ]),
+            Err(Refusal::HalfSet { .. })
+        ));
+    }
+
+    #[test]
+    fn flux_and_pmix_alone_are_refused_with_what_is_needed() {
+        let needed = "OMPI_COMM_WORLD_LOCAL_RANK and OMPI_COMM_WORLD_LOCAL_SIZE, \
+                      MPI_LOCALRANKID and MPI_LOCALNRANKS, PALS_LOCAL_RANKID and \
+                      PALS_LOCAL_SIZE or PMI_LOCAL_RANK and PMI_LOCAL_SIZE";
+        let flux = launched_in(&[("FLUX_TASK_LOCAL_ID", "1"), ("SLURM_STEP_ID", "0")])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            flux,
+            format!(
+                "Flux sets FLUX_TASK_LOCAL_ID=\"1\" but no count of this node's tasks, and a GPU \
+                 cannot be chosen without one; export it (one of {needed}), or launch with \
+                 srun, mpirun or mpiexec"
+            )
+        );
+        let pmix = launched_in(&[("PMIX_RANK", "3"), ("PMIX_NAMESPACE", "x")])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            pmix,
+            format!(
+                "PMIX_RANK=\"3\" is set but no node-local rank: PMIx keeps the local rank and \
+                 count as PMIx_Get keys (PMIX_LOCAL_RANK, PMIX_LOCAL_SIZE), not in the \
+                 environment; exec needs them there (one of {needed}), or Slurm's srun variables"
+            )
+        );
+        // Flux with a launcher's variables beside it: the launcher's.
+        assert_eq!(
+            place(&[
+                ("FLUX_TASK_LOCAL_ID", "1"),
+                ("PMI_LOCAL_RANK", "1"),
+                ("PMI_LOCAL_SIZE", "2")
+            ]),
+            ("pals-pmi", 1, 2, 1)
+        );
+    }
+
+    #[test]
+    fn a_launch_is_tagged_by_its_job_id_or_its_proxy() {
+        let vars: HashMap<&str, &str> = [
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "1"),
+            ("OMPI_MCA_ess_base_jobid", "2053308417"),
+        ]
+        .into_iter()
+        .collect();
+        let env = |name: &str| vars.get(name).map(|v| v.to_string());
+        let Ok(Launched::By(launch)) = launched(&env) else {
+            panic!()
+        };
+        let no_proxy = |_: &str| None;
+        assert_eq!(
+            launch.tag(&env, &no_proxy).as_deref(),
+            Some("openmpi:2053308417")
+        );
+        let hydra = Launch {
+            launcher: &LAUNCHERS[1],
+            local_id: 0,
+            local_count: 1,
+            rank: 0,
+        };
+        let proxy = |name: &str| (name == "hydra_pmi_proxy").then_some(41);
+        assert_eq!(
+            hydra.tag(&env, &proxy).as_deref(),
+            Some("mpich:hydra_pmi_proxy.41")
+        );
+        assert_eq!(hydra.tag(&env, &no_proxy), None);
+        assert_eq!(
+            launcher_named("pals").map(|l| l.local_rank),
+            Ok("PALS_LOCAL_RANKID")
+        );
+        assert_eq!(
+            launcher_named("srun"),
+            Err("openmpi, mpich, pals or pals-pmi".to_string())
+        );
+    }
+}

@@ -1,0 +1,282 @@
+//! Where a process that no srun step placed (a rank of `mpirun`, `mpiexec`
+//! or PALS) finds its GPUs: the runtime list it inherited, read by its
+//! vendor's rules (the vendor's own list, `ROCR_VISIBLE_DEVICES` or
+//! `ZE_AFFINITY_MASK`, else `CUDA_VISIBLE_DEVICES`); where it inherited
+//! none and runs in no Slurm job, every GPU of the node, as NVML or else
+//! the kernel lists them. Inside a Slurm job only an inherited list is the
+//! job's. So no rank is ever shown a GPU its process was not given.
+
+use super::locate::discover;
+use super::source::{Listed, Missing, StepGpus, WhyNoList};
+use super::Node;
+use crate::env;
+use crate::error::Error;
+use crate::method::Method;
+use crate::runtime::{kernel_gpus, Vendor};
+use crate::settings::site::{Config, NvmlSource};
+use crate::slurm::gpus::{check_list, parse_gpu_list};
+
+/// What a process outside any srun step was given, as its front end
+/// knows ([`Node::given`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Given {
+    /// The list it inherited, else none: it runs inside a Slurm job
+    /// (a batch script, or a launcher's daemon that is no srun task).
+    Inherited,
+    /// The list it inherited, else every GPU of the node: no Slurm job.
+    InheritedOrNode,
+}
+
+/// The lists a process may inherit, for `vendor`: its runtime's own list
+/// first, then CUDA's (which HIP also reads).
+fn candidates(vendor: Vendor) -> Vec<&'static str> {
+    let mut names = vec![vendor.carrier()];
+    if vendor.carrier() != env::CUDA {
+        names.push(env::CUDA);
+    }
+    names
+}
+
+/// The process's GPUs on this node: see the module's comment. `placed`
+/// keeps a `closest` step's places from NVML's load, as for a Slurm step.
+pub(super) fn from_given(
+    given: Given,
+    config: &Config,
+    node: &dyn Node,
+    method: Method,
+    vendor: Vendor,
+    placed: &mut Option<Result<Vec<String>, Error>>,
+) -> Result<StepGpus, Missing> {
+    let cuda = node.env(env::CUDA);
+    let inherited = candidates(vendor)
+        .into_iter()
+        .find_map(|var| node.env(var).map(|value| (var, value)));
+    match (inherited, given) {
+        (Some((var, value)), _) => {
+            if value.trim().is_empty() {
+                return Err(Missing::NoGpus(WhyNoList::GivenEmpty { var }));
+            }
+            let gpus = parse_gpu_list(&value).map_err(|error| {
+                let error = Box::new(error);
+                Missing::Failed(WhyNoList::BadGiven { var, error })
+            })?;
+            Ok(StepGpus {
+                gpus,
+                listed: Listed::Inherited { var, value, cuda },
+            })
+        }
+        (None, Given::Inherited) => Err(Missing::NoGpus(WhyNoList::NothingGiven { node: None })),
+        (None, Given::InheritedOrNode) => whole_node(config, node, method, vendor, placed),
+    }
+}
+
+/// Every GPU of the node: NVML's UUIDs (NVIDIA's GPUs, NVML on), else the
+/// kernel's listing under the site's `kernel_root`, in PCI bus order
+/// (NVIDIA's GPUs by the UUIDs the driver's files name, others by index).
+fn whole_node(
+    config: &Config,
+    node: &dyn Node,
+    method: Method,
+    vendor: Vendor,
+    placed: &mut Option<Result<Vec<String>, Error>>,
+) -> Result<StepGpus, Missing> {
+    let mut why = Vec::new();
+    if vendor.has_nvml() && config.nvml != NvmlSource::Off {
+        match discover(node, config, method, placed) {
+            Ok(uuids) if uuids.is_empty() => why.push("NVML finds no GPU".to_string()),
+            Ok(uuids) => match check_list(&uuids) {
+                Ok(()) => {
+                    return Ok(StepGpus {
+                        gpus: uuids,
+                        listed: Listed::Nvml { exported: None },
+                    })
+                }
+                Err(e) => why.push(format!("NVML's device list is unusable: {e}")),
+            },
+            Err(e) => why.push(e.to_string()),
+        }
+    }
+    match kernel_gpus(node.files(), &config.kernel_root, vendor) {
+        Ok(mut gpus) if !gpus.is_empty() => {
+            gpus.sort_by(|a, b| a.bus_id.cmp(&b.bus_id));
+            let uuids: Option<Vec<String>> = gpus.iter().map(|g| g.uuid.clone()).collect();
+            let gpus = match uuids {
+                Some(uuids) if vendor.has_nvml() => uuids,
+                _ => (0..gpus.len()).map(|i| i.to_string()).collect(),
+            };
+            Ok(StepGpus {
+                gpus,
+                listed: Listed::Kernel,
+            })
+        }
+        Ok(_) => {
+            why.push(format!("the kernel lists no {} GPU", vendor_name(vendor)));
+            Err(Missing::NoGpus(WhyNoList::NothingGiven {
+                node: Some(why.join("; ")),
+            }))
+        }
+        Err(e) => {
+            why.push(e);
+            Err(Missing::NoGpus(WhyNoList::NothingGiven {
+                node: Some(why.join("; ")),
+            }))
+        }
+    }
+}
+
+fn vendor_name(vendor: Vendor) -> &'static str {
+    crate::names::Named::name(vendor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::option::Choice;
+    use crate::settings::site::parse_args;
+    use crate::step::testing::*;
+    use crate::step::*;
+
+    /// A launcher's rank with these variables, given `given`.
+    fn launched(
+        pairs: &[(&str, &str)],
+        given: Given,
+        config: &Config,
+        nvml: Result<Vec<String>, Error>,
+    ) -> (StepPlan, usize) {
+        let mut node = FakeNode::new(pairs, nvml);
+        node.given = Some(given);
+        let config = Ok(config.clone());
+        let request = Some(Ok(asking(Choice::Map(Method::Contiguous))));
+        let facts = StepFacts {
+            step_id: Ok(0),
+            config: Some(&config),
+            request: request.as_ref(),
+            mps: None,
+        };
+        let plan = plan_step(&facts, &node);
+        (plan, node.calls.get())
+    }
+
+    #[test]
+    fn an_inherited_list_is_the_ranks_whatever_it_names() {
+        let config = Config::default();
+        for (cuda, second) in [("4,5,6,7", "5"), ("GPU-a,GPU-b", "GPU-b")] {
+            let (p, calls) = launched(
+                &[("CUDA_VISIBLE_DEVICES", cuda)],
+                Given::InheritedOrNode,
+                &config,
+                Ok(uuids(2)),
+            );
+            let map = mapped(p);
+            assert_eq!(calls, 0, "NVML is not asked");
+            assert_eq!(map.listed.source(), "inherited");
+            // Its order is kept as the process had it: no PCI order added.
+            assert!(!map.rendering.pci_order);
+            let out = map_task(&map, &task(1, 2, Some(cuda)));
+            assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some(second));
+            assert_eq!(get(&out, "CUDA_DEVICE_ORDER"), None);
+        }
+        // Six ranks on four GPUs.
+        let (p, _) = launched(
+            &[("CUDA_VISIBLE_DEVICES", "4,5,6,7")],
+            Given::Inherited,
+            &config,
+            Ok(vec![]),
+        );
+        let map = mapped(p);
+        let got: Vec<String> = (0..6)
+            .map(|l| {
+                let out = map_task(&map, &task(l, 6, Some("4,5,6,7")));
+                get(&out, "CUDA_VISIBLE_DEVICES").unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(got, ["4", "4", "5", "5", "6", "7"]);
+    }
+
+    #[test]
+    fn an_empty_or_bad_list_and_no_list_in_a_job_map_nothing() {
+        let config = Config::default();
+        let (p, _) = launched(
+            &[("CUDA_VISIBLE_DEVICES", "")],
+            Given::InheritedOrNode,
+            &config,
+            Ok(uuids(2)),
+        );
+        let why = aside(p);
+        assert!(why.is_routine());
+        assert_eq!(
+            why.to_string(),
+            "CUDA_VISIBLE_DEVICES is empty: this process was given no GPU; tasks left unchanged"
+        );
+        let (p, _) = launched(
+            &[("CUDA_VISIBLE_DEVICES", "1,1")],
+            Given::InheritedOrNode,
+            &config,
+            Ok(uuids(2)),
+        );
+        assert_eq!(
+            aside(p).to_string(),
+            "CUDA_VISIBLE_DEVICES, the GPU list this process inherited, is unusable: GPU list \
+             \"1,1\" names \"1\" twice; tasks left unchanged"
+        );
+        let (p, calls) = launched(&[], Given::Inherited, &config, Ok(uuids(2)));
+        assert_eq!(calls, 0);
+        let why = aside(p);
+        assert!(why.is_routine());
+        assert_eq!(
+            why.to_string(),
+            "this process inherited no GPU list, and in a Slurm job the node's other GPUs are \
+             not its own; tasks left unchanged"
+        );
+    }
+
+    #[test]
+    fn with_no_list_and_no_job_every_gpu_of_the_node() {
+        let config = Config::default();
+        let (p, calls) = launched(&[], Given::InheritedOrNode, &config, Ok(uuids(3)));
+        let map = mapped(p);
+        assert_eq!((map.gpus.clone(), calls), (uuids(3), 1));
+        assert_eq!(map.listed.source(), "nvml");
+        // NVML off: the kernel's listing, here NVIDIA's driver files.
+        let off = parse_args(&["nvml=off"]).unwrap();
+        let mut node = FakeNode::new(&[], Ok(uuids(3)));
+        node.given = Some(Given::InheritedOrNode);
+        for (bus, uuid, minor) in [("0000:02:00.0", "GPU-b", 1), ("0000:01:00.0", "GPU-a", 0)] {
+            let info = format!("GPU UUID: {uuid}\nDevice Minor: {minor}\n");
+            let path = format!("/proc/driver/nvidia/gpus/{bus}/information");
+            node.files.texts.insert(path.into(), info);
+        }
+        let config = Ok(off);
+        let request = Some(Ok(asking(Choice::Map(Method::RoundRobin))));
+        let facts = StepFacts {
+            step_id: Ok(0),
+            config: Some(&config),
+            request: request.as_ref(),
+            mps: None,
+        };
+        let map = mapped(plan_step(&facts, &node));
+        assert_eq!(map.gpus, ["GPU-a", "GPU-b"]);
+        assert_eq!((map.listed.source(), node.calls.get()), ("kernel", 0));
+        // Neither lists any: nothing to map, said with verbose only.
+        let none = Error::Discovery {
+            kind: crate::error::NvmlFailure::Init,
+            why: "NVML: no library".into(),
+        };
+        let (p, _) = launched(&[], Given::InheritedOrNode, &Config::default(), Err(none));
+        let why = aside(p);
+        assert!(why.is_routine());
+        assert!(
+            why.to_string().starts_with(
+                "this process inherited no GPU list, and the node lists none: NVML: no library; "
+            ),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_vendors_own_list_comes_first() {
+        assert_eq!(candidates(Vendor::Amd), [env::ROCR, env::CUDA]);
+        assert_eq!(candidates(Vendor::Intel), [env::ZE, env::CUDA]);
+        assert_eq!(candidates(Vendor::Nvidia), [env::CUDA]);
+    }
+}

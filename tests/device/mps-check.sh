@@ -61,7 +61,7 @@ sleep 3
 servers=$(echo get_server_list | as_user "$control")
 say "servers: $servers"
 [ "$(wc -w <<<"$servers")" = 1 ] || fail "expected one MPS server, got '$servers'"
-clients=$(echo "show_clients $servers" | as_user "$control")
+clients=$(echo "get_client_list $servers" | as_user "$control")
 say "clients of server $servers: $(tr '\n' ' ' <<<"$clients")"
 [ "$(wc -w <<<"$clients")" = "$ranks" ] || fail "expected $ranks clients"
 wait
@@ -79,7 +79,7 @@ say "one server served $ranks clients, each on $uuid; nothing left after quit"
 if [ "${DGM_SRUN:-0}" = 1 ]; then
     say "3. through the plugin: srun -n$ranks --desi-gpu-map=verbose,contiguous,mps"
     out=$(runuser -u "$user" -- srun -n"$ranks" --desi-gpu-map=verbose,contiguous,mps bash -c \
-        '[ "$SLURM_LOCALID" = 0 ] && (sleep 3; s=$(echo get_server_list | nvidia-cuda-mps-control); echo "S $s $(echo show_clients $s | nvidia-cuda-mps-control | wc -w)") & python3 '"$client"' 6; wait' 2>&1)
+        '[ "$SLURM_LOCALID" = 0 ] && (sleep 3; s=$(echo get_server_list | nvidia-cuda-mps-control); echo "S $s $(echo get_client_list $s | nvidia-cuda-mps-control | wc -w)") & python3 '"$client"' 6; wait' 2>&1)
     echo "$out"
     grep -q "^S [0-9]* $ranks$" <<<"$out" || fail "one server serving $ranks clients, through the plugin"
     [ "$(grep -c '^C .* devices=1 uuid=GPU-' <<<"$out")" = "$ranks" ] || fail "each client on one GPU"
@@ -98,7 +98,7 @@ edir=$(ls -d /tmp/desi-gpu-map-mps.*.4242.0.0.* 2>/dev/null | head -n1)
 [ -n "$edir" ] || { cat "$out"; fail "exec made no MPS directory"; }
 as_exec() { runuser -u "$user" -- env -i PATH=/usr/bin:/bin CUDA_MPS_PIPE_DIRECTORY="$edir/pipe" "$control"; }
 servers=$(echo get_server_list | as_exec)
-clients=$(echo "show_clients $servers" | as_exec)
+clients=$(echo "get_client_list $servers" | as_exec)
 say "exec's daemon in $edir: server $servers, clients $(tr '\n' ' ' <<<"$clients")"
 exec_task 0 "$bin" show --nvml auto || fail "show in an exec,mps task"
 wait

@@ -8,8 +8,10 @@
 # - n1, n2 with 4 fake GPUs, n3 with 2, n4 with 2 that Slurm names by count
 #   only: the installed .deb smoke (tests/package/deb-smoke.sh) and the
 #   suites by subject (SUITES below), closest's task_none_ tests, and on
-#   22.05 only tests/desi.rs (DESI's desispec in real MPI ranks: Debian's
-#   python3-mpi4py, which the 24.11 and 26.05 roots lack);
+#   22.05 only HOST_SUITES: tests/desi.rs (DESI's desispec in real MPI
+#   ranks: Debian's python3-mpi4py) and tests/mpi.rs (exec under mpirun and
+#   mpiexec in an allocation: openmpi-bin, mpich), which the 24.11 and
+#   26.05 roots lack;
 # - n1 with 4 GPUs and n2 with 2 named by count, task/affinity and the
 #   host's real CPU count (DGM_TASK_AFFINITY=1): tests/closest.rs;
 # - the first cluster's nodes as production GPU sites run Slurm
@@ -26,8 +28,9 @@ cd "$(dirname "$0")/.."
 harness=tests/cluster/cluster.sh
 # The suites by subject that run on the first cluster, in this order.
 SUITES=(methods sources input vendors exec faults mps)
-# The series whose first cluster also runs tests/desi.rs (the host's).
+# The series whose first cluster also runs HOST_SUITES (the host's).
 DESI_SERIES=22.05
+HOST_SUITES=(desi mpi)
 logs=target/cluster-tests
 
 # series -> Debian suite ("host": the machine's own Slurm), from the table
@@ -105,7 +108,7 @@ run_series() {
     bash "$harness" down
     bash "$harness" up 4 4 2 2:noenv
     local rc=0 desi=()
-    [ "$s" != "$DESI_SERIES" ] || desi=(--test desi)
+    [ "$s" != "$DESI_SERIES" ] || desi=($(printf -- '--test %s ' "${HOST_SUITES[@]}"))
     bash tests/package/deb-smoke.sh "$deb" || rc=1
     cargo test --locked --features cluster-tests --no-fail-fast \
         $(printf -- '--test %s ' "${SUITES[@]}") "${desi[@]}" -- --test-threads=1 || rc=1
@@ -136,7 +139,7 @@ bash tests/nvidia/fetch.sh >/dev/null
 # desispec and desiutil from PyPI, for tests/desi.rs (tests/desi/fetch.sh).
 case " ${wanted[*]} " in *" $DESI_SERIES "*) bash tests/desi/fetch.sh >/dev/null ;; esac
 # The tests drive the cluster from the host; build them once.
-cargo test --locked --features cluster-tests $(printf -- '--test %s ' "${SUITES[@]}" desi closest production) --no-run 2>&1 | tail -n 1
+cargo test --locked --features cluster-tests $(printf -- '--test %s ' "${SUITES[@]}" "${HOST_SUITES[@]}" closest production) --no-run 2>&1 | tail -n 1
 mkdir -p "$logs"
 
 failed=0 summary=()
@@ -155,11 +158,13 @@ for s in "${wanted[@]}"; do
     for suite in "${SUITES[@]}" closest; do
         line+=" $(result $suite 'test result:' <(sed -n "/Running tests\/$suite.rs/,/test result:/p" <<<"$main")),"
     done
-    if [ "$s" = "$DESI_SERIES" ]; then
-        line+=" $(result desi 'test result:' <(sed -n "/Running tests\/desi.rs/,/test result:/p" <<<"$main")),"
-    else
-        line+=" desi ($DESI_SERIES only),"
-    fi
+    for suite in "${HOST_SUITES[@]}"; do
+        if [ "$s" = "$DESI_SERIES" ]; then
+            line+=" $(result $suite 'test result:' <(sed -n "/Running tests\/$suite.rs/,/test result:/p" <<<"$main")),"
+        else
+            line+=" $suite ($DESI_SERIES only),"
+        fi
+    done
     mode=$(sed -n 's/^series [0-9.]*: production mode //p' "$log")
     line+=" $(result "production${mode:+ ($mode)}" 'test result:' <(sed -n '/Running tests\//,/test result:/p' <<<"$prod")),"
     line+=" $(result deb '^deb-smoke:' "$log"); ${took} s"

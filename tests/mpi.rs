@@ -1,0 +1,98 @@
+//! `desi-gpu-map exec` under MPI launchers inside a Slurm allocation: Open
+//! MPI's `mpirun` and MPICH's `mpiexec` start their daemons through srun,
+//! one per node, so every rank inherits that daemon step's
+//! `SLURM_LOCALID=0`; exec reads the launcher's own variables instead.
+//!
+//! Run on the host's series only (tests/run-cluster-tests.sh): Debian's
+//! `openmpi-bin` and `mpich` are installed on the host (tests/deps.sh), not
+//! in the 24.11 and 26.05 roots. Loopback only: Open MPI's `if_include=lo`
+//! settings, MPICH's `-iface lo`.
+#![cfg(feature = "cluster-tests")]
+
+mod common;
+use common::*;
+use std::sync::MutexGuard;
+
+/// Takes the cluster ([`setup`]) and takes the plugin out of plugstack.conf.
+fn without_the_plugin() -> MutexGuard<'static, ()> {
+    let guard = setup("required", &[]);
+    cluster(&["plugin", "off"]);
+    guard
+}
+
+/// Open MPI's loopback settings, for mpirun and every rank.
+const OMPI_LO: [(&str, &str); 3] = [
+    ("OMPI_MCA_oob_tcp_if_include", "lo"),
+    ("OMPI_MCA_btl_tcp_if_include", "lo"),
+    ("OMPI_MCA_btl", "self,vader"),
+];
+
+/// What each launcher's rank prints: its global rank, node, list, the
+/// daemon step's SLURM_LOCALID (the same for every rank) and the flag.
+const RANK_ROW: &str = r#"echo "T ${OMPI_COMM_WORLD_RANK-$PMI_RANK} $(hostname) ${CUDA_VISIBLE_DEVICES-unset} ${SLURM_LOCALID-unset} ${DESI_GPU_MAPPED-unset}""#;
+
+/// `salloc ALLOC LAUNCHER... desi-gpu-map exec --method M -- bash -c RANK_ROW`.
+fn launched_in(alloc: &str, launcher: &str, method: &str) -> Job {
+    let mut job = salloc(alloc).args(launcher);
+    for (name, value) in OMPI_LO {
+        job = job.env(name, value);
+    }
+    job.arg(bin())
+        .args(&format!("exec --method {method} --"))
+        .probe(RANK_ROW)
+}
+
+/// Inside an allocation, Open MPI's mpirun starts one orted per node
+/// through srun: every rank inherits that daemon step's SLURM_LOCALID=0,
+/// and exec reads Open MPI's variables instead, on one node and on two.
+#[test]
+fn exec_under_open_mpis_mpirun_in_an_allocation_gives_each_rank_its_own_gpu() {
+    let _c = without_the_plugin();
+    let mpirun = "mpirun.openmpi --allow-run-as-root --oversubscribe -np";
+    launched_in(
+        "-N1 -w n1 -n4 --gpus-per-node=4",
+        &format!("{mpirun} 4"),
+        "roundrobin",
+    )
+    .run()
+    .ok()
+    .rows_are(&["0 n1 0 0 1", "1 n1 1 0 1", "2 n1 2 0 1", "3 n1 3 0 1"]);
+    launched_in(
+        "-N2 -w n1,n2 --ntasks-per-node=3 --gpus-per-node=4",
+        &format!("{mpirun} 6"),
+        "contiguous",
+    )
+    .run()
+    .ok()
+    .rows_are(&[
+        "0 n1 0 0 1",
+        "1 n1 1 0 1",
+        "2 n1 2 0 1",
+        "3 n2 0 0 1",
+        "4 n2 1 0 1",
+        "5 n2 2 0 1",
+    ]);
+}
+
+/// MPICH's mpiexec inside an allocation starts its proxies through srun
+/// too, on loopback (`-iface lo`).
+#[test]
+fn exec_under_mpichs_mpiexec_in_an_allocation_gives_each_rank_its_own_gpu() {
+    let _c = without_the_plugin();
+    launched_in(
+        "-N1 -w n1 -n4 --gpus-per-node=4",
+        "mpiexec.mpich -iface lo -n 4",
+        "roundrobin",
+    )
+    .run()
+    .ok()
+    .rows_are(&["0 n1 0 0 1", "1 n1 1 0 1", "2 n1 2 0 1", "3 n1 3 0 1"]);
+    launched_in(
+        "-N2 -w n1,n2 --ntasks-per-node=2 --gpus-per-node=4",
+        "mpiexec.mpich -iface lo -n 4",
+        "roundrobin",
+    )
+    .run()
+    .ok()
+    .rows_are(&["0 n1 0 0 1", "1 n1 1 0 1", "2 n2 0 0 1", "3 n2 1 0 1"]);
+}

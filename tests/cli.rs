@@ -1084,3 +1084,84 @@ fn plan_refuses_rotate_lists_past_the_bound() {
     ]);
     assert!(out.status.success(), "{out:?}");
 }
+
+#[test]
+fn exec_takes_the_options_words_and_refuses_what_the_plugin_refuses() {
+    let marker = std::env::temp_dir().join(format!("dgm-exec-words-{}", std::process::id()));
+    let touch = marker.display().to_string();
+    for (words, says) in [
+        (
+            "none,mps",
+            "invalid --method \"none,mps\": none maps no task, and MPS needs mapped tasks",
+        ),
+        (
+            "contiguous,mps,mps",
+            "invalid --method \"contiguous,mps,mps\"",
+        ),
+        ("help", "invalid --method \"help\""),
+    ] {
+        let out = exec_in_task("0", &["--method", words, "--", "touch", &touch], &[]);
+        assert_eq!(out.status.code(), Some(2), "{words}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{words}: {err}");
+    }
+    // The environment form, refused the same way and named.
+    let out = exec_in_task(
+        "0",
+        &["--", "touch", &touch],
+        &[("DESI_GPU_MAP_METHOD", "none,mps")],
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("DESI_GPU_MAP_METHOD=\"none,mps\""), "{err}");
+    assert!(!marker.exists(), "nothing ran");
+    // The verbose word, as --verbose.
+    let out = exec_in_task("3", &["--method", "verbose,roundrobin", "--", "true"], &[]);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rank=3 local=3/6 gpu=3"), "{err}");
+}
+
+/// exec's `mps` starts nothing where a daemon already serves the step: one
+/// at the pipe directory it inherited (its GPU then by UUID, for that
+/// daemon), or Slurm's gres/mps; local task 0 says which.
+#[test]
+fn exec_mps_steps_aside_under_a_daemon_it_inherited_or_gres_mps() {
+    let (dir, lib) = fake_nvml("mps-aside", "count=4\n");
+    let args = [
+        "--nvml",
+        lib.as_str(),
+        "--method",
+        "contiguous,mps",
+        "--",
+        "sh",
+        "-c",
+        "echo $CUDA_VISIBLE_DEVICES ${CUDA_MPS_PIPE_DIRECTORY-unset}",
+    ];
+    let site = [("CUDA_MPS_PIPE_DIRECTORY", "/run/site-mps")];
+    let out = exec_in_task("0", &args, &site);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "the MPS daemon at CUDA_MPS_PIPE_DIRECTORY=\"/run/site-mps\" serves this step; no MPS daemon started"
+        ),
+        "{err}"
+    );
+    let words = words_of(&out);
+    assert!(words[0].starts_with("GPU-fake-"), "{out:?}");
+    assert_eq!(words[1], "/run/site-mps", "{out:?}");
+    // Another task of the step says nothing.
+    let out = exec_in_task("1", &args, &site);
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let gres = [("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25")];
+    let out = exec_in_task("0", &args, &gres);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Slurm's gres/mps serves this step (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=\"25\"); no MPS daemon started"),
+        "{err}"
+    );
+    assert_eq!(words_of(&out), ["0", "unset"], "{out:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}

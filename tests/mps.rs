@@ -558,10 +558,15 @@ fn a_nested_step_uses_its_parents_daemon_and_never_stops_it() {
 /// `desi-gpu-map exec` asking for `method` (with `mps`), with the real
 /// control daemon and the cluster's fake NVML; APP follows.
 fn exec_mps(method: &str) -> String {
+    exec_mps_with(&format!("--mps-control {}", control()), method)
+}
+
+/// [`exec_mps`] with exec's MPS options `options` in place of the real
+/// control daemon.
+fn exec_mps_with(options: &str, method: &str) -> String {
     format!(
-        "{} exec --mps-control {} --nvml {} --method {method} --",
+        "{} exec {options} --nvml {} --method {method} --",
         bin(),
-        control(),
         fake_nvml()
     )
 }
@@ -610,6 +615,51 @@ fn exec_runs_the_plugins_daemon_one_per_node_for_every_task() {
         "one daemon per node, as the user, holding the step's GPUs by UUID\n{out}"
     );
     assert_nothing_left("exec's normal end");
+}
+
+#[test]
+fn exec_gives_the_plugins_shares_and_says_why_it_runs_without_mps_once() {
+    let _c = exec_setup();
+    assert_nothing_left("the previous test");
+    // 6 tasks on 4 GPUs, contiguous: 2, 2, 1, 1 tasks per GPU.
+    let options = format!("--mps-control {} --mps-share even", control());
+    let out = srun("-n6 -w n1 --gpus-per-node=4")
+        .user(ALICE)
+        .args(&exec_mps_with(&options, "contiguous,mps"))
+        .probe(&task())
+        .ok();
+    let shares: Vec<String> = out
+        .rows()
+        .lines()
+        .map(|l| l.split(' ').nth(5).unwrap_or("").to_string())
+        .collect();
+    assert_eq!(shares, ["50", "50", "50", "50", "100", "100"], "{out}");
+    // No control daemon where it was named: mapped without MPS, said once.
+    let out = srun(
+        TWO_ON_N1
+            .replace(" --desi-gpu-map=contiguous,mps", "")
+            .as_str(),
+    )
+    .user(ALICE)
+    .args(&exec_mps_with(
+        "--mps-control /nonexistent/nvidia-cuda-mps-control",
+        "contiguous,mps",
+    ))
+    .probe(&task())
+    .ok();
+    assert!(
+        out.rows()
+            .lines()
+            .all(|r| r.ends_with(" unset unset none none")),
+        "{out}"
+    );
+    assert_eq!(
+        out.said(),
+        ["desi-gpu-map: node n1: cannot start /nonexistent/nvidia-cuda-mps-control: it does not \
+          exist (--mps-control or $DESI_GPU_MAP_MPS_CONTROL); running without MPS"],
+        "{out}"
+    );
+    assert_nothing_left("exec's shares and a missing control daemon");
 }
 
 #[test]

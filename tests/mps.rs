@@ -233,15 +233,10 @@ fn uuids(node: &str, indices: &[u32]) -> String {
 
 // ------------------------------------------------------------ serving
 
-#[test]
-fn one_daemon_per_step_per_node_as_the_user_serves_every_task() {
-    let _c = mps_setup(&[]);
-    assert_nothing_left("the previous test");
-    let out = alice_step(&format!(
-        "{TWO_NODES_EIGHT_TASKS} --desi-gpu-map=contiguous,mps"
-    ))
-    .ok();
-    let (rows, daemons) = rows_and_daemons(&out);
+/// TWO_NODES_EIGHT_TASKS under contiguous,mps: every task served by its
+/// node's one daemon, as alice, on its own GPU by UUID.
+fn assert_one_daemon_per_node_serves_all(out: &Ran) {
+    let (rows, daemons) = rows_and_daemons(out);
     let want: Vec<String> = (0..8)
         .map(|rank| {
             let node = format!("n{}", rank / 4 + 1);
@@ -268,7 +263,29 @@ fn one_daemon_per_step_per_node_as_the_user_serves_every_task() {
         ],
         "one daemon per node, as the user, holding the step's GPUs by UUID\n{out}"
     );
+}
+
+#[test]
+fn one_daemon_per_step_per_node_as_the_user_serves_every_task() {
+    let _c = mps_setup(&[]);
+    assert_nothing_left("the previous test");
+    let out = alice_step(&format!(
+        "{TWO_NODES_EIGHT_TASKS} --desi-gpu-map=contiguous,mps"
+    ))
+    .ok();
+    assert_one_daemon_per_node_serves_all(&out);
     assert_nothing_left("a normal end");
+}
+
+/// 6 tasks on 4 GPUs, contiguous (2, 2, 1, 1 tasks per GPU), under
+/// mps_share=even: each task's share of its GPU.
+fn assert_even_shares_of_six_on_four(out: &Ran) {
+    let shares: Vec<String> = out
+        .rows()
+        .lines()
+        .map(|l| l.split(' ').nth(5).unwrap_or("").to_string())
+        .collect();
+    assert_eq!(shares, ["50", "50", "50", "50", "100", "100"], "{out}");
 }
 
 #[test]
@@ -276,12 +293,7 @@ fn mps_share_even_gives_each_task_its_share_of_its_gpu() {
     let _c = mps_setup(&["mps_share=even"]);
     // 6 tasks on 4 GPUs, contiguous: 2, 2, 1, 1 tasks per GPU.
     let out = alice_step("-n6 -w n1 --gpus-per-node=4 --desi-gpu-map=mps,contiguous").ok();
-    let shares: Vec<String> = out
-        .rows()
-        .lines()
-        .map(|l| l.split(' ').nth(5).unwrap_or("").to_string())
-        .collect();
-    assert_eq!(shares, ["50", "50", "50", "50", "100", "100"], "{out}");
+    assert_even_shares_of_six_on_four(&out);
     assert_nothing_left("mps_share=even");
 }
 
@@ -502,6 +514,32 @@ fn two_jobs_of_one_user_get_separate_daemons_and_neither_stops_the_other() {
     assert_nothing_left("both jobs");
 }
 
+/// TWO_ON_N1's tasks on GPUs 0 and 1 by UUID, served by one daemon of
+/// alice's; `what` says why, on failure.
+fn assert_two_on_n1_served(out: &Ran, what: &str) {
+    let (rows, daemons) = rows_and_daemons(out);
+    assert_eq!(
+        rows,
+        common::rows(&[
+            &format!("0 n1 0 {} 1 unset 100.0 700:{ALICE}", uuids("n1", &[0])),
+            &format!("1 n1 1 {} 1 unset 100.0 700:{ALICE}", uuids("n1", &[1])),
+        ]),
+        "{what}\n{out}"
+    );
+    assert_eq!(daemons.len(), 1, "{out}");
+}
+
+/// Eight one-task steps, each served by a daemon of its own.
+fn assert_eight_steps_each_served_by_its_own(out: &Ran) {
+    let (rows, daemons) = rows_and_daemons(out);
+    assert_eq!(rows.lines().count(), 8, "{out}");
+    assert!(
+        rows.lines().all(|r| r.contains(" 1 unset 100.0 700:")),
+        "{rows}"
+    );
+    assert_eq!(daemons.len(), 8, "one daemon per step\n{out}");
+}
+
 #[test]
 fn eight_concurrent_steps_get_eight_daemons_and_leave_none() {
     let _c = mps_setup(&[]);
@@ -514,13 +552,7 @@ fn eight_concurrent_steps_get_eight_daemons_and_leave_none() {
         .user(ALICE)
         .probe(&script)
         .ok();
-    let (rows, daemons) = rows_and_daemons(&out);
-    assert_eq!(rows.lines().count(), 8, "{out}");
-    assert!(
-        rows.lines().all(|r| r.contains(" 1 unset 100.0 700:")),
-        "{rows}"
-    );
-    assert_eq!(daemons.len(), 8, "one daemon per step\n{out}");
+    assert_eight_steps_each_served_by_its_own(&out);
     assert_nothing_left("8 concurrent steps");
 }
 
@@ -587,33 +619,7 @@ fn exec_runs_the_plugins_daemon_one_per_node_for_every_task() {
         .args(&exec_mps("contiguous,mps"))
         .probe(&task())
         .ok();
-    let (rows, daemons) = rows_and_daemons(&out);
-    let want: Vec<String> = (0..8)
-        .map(|rank| {
-            let node = format!("n{}", rank / 4 + 1);
-            let local = rank % 4;
-            let gpu = uuids(&node, &[local]);
-            format!("{rank} {node} {local} {gpu} 1 unset 100.0 700:{ALICE}")
-        })
-        .collect();
-    let want: Vec<&str> = want.iter().map(String::as_str).collect();
-    assert_eq!(rows, common::rows(&want), "{out}");
-    let uid = USERS[0].1;
-    let ids = format!("{uid},{uid},{uid},{uid}");
-    assert_eq!(
-        daemons,
-        [
-            format!(
-                "D n1 {ids} CUDA_VISIBLE_DEVICES={}",
-                uuids("n1", &[0, 1, 2, 3])
-            ),
-            format!(
-                "D n2 {ids} CUDA_VISIBLE_DEVICES={}",
-                uuids("n2", &[0, 1, 2, 3])
-            ),
-        ],
-        "one daemon per node, as the user, holding the step's GPUs by UUID\n{out}"
-    );
+    assert_one_daemon_per_node_serves_all(&out);
     assert_nothing_left("exec's normal end");
 }
 
@@ -628,12 +634,7 @@ fn exec_gives_the_plugins_shares_and_says_why_it_runs_without_mps_once() {
         .args(&exec_mps_with(&options, "contiguous,mps"))
         .probe(&task())
         .ok();
-    let shares: Vec<String> = out
-        .rows()
-        .lines()
-        .map(|l| l.split(' ').nth(5).unwrap_or("").to_string())
-        .collect();
-    assert_eq!(shares, ["50", "50", "50", "50", "100", "100"], "{out}");
+    assert_even_shares_of_six_on_four(&out);
     // No control daemon where it was named: mapped without MPS, said once.
     let out = srun(
         TWO_ON_N1
@@ -704,13 +705,7 @@ fn exec_leaves_nothing_after_20_sequential_and_8_concurrent_steps() {
         !out.stdout().contains("failed"),
         "a sequential step failed\n{out}"
     );
-    let (rows, daemons) = rows_and_daemons(&out);
-    assert_eq!(rows.lines().count(), 8, "{out}");
-    assert!(
-        rows.lines().all(|r| r.contains(" 1 unset 100.0 700:")),
-        "{rows}"
-    );
-    assert_eq!(daemons.len(), 8, "one daemon per step\n{out}");
+    assert_eight_steps_each_served_by_its_own(&out);
     assert_nothing_left("20 sequential and 8 concurrent steps");
 }
 
@@ -790,16 +785,7 @@ fn exec_steps_aside_under_the_plugins_mps() {
         .args(&exec_mps("roundrobin,mps,verbose"))
         .probe(&task())
         .ok();
-    let (rows, daemons) = rows_and_daemons(&out);
-    assert_eq!(
-        rows,
-        common::rows(&[
-            &format!("0 n1 0 {} 1 unset 100.0 700:{ALICE}", uuids("n1", &[0])),
-            &format!("1 n1 1 {} 1 unset 100.0 700:{ALICE}", uuids("n1", &[1])),
-        ]),
-        "the plugin's GPUs and daemon, kept\n{out}"
-    );
-    assert_eq!(daemons.len(), 1, "{out}");
+    assert_two_on_n1_served(&out, "the plugin's GPUs and daemon, kept");
     out.says("this step is mapped already (by the plugin)");
     assert_nothing_left("exec under the plugin's MPS");
 }
@@ -1135,16 +1121,7 @@ fn a_planted_directory_neither_denies_mps_nor_receives_the_users_files() {
     }
     let _ = std::fs::remove_dir_all(&bait);
     let out = out.ok();
-    let (rows, daemons) = rows_and_daemons(&out);
-    assert_eq!(
-        rows,
-        common::rows(&[
-            &format!("0 n1 0 {} 1 unset 100.0 700:{ALICE}", uuids("n1", &[0])),
-            &format!("1 n1 1 {} 1 unset 100.0 700:{ALICE}", uuids("n1", &[1])),
-        ]),
-        "the step still gets MPS\n{out}"
-    );
-    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    assert_two_on_n1_served(&out, "the step still gets MPS");
     assert!(contents.is_empty(), "created inside {bob}'s: {contents:?}");
     assert_nothing_left("a planted directory");
 }

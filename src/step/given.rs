@@ -145,15 +145,8 @@ mod tests {
     ) -> (StepPlan, usize) {
         let mut node = FakeNode::new(pairs, nvml);
         node.given = Some(given);
-        let config = Ok(config.clone());
-        let request = Some(Ok(asking(Choice::Map(Method::Contiguous))));
-        let facts = StepFacts {
-            step_id: Ok(0),
-            config: Some(&config),
-            request: request.as_ref(),
-            mps: None,
-        };
-        let plan = plan_step(&facts, &node);
+        let request = Some(asking(Choice::Map(Method::Contiguous)));
+        let plan = plan_on(&node, 0, config, request);
         (plan, node.calls.get())
     }
 
@@ -246,15 +239,8 @@ mod tests {
             let path = format!("/proc/driver/nvidia/gpus/{bus}/information");
             node.files.texts.insert(path.into(), info);
         }
-        let config = Ok(off);
-        let request = Some(Ok(asking(Choice::Map(Method::RoundRobin))));
-        let facts = StepFacts {
-            step_id: Ok(0),
-            config: Some(&config),
-            request: request.as_ref(),
-            mps: None,
-        };
-        let map = mapped(plan_step(&facts, &node));
+        let request = Some(asking(Choice::Map(Method::RoundRobin)));
+        let map = mapped(plan_on(&node, 0, &off, request));
         assert_eq!(map.gpus, ["GPU-a", "GPU-b"]);
         assert_eq!((map.listed.source(), node.calls.get()), ("kernel", 0));
         // Neither lists any: nothing to map, said with verbose only.

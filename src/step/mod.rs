@@ -559,15 +559,8 @@ mod tests {
             let path = format!("/proc/driver/nvidia/gpus/0000:0{}:00.0/information", i + 1);
             node.files.texts.insert(path.into(), info);
         }
-        let config = Ok(config.clone());
-        let request = Some(Ok(asking(Choice::Map(Method::Contiguous))));
-        let facts = StepFacts {
-            step_id: Ok(0),
-            config: Some(&config),
-            request: request.as_ref(),
-            mps: None,
-        };
-        let map = mapped(plan_step(&facts, &node));
+        let request = Some(asking(Choice::Map(Method::Contiguous)));
+        let map = mapped(plan_on(&node, 0, &config, request));
         assert_eq!((map.gpus.len(), node.calls.get()), (2, 0));
         assert!(map.listed.is_slurms());
         // A call of the places load that fails after NVML started (the CPU

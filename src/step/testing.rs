@@ -176,6 +176,17 @@ pub(crate) fn plan_step_id(
     nvml: Result<Vec<String>, Error>,
 ) -> (StepPlan, usize) {
     let node = FakeNode::new(pairs, nvml);
+    let plan = plan_on(&node, step_id, config, request);
+    (plan, node.calls.get())
+}
+
+/// Plans step `step_id` on a node the test prepared, with `request`.
+pub(crate) fn plan_on(
+    node: &FakeNode,
+    step_id: u32,
+    config: &Config,
+    request: Option<Request>,
+) -> StepPlan {
     let config = Ok(config.clone());
     let request = request.map(Ok);
     let facts = StepFacts {
@@ -184,8 +195,7 @@ pub(crate) fn plan_step_id(
         request: request.as_ref(),
         mps: None,
     };
-    let plan = plan_step(&facts, &node);
-    (plan, node.calls.get())
+    plan_step(&facts, node)
 }
 
 /// Plans with the user asking for `choice`.

@@ -1165,3 +1165,20 @@ fn exec_mps_steps_aside_under_a_daemon_it_inherited_or_gres_mps() {
     assert_eq!(words_of(&out), ["0", "unset"], "{out:?}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn exec_refuses_mps_under_another_launcher() {
+    let rank = [
+        ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+        ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+        ("CUDA_VISIBLE_DEVICES", "0,1"),
+    ];
+    let out = exec_with(&rank, &["--method", "contiguous,mps", "--", "echo", "ran"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stdout(&out).is_empty(), "nothing ran: {out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("mps is for srun's tasks") && err.ends_with("nothing was run\n"),
+        "{err}"
+    );
+}

@@ -2,15 +2,12 @@
 //! slurmstepd above a task's process.
 
 use crate::cpuset::CpuSet;
-use crate::host::process::{parent_of, status_field};
+use crate::host::process::{parent_of, status_field, MOST_ANCESTORS};
 
 /// `Cpus_allowed_list` of process `pid` (`self` for this one).
 pub fn allowed(pid: &str) -> Option<CpuSet> {
     CpuSet::parse_list(&status_field(pid, "Cpus_allowed_list")?).ok()
 }
-
-/// Most parents walked up to find slurmstepd or a launcher's proxy.
-const MOST_ANCESTORS: usize = 32;
 
 /// The pid of the nearest slurmstepd above this process (its parent when
 /// srun started this process directly; a shell's parent under

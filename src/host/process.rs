@@ -6,6 +6,9 @@ use rustix::process::{kill_process, Pid, Signal};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+/// Most parents walked up from a process to an ancestor.
+pub const MOST_ANCESTORS: usize = 32;
+
 /// What tells a process from a later one with the same pid.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
@@ -86,6 +89,50 @@ pub fn signal_if(pid: u32, identity: &Identity, signal: Signal) -> bool {
     pid.is_some_and(|pid| kill_process(pid, signal).is_ok())
 }
 
+/// A pidfd of `pid`: readable once that process has exited, whoever its
+/// parent is (pidfd_open(2); no permission is needed to watch).
+pub fn pidfd(pid: u32) -> Option<std::os::fd::OwnedFd> {
+    let pid = Pid::from_raw(i32::try_from(pid).ok()?)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+}
+
+/// The processes `pid` has forked and not yet reaped (every thread's
+/// `/proc/PID/task/TID/children`).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut children: Vec<u32> = threads
+        .filter_map(|t| {
+            let path = t.ok()?.path().join("children");
+            std::fs::read_to_string(path).ok()
+        })
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect();
+    children.sort_unstable();
+    children.dedup();
+    children
+}
+
+/// `pid` is `ancestor` or below it.
+pub fn descends_from(pid: u32, ancestor: u32) -> bool {
+    let mut at = pid;
+    for _ in 0..MOST_ANCESTORS {
+        if at == ancestor {
+            return true;
+        }
+        match parent_of(at) {
+            Some(parent) if parent > 1 => at = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +174,35 @@ mod tests {
         assert!(children_named(me, uid, "sleepy").is_empty());
         assert!(signal_if(child.id(), id, Signal::KILL));
         child.wait().unwrap();
+    }
+}
+
+#[cfg(test)]
+mod family_tests {
+    use super::*;
+
+    #[test]
+    fn a_child_is_listed_watched_and_below_its_parent() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        assert!(children_of(me).contains(&child.id()));
+        assert!(descends_from(child.id(), me));
+        assert!(!descends_from(me, child.id()));
+        let fd = pidfd(child.id()).expect("a pidfd of a live child");
+        child.kill().unwrap();
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
+        let timeout = rustix::event::Timespec {
+            tv_sec: 5,
+            tv_nsec: 0,
+        };
+        assert_eq!(rustix::event::poll(&mut fds, Some(&timeout)).unwrap(), 1);
+        child.wait().unwrap();
+        assert!(pidfd(u32::MAX).is_none());
     }
 }

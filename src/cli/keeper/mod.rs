@@ -1,0 +1,99 @@
+//! exec's CUDA MPS: one control daemon per step and node, as the plugin's
+//! (the same [`Daemon`], started and stopped by [`crate::host::daemon`]),
+//! where no plugin runs one. exec replaces itself with the application,
+//! so something else must outlive the node's tasks and end the daemon:
+//! the **keeper**, one small process per step and node.
+//!
+//! - The node's tasks meet at an abstract socket named after the daemon's
+//!   directory stem (`desi-gpu-map-mps.UID.JOBID.STEPID.NODEID`): nothing
+//!   on disk, and gone with the process that holds it. The first task to
+//!   bind it starts the keeper, which holds it from then on; every task
+//!   then connects and is answered `ok TOKEN` (the daemon's directory) or
+//!   `no WHY` (the step runs without MPS).
+//! - Each end proves its peer is the job's user (`SO_PEERCRED`), and the
+//!   keeper takes only tasks of its own slurmstepd.
+//! - The keeper holds a pidfd of every task that joined and of every
+//!   process slurmstepd had forked when it started (all of the node's
+//!   tasks: slurmstepd forks them all before it lets any run), so the
+//!   node's **last** task's end is an event, however it ended (SIGKILL
+//!   included). Then, or when slurmstepd itself is gone, or when a
+//!   signal that ends a step reaches it, it removes the directory and
+//!   kills the daemon ([`crate::host::daemon::Running::end_now`]).
+//! - Under proctrack/cgroup Slurm kills what is left of a step about
+//!   0.3 ms after its last task exits, and on a busy node that can come
+//!   before the keeper has removed the directory. So each keeper marks its
+//!   directory ([`MARK`]), and every keeper first removes the user's marked
+//!   directories in its base whose keeper's socket is gone (`sweep`):
+//!   what one step leaves, the user's next `exec METHOD,mps` on that node
+//!   removes. Processes are never left: the daemon and its server are in
+//!   the step, which Slurm kills.
+//! - It is detached (its parent exits at once): no task is its parent,
+//!   and under proctrack/linuxproc it outlives the step's end to clean up.
+//!   Under proctrack/cgroup it is in the step, and Slurm's signals reach
+//!   it: it ends at once on TERM, INT, HUP or QUIT, and ignores the rest.
+
+//!
+//! - `join`: a task's side: meet, start the keeper if none runs, and ask.
+//! - `serve`: the keeper's process.
+//! - `sweep`: directories a killed keeper left.
+//! - `tally`: when the node's tasks are all gone.
+
+mod join;
+mod serve;
+mod sweep;
+mod tally;
+
+pub use join::join;
+pub use serve::run;
+
+/// The file a keeper puts in its daemon's directory: only such directories
+/// are ever swept (the plugin's are removed by the plugin).
+const MARK: &str = "keeper";
+
+/// What the keeper answers each task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Answer {
+    /// The daemon serves, in the directory with this token.
+    Ok(u64),
+    /// No daemon serves: why.
+    No(String),
+}
+
+impl Answer {
+    fn line(&self) -> String {
+        match self {
+            Answer::Ok(token) => format!("ok {token:016x}\n"),
+            Answer::No(why) => format!("no {}\n", why.replace('\n', " ")),
+        }
+    }
+
+    fn parse(line: &str) -> Option<Answer> {
+        let (word, rest) = line.split_once(' ')?;
+        match word {
+            "ok" => u64::from_str_radix(rest, 16).ok().map(Answer::Ok),
+            "no" => Some(Answer::No(rest.to_string())),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_cross_the_socket_as_written() {
+        for answer in [Answer::Ok(0xab), Answer::No("no server; said".to_string())] {
+            let line = answer.line();
+            assert!(
+                line.ends_with('\n') && line.matches('\n').count() == 1,
+                "{line:?}"
+            );
+            assert_eq!(Answer::parse(line.trim_end()), Some(answer));
+        }
+        assert_eq!(Answer::No("two\nlines".into()).line(), "no two lines\n");
+        for bad in ["", "ok", "ok zz", "yes 1", "ok  1"] {
+            assert_eq!(Answer::parse(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1182,3 +1182,26 @@ fn exec_refuses_mps_under_another_launcher() {
         "{err}"
     );
 }
+
+#[test]
+fn exec_mps_keeps_the_plugins_limit_of_48_clients_per_gpu() {
+    // 49 tasks on one GPU: mapped, without MPS, said by local task 0 only.
+    let one_gpu = [
+        ("SLURM_STEP_TASKS_PER_NODE", "49"),
+        ("CUDA_VISIBLE_DEVICES", "0"),
+        ("SLURM_STEP_GPUS", "0"),
+        ("SLURM_GPUS_ON_NODE", "1"),
+    ];
+    let args = ["--method", "contiguous,mps", "--", "sh", "-c", SHOW_ENV];
+    let out = exec_in_task("0", &args, &one_gpu);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("49 tasks would share one GPU, and MPS serves at most 48 clients per GPU")
+            && err.trim_end().ends_with("; running without MPS"),
+        "{err}"
+    );
+    assert_eq!(words_of(&out)[1..3], ["0", "1"], "{out:?}");
+    let out = exec_in_task("7", &args, &one_gpu);
+    assert!(out.stderr.is_empty(), "{out:?}");
+}

@@ -90,6 +90,11 @@ fn ranks(option: Option<&str>, method: &str, honour: bool) -> Ran {
 /// [`ranks`], each rank started through `through` (`desi-gpu-map exec
 /// ... --`, or nothing).
 fn ranks_through(option: Option<&str>, through: &str, method: &str, honour: bool) -> Ran {
+    ranks_as("root", option, through, method, honour)
+}
+
+/// [`ranks_through`] as `user`.
+fn ranks_as(user: &str, option: Option<&str>, through: &str, method: &str, honour: bool) -> Ran {
     let script = format!(
         "exec {through} /usr/bin/python3 {}/tests/desi/ranks.py {method}{}",
         repo().display(),
@@ -100,7 +105,7 @@ fn ranks_through(option: Option<&str>, through: &str, method: &str, honour: bool
         repo().join("tests/desi/stand-ins").display(),
         desispec()
     );
-    let mut job = srun(EIGHT_ON_N1).env("PYTHONPATH", &path);
+    let mut job = srun(EIGHT_ON_N1).user(user).env("PYTHONPATH", &path);
     for (name, value) in LOOPBACK {
         job = job.env(name, value);
     }
@@ -172,6 +177,32 @@ fn exec_keeps_every_rank_on_its_gpu_without_the_plugin() {
     for method in ["round-robin", "contiguous"] {
         ranks_through(None, &exec("contiguous"), method, false).rows_are(&SINGLE_CONTIGUOUS);
         ranks_through(None, &exec("roundrobin"), method, false).rows_are(&SINGLE_ROUNDROBIN);
+    }
+}
+
+#[test]
+fn exec_with_mps_keeps_every_rank_on_its_gpu_as_a_client_of_one_daemon() {
+    // As DESI's batch scripts would run it: `exec --method contiguous,mps`
+    // in place of desi_mps_wrapper. Under MPS the tasks' GPUs are named by
+    // UUID; desispec still counts one device and selects it.
+    let _c = setup("required", &[]);
+    cluster(&["plugin", "off"]);
+    let exec = format!(
+        "{} exec --nvml {} --mps-control {}/mps/bin/nvidia-cuda-mps-control --method contiguous,mps --",
+        bin(),
+        fake_nvml(),
+        state_dir()
+    );
+    for method in ["round-robin", "contiguous"] {
+        let ran = ranks_as(USERS[0].0, None, &exec, method, false);
+        let want: Vec<String> = (0..8)
+            .map(|rank| {
+                let gpu = format!("GPU-fake-n1-{}", rank / 2);
+                format!("{rank} n1 {rank} {gpu} 0 {gpu} 1")
+            })
+            .collect();
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        ran.rows_are(&want);
     }
 }
 

@@ -23,6 +23,12 @@ pub trait Files {
     fn stat(&self, path: &Path) -> io::Result<Stat>;
 }
 
+/// This host's name, as the kernel gives it (per UTS namespace).
+pub fn hostname(files: &dyn Files) -> Option<String> {
+    let name = files.read(Path::new(crate::env::HOSTNAME_FILE)).ok()?;
+    Some(name.trim().to_string()).filter(|n| !n.is_empty())
+}
+
 /// A file's owner and mode, as stat(2) gives them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {

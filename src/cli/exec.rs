@@ -12,7 +12,7 @@ use super::keeper;
 use super::nvml::Query;
 use crate::env;
 use crate::error::Error;
-use crate::files::Files;
+use crate::files::{hostname, Files};
 use crate::host::cpus;
 use crate::host::daemon::random_token;
 use crate::host::files::HostFiles;
@@ -313,7 +313,7 @@ fn apply(
 ) -> Vec<String> {
     let name = node
         .env(env::NODE_NAME)
-        .or_else(|| hostname().filter(|_| launch.is_some()))
+        .or_else(|| hostname(&HostFiles).filter(|_| launch.is_some()))
         .unwrap_or_else(|| "?".to_string());
     let cuda = node.env(env::CUDA);
     let tres_bind = node.env(env::TRES_BIND);
@@ -418,12 +418,6 @@ fn say(lines: &[String]) {
     for line in lines {
         let _ = writeln!(err, "{line}");
     }
-}
-
-/// This host's name, as the kernel has it (per UTS namespace).
-fn hostname() -> Option<String> {
-    let name = std::fs::read_to_string(env::HOSTNAME_FILE).ok()?;
-    Some(name.trim().to_string()).filter(|n| !n.is_empty())
 }
 
 /// The task's own process as the core's node: its environment, the

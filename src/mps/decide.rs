@@ -6,6 +6,7 @@ use super::dirs::{base_dir, check_base, check_socket, dir_name};
 use super::tasks::{even_share, tasks_per_gpu};
 use super::{Daemon, Inherited, Mps, MpsFacts, MpsInput, MpsNode, MAX_CLIENTS, MPS_NAMES};
 use crate::env;
+use crate::files::hostname;
 use crate::runtime::Vendor;
 use crate::settings::site::{MpsMode, MpsShare};
 use crate::slurm::gpus::is_uuid;
@@ -20,7 +21,7 @@ use std::path::Path;
 pub fn inherited(node: &MpsNode) -> Inherited {
     let pipe = (node.env)(env::MPS_PIPE);
     let ours = pipe.is_some() && (node.env)(env::MPS).is_some();
-    let host = this_host(node);
+    let host = hostname(node.files);
     let here = ours
         && host.is_some()
         && (node.env)(env::MPS_HOST) == host
@@ -37,12 +38,6 @@ pub fn inherited(node: &MpsNode) -> Inherited {
         here,
         present,
     }
-}
-
-/// This host's name, as the kernel gives it.
-fn this_host(node: &MpsNode) -> Option<String> {
-    let name = node.files.read(Path::new(env::HOSTNAME_FILE)).ok()?;
-    Some(name.trim().to_string()).filter(|n| !n.is_empty())
 }
 
 /// Decides MPS for a mapped step that `inherited` what it did. The node is
@@ -182,7 +177,7 @@ fn daemon(
         gpus: Vec::new(),
         uid: facts.uid,
         gid: facts.gid,
-        host: this_host(node),
+        host: hostname(node.files),
         shares: per_gpu.into_iter().map(share).collect(),
         keep_log: !inherited.ours && (node.env)(env::MPS_LOG).is_some(),
         timeout: input.timeout,

@@ -84,9 +84,9 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
     };
     let mut command = Command::new(app);
     command.args(app_args);
-    let tag = launch.as_ref().and_then(|l| launch_tag(&node, l));
+    let this = this_record(&node, launch.as_ref());
     let aside = aside.or_else(|| {
-        mapped_already(&node, launch.as_ref().map(|_| tag.clone())).then(|| match launch {
+        mapped_already(&node, this.as_deref()).then(|| match launch {
             Some(_) => "this launch is mapped already (by an earlier exec)".to_string(),
             None => "this step is mapped already (by the plugin)".to_string(),
         })
@@ -100,16 +100,21 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
         }
         return Ok(command);
     }
+    let ids = match &launch {
+        Some(l) => Ok((l.local_id, l.local_count, l.rank)),
+        None => task_ids(&node),
+    };
+    let local_tasks = ids.as_ref().ok().map(|&(_, count, _)| count);
     // Slurm narrowed this task's lists itself: nothing to plan them from.
     let mut plan = match slurm_bound_here(node.env(env::TRES_BIND).as_deref()) {
         Some(why) => StepPlan::aside(&config.flag, why),
-        None => plan(&node, config, asked, launch.as_ref()),
+        None => plan(&node, config, asked, launch.as_ref(), local_tasks),
     };
     if let (StepPlan::Map(map), true) = (&mut plan, launch.is_some()) {
-        map.step = tag;
+        map.step = this;
     }
     join_mps(&mut plan);
-    let lines = apply(&node, &plan, &mut command, launch.as_ref());
+    let lines = apply(&node, &plan, &mut command, launch.as_ref(), ids);
     if asked.verbose || !routine(&plan) {
         say(&lines);
     }
@@ -227,26 +232,26 @@ fn mps_control(args: &ExecArgs) -> Option<PathBuf> {
         .find(|file| file.is_file())
 }
 
-/// This very step is mapped already: the plugin (or an earlier exec)
-/// recorded it in `DESI_GPU_MAP_STEP`, which it writes only where it maps
-/// and removes everywhere else, whatever the site's flag is called. An
-/// outer step's record names another step. A launcher's rank records its
-/// launch's tag (`launch`, where a launcher placed it), which a nested
-/// launch does not share.
-fn mapped_already(node: &Process, launch: Option<Option<String>>) -> bool {
-    let this = match launch {
-        Some(tag) => tag,
+/// What `DESI_GPU_MAP_STEP` holds where this very step is mapped: the
+/// step's tag (`JOBID.STEPID`), or a launcher's rank's launch tag (its job
+/// id, or its proxy's pid above this process), which a nested launch does
+/// not share.
+fn this_record(node: &Process, launch: Option<&Launch>) -> Option<String> {
+    match launch {
+        Some(launch) => launch.tag(&|name| node.env(name), &cpus::ancestor_named),
         None => node
             .env(env::STEP_ID)
             .and(step_id(node).ok())
             .and_then(|id| step_tag(node, id)),
-    };
-    this.is_some() && node.env(env::STEP) == this
+    }
 }
 
-/// The launch's tag: its job id, or its proxy's pid above this process.
-fn launch_tag(node: &Process, launch: &Launch) -> Option<String> {
-    launch.tag(&|name| node.env(name), &cpus::ancestor_named)
+/// This very step is mapped already: the plugin (or an earlier exec)
+/// recorded it in `DESI_GPU_MAP_STEP` ([`this_record`]), which it writes
+/// only where it maps and removes everywhere else, whatever the site's flag
+/// is called. An outer step's record names another step.
+fn mapped_already(node: &Process, this: Option<&str>) -> bool {
+    this.is_some() && node.env(env::STEP).as_deref() == this
 }
 
 /// This step's id (0 outside a step, with `--allow-outside-slurm`).
@@ -259,7 +264,14 @@ fn step_id(node: &Process) -> Result<u32, String> {
 /// The step's plan, through the same core as the plugin's. A launcher's
 /// rank is no step of Slurm's (its tag stands in for the step's): where it
 /// runs in the batch step, or in no step, it is not left untouched.
-fn plan(node: &Process, config: Config, asked: Asked, launch: Option<&Launch>) -> StepPlan {
+/// `local_tasks`: the node's task count, for MPS, where it could be read.
+fn plan(
+    node: &Process,
+    config: Config,
+    asked: Asked,
+    launch: Option<&Launch>,
+    local_tasks: Option<usize>,
+) -> StepPlan {
     let step_id = match launch {
         Some(_) => Ok(0),
         None => step_id(node),
@@ -274,15 +286,14 @@ fn plan(node: &Process, config: Config, asked: Asked, launch: Option<&Launch>) -
         step_id,
         config: Some(&config),
         request: Some(&request),
-        mps: mps_facts(node),
+        mps: local_tasks.and_then(|count| mps_facts(node, count)),
     };
     plan_step(&facts, node)
 }
 
-/// The user and this node's tasks, for a daemon of the step's own; `None`
-/// where the task's ids cannot be read (the task then runs unmapped).
-fn mps_facts(node: &Process) -> Option<MpsFacts> {
-    let (_, local_tasks, _) = task_ids(node).ok()?;
+/// The user and this node's `local_tasks`, for a daemon of the step's own;
+/// `None` where the node's id cannot be read.
+fn mps_facts(node: &Process, local_tasks: usize) -> Option<MpsFacts> {
     let node_id = node.env(env::NODE_ID)?.trim().parse().ok()?;
     Some(MpsFacts {
         uid: rustix::process::getuid().as_raw(),
@@ -304,12 +315,15 @@ fn join_mps(plan: &mut StepPlan) {
     }
 }
 
-/// Sets the task's variables on `command`; returns the lines to say.
+/// Sets the task's variables on `command`; returns the lines to say. `ids`:
+/// the task's local id, its node's task count and its rank (the launcher's
+/// where one placed it), or why they cannot be read.
 fn apply(
     node: &Process,
     plan: &StepPlan,
     command: &mut Command,
     launch: Option<&Launch>,
+    ids: Result<(usize, usize, u32), String>,
 ) -> Vec<String> {
     let name = node
         .env(env::NODE_NAME)
@@ -322,10 +336,6 @@ fn apply(
     let slurms = |var| node.env(var).filter(|_| launch.is_none());
     let bind_type = slurms(env::CPU_BIND_TYPE);
     let bind_list = slurms(env::CPU_BIND_LIST);
-    let ids = match launch {
-        Some(l) => Ok((l.local_id, l.local_count, l.rank)),
-        None => task_ids(node),
-    };
     let outcome = match ids {
         Ok((local_id, local_count, rank)) => {
             let closest = plan.needs_task_cpus();

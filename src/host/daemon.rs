@@ -94,14 +94,7 @@ impl Running {
         let mut said = Vec::new();
         let deadline = Instant::now() + self.daemon.timeout;
         let pid = self.child.id();
-        // Its servers, while the pid is still the daemon's (slurmstepd,
-        // which waits for any child, may have reaped a daemon that died).
-        let servers = match identity(pid) {
-            Some(now) if now == self.identity => {
-                children_named(pid, self.daemon.uid, env::MPS_SERVER)
-            }
-            _ => Vec::new(),
-        };
+        let servers = self.servers();
         if let Err(why) = ask(&self.daemon, launcher, "quit", deadline) {
             said.push(format!("MPS daemon {pid}: quit: {why}"));
         }
@@ -147,19 +140,26 @@ impl Running {
                 self.daemon.dir().display()
             ));
         }
-        let pid = self.child.id();
-        let servers = match identity(pid) {
-            Some(now) if now == self.identity => {
-                children_named(pid, self.daemon.uid, env::MPS_SERVER)
-            }
-            _ => Vec::new(),
-        };
+        let servers = self.servers();
         kill_group(&self.child);
         self.wait_until(Instant::now() + self.daemon.timeout);
         for (server, identity) in servers {
             signal_if(server, &identity, Signal::KILL);
         }
         said
+    }
+
+    /// The daemon's servers, while its pid is still the daemon's
+    /// (slurmstepd, which waits for any child, may have reaped a daemon
+    /// that died).
+    fn servers(&self) -> Vec<(u32, Identity)> {
+        let pid = self.child.id();
+        match identity(pid) {
+            Some(now) if now == self.identity => {
+                children_named(pid, self.daemon.uid, env::MPS_SERVER)
+            }
+            _ => Vec::new(),
+        }
     }
 
     fn wait_until(&mut self, deadline: Instant) -> bool {

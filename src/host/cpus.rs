@@ -2,7 +2,7 @@
 //! slurmstepd above a task's process.
 
 use crate::cpuset::CpuSet;
-use crate::host::process::{parent_of, status_field, MOST_ANCESTORS};
+use crate::host::process::{ancestors, status_field};
 
 /// `Cpus_allowed_list` of process `pid` (`self` for this one).
 pub fn allowed(pid: &str) -> Option<CpuSet> {
@@ -19,16 +19,11 @@ pub fn slurmstepd_above() -> Option<u32> {
 /// The pid of the nearest process above this one whose command name
 /// (`/proc/PID/comm`) is `name`, if there is one.
 pub fn ancestor_named(name: &str) -> Option<u32> {
-    let mut pid = std::os::unix::process::parent_id();
-    for _ in 0..MOST_ANCESTORS {
-        if pid <= 1 {
-            return None;
-        }
+    for pid in ancestors(std::os::unix::process::parent_id()) {
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
         if comm.trim() == name {
             return Some(pid);
         }
-        pid = parent_of(pid)?;
     }
     None
 }

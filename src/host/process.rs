@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Most parents walked up from a process to an ancestor.
-pub const MOST_ANCESTORS: usize = 32;
+const MOST_ANCESTORS: usize = 32;
 
 /// What tells a process from a later one with the same pid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,19 +118,19 @@ pub fn children_of(pid: u32) -> Vec<u32> {
     children
 }
 
+/// `pid`, then its parent, its parent's parent, ...: at most
+/// [`MOST_ANCESTORS`] of them, and never init (pid 1) or the kernel's 0.
+pub fn ancestors(pid: u32) -> impl Iterator<Item = u32> {
+    let above_init = |p: &u32| *p > 1;
+    std::iter::successors(Some(pid).filter(above_init), move |&p| {
+        parent_of(p).filter(above_init)
+    })
+    .take(MOST_ANCESTORS)
+}
+
 /// `pid` is `ancestor` or below it.
 pub fn descends_from(pid: u32, ancestor: u32) -> bool {
-    let mut at = pid;
-    for _ in 0..MOST_ANCESTORS {
-        if at == ancestor {
-            return true;
-        }
-        match parent_of(at) {
-            Some(parent) if parent > 1 => at = parent,
-            _ => return false,
-        }
-    }
-    false
+    ancestors(pid).any(|p| p == ancestor)
 }
 
 #[cfg(test)]
@@ -175,11 +175,6 @@ mod tests {
         assert!(signal_if(child.id(), id, Signal::KILL));
         child.wait().unwrap();
     }
-}
-
-#[cfg(test)]
-mod family_tests {
-    use super::*;
 
     #[test]
     fn a_child_is_listed_watched_and_below_its_parent() {

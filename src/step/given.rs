@@ -96,7 +96,7 @@ fn whole_node(
             Err(e) => why.push(e.to_string()),
         }
     }
-    match kernel_gpus(node.files(), &config.kernel_root, vendor) {
+    let last = match kernel_gpus(node.files(), &config.kernel_root, vendor) {
         Ok(mut gpus) if !gpus.is_empty() => {
             gpus.sort_by(|a, b| a.bus_id.cmp(&b.bus_id));
             let uuids: Option<Vec<String>> = gpus.iter().map(|g| g.uuid.clone()).collect();
@@ -104,24 +104,18 @@ fn whole_node(
                 Some(uuids) if vendor.has_nvml() => uuids,
                 _ => (0..gpus.len()).map(|i| i.to_string()).collect(),
             };
-            Ok(StepGpus {
+            return Ok(StepGpus {
                 gpus,
                 listed: Listed::Kernel,
-            })
+            });
         }
-        Ok(_) => {
-            why.push(format!("the kernel lists no {} GPU", vendor_name(vendor)));
-            Err(Missing::NoGpus(WhyNoList::NothingGiven {
-                node: Some(why.join("; ")),
-            }))
-        }
-        Err(e) => {
-            why.push(e);
-            Err(Missing::NoGpus(WhyNoList::NothingGiven {
-                node: Some(why.join("; ")),
-            }))
-        }
-    }
+        Ok(_) => format!("the kernel lists no {} GPU", vendor_name(vendor)),
+        Err(e) => e,
+    };
+    why.push(last);
+    Err(Missing::NoGpus(WhyNoList::NothingGiven {
+        node: Some(why.join("; ")),
+    }))
 }
 
 fn vendor_name(vendor: Vendor) -> &'static str {

@@ -8,6 +8,15 @@
 //! win: inside an allocation `mpirun` and `mpiexec` start one daemon per
 //! node through srun, so Slurm's variables describe that daemon step (every
 //! rank would read `SLURM_LOCALID=0`), not the ranks.
+//!
+//! But a launcher's variables count only where that launcher started this
+//! process ([`Ancestry`]): srun run from inside an MPI rank, or a job
+//! submitted from one, hands the rank's variables to every task, and a
+//! launcher nested in another's rank inherits the outer one's. So each
+//! launcher's variables are compared with what the process's ancestors
+//! had: values that came down unchanged from above slurmstepd are srun's
+//! environment, not a launch, and where two launchers placed the rank the
+//! nearer launch wins.
 
 use crate::env;
 use crate::slurm::tasks::MAX_TASKS_PER_NODE;
@@ -240,48 +249,137 @@ pub enum Launched {
     /// A launcher of [`LAUNCHERS`] placed it; its variables win over
     /// Slurm's.
     By(Launch),
-    /// No launcher's variables: Slurm's decide (a task of an srun step, a
-    /// batch script, or no job at all).
-    Slurm,
+    /// No launcher placed it: Slurm's variables decide (a task of an srun
+    /// step, a batch script, or no job at all). `ignored`: the variables
+    /// that came in through srun from an outer launch, for `verbose`.
+    Slurm { ignored: Vec<&'static str> },
+}
+
+/// What this process's ancestors had of the variables that tell a launch
+/// ([`watched`]), nearest first, as the front end read their
+/// environments: where each launcher's values were set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ancestry {
+    /// Each readable ancestor's values of [`watched`], from the parent up,
+    /// ending below slurmstepd or below the first that could not be read.
+    pub above: Vec<Vec<(String, String)>>,
+    /// The walk ended at slurmstepd: values that every ancestor in `above`
+    /// had too came in through srun (the step's environment), and no
+    /// launcher of this process set them.
+    pub at_stepd: bool,
+}
+
+impl Ancestry {
+    /// How far up `vars` got the values this process has: 1 where its
+    /// parent had other values (or none), and so on; `None` where every
+    /// ancestor read had them too.
+    fn set_at(&self, vars: &[&str], env: &dyn Fn(&str) -> Option<String>) -> Option<usize> {
+        let had = |ancestor: &Vec<(String, String)>, var: &str| {
+            ancestor
+                .iter()
+                .find(|(name, _)| name == var)
+                .map(|(_, value)| value.clone())
+        };
+        self.above
+            .iter()
+            .position(|ancestor| vars.iter().any(|&var| had(ancestor, var) != env(var)))
+            .map(|i| i + 1)
+    }
+
+    /// `vars` came down unchanged from above slurmstepd.
+    fn through_srun(&self, vars: &[&str], env: &dyn Fn(&str) -> Option<String>) -> bool {
+        self.at_stepd && self.set_at(vars, env).is_none()
+    }
+}
+
+impl Launcher {
+    /// The variables one launch of it sets: where the rank sits, and what
+    /// tells the launch from another.
+    fn launch_vars(&self) -> Vec<&'static str> {
+        let mut vars = vec![self.local_rank, self.local_size];
+        vars.extend_from_slice(self.tag_vars);
+        vars
+    }
+}
+
+/// Every variable whose origin [`launched`] asks of the [`Ancestry`].
+pub fn watched() -> Vec<&'static str> {
+    let mut vars: Vec<&'static str> = LAUNCHERS.iter().flat_map(Launcher::launch_vars).collect();
+    vars.extend([env::FLUX_LOCAL_ID, env::PMIX_RANK]);
+    vars.sort_unstable();
+    vars.dedup();
+    vars
 }
 
 /// Which launcher placed this process, and where; or why its variables
-/// cannot say. Checked in order: the launchers of the table (where two
-/// place the rank, they must agree), Flux (refused: no per-node count),
-/// an srun step (`SLURM_STEP_ID`, which also sets PMIx's variables under
-/// `--mpi=pmix`), and PMIx alone (refused: no local rank).
-pub fn launched(env: &dyn Fn(&str) -> Option<String>) -> Result<Launched, Refusal> {
-    let mut found: Option<Launch> = None;
+/// cannot say. Checked in order: the launchers of the table whose
+/// variables a launch of this process set (`ancestry`: not those that
+/// came in through srun; where two placed the rank, the nearer launch
+/// wins, and launches at one depth must agree), Flux (refused: no
+/// per-node count), an srun step (`SLURM_STEP_ID`, which also sets
+/// PMIx's variables under `--mpi=pmix`), and PMIx alone (refused: no
+/// local rank).
+pub fn launched(
+    env: &dyn Fn(&str) -> Option<String>,
+    ancestry: &Ancestry,
+) -> Result<Launched, Refusal> {
+    let mut ignored = Vec::new();
+    let mut found: Vec<(usize, Launch)> = Vec::new();
     for launcher in &LAUNCHERS {
-        let Some(launch) = placed_by(launcher, env)? else {
+        if env(launcher.local_rank).is_none() && env(launcher.local_size).is_none() {
             continue;
-        };
-        match &found {
-            Some(first)
-                if (first.local_id, first.local_count) != (launch.local_id, launch.local_count) =>
-            {
-                return Err(Refusal::Disagree {
-                    first: Box::new(first.clone()),
-                    other: Box::new(launch),
-                });
-            }
-            Some(_) => {}
-            None => found = Some(launch),
+        }
+        let vars = launcher.launch_vars();
+        if ancestry.through_srun(&vars, env) {
+            ignored.extend([launcher.local_rank, launcher.local_size]);
+            continue;
+        }
+        if let Some(launch) = placed_by(launcher, env)? {
+            let depth = ancestry.set_at(&vars, env).unwrap_or(usize::MAX);
+            found.push((depth, launch));
         }
     }
-    if let Some(launch) = found {
+    if let Some(launch) = nearest(found)? {
         return Ok(Launched::By(launch));
     }
-    if let Some(value) = env(env::FLUX_LOCAL_ID) {
-        return Err(Refusal::Flux { value });
+    let inherited = |var: &'static str| ancestry.through_srun(&[var], env);
+    match env(env::FLUX_LOCAL_ID) {
+        Some(_) if inherited(env::FLUX_LOCAL_ID) => ignored.push(env::FLUX_LOCAL_ID),
+        Some(value) => return Err(Refusal::Flux { value }),
+        None => {}
     }
     if env(env::STEP_ID).is_some() {
-        return Ok(Launched::Slurm);
+        return Ok(Launched::Slurm { ignored });
     }
     match env(env::PMIX_RANK) {
-        Some(rank) => Err(Refusal::PmixOnly { rank }),
-        None => Ok(Launched::Slurm),
+        Some(_) if inherited(env::PMIX_RANK) => ignored.push(env::PMIX_RANK),
+        Some(rank) => return Err(Refusal::PmixOnly { rank }),
+        None => {}
     }
+    Ok(Launched::Slurm { ignored })
+}
+
+/// The launch nearest this process among those that placed it, by how
+/// far up each set its variables; those at one depth (PALS writes two
+/// spellings, say) must place it alike.
+fn nearest(mut found: Vec<(usize, Launch)>) -> Result<Option<Launch>, Refusal> {
+    let Some(depth) = found.iter().map(|(depth, _)| *depth).min() else {
+        return Ok(None);
+    };
+    found.retain(|(d, _)| *d == depth);
+    let mut launches = found.into_iter().map(|(_, launch)| launch);
+    let Some(first) = launches.next() else {
+        return Ok(None);
+    };
+    for other in launches {
+        if (first.local_id, first.local_count) != (other.local_id, other.local_count) {
+            return Err(Refusal::Disagree {
+                first: Box::new(first),
+                other: Box::new(other),
+            });
+        }
+    }
+    Ok(Some(first))
 }
 
 /// Where `launcher` placed the rank; `None` where neither of its
@@ -353,7 +451,27 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        launched(&|name| vars.get(name).cloned())
+        launched(&|name| vars.get(name).cloned(), &Ancestry::default())
+    }
+
+    /// Launched with `pairs`, under ancestors that had `above` (nearest
+    /// first), the walk ending at slurmstepd where `at_stepd`.
+    fn launched_under(
+        pairs: &[(&str, &str)],
+        above: &[&[(&str, &str)]],
+        at_stepd: bool,
+    ) -> Result<Launched, Refusal> {
+        let vars: HashMap<&str, &str> = pairs.iter().copied().collect();
+        let owned = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+            list.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let ancestry = Ancestry {
+            above: above.iter().map(|a| owned(a)).collect(),
+            at_stepd,
+        };
+        launched(&|name| vars.get(name).map(|v| v.to_string()), &ancestry)
     }
 
     fn place(pairs: &[(&str, &str)]) -> (&'static str, usize, usize, u32) {
@@ -403,7 +521,7 @@ mod tests {
             ]),
             ("pals", 3, 4, 3)
         );
-        assert_eq!(launched_in(&[]), Ok(Launched::Slurm));
+        assert_eq!(launched_in(&[]), Ok(Launched::Slurm { ignored: vec![] }));
     }
 
     #[test]
@@ -424,7 +542,10 @@ mod tests {
             ("openmpi", 3, 4, 3)
         );
         // srun --mpi=pmix sets PMIx's variables in a step of its own.
-        assert_eq!(launched_in(&daemon_step), Ok(Launched::Slurm));
+        assert_eq!(
+            launched_in(&daemon_step),
+            Ok(Launched::Slurm { ignored: vec![] })
+        );
     }
 
     #[test]
@@ -542,7 +663,7 @@ mod tests {
         .into_iter()
         .collect();
         let env = |name: &str| vars.get(name).map(|v| v.to_string());
-        let Ok(Launched::By(launch)) = launched(&env) else {
+        let Ok(Launched::By(launch)) = launched(&env, &Ancestry::default()) else {
             panic!()
         };
         let no_proxy = |_: &str| None;
@@ -570,5 +691,102 @@ mod tests {
             launcher_named("srun"),
             Err("openmpi, mpich, pals or pals-pmi".to_string())
         );
+    }
+
+    const OMPI_RANK_0_OF_1: [(&str, &str); 3] = [
+        ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+        ("OMPI_COMM_WORLD_LOCAL_SIZE", "1"),
+        ("PMIX_NAMESPACE", "prterun-n1-4242@1"),
+    ];
+
+    fn with(
+        base: &[(&'static str, &'static str)],
+        more: &[(&'static str, &'static str)],
+    ) -> Vec<(&'static str, &'static str)> {
+        base.iter().chain(more).copied().collect()
+    }
+
+    #[test]
+    fn an_outer_ranks_variables_that_came_through_srun_are_ignored() {
+        // mpirun -np 1 srun -n4 ... exec: each task of the step has the
+        // rank's variables, and its parent is slurmstepd (or a shell of
+        // the task's, which had them too).
+        let task = with(
+            &OMPI_RANK_0_OF_1,
+            &[("SLURM_STEP_ID", "0"), ("FLUX_TASK_LOCAL_ID", "0")],
+        );
+        let want = Ok(Launched::Slurm {
+            ignored: vec![
+                "OMPI_COMM_WORLD_LOCAL_RANK",
+                "OMPI_COMM_WORLD_LOCAL_SIZE",
+                "FLUX_TASK_LOCAL_ID",
+            ],
+        });
+        assert_eq!(launched_under(&task, &[], true), want);
+        assert_eq!(launched_under(&task, &[&task], true), want);
+        // Stale values are ignored before they are checked: half set is
+        // no refusal when it came through srun.
+        let half = [("MPI_LOCALRANKID", "x"), ("SLURM_STEP_ID", "0")];
+        assert_eq!(
+            launched_under(&half, &[], true),
+            Ok(Launched::Slurm {
+                ignored: vec!["MPI_LOCALRANKID", "MPI_LOCALNRANKS"]
+            })
+        );
+        // Without slurmstepd above (or with an ancestor that could not be
+        // read) nothing is known: the launcher's variables count.
+        assert!(matches!(
+            launched_under(&task, &[], false),
+            Ok(Launched::By(_))
+        ));
+    }
+
+    #[test]
+    fn a_launcher_that_started_this_process_counts_under_slurmstepd() {
+        // mpirun in an allocation: the rank's parent is the daemon that
+        // srun started (orted, prted), which had no rank variables.
+        let rank = [
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "3"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "4"),
+            ("SLURM_STEP_ID", "1"),
+            ("SLURM_LOCALID", "0"),
+        ];
+        let Ok(Launched::By(l)) = launched_under(&rank, &[&[("SLURM_STEP_ID", "1")]], true) else {
+            panic!("the rank's own launch")
+        };
+        assert_eq!(
+            (l.launcher.name, l.local_id, l.local_count),
+            ("openmpi", 3, 4)
+        );
+    }
+
+    #[test]
+    fn the_nearer_of_two_nested_launches_wins() {
+        // mpiexec.mpich inside an mpirun.openmpi rank: the MPICH rank has
+        // the outer rank's variables too, which its proxy and mpiexec had.
+        let outer = OMPI_RANK_0_OF_1;
+        let rank = with(
+            &outer,
+            &[("MPI_LOCALRANKID", "1"), ("MPI_LOCALNRANKS", "2")],
+        );
+        let Ok(Launched::By(l)) = launched_under(&rank, &[&outer, &outer, &outer, &[]], false)
+        else {
+            panic!("the inner launch")
+        };
+        assert_eq!(
+            (l.launcher.name, l.local_id, l.local_count),
+            ("mpich", 1, 2)
+        );
+        // Two launchers set at the same depth must agree.
+        let both = [
+            ("PALS_LOCAL_RANKID", "1"),
+            ("PALS_LOCAL_SIZE", "4"),
+            ("PMI_LOCAL_RANK", "2"),
+            ("PMI_LOCAL_SIZE", "4"),
+        ];
+        assert!(matches!(
+            launched_under(&both, &[&[]], false),
+            Err(Refusal::Disagree { .. })
+        ));
     }
 }

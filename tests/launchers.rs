@@ -256,3 +256,35 @@ fn the_readmes_launcher_table_is_the_cores() {
         assert!(readme.contains(&row), "README.md lacks the row {row}");
     }
 }
+
+/// mpiexec.mpich inside an mpirun.openmpi rank: its ranks carry the outer
+/// rank's variables too, and the nearer launch (MPICH's) places them.
+#[test]
+fn a_launch_nested_in_another_launchers_rank_is_placed_by_the_inner_one() {
+    let vars = [&OMPI_LO[..], &[("CUDA_VISIBLE_DEVICES", "4,5")]].concat();
+    let mut cmd = clean("mpirun.openmpi", &vars);
+    cmd.args(["--allow-run-as-root", "-np", "1", "mpiexec.mpich"])
+        .args([
+            "-iface",
+            "lo",
+            "-n",
+            "2",
+            BIN,
+            "exec",
+            "--method",
+            "roundrobin",
+        ])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            &format!("LOCAL=$MPI_LOCALRANKID; {REPORT}"),
+        ]);
+    let out = cmd.output().expect("run mpirun.openmpi (tests/deps.sh)");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(lists(&out), ["4", "5"], "{out:?}");
+    for words in ranks(&out) {
+        assert_eq!(words[2], "1", "{words:?}");
+        assert!(words[3].starts_with("mpich:"), "{words:?}");
+    }
+}

@@ -96,3 +96,52 @@ fn exec_under_mpichs_mpiexec_in_an_allocation_gives_each_rank_its_own_gpu() {
     .ok()
     .rows_are(&["0 n1 0 0 1", "1 n1 1 0 1", "2 n2 0 0 1", "3 n2 1 0 1"]);
 }
+
+/// What each srun task prints: its rank, node, list, local id and flag.
+const TASK_ROW: &str = r#"echo "T ${SLURM_PROCID} $(hostname) ${CUDA_VISIBLE_DEVICES-unset} ${SLURM_LOCALID-unset} ${DESI_GPU_MAPPED-unset}""#;
+
+/// srun run from inside one MPI rank hands the rank's variables to every
+/// task of its step: they came in through srun, and Slurm's decide.
+fn srun_from_a_rank(launcher: &str) -> Job {
+    let mut job = client(launcher, "-np 1 srun -w n1 -n4 --gpus-per-node=4");
+    for (name, value) in OMPI_LO {
+        job = job.env(name, value);
+    }
+    job.arg(bin())
+        .args("exec --method roundrobin --verbose --")
+        .probe(TASK_ROW)
+}
+
+#[test]
+fn srun_started_from_inside_an_mpi_rank_maps_its_tasks_by_slurms_variables() {
+    let _c = without_the_plugin();
+    let rows = ["0 n1 0 0 1", "1 n1 1 1 1", "2 n1 2 2 1", "3 n1 3 3 1"];
+    let openmpi = "mpirun.openmpi --allow-run-as-root --oversubscribe";
+    let out = srun_from_a_rank(openmpi).run();
+    out.ok().rows_are(&rows).says(
+        "OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE came in through srun from an \
+         outer launch",
+    );
+    let out = srun_from_a_rank("mpiexec.mpich -iface lo").run();
+    out.ok()
+        .rows_are(&rows)
+        .says("MPI_LOCALRANKID, MPI_LOCALNRANKS came in through srun from an outer launch");
+    // A job submitted from a rank: its steps' tasks inherit the rank's
+    // variables through sbatch and srun.
+    let output = format!("{}/from-a-rank.out", state_dir());
+    let _ = std::fs::remove_file(&output);
+    let mut job = client(openmpi, "-np 1 sbatch --wait -o").arg(&output);
+    for (name, value) in OMPI_LO {
+        job = job.env(name, value);
+    }
+    let inner = format!(
+        "srun {} exec --method roundrobin -- bash -c '{TASK_ROW}'",
+        bin()
+    );
+    job.args("-w n1 -n4 --gpus-per-node=4 --wrap")
+        .arg(inner)
+        .ok();
+    let batch = std::fs::read_to_string(&output).unwrap_or_default();
+    std::fs::remove_file(&output).unwrap();
+    assert_eq!(probe_rows(&batch), common::rows(&rows), "{batch}");
+}

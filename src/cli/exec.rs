@@ -16,7 +16,8 @@ use crate::files::{hostname, Files};
 use crate::host::cpus;
 use crate::host::daemon::random_token;
 use crate::host::files::HostFiles;
-use crate::launch::{launched, Launch, Launched};
+use crate::host::process::launch_ancestry;
+use crate::launch::{launched, watched, Launch, Launched};
 use crate::method::Method;
 use crate::mps::{Mps, MpsFacts};
 use crate::settings::option::{Choice, Request};
@@ -65,11 +66,19 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
     })?;
     let asked = asked(args)?;
     let config = config(args);
-    let launch = match launched(&|name| Process::SLURM.env(name)) {
-        Ok(Launched::By(launch)) => Some(launch),
-        Ok(Launched::Slurm) => None,
+    let ancestry = launch_ancestry(&watched());
+    let (launch, ignored) = match launched(&|name| Process::SLURM.env(name), &ancestry) {
+        Ok(Launched::By(launch)) => (Some(launch), Vec::new()),
+        Ok(Launched::Slurm { ignored }) => (None, ignored),
         Err(why) => return Err(format!("{why}; nothing was run")),
     };
+    if asked.verbose && !ignored.is_empty() {
+        say(&[format!(
+            "desi-gpu-map exec: {} came in through srun from an outer launch, not from a \
+             launcher of this task: ignored",
+            ignored.join(", ")
+        )]);
+    }
     if let (Some(launch), true) = (&launch, asked.mps) {
         return Err(format!(
             "mps is for srun's tasks, and these are {}'s ranks: start the MPS daemon around \

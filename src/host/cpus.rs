@@ -2,7 +2,7 @@
 //! slurmstepd above a task's process.
 
 use crate::cpuset::CpuSet;
-use crate::host::process::{ancestors, status_field};
+use crate::host::process::{ancestors, comm, status_field, SLURMSTEPD};
 
 /// `Cpus_allowed_list` of process `pid` (`self` for this one).
 pub fn allowed(pid: &str) -> Option<CpuSet> {
@@ -13,15 +13,14 @@ pub fn allowed(pid: &str) -> Option<CpuSet> {
 /// srun started this process directly; a shell's parent under
 /// `srun bash -c ...`), if there is one.
 pub fn slurmstepd_above() -> Option<u32> {
-    ancestor_named("slurmstepd")
+    ancestor_named(SLURMSTEPD)
 }
 
 /// The pid of the nearest process above this one whose command name
 /// (`/proc/PID/comm`) is `name`, if there is one.
 pub fn ancestor_named(name: &str) -> Option<u32> {
     for pid in ancestors(std::os::unix::process::parent_id()) {
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-        if comm.trim() == name {
+        if comm(pid)?.trim() == name {
             return Some(pid);
         }
     }

@@ -2,12 +2,18 @@
 //! `/proc/PID/stat`, what tells a process from a later one with its pid,
 //! and signals sent only to the process that was meant.
 
+use crate::launch::Ancestry;
 use rustix::process::{kill_process, Pid, Signal};
 use std::fs;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Most parents walked up from a process to an ancestor.
 const MOST_ANCESTORS: usize = 32;
+/// The most of one process's environment read.
+const MOST_ENVIRON: u64 = 1 << 20;
+/// slurmstepd's command name: the processes above it are Slurm's.
+pub const SLURMSTEPD: &str = "slurmstepd";
 
 /// What tells a process from a later one with the same pid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,6 +132,50 @@ pub fn ancestors(pid: u32) -> impl Iterator<Item = u32> {
         parent_of(p).filter(above_init)
     })
     .take(MOST_ANCESTORS)
+}
+
+/// What this process's ancestors had of `watched` (the launchers'
+/// variables, [`crate::launch::watched`]), from its parent up to
+/// slurmstepd or the first whose environment cannot be read (another
+/// user's, say): where a launcher's variables were set.
+pub fn launch_ancestry(watched: &[&str]) -> Ancestry {
+    let mut ancestry = Ancestry::default();
+    for pid in ancestors(std::os::unix::process::parent_id()) {
+        if comm(pid).as_deref() == Some(SLURMSTEPD) {
+            ancestry.at_stepd = true;
+            break;
+        }
+        let Some(env) = environ(pid) else { break };
+        let had = env
+            .into_iter()
+            .filter(|(name, _)| watched.contains(&name.as_str()))
+            .collect();
+        ancestry.above.push(had);
+    }
+    ancestry
+}
+
+/// `pid`'s command name (`/proc/PID/comm`).
+pub fn comm(pid: u32) -> Option<String> {
+    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(comm.trim_end_matches('\n').to_string())
+}
+
+/// The environment `pid` was started with (`/proc/PID/environ`: readable
+/// only for the user's own processes), at most [`MOST_ENVIRON`] bytes.
+pub fn environ(pid: u32) -> Option<Vec<(String, String)>> {
+    let file = fs::File::open(format!("/proc/{pid}/environ")).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MOST_ENVIRON).read_to_end(&mut bytes).ok()?;
+    let pairs = bytes
+        .split(|&b| b == 0)
+        .filter_map(|entry| {
+            let entry = String::from_utf8_lossy(entry);
+            let (name, value) = entry.split_once('=')?;
+            Some((name.to_string(), value.to_string()))
+        })
+        .collect();
+    Some(pairs)
 }
 
 /// `pid` is `ancestor` or below it.

@@ -814,7 +814,40 @@ fn exec_is_quiet_where_slurm_binds_each_task() {
                  keeping Slurm's binding\n"
             )
         );
+        // MPS asked for is never dropped in silence.
+        let (out, err) = exec_said(&["--method", "contiguous,mps"], &vars);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(words_of(&out)[1..], ["1", "unset", "unset", "unset"]);
+        assert!(
+            err.contains("keeping Slurm's binding, and running without MPS"),
+            "{bind} {step}: {err}"
+        );
     }
+}
+
+/// Outside any job, `--allow-outside-slurm` runs the application with no
+/// list: `--verbose` says why, naming this host.
+#[test]
+fn exec_outside_slurm_says_why_it_maps_nothing() {
+    let args = [
+        "--allow-outside-slurm",
+        "--verbose",
+        "--method",
+        "contiguous,mps",
+    ];
+    let out = exec_with(&[], &[&args[..], &["--", "sh", "-c", SHOW_ENV]].concat());
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(words_of(&out)[1..], ["unset", "unset", "unset", "unset"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(
+        err,
+        format!(
+            "desi-gpu-map: node {}: no GPUs are allocated to this step on this node; tasks \
+             left unchanged\n",
+            host.trim()
+        )
+    );
 }
 
 /// The fake NVML (tests/nvml/fake_nvml.c), built into a directory of this

@@ -116,7 +116,7 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
     let local_tasks = ids.as_ref().ok().map(|&(_, count, _)| count);
     // Slurm narrowed this task's lists itself: nothing to plan them from.
     let mut plan = match slurm_bound_here(node.env(env::TRES_BIND).as_deref()) {
-        Some(why) => StepPlan::aside(&config.flag, why),
+        Some(why) => StepPlan::slurm_binds(&config.flag, why, asked.mps),
         None => plan(&node, config, asked, launch.as_ref(), local_tasks),
     };
     if let (StepPlan::Map(map), true) = (&mut plan, launch.is_some()) {
@@ -336,7 +336,9 @@ fn apply(
 ) -> Vec<String> {
     let name = node
         .env(env::NODE_NAME)
-        .or_else(|| hostname(&HostFiles).filter(|_| launch.is_some()))
+        // Outside a step (a launcher's rank, --allow-outside-slurm):
+        // this host's own name.
+        .or_else(|| hostname(&HostFiles).filter(|_| launch.is_some() || !in_step(node)))
         .unwrap_or_else(|| "?".to_string());
     let cuda = node.env(env::CUDA);
     let tres_bind = node.env(env::TRES_BIND);
@@ -446,6 +448,13 @@ struct Process {
     given: Option<Given>,
 }
 
+/// A task of an srun step (not the batch, interactive or extern step).
+fn in_step(node: &Process) -> bool {
+    node.env(env::STEP_ID)
+        .and_then(|id| parse_step_id(&id))
+        .is_some_and(|id| special_step_name(id).is_none())
+}
+
 impl Process {
     /// A task of an srun step: Slurm's list.
     const SLURM: Process = Process { given: None };
@@ -455,10 +464,7 @@ impl Process {
     /// list it inherited, or outside any Slurm job every GPU of the node.
     fn new(launch: Option<&Launch>) -> Process {
         let node = Process::SLURM;
-        let in_step = node
-            .env(env::STEP_ID)
-            .and_then(|id| parse_step_id(&id))
-            .is_some_and(|id| special_step_name(id).is_none());
+        let in_step = in_step(&node);
         let in_job = [env::JOB_ID, env::JOB_ID_OLD]
             .iter()
             .any(|name| node.env(name).is_some());

@@ -101,6 +101,26 @@ mod tests {
     }
 
     #[test]
+    fn mps_asked_where_slurm_binds_is_said_not_dropped() {
+        let mut pairs = SLURM_4.to_vec();
+        pairs.push(("SLURM_GPUS_PER_TASK", "1"));
+        let request = Request::Use {
+            choice: Some(Choice::Map(crate::method::Method::Contiguous)),
+            verbose: false,
+            mps: true,
+        };
+        let (plan, _) = plan_req(&Config::default(), Some(request), &pairs, Ok(vec![]));
+        let why = aside(plan);
+        assert!(!why.is_routine());
+        assert_eq!(
+            why.to_string(),
+            "Slurm binds GPUs per task in this step (SLURM_GPUS_PER_TASK=\"1\"); keeping \
+             Slurm's binding, and running without MPS, which starts only for a step whose tasks \
+             are mapped here; drop --gpus-per-task or --gpu-bind for MPS"
+        );
+    }
+
+    #[test]
     fn a_task_planning_for_itself_stands_aside_where_slurm_bound_it() {
         for bind in ["gpu:per_task:1", "gres/gpu:per_task:1", "gres/gpu:closest"] {
             let why = slurm_bound_here(Some(bind)).unwrap();

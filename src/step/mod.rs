@@ -185,6 +185,10 @@ pub enum Aside {
     Missing(WhyNoList),
     /// No list the node's GPU runtimes read can be narrowed.
     Unbindable(Unbindable),
+    /// Slurm binds the tasks (an aside above), and the user asked for
+    /// MPS, which is started only for a step this maps: said, never
+    /// dropped in silence.
+    WithoutMps(Box<Aside>),
 }
 
 impl Aside {
@@ -223,12 +227,26 @@ impl fmt::Display for Aside {
             Aside::SlurmBoundTasks(e) => e.fmt(f),
             Aside::Missing(why) => write!(f, "{why}; tasks left unchanged"),
             Aside::Unbindable(why) => write!(f, "{why}; tasks left unchanged"),
+            Aside::WithoutMps(why) => write!(
+                f,
+                "{why}, and running without MPS, which starts only for a step whose tasks are \
+                 mapped here; drop --gpus-per-task or --gpu-bind for MPS"
+            ),
         }
     }
 }
 
 impl StepPlan {
     /// Stands aside and says why; `flag` is the flag to clear.
+    /// Stands aside because Slurm binds the tasks itself (`why`), saying
+    /// so where the user asked for MPS.
+    pub fn slurm_binds(flag: &str, why: Aside, mps: bool) -> StepPlan {
+        match mps {
+            true => StepPlan::aside(flag, Aside::WithoutMps(Box::new(why))),
+            false => StepPlan::aside(flag, why),
+        }
+    }
+
     pub fn aside(flag: &str, why: Aside) -> StepPlan {
         StepPlan::Unmapped(Unmapped {
             why: Some(why),

@@ -79,7 +79,7 @@ fn plan_mapping(
     // Slurm's per-task requests bind an srun step's tasks, not a
     // launcher's ranks.
     if let (None, Some(binds)) = (node.given(), slurm_binds_per_task(env)) {
-        return StepPlan::aside(&config.flag, binds);
+        return StepPlan::slurm_binds(&config.flag, binds, want.mps);
     }
     // A closest step's places from the NVML load that listed its GPUs.
     let mut placed = None;

@@ -124,9 +124,15 @@ pub fn carry_out(
 pub fn unreadable_task(plan: &StepPlan, node: &str, why: &str) -> TaskOutcome {
     match plan {
         StepPlan::Untouched => TaskOutcome::default(),
+        // Which task is the node's first is unknown: each says why.
         StepPlan::Unmapped(unmapped) => TaskOutcome {
             unset: unmapped.clear.clone(),
-            ..TaskOutcome::default()
+            set: Vec::new(),
+            say: unmapped
+                .why
+                .iter()
+                .map(|why| aside_line(node, &why.to_string()))
+                .collect(),
         },
         StepPlan::Map(map) => TaskOutcome {
             unset: stale_names(&map.flag),

@@ -1,14 +1,19 @@
 //! `desi-gpu-map`: bind a task where the plugin is not installed (`exec`),
 //! preview a layout (`plan`), or report what a task got (`show`); the
 //! command lives in the library's `cli` module, which forbids `unsafe`.
-//! This crate holds the command's one FFI edge, [`signals`].
+//! This crate holds the command's one FFI edge: [`signals`] and
+//! [`descriptors`].
 
 #![deny(unsafe_code)]
 
 fn main() -> std::process::ExitCode {
     desi_gpu_map::cli::main(desi_gpu_map::cli::Edge {
         before_exec: signals::keep_callers,
-        signal_fd: signals::ending_fd,
+        keeper: desi_gpu_map::cli::keeper::KeeperEdge {
+            signal_fd: signals::ending_fd,
+            close_inherited: descriptors::close_inherited,
+            tie_to_parent: descriptors::tie_to_parent,
+        },
     })
 }
 
@@ -141,6 +146,71 @@ mod signals {
                 return Err(io::Error::last_os_error());
             }
             Ok(OwnedFd::from_raw_fd(fd))
+        }
+    }
+}
+
+/// What exec's MPS keeper must not hold of the task that started it, and
+/// what it must not leave behind.
+#[allow(unsafe_code)]
+mod descriptors {
+    use std::io;
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
+
+    /// Marks every descriptor past standard error close-on-exec, so that
+    /// none that the task left open (its output pipe, a file it opened
+    /// without `O_CLOEXEC`) reaches the keeper's own children: one would
+    /// keep srun's I/O open after the step. `close_range(2)` where the
+    /// kernel has it (5.11), else each descriptor `/proc/self/fd` lists.
+    pub fn close_inherited() {
+        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC closes nothing; it
+        // only sets a flag on descriptors this process holds.
+        let done = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        } == 0;
+        if done {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+            return;
+        };
+        let fds: Vec<i32> = entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|&fd| fd > 2)
+            .collect();
+        for fd in fds {
+            // SAFETY: F_SETFD on a number that is no descriptor fails with
+            // EBADF and changes nothing; on one, it only sets its flag.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
+    }
+
+    /// Has `command`'s process killed when this one dies
+    /// (`PR_SET_PDEATHSIG`): a keeper killed by pid, or by the OOM
+    /// killer, takes its MPS daemon along. This process is single-threaded
+    /// where it starts children, so its death is its thread's.
+    pub fn tie_to_parent(command: &mut Command) {
+        let parent = std::process::id();
+        // SAFETY: the hook runs in the child between fork and exec; prctl
+        // and getppid are async-signal-safe, and it neither allocates nor
+        // locks.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // The parent died before the signal was set: none will come.
+                match u32::try_from(libc::getppid()) {
+                    Ok(ppid) if ppid == parent => Ok(()),
+                    _ => Err(io::Error::from(io::ErrorKind::BrokenPipe)),
+                }
+            });
         }
     }
 }

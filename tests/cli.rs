@@ -1238,3 +1238,306 @@ fn exec_mps_keeps_the_plugins_limit_of_48_clients_per_gpu() {
     let out = exec_in_task("7", &args, &one_gpu);
     assert!(out.stderr.is_empty(), "{out:?}");
 }
+
+// ------------------------------------------------ exec's MPS keeper
+
+/// The user the keeper tests' tasks run as.
+const TASKS_USER: &str = "nobody";
+
+fn tasks_uid() -> u32 {
+    let out = Command::new("id")
+        .args(["-u", TASKS_USER])
+        .output()
+        .unwrap();
+    stdout(&out).trim().parse().unwrap()
+}
+
+/// One step's tasks on this host, run as srun would run them (no
+/// slurmstepd above them) as user `nobody` (MPS never serves root): a
+/// stand-in control daemon, a fake NVML with 2 GPUs, and a base folder
+/// of the test's own. Removed when dropped.
+struct KeptStep {
+    dir: std::path::PathBuf,
+    lib: String,
+    step: u32,
+}
+
+impl KeptStep {
+    fn new(name: &str, step: u32) -> KeptStep {
+        let (dir, lib) = fake_nvml(&format!("k{name}"), "count=2\n");
+        // `-f` makes its socket and sleeps; a question gets a number,
+        // `quit` ends it.
+        let control = "#!/bin/sh\nif [ \"$1\" = -f ]; then echo $$ > \"$CUDA_MPS_PIPE_DIRECTORY/pid\"\n\
+             touch \"$CUDA_MPS_PIPE_DIRECTORY/control\"; exec sleep 60; fi\nread cmd\n\
+             case $cmd in quit) kill $(cat \"$CUDA_MPS_PIPE_DIRECTORY/pid\");; *) echo 100.0;; esac\n";
+        // The server is looked for beside the control daemon.
+        for (name, text) in [
+            ("nvidia-cuda-mps-control", control),
+            ("nvidia-cuda-mps-server", "#!/bin/sh\n"),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+            std::fs::set_permissions(&path, mode).unwrap();
+        }
+        for tmp in ["t0", "t1"] {
+            std::fs::create_dir_all(dir.join(tmp)).unwrap();
+        }
+        let owned = Command::new("chown")
+            .arg("-R")
+            .arg(TASKS_USER)
+            .arg(&dir)
+            .status();
+        assert!(owned.is_ok_and(|s| s.success()), "chown {}", dir.display());
+        KeptStep { dir, lib, step }
+    }
+
+    /// The keeper's socket name, which the step's tasks meet at.
+    fn name(&self) -> String {
+        let uid = tasks_uid();
+        format!(
+            "desi-gpu-map-mps.{uid}.{}.{}.0.keeper",
+            std::process::id(),
+            self.step
+        )
+    }
+
+    /// Local task `local` of 2, its `TMPDIR` the folder `tmp` of the
+    /// step's, running `script` under exec METHOD,mps.
+    fn task(&self, local: usize, tmp: &str, script: &str) -> std::process::Child {
+        self.as_task(local, 2, tmp)
+            .arg(env!("CARGO_BIN_EXE_desi-gpu-map"))
+            .args(["exec", "--nvml", &self.lib, "--mps-control"])
+            .arg(self.dir.join("nvidia-cuda-mps-control"))
+            .args(["--method", "contiguous,mps", "--", "sh", "-c", script])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start desi-gpu-map exec")
+    }
+
+    /// `runuser` as the tasks' user, with the variables of local task
+    /// `local` of `count`; its command to follow.
+    fn as_task(&self, local: usize, count: usize, tmp: &str) -> Command {
+        let gpus = ["0", "0,1"][count - 1];
+        let mut cmd = Command::new("runuser");
+        cmd.args(["-u", TASKS_USER, "--"])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("TMPDIR", self.dir.join(tmp))
+            .envs([
+                ("SLURM_JOB_ID", std::process::id().to_string()),
+                ("SLURM_STEP_ID", self.step.to_string()),
+                ("SLURM_LOCALID", local.to_string()),
+                ("SLURM_PROCID", local.to_string()),
+                ("SLURM_NODEID", "0".to_string()),
+                ("SLURM_STEP_TASKS_PER_NODE", count.to_string()),
+                ("SLURMD_NODENAME", "n1".to_string()),
+                ("CUDA_VISIBLE_DEVICES", gpus.to_string()),
+                ("SLURM_STEP_GPUS", gpus.to_string()),
+                ("SLURM_GPUS_ON_NODE", count.to_string()),
+            ]);
+        cmd
+    }
+
+    /// Both tasks at once, each with its own `TMPDIR`; their outputs.
+    fn both(&self, script: &str) -> [Output; 2] {
+        let tasks = [self.task(0, "t0", script), self.task(1, "t1", script)];
+        tasks.map(|t| t.wait_with_output().expect("wait for a task"))
+    }
+
+    /// The keeper's directories left in either task's base.
+    fn left(&self) -> Vec<String> {
+        ["t0", "t1"]
+            .iter()
+            .flat_map(|t| std::fs::read_dir(self.dir.join(t)).unwrap())
+            .filter_map(|e| e.ok()?.file_name().to_str().map(String::from))
+            .collect()
+    }
+
+    /// Nothing is left once the tasks are gone: no directory, no keeper,
+    /// no daemon of this step's.
+    fn assert_nothing_left(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while (!self.left().is_empty() || !self.processes().is_empty())
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert_eq!(self.left(), Vec::<String>::new(), "directories left");
+        assert_eq!(self.processes(), Vec::<u32>::new(), "keeper or daemon left");
+    }
+
+    /// The step's keepers (their command line names the step's socket)
+    /// and their children (the daemon).
+    fn processes(&self) -> Vec<u32> {
+        let name = self.name();
+        let pids: Vec<u32> = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .collect();
+        let keepers: Vec<u32> = pids
+            .iter()
+            .copied()
+            .filter(|pid| {
+                let bytes = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                String::from_utf8_lossy(&bytes).contains(&name)
+            })
+            .collect();
+        let parent = |pid: u32| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let after = stat
+                .rsplit_once(')')
+                .map(|(_, r)| r.to_string())
+                .unwrap_or_default();
+            after
+                .split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u32>().ok())
+        };
+        let children = pids
+            .iter()
+            .copied()
+            .filter(|&pid| parent(pid).is_some_and(|p| keepers.contains(&p)));
+        let mut all: Vec<u32> = keepers.iter().copied().chain(children).collect();
+        all.sort_unstable();
+        all
+    }
+}
+
+impl Drop for KeptStep {
+    fn drop(&mut self) {
+        for pid in self.processes() {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What each task prints: its GPU, whether its pipe directory is there,
+/// and that directory.
+const PIPE: &str = r#"test -d "$CUDA_MPS_PIPE_DIRECTORY" && t=there || t=missing; echo "$CUDA_VISIBLE_DEVICES $t $CUDA_MPS_PIPE_DIRECTORY"; sleep 1"#;
+
+/// Both tasks were served by one daemon, each on its own GPU, in a pipe
+/// directory that was there: that directory.
+fn served_alike(out: &[Output; 2]) -> String {
+    let words: Vec<Vec<String>> = out.iter().map(words_of).collect();
+    for (i, w) in words.iter().enumerate() {
+        assert_eq!(w.len(), 3, "task {i}: {:?}", out[i]);
+        let gpu = &w[0];
+        let own = gpu.starts_with("GPU-fake-") && gpu.ends_with(&format!("-{i}"));
+        assert!(own, "task {i}: {:?}", out[i]);
+        assert_eq!(w[1], "there", "task {i}: {:?}", out[i]);
+    }
+    assert_eq!(words[0][2], words[1][2], "one daemon: {out:?}");
+    words[0][2].clone()
+}
+
+#[test]
+fn tasks_with_their_own_tmpdir_are_told_the_keepers_directory() {
+    let step = KeptStep::new("t", 1);
+    let pipe = served_alike(&step.both(PIPE));
+    assert!(pipe.contains(".keeper."), "named as a keeper's: {pipe}");
+    step.assert_nothing_left();
+}
+
+#[test]
+fn a_name_another_process_holds_neither_denies_nor_delays_mps() {
+    let step = KeptStep::new("s", 2);
+    // Bound and never listening: a connect is refused, a bind finds the
+    // name in use.
+    let squat = rustix::net::socket(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::STREAM,
+        None,
+    )
+    .unwrap();
+    let name = rustix::net::SocketAddrUnix::new_abstract_name(step.name().as_bytes()).unwrap();
+    rustix::net::bind(&squat, &name).unwrap();
+    let started = std::time::Instant::now();
+    let pipe = served_alike(&step.both(PIPE));
+    // Local task 0 started the keeper, without the name.
+    assert!(
+        pipe.starts_with(&step.dir.join("t0").display().to_string()),
+        "{pipe}"
+    );
+    // Each task sleeps 1 s; the name's grace is a quarter of that.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{started:?}"
+    );
+    step.assert_nothing_left();
+    drop(squat);
+    // Another user (root, here) listening on the name: found out at the
+    // first connect.
+    let step = KeptStep::new("l", 3);
+    use std::os::linux::net::SocketAddrExt;
+    let name = std::os::unix::net::SocketAddr::from_abstract_name(step.name().as_bytes()).unwrap();
+    let squatter = std::os::unix::net::UnixListener::bind_addr(&name).unwrap();
+    served_alike(&step.both(PIPE));
+    step.assert_nothing_left();
+    drop(squatter);
+}
+
+#[test]
+fn the_keeper_holds_none_of_the_tasks_descriptors_and_takes_its_daemon_along() {
+    let step = KeptStep::new("f", 4);
+    let file = step.dir.join("task-file");
+    // The task holds a file open without close-on-exec when it runs exec,
+    // as after `exec 3>FILE` in a shell.
+    let script = format!(
+        "exec 3>{}; exec {} exec --nvml {} --mps-control {} --method contiguous,mps -- sh -c 'echo ok; sleep 3'",
+        file.display(),
+        env!("CARGO_BIN_EXE_desi-gpu-map"),
+        step.lib,
+        step.dir.join("nvidia-cuda-mps-control").display()
+    );
+    let mut cmd = step.as_task(0, 1, "t0");
+    cmd.args(["sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit());
+    let mut task = cmd.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(task.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "ok", "{:?}", task.stderr);
+    let kept = step.processes();
+    assert_eq!(kept.len(), 2, "a keeper and its daemon: {kept:?}");
+    for pid in &kept {
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap();
+        for fd in fds.flatten() {
+            let to = std::fs::read_link(fd.path()).unwrap_or_default();
+            assert_ne!(
+                to,
+                file,
+                "pid {pid} holds the task's file as {:?}",
+                fd.path()
+            );
+        }
+    }
+    // A keeper killed by pid takes its daemon along.
+    let keeper = kept
+        .iter()
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("mps-keeper"))
+        })
+        .expect("the keeper");
+    Command::new("kill")
+        .args(["-9", &keeper.to_string()])
+        .status()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !step.processes().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        step.processes(),
+        Vec::<u32>::new(),
+        "the daemon outlived its keeper"
+    );
+    task.wait().unwrap();
+}

@@ -42,7 +42,7 @@ pub enum Command {
     #[command(hide = true)]
     NvmlQuery(NvmlQueryArgs),
     /// A step's MPS daemon on one node, for exec's METHOD,mps.
-    #[command(hide = true)]
+    #[command(hide = true, name = super::keeper::KEEPER_COMMAND)]
     MpsKeeper(KeeperArgs),
 }
 
@@ -154,6 +154,10 @@ pub struct KeeperArgs {
     /// gone (what every keeper does first), then exit.
     #[arg(long)]
     pub sweep: bool,
+    /// Another user holds the socket's name: no listener on standard
+    /// input, only the socket inside the keeper's directory.
+    #[arg(long)]
+    pub unnamed: bool,
 }
 
 #[derive(Args, Debug)]

@@ -122,7 +122,9 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
     if let (StepPlan::Map(map), true) = (&mut plan, launch.is_some()) {
         map.step = this;
     }
-    join_mps(&mut plan);
+    if let Ok((local_id, _, _)) = ids {
+        join_mps(&mut plan, local_id);
+    }
     let lines = apply(&node, &plan, &mut command, launch.as_ref(), ids);
     if asked.verbose || !routine(&plan) {
         say(&lines);
@@ -313,12 +315,13 @@ fn mps_facts(node: &Process, local_tasks: usize) -> Option<MpsFacts> {
     })
 }
 
-/// Where the plan starts the step's daemon, this task joins it (the
-/// node's first task to get here starts it, through the keeper).
-fn join_mps(plan: &mut StepPlan) {
+/// Where the plan starts the step's daemon, this task (node-local
+/// `local_id`) joins it (the node's first task to get here starts it,
+/// through the keeper).
+fn join_mps(plan: &mut StepPlan, local_id: usize) {
     let StepPlan::Map(map) = plan else { return };
     let Mps::Start(daemon) = &map.mps else { return };
-    match keeper::join(daemon, cpus::slurmstepd_above()) {
+    match keeper::join(daemon, cpus::slurmstepd_above(), local_id) {
         Ok(daemon) => map.mps_started(daemon),
         Err(why) => map.mps_failed(why),
     }

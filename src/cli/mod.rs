@@ -6,7 +6,7 @@
 pub mod args;
 mod exec;
 mod json;
-mod keeper;
+pub mod keeper;
 mod layout;
 mod nvml;
 mod plan;
@@ -30,9 +30,8 @@ pub type BeforeExec = fn(&mut std::process::Command);
 /// What only `src/main.rs`, the crate that holds the FFI edge, can do.
 pub struct Edge {
     pub before_exec: BeforeExec,
-    /// Blocks the signals that end a process and returns a descriptor that
-    /// reads them: exec's MPS keeper waits on it ([`keeper`]).
-    pub signal_fd: fn() -> std::io::Result<std::os::fd::OwnedFd>,
+    /// What exec's MPS keeper takes from the FFI edge ([`keeper`]).
+    pub keeper: keeper::KeeperEdge,
 }
 
 /// Runs the command with the process's arguments.
@@ -42,7 +41,7 @@ pub fn main(edge: Edge) -> ExitCode {
         args::Command::Plan(args) => plan::run(&args),
         args::Command::Show(args) => show::run(&args),
         args::Command::Exec(args) => return exec::run(&args, edge.before_exec),
-        args::Command::MpsKeeper(args) => return keeper::run(&args, edge.signal_fd),
+        args::Command::MpsKeeper(args) => return keeper::run(&args, edge.keeper),
         args::Command::NvmlQuery(args) => return nvml::nvml_query(&args.ask, &args.nvml),
     };
     match result {

@@ -54,8 +54,45 @@ pub fn random_token() -> u64 {
 /// answers on its pipe, all within the daemon's timeout. On failure
 /// nothing is left (the removal has a timeout of its own).
 pub fn start(planned: &Daemon, launcher: &dyn Launcher) -> Result<Running, String> {
+    start_in(make(planned, launcher)?, launcher)
+}
+
+/// The step's own directory, made ([`make`]) and not yet used.
+pub struct Made {
+    daemon: Daemon,
+    /// Directories whose names were taken before this one's was made.
+    taken: Vec<PathBuf>,
+    /// When the daemon's timeout, counted from the directory's making, ends.
+    deadline: Instant,
+}
+
+impl Made {
+    /// The directory made: the daemon's.
+    pub fn dir(&self) -> PathBuf {
+        self.daemon.dir()
+    }
+}
+
+/// Makes the step's own directory (mode 0700) under a name nobody had.
+pub fn make(planned: &Daemon, launcher: &dyn Launcher) -> Result<Made, String> {
     let deadline = Instant::now() + planned.timeout;
     let (daemon, taken) = make_dir(planned, launcher, deadline)?;
+    Ok(Made {
+        daemon,
+        taken,
+        deadline,
+    })
+}
+
+/// Makes the pipe and log directories in `made`, starts the daemon, and
+/// waits until it answers, within what is left of the timeout. On failure
+/// the directory is removed.
+pub fn start_in(made: Made, launcher: &dyn Launcher) -> Result<Running, String> {
+    let Made {
+        daemon,
+        taken,
+        deadline,
+    } = made;
     let mut mkdir = Command::new("/bin/mkdir");
     mkdir
         .args(["-m", "0700", "--"])

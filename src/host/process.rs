@@ -178,6 +178,25 @@ pub fn environ(pid: u32) -> Option<Vec<(String, String)>> {
     Some(pairs)
 }
 
+/// The command lines of `uid`'s processes (each as its arguments): the
+/// uid is the kernel's, which no other user can take.
+pub fn command_lines_of(uid: u32) -> Vec<Vec<String>> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| identity(pid).is_some_and(|id| id.uid == uid))
+        .filter_map(|pid| fs::read(format!("/proc/{pid}/cmdline")).ok())
+        .map(|bytes| {
+            bytes
+                .split(|&b| b == 0)
+                .map(|arg| String::from_utf8_lossy(arg).into_owned())
+                .collect()
+        })
+        .collect()
+}
+
 /// `pid` is `ancestor` or below it.
 pub fn descends_from(pid: u32, ancestor: u32) -> bool {
     ancestors(pid).any(|p| p == ancestor)

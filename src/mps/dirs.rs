@@ -39,9 +39,10 @@ pub(super) fn base_dir(settings: &MpsSettings, node: &MpsNode) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/tmp"))
 }
 
-/// The daemon's control socket must fit in a socket's path.
+/// The daemon's control socket must fit in a socket's path, in the
+/// longer of its two names: exec's keeper marks its directory's.
 pub(super) fn check_socket(daemon: &Daemon) -> Result<(), String> {
-    let socket = daemon.pipe().join("control");
+    let socket = daemon.kept().pipe().join("control");
     if socket.as_os_str().len() > MAX_SOCKET_PATH {
         return Err(format!(
             "the MPS socket path {} is longer than a socket path may be ({MAX_SOCKET_PATH} \

@@ -151,8 +151,12 @@ const MPS_NAMES: [&str; 5] = [
     env::MPS_SHARE,
 ];
 
+/// The word before the random part of the name of a directory that exec's
+/// keeper made ([`Daemon::kept`]).
+pub const KEEPER_MARK: &str = "keeper";
+
 /// One control daemon for one step on one node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Daemon {
     pub control: PathBuf,
     /// Where the control daemon looks for its server (its `PATH`).
@@ -207,6 +211,17 @@ impl Daemon {
 
     pub fn log(&self) -> PathBuf {
         self.dir().join("log")
+    }
+
+    /// The same daemon as exec's keeper keeps it: its directory (and its
+    /// keeper's socket) named as a keeper's, [`KEEPER_MARK`] before the
+    /// random part, so that what a killed keeper left is known by its
+    /// name alone.
+    pub fn kept(&self) -> Daemon {
+        Daemon {
+            stem: format!("{}.{KEEPER_MARK}", self.stem),
+            ..self.clone()
+        }
     }
 
     /// The same daemon in a directory named with another `token`: what

@@ -3,11 +3,12 @@
 
 use super::sweep::sweep;
 use super::tally::Tally;
-use super::{Answer, MARK};
+use super::{Answer, SOCKET};
 use crate::cli::args::KeeperArgs;
+use crate::host::cpus;
 use crate::host::daemon;
 use crate::host::process::{children_of, descends_from, pidfd};
-use crate::host::run::{AsThisProcess, POLL};
+use crate::host::run::{Launcher, POLL};
 use crate::mps::Daemon;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::net::sockopt::socket_peercred;
@@ -19,9 +20,23 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+/// What the keeper takes from the binary's FFI edge.
+#[derive(Clone, Copy)]
+pub struct KeeperEdge {
+    /// Blocks the signals that end a process; a descriptor that reads them.
+    pub signal_fd: fn() -> std::io::Result<OwnedFd>,
+    /// Marks every descriptor past standard error close-on-exec: the
+    /// task's (its output pipe, files it opened) stay out of the keeper's
+    /// children, and so out of the step's end.
+    pub close_inherited: fn(),
+    /// Has a child killed when this process dies.
+    pub tie_to_parent: fn(&mut Command),
+}
+
 /// `desi-gpu-map mps-keeper`: without `--serve`, starts itself again with
 /// it, detached, and exits; with it, keeps the step's daemon.
-pub fn run(args: &KeeperArgs, signal_fd: fn() -> std::io::Result<OwnedFd>) -> ExitCode {
+pub fn run(args: &KeeperArgs, edge: KeeperEdge) -> ExitCode {
+    (edge.close_inherited)();
     if !args.serve {
         let again = std::env::current_exe().and_then(|exe| {
             Command::new(exe)
@@ -44,28 +59,66 @@ pub fn run(args: &KeeperArgs, signal_fd: fn() -> std::io::Result<OwnedFd>) -> Ex
         return ExitCode::SUCCESS;
     }
     // Slurm's signals are events from here on, never this process's end.
-    let signals = signal_fd().ok();
-    let listener = match std::io::stdin().as_fd().try_clone_to_owned() {
-        Ok(fd) => UnixListener::from(fd),
-        Err(_) => return ExitCode::FAILURE,
+    let signals = (edge.signal_fd)().ok();
+    let named = match args.unnamed {
+        true => None,
+        false => match std::io::stdin().as_fd().try_clone_to_owned() {
+            Ok(fd) => Some(UnixListener::from(fd)),
+            Err(_) => return ExitCode::FAILURE,
+        },
     };
-    let _ = listener.set_nonblocking(true);
-    let mut keeper = Keeper::new(&daemon, args.stepd);
-    let started = daemon::start(&daemon, &AsThisProcess);
-    if let Ok(running) = &started {
-        let _ = std::fs::File::create(running.daemon().dir().join(MARK));
-    }
+    on_the_steps_cpus(args.stepd);
+    let tied = Tied(edge.tie_to_parent);
+    let made = daemon::make(&daemon, &tied);
+    // Its own socket, in the directory just made, before anything slow.
+    let own = made
+        .as_ref()
+        .ok()
+        .and_then(|m| UnixListener::bind(m.dir().join(SOCKET)).ok());
+    let started = made.and_then(|made| daemon::start_in(made, &tied));
     let reply = match &started {
-        Ok(running) => Answer::Ok(running.daemon().token),
+        Ok(running) => Answer::Ok {
+            token: running.daemon().token,
+            base: running.daemon().base.clone(),
+        },
         Err(why) => Answer::No(why.clone()),
     };
+    let listeners: Vec<UnixListener> = named.into_iter().chain(own).collect();
+    for listener in &listeners {
+        let _ = listener.set_nonblocking(true);
+    }
     let daemon_fd = started.as_ref().ok().and_then(|r| pidfd(r.pid()));
-    keeper.serve(&listener, &reply, signals.as_ref(), daemon_fd.as_ref());
-    drop(listener);
+    let mut keeper = Keeper::new(&daemon, args.stepd);
+    keeper.serve(&listeners, &reply, signals.as_ref(), daemon_fd.as_ref());
+    drop(listeners);
     if let Ok(running) = started {
         let _ = running.end_now();
     }
     ExitCode::SUCCESS
+}
+
+/// Runs the keeper (and so its daemon and the daemon's servers, which
+/// inherit it) on slurmstepd's CPUs, the step's: the task that started
+/// it may be bound to one core.
+fn on_the_steps_cpus(stepd: Option<u32>) {
+    let Some(cpus) = stepd.and_then(|pid| cpus::allowed(&pid.to_string())) else {
+        return;
+    };
+    let mut set = rustix::thread::CpuSet::new();
+    for cpu in cpus.cpus().filter(|&c| c < rustix::thread::CpuSet::MAX_CPU) {
+        set.set(cpu);
+    }
+    let _ = rustix::thread::sched_setaffinity(None, &set);
+}
+
+/// Children started as this process runs, each killed when it dies (a
+/// keeper killed by pid takes its daemon along).
+struct Tied(fn(&mut Command));
+
+impl Launcher for Tied {
+    fn prepare(&self, cmd: &mut Command) {
+        (self.0)(cmd);
+    }
 }
 
 /// The daemon the task planned, run as this process's user.
@@ -90,8 +143,8 @@ fn planned(args: &KeeperArgs) -> Daemon {
 
 /// What one poll found.
 struct Ready {
-    /// A task waits to join.
-    joining: bool,
+    /// A task waits to join, at each listener.
+    joining: Vec<bool>,
     /// A signal waits on the signalfd.
     signal: bool,
     stepd_gone: bool,
@@ -135,7 +188,7 @@ impl Keeper {
     /// gone, the daemon died, or a signal ends the step.
     fn serve(
         &mut self,
-        listener: &UnixListener,
+        listeners: &[UnixListener],
         reply: &Answer,
         signals: Option<&OwnedFd>,
         daemon: Option<&OwnedFd>,
@@ -146,7 +199,7 @@ impl Keeper {
                 return;
             }
             let wait = self.tally.wait(self.live.len(), now);
-            let Some(ready) = self.poll(listener, [signals, daemon], wait) else {
+            let Some(ready) = self.poll(listeners, [signals, daemon], wait) else {
                 std::thread::sleep(POLL);
                 continue;
             };
@@ -160,8 +213,10 @@ impl Keeper {
             if self.live.len() < before {
                 self.tally.exited(Instant::now());
             }
-            if ready.joining {
-                self.take_tasks(listener, reply);
+            for (listener, joining) in listeners.iter().zip(&ready.joining) {
+                if *joining {
+                    self.take_tasks(listener, reply);
+                }
             }
         }
     }
@@ -171,12 +226,15 @@ impl Keeper {
     /// `None` where poll failed.
     fn poll(
         &self,
-        listener: &UnixListener,
+        listeners: &[UnixListener],
         [signals, daemon]: [Option<&OwnedFd>; 2],
         wait: Option<Duration>,
     ) -> Option<Ready> {
         let watched = [signals, self.stepd_fd.as_ref(), daemon];
-        let mut fds = vec![PollFd::new(listener, PollFlags::IN)];
+        let mut fds: Vec<PollFd> = listeners
+            .iter()
+            .map(|l| PollFd::new(l, PollFlags::IN))
+            .collect();
         fds.extend(
             watched
                 .iter()
@@ -191,7 +249,7 @@ impl Keeper {
         let timeout = wait.and_then(|w| Timespec::try_from(w).ok());
         poll(&mut fds, timeout.as_ref()).ok()?;
         let mut ready = fds.iter().map(|f| !f.revents().is_empty());
-        let joining = ready.next().unwrap_or(false);
+        let joining: Vec<bool> = ready.by_ref().take(listeners.len()).collect();
         let mut fired = [false; 3];
         for (slot, fd) in watched.iter().enumerate() {
             if fd.is_some() {

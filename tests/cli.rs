@@ -145,6 +145,54 @@ fn plan_errors_name_the_bad_value() {
     }
 }
 
+/// The command with its standard output on `out`: its exit code and what
+/// it said on stderr.
+fn run_into(args: &[&str], out: impl Into<std::process::Stdio>) -> (Option<i32>, String) {
+    let done = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .args(args)
+        .stdout(out)
+        .output()
+        .expect("run desi-gpu-map");
+    let err = String::from_utf8_lossy(&done.stderr).into_owned();
+    (done.status.code(), err)
+}
+
+#[test]
+fn output_that_cannot_be_written_is_said_but_a_closed_pipe_is_quiet() {
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let no_space = "to standard output: No space left on device (os error 28)\n";
+    for (args, said) in [
+        (
+            &["plan", "-N", "1", "-n", "2"][..],
+            "desi-gpu-map plan: cannot write the plan",
+        ),
+        (
+            &["show", "--nvml", "off"],
+            "desi-gpu-map show: cannot write the report",
+        ),
+        (&["--help"], "desi-gpu-map: cannot write the help"),
+        (&["plan", "--help"], "desi-gpu-map: cannot write the help"),
+        (&["--version"], "desi-gpu-map: cannot write the version"),
+    ] {
+        let (code, err) = run_into(args, full());
+        assert_eq!(
+            (code, err),
+            (Some(1), format!("{said} {no_space}")),
+            "{args:?}"
+        );
+        // A reader gone (`| head -1`): quiet, as Unix tools are. Its end is
+        // closed before the command starts, so every write fails.
+        let (ours, _) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (code, err) = run_into(args, std::os::fd::OwnedFd::from(ours));
+        assert_eq!((code, err.as_str()), (Some(1), ""), "{args:?}");
+    }
+}
+
 #[test]
 fn show_outside_a_task_says_not_mapped() {
     let out = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))

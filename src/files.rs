@@ -4,7 +4,7 @@
 //! tree in tests.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The longest file the core reads: sysfs and procfs files hold a few bytes.
 pub const MAX_FILE: u64 = 65_536;
@@ -21,6 +21,8 @@ pub trait Files {
     fn exists(&self, path: &Path) -> bool;
     /// Who owns `path` (followed if a link) and its mode.
     fn stat(&self, path: &Path) -> io::Result<Stat>;
+    /// The file `path` names, every link on the way followed (realpath(3)).
+    fn resolve(&self, path: &Path) -> io::Result<PathBuf>;
 }
 
 /// This host's name, as the kernel gives it (per UTS namespace).
@@ -58,6 +60,10 @@ impl Files for NoFiles {
     }
 
     fn stat(&self, _: &Path) -> io::Result<Stat> {
+        Err(io::Error::from_raw_os_error(NO_SUCH_FILE))
+    }
+
+    fn resolve(&self, _: &Path) -> io::Result<PathBuf> {
         Err(io::Error::from_raw_os_error(NO_SUCH_FILE))
     }
 }

@@ -1,5 +1,5 @@
-//! Wording helpers for messages: quoting what a user handed over, and
-//! listing choices. Imports nothing, so every module may use it.
+//! Wording helpers for messages: quoting or escaping what a user handed
+//! over, and listing choices. Imports nothing, so every module may use it.
 
 /// Longest quoted value, escapes included: a value can be arbitrarily long
 /// or made of control bytes, and a message must stay one readable line.
@@ -21,6 +21,23 @@ pub fn quote(value: &str) -> String {
     shown
 }
 
+/// A value shown bare in a line of text, such as an environment variable's
+/// in `show`: what a terminal would act on or not print (control
+/// characters, the ESC that starts its sequences) escaped as [`quote`]
+/// escapes it (`\u{1b}`, `\n`), so that the value stays on its line and
+/// changes nothing of the terminal. Quotes and backslashes stay, so that a
+/// message that already quotes a value reads the same.
+pub fn bare(value: &str) -> String {
+    let mut shown = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '"' | '\'' | '\\' => shown.push(c),
+            _ => shown.extend(c.escape_debug()),
+        }
+    }
+    shown
+}
+
 /// `a, b or c`.
 pub fn one_of(names: &[&str]) -> String {
     match names.split_last() {
@@ -33,6 +50,14 @@ pub fn one_of(names: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bare_escapes_what_a_terminal_acts_on_and_cuts_nothing() {
+        assert_eq!(bare("GPU-1,\"2\" 'x'"), "GPU-1,\"2\" 'x'");
+        assert_eq!(bare("0\u{1b}[2J\r\n\\"), "0\\u{1b}[2J\\r\\n\\");
+        let long = "x".repeat(100);
+        assert_eq!(bare(&long), long);
+    }
 
     #[test]
     fn quote_escapes_and_cuts() {

@@ -145,6 +145,54 @@ fn plan_errors_name_the_bad_value() {
     }
 }
 
+/// The command with its standard output on `out`: its exit code and what
+/// it said on stderr.
+fn run_into(args: &[&str], out: impl Into<std::process::Stdio>) -> (Option<i32>, String) {
+    let done = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .args(args)
+        .stdout(out)
+        .output()
+        .expect("run desi-gpu-map");
+    let err = String::from_utf8_lossy(&done.stderr).into_owned();
+    (done.status.code(), err)
+}
+
+#[test]
+fn output_that_cannot_be_written_is_said_but_a_closed_pipe_is_quiet() {
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let no_space = "to standard output: No space left on device (os error 28)\n";
+    for (args, said) in [
+        (
+            &["plan", "-N", "1", "-n", "2"][..],
+            "desi-gpu-map plan: cannot write the plan",
+        ),
+        (
+            &["show", "--nvml", "off"],
+            "desi-gpu-map show: cannot write the report",
+        ),
+        (&["--help"], "desi-gpu-map: cannot write the help"),
+        (&["plan", "--help"], "desi-gpu-map: cannot write the help"),
+        (&["--version"], "desi-gpu-map: cannot write the version"),
+    ] {
+        let (code, err) = run_into(args, full());
+        assert_eq!(
+            (code, err),
+            (Some(1), format!("{said} {no_space}")),
+            "{args:?}"
+        );
+        // A reader gone (`| head -1`): quiet, as Unix tools are. Its end is
+        // closed before the command starts, so every write fails.
+        let (ours, _) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (code, err) = run_into(args, std::os::fd::OwnedFd::from(ours));
+        assert_eq!((code, err.as_str()), (Some(1), ""), "{args:?}");
+    }
+}
+
 #[test]
 fn show_outside_a_task_says_not_mapped() {
     let out = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
@@ -165,6 +213,70 @@ fn show_outside_a_task_says_not_mapped() {
         .unwrap()
         .trim();
     assert!(text.contains(&format!("cpus: {mine}\n")), "{text}");
+}
+
+/// `show`'s report (`--json` or text) of a task with the environment `vars`.
+fn show_with(vars: &[(&str, &str)], json: bool) -> String {
+    let json = if json { &["--json"][..] } else { &[] };
+    let out = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .args(["show", "--nvml", "off"])
+        .args(json)
+        .envs(vars.iter().copied())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    stdout(&out)
+}
+
+#[test]
+fn show_escapes_what_a_terminal_would_act_on() {
+    // A terminal title, then a line that would pose as the flag's.
+    let cuda = "0\u{1b}]0;owned\u{7}\nmapped by desi-gpu-map: yes";
+    let text = show_with(&[("CUDA_VISIBLE_DEVICES", cuda)], false);
+    assert!(!text.contains(['\u{1b}', '\u{7}']), "{text:?}");
+    assert!(
+        text.contains(
+            "\ncuda_visible_devices: 0\\u{1b}]0;owned\\u{7}\\nmapped by desi-gpu-map: yes\n"
+        ),
+        "{text}"
+    );
+    let posing = text.lines().filter(|l| l.starts_with("mapped by"));
+    assert_eq!(posing.count(), 1, "{text}");
+    let json = show_with(&[("CUDA_VISIBLE_DEVICES", cuda)], true);
+    assert!(json.contains(r#""0\u001b]0;owned\u0007\nmapped"#), "{json}");
+}
+
+#[test]
+fn show_says_where_the_mps_pipe_directory_is_missing() {
+    let gone = "/nonexistent/desi-gpu-map-mps.1000.7.0.0.1/pipe";
+    let vars = [("DESI_GPU_MAP_MPS", "1"), ("CUDA_MPS_PIPE_DIRECTORY", gone)];
+    let text = show_with(&vars, false);
+    let said = format!(
+        "\nmps: 1 (but its pipe directory does not exist: no MPS daemon serves this task)\n\
+         mps_pipe_directory: {gone} (does not exist)\n"
+    );
+    assert!(text.contains(&said), "{text}");
+    let json = show_with(&vars, true);
+    assert!(
+        json.contains("\"mps_pipe_directory_missing\": true"),
+        "{json}"
+    );
+    // A directory that is there: as the variables say.
+    let here = std::env::temp_dir().display().to_string();
+    let vars = [
+        ("DESI_GPU_MAP_MPS", "1"),
+        ("CUDA_MPS_PIPE_DIRECTORY", &here),
+    ];
+    let text = show_with(&vars, false);
+    assert!(
+        text.contains(&format!("\nmps: 1\nmps_pipe_directory: {here}\n")),
+        "{text}"
+    );
+    let json = show_with(&vars, true);
+    assert!(
+        json.contains("\"mps_pipe_directory_missing\": false"),
+        "{json}"
+    );
 }
 
 #[test]

@@ -99,7 +99,9 @@ fn render_page() -> String {
         Roff::new()
             .control("SH", ["EXIT STATUS"])
             .text([roman(
-                "0 on success; 2 on a usage error or when the command cannot do what was asked. \
+                "0 on success; 2 on a usage error or when the command cannot do what was asked; \
+                 1 when its output cannot be written (said on standard error, but for a closed \
+                 pipe, as under head, which ends it quietly). \
                  exec returns the application's own status (it becomes the application), or, \
                  where the application cannot run, 127 (not found) or 126 (not executable).",
             )])

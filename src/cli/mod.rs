@@ -36,23 +36,49 @@ pub struct Edge {
 
 /// Runs the command with the process's arguments.
 pub fn main(edge: Edge) -> ExitCode {
-    let cli = args::Cli::parse();
-    let result = match cli.command {
-        args::Command::Plan(args) => plan::run(&args),
-        args::Command::Show(args) => show::run(&args),
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version go to standard output, whose write can fail.
+        Err(e) if !e.use_stderr() => {
+            let what = match e.kind() {
+                clap::error::ErrorKind::DisplayVersion => "the version",
+                _ => "the help",
+            };
+            return written(e.print(), "desi-gpu-map", what);
+        }
+        Err(e) => e.exit(),
+    };
+    let (result, who, what) = match cli.command {
+        args::Command::Plan(args) => (plan::run(&args), "desi-gpu-map plan", "the plan"),
+        args::Command::Show(args) => (show::run(&args), "desi-gpu-map show", "the report"),
         args::Command::Exec(args) => return exec::run(&args, edge.before_exec),
         args::Command::MpsKeeper(args) => return keeper::run(&args, edge.keeper),
         args::Command::NvmlQuery(args) => return nvml::nvml_query(&args.ask, &args.nvml),
     };
     match result {
-        // A closed pipe (`| head`) is not an error worth a panic.
-        Ok(text) => match std::io::stdout().lock().write_all(text.as_bytes()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(_) => ExitCode::from(1),
-        },
+        Ok(text) => written(std::io::stdout().write_all(text.as_bytes()), who, what),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "desi-gpu-map: {e}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// How the command ends once `who` wrote `what` to standard output (with
+/// `wrote`'s result): a failed write is said, but a closed pipe (`| head`)
+/// ends quietly, as Unix tools do; both exit 1.
+fn written(wrote: std::io::Result<()>, who: &str, what: &str) -> ExitCode {
+    // Standard output is line-buffered: a last line without its newline
+    // would fail only at exit, unsaid.
+    match wrote.and_then(|()| std::io::stdout().flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::from(1),
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "{who}: cannot write {what} to standard output: {e}"
+            );
+            ExitCode::from(1)
         }
     }
 }

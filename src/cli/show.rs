@@ -12,6 +12,7 @@ use crate::names::Named;
 use crate::runtime::{choose, Vendor};
 use crate::settings::site::NvmlSource;
 use crate::slurm::gpus::parse_gpu_list;
+use crate::text::bare;
 use crate::topology::{kernel_place, locate_token, sysfs_bus_id, GpuPlace};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
@@ -35,10 +36,14 @@ pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
         ("ze_affinity_mask", var(env::ZE)),
         ("cpus", own.as_ref().map(ToString::to_string)),
         // MPS: the plugin's daemon serves the task (1), where, and its share.
-        ("mps", var(env::MPS)),
-        ("mps_pipe_directory", var(env::MPS_PIPE)),
+        (MPS_FACT, var(env::MPS)),
+        (PIPE_FACT, var(env::MPS_PIPE)),
         ("mps_active_thread_percentage", var(env::MPS_SHARE)),
     ];
+    // A pipe directory gone (its step ended, or the variable was copied
+    // elsewhere): no daemon serves the task there, whatever DESI_GPU_MAP_MPS
+    // says.
+    let pipe_missing = var(env::MPS_PIPE).is_some_and(|dir| !Path::new(&dir).is_dir());
     // The list that carries the task's GPU for this vendor.
     let carrier = vendor.carrier();
     let (shown, note) = match var(carrier).as_deref().map(parse_gpu_list) {
@@ -60,10 +65,11 @@ pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
             (shown, None)
         }
     };
+    let note = note.as_deref();
     if args.json {
-        Ok(to_json(&args.flag, &facts, &shown, note.as_deref())?)
+        Ok(to_json(&args.flag, &facts, &shown, note, pipe_missing)?)
     } else {
-        Ok(to_text(&args.flag, &facts, &shown, note.as_deref()))
+        Ok(to_text(&args.flag, &facts, &shown, note, pipe_missing))
     }
 }
 
@@ -173,13 +179,21 @@ fn find<'a>(devices: &'a [Device], token: &str) -> Option<&'a Device> {
     }
 }
 
+/// The facts that tell the task's MPS: whether the plugin's daemon serves
+/// it, and where its pipe directory is.
+const MPS_FACT: &str = "mps";
+const PIPE_FACT: &str = "mps_pipe_directory";
+
 const MIB: u64 = 1 << 20;
 
+/// The report as text. Every value is escaped ([`bare`]): the environment
+/// is the user's, and a value could move the terminal or pose as a line.
 fn to_text(
     flag: &str,
     facts: &[(&str, Option<String>)],
     shown: &[Shown],
     note: Option<&str>,
+    pipe_missing: bool,
 ) -> String {
     let mut out = String::new();
     let mapped = facts
@@ -191,20 +205,26 @@ fn to_text(
         if mapped { "yes" } else { "no" }
     );
     for (key, value) in facts {
+        let remark = match value {
+            Some(_) if pipe_missing => pipe_remark(key),
+            _ => "",
+        };
         let key = if *key == "flag" { flag } else { key };
-        let _ = writeln!(out, "{key}: {}", value.as_deref().unwrap_or("(unset)"));
+        let value = value.as_deref().map_or("(unset)".to_string(), bare);
+        let _ = writeln!(out, "{}: {value}{remark}", bare(key));
     }
     for (i, s) in shown.iter().enumerate() {
+        let token = bare(&s.token);
         if let Some(missing) = &s.missing {
-            let _ = writeln!(out, "device {i}: {} ({missing})", s.token);
+            let _ = writeln!(out, "device {i}: {token} ({})", bare(missing));
             continue;
         }
-        let mut line = format!("device {i}: {}", s.token);
+        let mut line = format!("device {i}: {token}");
         if let Some(uuid) = &s.uuid {
-            let _ = write!(line, " uuid {uuid}");
+            let _ = write!(line, " uuid {}", bare(uuid));
         }
         if let Some(bus) = &s.pci_bus_id {
-            let _ = write!(line, " pci {bus}");
+            let _ = write!(line, " pci {}", bare(bus));
         }
         if let Some((used, total)) = s.memory {
             let _ = write!(
@@ -230,16 +250,28 @@ fn to_text(
         }
     }
     if let Some(note) = note {
-        let _ = writeln!(out, "nvml: {note}");
+        let _ = writeln!(out, "nvml: {}", bare(note));
     }
     out
 }
 
-/// The report as `show --json` prints it: the facts in order, then the
-/// flag's name, the devices and what NVML said.
+/// What the text form adds to the MPS fact `key`, set, where the pipe
+/// directory does not exist.
+fn pipe_remark(key: &str) -> &'static str {
+    match key {
+        MPS_FACT => " (but its pipe directory does not exist: no MPS daemon serves this task)",
+        PIPE_FACT => " (does not exist)",
+        _ => "",
+    }
+}
+
+/// The report as `show --json` prints it: the facts in order, then whether
+/// the MPS pipe directory is set but does not exist, the flag's name, the
+/// devices and what NVML said.
 struct Report<'a> {
     flag: &'a str,
     facts: &'a [(&'a str, Option<String>)],
+    pipe_missing: bool,
     devices: Vec<DeviceReport<'a>>,
     note: Option<&'a str>,
 }
@@ -271,6 +303,7 @@ impl Serialize for Report<'_> {
         for (key, value) in self.facts {
             map.serialize_entry(key, value)?;
         }
+        map.serialize_entry("mps_pipe_directory_missing", &self.pipe_missing)?;
         map.serialize_entry("flag_name", self.flag)?;
         map.serialize_entry("devices", &self.devices)?;
         map.serialize_entry("nvml_note", &self.note)?;
@@ -283,6 +316,7 @@ fn to_json(
     facts: &[(&str, Option<String>)],
     shown: &[Shown],
     note: Option<&str>,
+    pipe_missing: bool,
 ) -> Result<String, serde_json::Error> {
     let devices = shown
         .iter()
@@ -304,6 +338,7 @@ fn to_json(
     json::line(&Report {
         flag,
         facts,
+        pipe_missing,
         devices,
         note,
     })

@@ -3,7 +3,7 @@
 use crate::files::{Files, Stat, MAX_FILE};
 use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The machine's own file system.
 pub struct HostFiles;
@@ -35,5 +35,9 @@ impl Files for HostFiles {
             mode: meta.mode() & 0o7777,
             is_dir: meta.is_dir(),
         })
+    }
+
+    fn resolve(&self, path: &Path) -> io::Result<PathBuf> {
+        std::fs::canonicalize(path)
     }
 }

@@ -31,21 +31,29 @@ pub(super) fn control(settings: &MpsSettings, node: &MpsNode) -> Result<PathBuf,
     })
 }
 
-/// The control daemon's `PATH`, where it looks for its server: its own
-/// folder, that folder's sibling `sbin`, then [`env::MPS_SERVER_DIRS`].
-pub fn server_path(control: &Path) -> Vec<PathBuf> {
-    let own = control.parent().filter(|d| !d.as_os_str().is_empty());
-    let mut path: Vec<PathBuf> = own.iter().map(|d| d.to_path_buf()).collect();
-    if let Some(prefix) = own.and_then(Path::parent) {
-        path.push(prefix.join("sbin"));
-    }
-    for dir in env::MPS_SERVER_DIRS {
-        let dir = PathBuf::from(dir);
+/// The control daemon's `PATH`, where it looks for its server: the real
+/// file's folder (`real`: `control` with its links followed, as a site
+/// links it into `/usr/local/bin`) and that folder's sibling `sbin`, then
+/// the same of `control`'s own folder, then [`env::MPS_SERVER_DIRS`].
+pub fn server_path(control: &Path, real: &Path) -> Vec<PathBuf> {
+    let dirs = [real, control]
+        .into_iter()
+        .flat_map(own_and_sbin)
+        .chain(env::MPS_SERVER_DIRS.iter().map(PathBuf::from));
+    let mut path: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
         if !path.contains(&dir) {
             path.push(dir);
         }
     }
     path
+}
+
+/// `file`'s folder and that folder's sibling `sbin`.
+fn own_and_sbin(file: &Path) -> Vec<PathBuf> {
+    let own = file.parent().filter(|d| !d.as_os_str().is_empty());
+    let sbin = own.and_then(Path::parent).map(|prefix| prefix.join("sbin"));
+    own.map(Path::to_path_buf).into_iter().chain(sbin).collect()
 }
 
 /// The server must be on the daemon's `PATH`: else every CUDA client of

@@ -160,7 +160,12 @@ fn daemon(
         return Err("the job runs as root, and the MPS daemon never does".to_string());
     }
     let control = control(input.settings, node)?;
-    let path = server_path(&control);
+    // A link's server is beside the file it names, not beside the link.
+    let real = node
+        .files
+        .resolve(&control)
+        .unwrap_or_else(|_| control.clone());
+    let path = server_path(&control, &real);
     find_server(&path, node)?;
     let step = input
         .step

@@ -364,7 +364,10 @@ fn closest_steps_are_counted_in_blocks() {
 #[test]
 fn the_daemons_path_finds_its_server_beside_it_in_sbin_or_the_systems() {
     assert_eq!(
-        server_path(Path::new("/opt/nv/bin/nvidia-cuda-mps-control")),
+        server_path(
+            Path::new("/opt/nv/bin/nvidia-cuda-mps-control"),
+            Path::new("/opt/nv/bin/nvidia-cuda-mps-control")
+        ),
         [
             "/opt/nv/bin",
             "/opt/nv/sbin",
@@ -376,7 +379,10 @@ fn the_daemons_path_finds_its_server_beside_it_in_sbin_or_the_systems() {
         .map(PathBuf::from)
     );
     assert_eq!(
-        server_path(Path::new("/usr/bin/nvidia-cuda-mps-control")),
+        server_path(
+            Path::new("/usr/bin/nvidia-cuda-mps-control"),
+            Path::new("/usr/bin/nvidia-cuda-mps-control")
+        ),
         ["/usr/bin", "/usr/sbin", "/sbin", "/bin"].map(PathBuf::from)
     );
     let (plan, _) = plan_mps_with(&[], true, &SLURM_4, places(), Some(USER));
@@ -399,6 +405,39 @@ fn the_daemons_path_finds_its_server_beside_it_in_sbin_or_the_systems() {
         ),
         "{why}"
     );
+}
+
+#[test]
+fn a_linked_control_daemon_finds_its_server_beside_the_file_it_names() {
+    let link = "/usr/local/bin/nvidia-cuda-mps-control";
+    let real = "/opt/nvidia/bin/nvidia-cuda-mps-control";
+    assert_eq!(
+        server_path(Path::new(link), Path::new(real)),
+        [
+            "/opt/nvidia/bin",
+            "/opt/nvidia/sbin",
+            "/usr/local/bin",
+            "/usr/local/sbin",
+            "/usr/sbin",
+            "/sbin",
+            "/usr/bin",
+            "/bin"
+        ]
+        .map(PathBuf::from)
+    );
+    // The site's mps_control= of the fake node, a link here.
+    let site = "/opt/nv/nvidia-cuda-mps-control";
+    let (plan, _) = plan_mps_files(&[], true, &SLURM_4, places(), Some(USER), |f| {
+        f.exists = ["control", "server"]
+            .map(|b| PathBuf::from(format!("/opt/nvidia/bin/nvidia-cuda-mps-{b}")))
+            .into();
+        f.links = [(PathBuf::from(site), PathBuf::from(real))].into();
+    });
+    let Mps::Start(d) = mps_of(&plan) else {
+        panic!("{plan:?}")
+    };
+    assert_eq!(d.control, PathBuf::from(site));
+    assert_eq!(d.path.first(), Some(&PathBuf::from("/opt/nvidia/bin")));
 }
 
 #[test]

@@ -70,11 +70,13 @@ impl Node for FakeNode {
 
 /// The fake node's files: the MPS server beside the tests' control
 /// binary (`/opt/nv`), the host's name, and the MPS bases' owners and
-/// modes; nothing else exists.
+/// modes; nothing else exists, and no file is a link.
 pub(crate) struct FakeFiles {
     pub exists: Vec<PathBuf>,
     pub texts: HashMap<PathBuf, String>,
     pub stats: HashMap<PathBuf, Stat>,
+    /// Symbolic links, to the file each names (itself no link).
+    pub links: HashMap<PathBuf, PathBuf>,
 }
 
 impl Default for FakeFiles {
@@ -99,6 +101,7 @@ impl Default for FakeFiles {
                 (PathBuf::from("/var/mps"), dir(0, 0o755)),
             ]
             .into(),
+            links: HashMap::new(),
         }
     }
 }
@@ -131,6 +134,7 @@ impl Files for FakeFiles {
     }
 
     fn exists(&self, path: &Path) -> bool {
+        let path = self.links.get(path).map_or(path, PathBuf::as_path);
         self.exists.iter().any(|p| p == path)
             || self.texts.contains_key(path)
             || self.stats.contains_key(path)
@@ -138,6 +142,14 @@ impl Files for FakeFiles {
 
     fn stat(&self, path: &Path) -> io::Result<Stat> {
         self.stats.get(path).copied().ok_or_else(missing)
+    }
+
+    fn resolve(&self, path: &Path) -> io::Result<PathBuf> {
+        let real = self.links.get(path).map_or(path, PathBuf::as_path);
+        match self.exists(real) {
+            true => Ok(real.to_path_buf()),
+            false => Err(missing()),
+        }
     }
 }
 

@@ -525,3 +525,46 @@ fn task_none_an_exported_cpu_list_is_not_slurms() {
         .ok();
     assert_eq!(columns(&ran, &[0, 1, 2]), contiguous, "{ran}");
 }
+
+/// exec's MPS keeper, started by a task bound to one core, runs on the
+/// step's CPUs (its slurmstepd's), as the plugin's daemon does: the MPS
+/// daemon and its servers inherit them.
+#[test]
+fn execs_mps_keeper_runs_on_the_steps_cpus_not_on_its_starters_core() {
+    let _c = with_root();
+    cluster(&["plugin", "off"]);
+    let Cpus { a, b, .. } = cpus();
+    let control = format!("{}/mps/bin/nvidia-cuda-mps-control", state_dir());
+    let exec = format!(
+        "{} exec --mps-control {control} --nvml {} --method contiguous,mps --",
+        bin(),
+        fake_nvml()
+    );
+    // Each task: its own CPUs, its slurmstepd's, and the step's keeper's.
+    let probe = r#"cpus() { sed -n 's/^Cpus_allowed_list:\t*//p' /proc/$1/status; }
+for p in /proc/[0-9]*; do
+  case $(tr '\0' ' ' <$p/cmdline 2>/dev/null) in
+    *mps-keeper*".$SLURM_JOB_ID.$SLURM_STEP_ID.0.keeper "*) k=${p#/proc/};;
+  esac
+done
+echo "T $SLURM_PROCID $(cpus self) $(cpus $PPID) $(cpus ${k:-none})""#;
+    let ran = srun("-w n1 -n2 --gpus-per-node=2 --cpu-bind=cores")
+        .user(USERS[0].0)
+        .args(&exec)
+        .probe(probe)
+        .ok();
+    let rows: Vec<Vec<String>> = ran
+        .rows()
+        .lines()
+        .map(|r| r.split(' ').map(String::from).collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{ran}");
+    for (row, own) in rows.iter().zip([a, b]) {
+        assert_eq!(row[1], own.to_string(), "the task is bound: {ran}");
+        assert_eq!(
+            row[3], row[2],
+            "the keeper runs on slurmstepd's CPUs: {ran}"
+        );
+        assert_ne!(row[3], row[1], "not on the task's one core: {ran}");
+    }
+}

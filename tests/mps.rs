@@ -178,26 +178,60 @@ fn sweep_as_users() {
 /// its last task exits, and on this 2-core machine that can come before
 /// exec's keeper removed its directory (never before its processes are
 /// gone): the user's next exec METHOD,mps on the node removes it, as
-/// [`sweep_as_users`] does here first.
+/// [`sweep_as_users`] does here first. What is left fails this test, and
+/// is removed before it fails, so that it fails no other.
+#[track_caller]
 fn assert_nothing_left(after: &str) {
     if production() {
         let gone = wait_for(10, || daemons().is_empty() && keepers().is_empty());
-        assert!(
-            gone,
-            "after {after}: daemons {:?}, keepers {:?}",
-            daemons(),
-            keepers()
-        );
+        if !gone {
+            let left = format!("daemons {:?}, keepers {:?}", daemons(), keepers());
+            clear_what_others_left();
+            panic!("after {after}: {left}");
+        }
         sweep_as_users();
     }
     let clean = wait_for(10, || {
         daemons().is_empty() && mps_dirs().is_empty() && keepers().is_empty()
     });
+    if !clean {
+        let left = format!(
+            "daemons {:?}, directories {:?}, keepers {:?}",
+            daemons(),
+            mps_dirs(),
+            keepers()
+        );
+        clear_what_others_left();
+        panic!("after {after}: {left}");
+    }
+}
+
+/// Removes what a test that failed before its end may have left: the
+/// test users' daemons and keepers (by pid) and the steps' directories,
+/// saying so. Every test starts here; each asserts on its own leftovers.
+fn clear_what_others_left() {
+    let pids: Vec<u32> = daemons()
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .chain(keepers())
+        .collect();
+    for pid in &pids {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    let base = format!("{}/tmp", slurm_root().unwrap_or_default());
+    let dirs = mps_dirs();
+    for dir in &dirs {
+        let _ = std::fs::remove_dir_all(format!("{base}/{dir}"));
+    }
+    if !pids.is_empty() || !dirs.is_empty() {
+        eprintln!("cleared what an earlier test left: processes {pids:?}, directories {dirs:?}");
+    }
     assert!(
-        clean,
-        "after {after}: daemons {:?}, directories {:?}, keepers {:?}",
+        wait_for(10, || daemons().is_empty() && keepers().is_empty()),
+        "cannot clear the test users' daemons {:?} and keepers {:?}",
         daemons(),
-        mps_dirs(),
         keepers()
     );
 }
@@ -268,7 +302,7 @@ fn assert_one_daemon_per_node_serves_all(out: &Ran) {
 #[test]
 fn one_daemon_per_step_per_node_as_the_user_serves_every_task() {
     let _c = mps_setup(&[]);
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     let out = alice_step(&format!(
         "{TWO_NODES_EIGHT_TASKS} --desi-gpu-map=contiguous,mps"
     ))
@@ -345,7 +379,7 @@ fn mps_auto_serves_steps_whose_tasks_outnumber_their_gpus() {
 /// plugin's and exec's, with sbatch's `words` too, waits for their
 /// daemons, ends the job with `end`, and checks nothing is left.
 fn teardown_after(what: &str, words: &str, end: impl FnOnce(&str)) {
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     let steps = format!(
         "srun --overlap -n1 --gpus-per-node=1 --desi-gpu-map=contiguous,mps sleep 300 & \
          srun --overlap -n2 --gpus-per-node=2 {} sleep 300 & wait",
@@ -405,7 +439,7 @@ fn teardown_after_the_time_limit() {
 #[test]
 fn teardown_after_a_crashing_task() {
     let _c = mps_setup(&[]);
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     srun(TWO_ON_N1)
         .user(ALICE)
         .probe("[ $SLURM_LOCALID = 1 ] && kill -SEGV $$; sleep 1")
@@ -485,7 +519,7 @@ fn ask_as(user: &str, pipe: &str, commands: &[&str]) -> String {
 #[test]
 fn another_user_on_a_shared_node_cannot_reach_the_daemon() {
     let _c = mps_setup(&[]);
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     let (job, pipe) = serving_job(ALICE, USERS[0].1);
     let bob = reach_as(BOB, &pipe);
     assert!(bob.contains("Permission denied"), "{bob}");
@@ -498,7 +532,7 @@ fn another_user_on_a_shared_node_cannot_reach_the_daemon() {
 #[test]
 fn two_jobs_of_one_user_get_separate_daemons_and_neither_stops_the_other() {
     let _c = mps_setup(&[]);
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     let uid = USERS[0].1;
     let (first, _) = serving_job(ALICE, uid);
     let (second, pipe) = serving_job(ALICE, uid);
@@ -543,7 +577,7 @@ fn assert_eight_steps_each_served_by_its_own(out: &Ran) {
 #[test]
 fn eight_concurrent_steps_get_eight_daemons_and_leave_none() {
     let _c = mps_setup(&[]);
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     let script = format!(
         "for i in $(seq 8); do srun --overlap -n1 --gpus-per-node=1 --desi-gpu-map=contiguous,mps bash -c '{}' & done; wait",
         task().replace('\'', "'\\''")
@@ -613,7 +647,7 @@ fn exec_setup() -> MutexGuard<'static, ()> {
 #[test]
 fn exec_runs_the_plugins_daemon_one_per_node_for_every_task() {
     let _c = exec_setup();
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     let out = srun(TWO_NODES_EIGHT_TASKS)
         .user(ALICE)
         .args(&exec_mps("contiguous,mps"))
@@ -626,7 +660,7 @@ fn exec_runs_the_plugins_daemon_one_per_node_for_every_task() {
 #[test]
 fn exec_gives_the_plugins_shares_and_says_why_it_runs_without_mps_once() {
     let _c = exec_setup();
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     // 6 tasks on 4 GPUs, contiguous: 2, 2, 1, 1 tasks per GPU.
     let options = format!("--mps-control {} --mps-share even", control());
     let out = srun("-n6 -w n1 --gpus-per-node=4")
@@ -666,7 +700,7 @@ fn exec_gives_the_plugins_shares_and_says_why_it_runs_without_mps_once() {
 #[test]
 fn exec_keeps_the_daemon_until_the_last_task_even_if_task_0_is_killed() {
     let _c = exec_setup();
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     let probe = format!(
         "if [ $SLURM_LOCALID = 0 ]; then sleep 0.5; kill -KILL $$; fi; sleep 2; {}",
         task()
@@ -690,7 +724,7 @@ fn exec_keeps_the_daemon_until_the_last_task_even_if_task_0_is_killed() {
 #[test]
 fn exec_leaves_nothing_after_20_sequential_and_8_concurrent_steps() {
     let _c = exec_setup();
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     let exec = exec_mps("contiguous,mps");
     let script = format!(
         "for i in $(seq 20); do srun --overlap -n2 --gpus-per-node=2 {exec} true || echo failed; done; \
@@ -712,7 +746,7 @@ fn exec_leaves_nothing_after_20_sequential_and_8_concurrent_steps() {
 #[test]
 fn another_user_can_neither_reach_nor_stop_execs_daemon() {
     let _c = exec_setup();
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     let before = daemons();
     let job = held(
         sbatch("--parsable -o /dev/null -w n1 -n1 --gres=gpu:1 --wrap")
@@ -754,27 +788,36 @@ fn another_user_can_neither_reach_nor_stop_execs_daemon() {
 #[test]
 fn the_users_next_exec_removes_what_a_killed_keeper_left() {
     let _c = exec_setup();
-    assert_nothing_left("the previous test");
-    // What a keeper killed before it cleaned up leaves: its marked
-    // directory, and no socket of its name.
-    let left = format!("desi-gpu-map-mps.{}.999.0.0.00000000000000ab", USERS[0].1);
+    clear_what_others_left();
+    // What a keeper killed before it cleaned up leaves, its daemon started
+    // or not: a directory named as a keeper's, and no socket of its name.
+    let started = format!(
+        "desi-gpu-map-mps.{}.999.0.0.keeper.00000000000000ab",
+        USERS[0].1
+    );
+    let starting = format!(
+        "desi-gpu-map-mps.{}.999.1.0.keeper.00000000000000cd",
+        USERS[0].1
+    );
     let made = format!(
-        "mkdir -m 0700 /tmp/{left} /tmp/{left}/pipe && touch /tmp/{left}/keeper /tmp/{left}/pipe/control && echo made"
+        "mkdir -m 0700 /tmp/{started} /tmp/{started}/pipe /tmp/{starting} && touch /tmp/{started}/pipe/control && echo made"
     );
     srun("-w n1 -n1")
         .user(ALICE)
         .probe(&made)
         .ok()
         .prints("made");
-    assert_eq!(mps_dirs(), std::slice::from_ref(&left));
+    assert_eq!(mps_dirs(), [started.clone(), starting.clone()]);
     srun("-w n1 -n1 --gpus-per-node=1")
         .user(ALICE)
         .args(&exec_mps("contiguous,mps"))
         .arg("true")
         .ok();
     assert!(
-        wait_for(10, || !mps_dirs().contains(&left)),
-        "the stale directory is still there: {:?}",
+        wait_for(10, || !mps_dirs()
+            .iter()
+            .any(|d| *d == started || *d == starting)),
+        "the stale directories are still there: {:?}",
         mps_dirs()
     );
     assert_nothing_left("the sweep");
@@ -783,7 +826,7 @@ fn the_users_next_exec_removes_what_a_killed_keeper_left() {
 #[test]
 fn exec_steps_aside_under_the_plugins_mps() {
     let _c = mps_setup(&[]);
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     let out = srun("-n2 -w n1 --gpus-per-node=2 --desi-gpu-map=contiguous,mps")
         .user(ALICE)
         .args(&exec_mps("roundrobin,mps,verbose"))
@@ -1051,7 +1094,7 @@ fn trace_execs(pid: u32, during: impl FnOnce()) -> String {
 #[test]
 fn the_daemon_execs_its_server_from_where_the_package_put_it() {
     let _c = mps_setup(&[]);
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     let (job, pid) = serving_job_pid(ALICE, USERS[0].1);
     let pipe = daemon_env(pid, "CUDA_MPS_PIPE_DIRECTORY").expect("pipe");
     let trace = trace_execs(pid, || {
@@ -1091,7 +1134,7 @@ fn a_control_daemon_with_no_server_to_start_runs_the_step_without_mps() {
 #[test]
 fn a_planted_directory_neither_denies_mps_nor_receives_the_users_files() {
     let _c = mps_setup(&[]);
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     let (alice, bob) = (USERS[0].1, USERS[1].1);
     // The next job ids, after a probe job's.
     let probe_job = sbatch("--parsable -o /dev/null --wrap true")
@@ -1145,7 +1188,7 @@ fn nested(allocation: &str, outer: &str, inner: &str) -> Ran {
 #[test]
 fn a_nested_step_without_mps_names_its_gpus_by_uuid_for_the_parents_daemon() {
     let _c = mps_setup(&[]);
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     // Another job holds GPUs 0 and 1: the allocation gets 2 and 3.
     let _held = hold("n1", "gpu:2");
     let inner = "srun --overlap -n2 --desi-gpu-map=contiguous bash -c \
@@ -1181,7 +1224,7 @@ fn a_stale_mps_flag_never_reaches_a_mapped_task() {
 #[test]
 fn a_nested_mps_step_on_another_node_gets_that_nodes_own_daemon() {
     let _c = mps_setup(&[]);
-    assert_nothing_left("the previous test");
+    clear_what_others_left();
     // Each inner task: its node, its pipe, its daemon's answer, and
     // whether a daemon at that pipe runs in its own node's namespace.
     let probe = format!(

@@ -102,8 +102,8 @@ const TASK_ROW: &str = r#"echo "T ${SLURM_PROCID} $(hostname) ${CUDA_VISIBLE_DEV
 
 /// srun run from inside one MPI rank hands the rank's variables to every
 /// task of its step: they came in through srun, and Slurm's decide.
-fn srun_from_a_rank(launcher: &str) -> Job {
-    let mut job = client(launcher, "-np 1 srun -w n1 -n4 --gpus-per-node=4");
+fn srun_from_a_rank(launcher: &str, flags: &str) -> Job {
+    let mut job = client(launcher, flags).args("-np 1 srun -w n1 -n4 --gpus-per-node=4");
     for (name, value) in OMPI_LO {
         job = job.env(name, value);
     }
@@ -116,13 +116,13 @@ fn srun_from_a_rank(launcher: &str) -> Job {
 fn srun_started_from_inside_an_mpi_rank_maps_its_tasks_by_slurms_variables() {
     let _c = without_the_plugin();
     let rows = ["0 n1 0 0 1", "1 n1 1 1 1", "2 n1 2 2 1", "3 n1 3 3 1"];
-    let openmpi = "mpirun.openmpi --allow-run-as-root --oversubscribe";
-    let out = srun_from_a_rank(openmpi).run();
+    let (openmpi, as_root) = ("mpirun.openmpi", "--allow-run-as-root --oversubscribe");
+    let out = srun_from_a_rank(openmpi, as_root).run();
     out.ok().rows_are(&rows).says(
         "OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE came in through srun from an \
          outer launch",
     );
-    let out = srun_from_a_rank("mpiexec.mpich -iface lo").run();
+    let out = srun_from_a_rank("mpiexec.mpich", "-iface lo").run();
     out.ok()
         .rows_are(&rows)
         .says("MPI_LOCALRANKID, MPI_LOCALNRANKS came in through srun from an outer launch");
@@ -130,7 +130,9 @@ fn srun_started_from_inside_an_mpi_rank_maps_its_tasks_by_slurms_variables() {
     // variables through sbatch and srun.
     let output = format!("{}/from-a-rank.out", state_dir());
     let _ = std::fs::remove_file(&output);
-    let mut job = client(openmpi, "-np 1 sbatch --wait -o").arg(&output);
+    let mut job = client(openmpi, as_root)
+        .args("-np 1 sbatch --wait -o")
+        .arg(&output);
     for (name, value) in OMPI_LO {
         job = job.env(name, value);
     }

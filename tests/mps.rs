@@ -657,6 +657,27 @@ fn exec_runs_the_plugins_daemon_one_per_node_for_every_task() {
     assert_nothing_left("exec's normal end");
 }
 
+/// srun run from inside an MPI rank hands every task of its step the
+/// rank's variables (srun passes on its environment, as here): they came
+/// in through srun, and the tasks are served as srun's, not refused as a
+/// launcher's ranks.
+#[test]
+fn exec_serves_srun_tasks_that_inherited_an_mpi_ranks_variables() {
+    let _c = exec_setup();
+    clear_what_others_left();
+    let out = srun(TWO_NODES_EIGHT_TASKS)
+        .user(ALICE)
+        .env("OMPI_COMM_WORLD_LOCAL_RANK", "0")
+        .env("OMPI_COMM_WORLD_LOCAL_SIZE", "1")
+        .env("MPI_LOCALRANKID", "0")
+        .env("MPI_LOCALNRANKS", "1")
+        .args(&exec_mps("contiguous,mps"))
+        .probe(&task())
+        .ok();
+    assert_one_daemon_per_node_serves_all(&out);
+    assert_nothing_left("tasks with a rank's variables");
+}
+
 #[test]
 fn exec_gives_the_plugins_shares_and_says_why_it_runs_without_mps_once() {
     let _c = exec_setup();

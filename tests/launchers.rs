@@ -243,17 +243,22 @@ fn bad_launcher_variables_are_refused_and_nothing_runs() {
     }
 }
 
-/// The README's launcher table is `src/launch.rs`'s, row for row.
+/// The launcher table, which moved from the README to the user guide
+/// (`docs/user-guide.md`, "Under `mpirun`, `mpiexec` and PALS"), is
+/// `src/launch.rs`'s, row for row.
 #[test]
 fn the_readmes_launcher_table_is_the_cores() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("read README.md");
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/user-guide.md"))
+        .expect("read docs/user-guide.md");
     for l in &desi_gpu_map::launch::LAUNCHERS {
         let row = format!(
             "| {} | `{}` | `{}` | `{}` |",
             l.title, l.local_rank, l.local_size, l.example
         );
-        assert!(readme.contains(&row), "README.md lacks the row {row}");
+        assert!(
+            guide.contains(&row),
+            "docs/user-guide.md lacks the row {row}"
+        );
     }
 }
 

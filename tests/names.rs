@@ -1,9 +1,10 @@
 //! Each name is declared once, in code: the methods (`method::Method`, and
 //! `none`), the vendors (`runtime::Vendor`), the plugstack keys with their
 //! forms and defaults (`settings::site::KEYS`) and the Slurm series
-//! (`tests/cluster/series`). The README, both man pages and the packaging's
-//! texts are checked against those declarations here, so that a name added
-//! in code fails this test until every text that lists such names has it.
+//! (`tests/cluster/series`). The README, the user guide
+//! (`docs/user-guide.md`), both man pages and the packaging's texts are
+//! checked against those declarations here, so that a name added in code
+//! fails this test until every text that lists such names has it.
 
 use desi_gpu_map::names::names;
 use desi_gpu_map::runtime::Vendor;
@@ -90,7 +91,8 @@ fn every_method_is_in_every_text_that_lists_methods() {
 fn every_vendor_is_documented() {
     let vendors = names::<Vendor>();
     for (what, text) in [
-        ("README.md", read("README.md")),
+        // Its "GPU vendors" section names each value of vendor=.
+        ("docs/user-guide.md", read("docs/user-guide.md")),
         (
             "desi_gpu_map(8)",
             plain_roff(&read("packaging/man/desi_gpu_map.8")),
@@ -113,9 +115,11 @@ fn row_start(name: &str, form: Option<String>) -> String {
     }
 }
 
+/// The administrators' table; the README links to it and to the man page,
+/// whose entries the next test checks.
 #[test]
 fn every_plugstack_key_has_its_row_with_its_default() {
-    for path in ["README.md", "packaging/README.md"] {
+    for path in ["packaging/README.md"] {
         let text = read(path);
         for key in &KEYS {
             let start = row_start(key.name, (key.form)());
@@ -172,6 +176,7 @@ fn every_plugstack_key_is_in_the_man_page_and_the_snippet() {
 #[test]
 fn every_slurm_series_has_its_readme_row() {
     let readme = read("README.md");
+    let supported = section(&readme, "## Supported Slurm", "## ");
     let series = read("tests/cluster/series");
     let listed: Vec<&str> = series
         .lines()
@@ -181,7 +186,7 @@ fn every_slurm_series_has_its_readme_row() {
     assert!(listed.contains(&"22.05"), "{series}");
     for s in listed {
         assert!(
-            readme.lines().any(|l| l.starts_with(&format!("| {s}"))),
+            supported.iter().any(|l| l.starts_with(&format!("| {s} |"))),
             "README.md's Supported Slurm has no row for {s}"
         );
     }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs each fuzz target for a bounded time (default 60 s) and prints the
-# number of executions and the result. Not part of CI: see the README.
+# number of executions and the result. Not part of CI: see docs/testing.md.
 # Needs `cargo install cargo-fuzz`; RUSTC_BOOTSTRAP lets a stable toolchain
 # accept the sanitizer flags cargo-fuzz passes.
 set -euo pipefail

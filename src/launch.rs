@@ -2,7 +2,8 @@
 //! rank sits on the node (its node-local id and the node's rank count), as
 //! that launcher writes them into each rank's environment. One table
 //! ([`LAUNCHERS`]) declares each launcher; `desi-gpu-map exec`'s help, its
-//! refusals and the README's table are read from it.
+//! refusals and the user guide's table (`docs/user-guide.md`) are read
+//! from it.
 //!
 //! Where a launcher's variables and Slurm's both appear, the launcher's
 //! win: inside an allocation `mpirun` and `mpiexec` start one daemon per
@@ -40,7 +41,7 @@ pub struct Launcher {
     /// that is set, else the pid of the nearest ancestor named `proxy`.
     pub tag_vars: &'static [&'static str],
     pub proxy: Option<&'static str>,
-    /// One line that starts ranks under it, for the README and the help.
+    /// One line that starts ranks under it, for the user guide and the help.
     pub example: &'static str,
 }
 

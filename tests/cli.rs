@@ -13,6 +13,7 @@ fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The table that docs/user-guide.md (once the README) shows for this line.
 #[test]
 fn plan_prints_the_readme_table() {
     let out = run(&[

@@ -81,7 +81,7 @@ fn remove_pmix_leftovers() {
 
 /// The 8 ranks, each running desispec's `method` (`round-robin` or
 /// `contiguous`); with `honour`, a rank that finds `DESI_GPU_MAPPED=1` uses
-/// device 0 instead, as the README tells applications to. `option` is
+/// device 0 instead, as docs/user-guide.md tells applications to. `option` is
 /// `--desi-gpu-map`'s value, none for a step without it.
 fn ranks(option: Option<&str>, method: &str, honour: bool) -> Ran {
     ranks_through(option, "", method, honour)
@@ -260,7 +260,7 @@ fn rotate_moves_six_of_eight_ranks_off_the_plugins_gpu() {
 
 #[test]
 fn honouring_the_flag_keeps_every_rank_on_its_gpu_under_rotate() {
-    // The README's few lines: with DESI_GPU_MAPPED=1 skip the selection and
+    // The user guide's few lines: with DESI_GPU_MAPPED=1 skip the selection and
     // use device 0, the task's own GPU under either visible mode.
     let _c = setup("required", &["visible=rotate"]);
     for method in ["round-robin", "contiguous"] {

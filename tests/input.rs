@@ -131,7 +131,7 @@ fn help_from_the_environment_ignores_the_programs_arguments() {
     let before = job_count();
     // A word of the program (or the batch script) that looks like the
     // option is not the command-line form: the environment's help is
-    // refused, as the README promises, and nothing runs.
+    // refused, as desi_gpu_map(8) says, and nothing runs.
     let script = format!("{}/help-args.sh", state_dir());
     std::fs::write(&script, "#!/bin/bash\ntrue\n").expect("script");
     for job in [

@@ -88,7 +88,7 @@ fn slurm_gpu_variables(ntasks: &str, extra: &str) -> Vec<String> {
 
 #[test]
 fn what_slurm_sets_for_a_gpu_step_by_series() {
-    // The README's notes on the series, measured on Debian's 22.05.8,
+    // docs/slurm-series.md's table, measured on Debian's 22.05.8,
     // 24.11.5 and 26.05.5. Where a change lies between two of those, the
     // series named is the one Slurm built from source showed (issue 9).
     let _c = setup("required", &[]);

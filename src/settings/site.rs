@@ -153,9 +153,9 @@ pub use crate::env::DEFAULT_FLAG;
 pub const DEFAULT_NVML_TIMEOUT_S: u64 = 10;
 pub const NVML_TIMEOUT_RANGE_S: std::ops::RangeInclusive<u64> = 1..=30;
 
-/// One plugstack argument, declared once: messages, the README, the man
-/// page and the packaging's texts are checked against this table
-/// (`tests/names.rs`).
+/// One plugstack argument, declared once: messages, the man page and the
+/// packaging's texts (`packaging/README.md`'s table among them) are checked
+/// against this table (`tests/names.rs`).
 pub struct Key {
     pub name: &'static str,
     /// What follows `name=` in messages (`None`: a word without a value).

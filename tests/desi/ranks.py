@@ -10,8 +10,8 @@ tests/desi/stand-ins for cupy and numba.cuda, and prints one row:
 
 `selected` is the device index desispec passed to cupy.cuda.Device(i).use(),
 `physical` the entry of CUDA_VISIBLE_DEVICES it names, `flag`
-DESI_GPU_MAPPED (`unset`). With `honour`, the rank does what the README
-tells applications to do: where DESI_GPU_MAPPED=1 it skips its own
+DESI_GPU_MAPPED (`unset`). With `honour`, the rank does what the user guide
+(docs/user-guide.md) tells applications to do: where DESI_GPU_MAPPED=1 it skips its own
 selection and uses device 0. Exits non-zero where MPI did not start the
 step's ranks as one world (a rank alone, or the wrong rank or size).
 """

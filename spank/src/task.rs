@@ -135,7 +135,7 @@ fn apply_outcome(spank: &SpankHandle, outcome: &TaskOutcome, node: &str) {
 /// The node's name as Slurm knows it.
 fn node_name(spank: &SpankHandle) -> String {
     spank
-        .getenv_lossy("SLURMD_NODENAME")
+        .getenv_lossy(env::NODE_NAME)
         .ok()
         .flatten()
         .unwrap_or_else(|| "?".to_string())

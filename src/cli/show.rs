@@ -24,9 +24,9 @@ pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
     let vendor = choose(args.vendor, &HostFiles, &args.root).vendor;
     let own = crate::host::cpus::allowed("self");
     let facts = [
-        ("node", var("SLURMD_NODENAME")),
-        ("rank", var("SLURM_PROCID")),
-        ("local_id", var("SLURM_LOCALID")),
+        ("node", var(env::NODE_NAME)),
+        ("rank", var(env::RANK)),
+        ("local_id", var(env::LOCAL_ID)),
         ("flag", var(&args.flag)),
         ("method", var(env::METHOD)),
         ("node_gpus", var(env::NODE_GPUS)),

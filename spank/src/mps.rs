@@ -3,7 +3,7 @@
 //! user ([`JobUser`]) and stops it when the node's last task has exited.
 
 use desi_gpu_map::host::daemon::{self, Running};
-use desi_gpu_map::host::run::Launcher;
+use desi_gpu_map::host::run::Runner;
 use desi_gpu_map::mps::Daemon;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -68,7 +68,7 @@ struct JobUser {
     groups: Vec<libc::gid_t>,
 }
 
-impl Launcher for JobUser {
+impl Runner for JobUser {
     fn prepare(&self, cmd: &mut Command) {
         let (uid, gid, groups) = (self.uid, self.gid, self.groups.clone());
         let hook = move || -> std::io::Result<()> {

@@ -1,15 +1,15 @@
 //! A step's CUDA MPS control daemon, from start to stop, as the core
 //! planned it ([`Daemon`]): one implementation that both front ends drive
-//! through their [`Launcher`] (the plugin's runs everything as the job's
+//! through their [`Runner`] (the plugin's runs everything as the job's
 //! user, from slurmstepd). The private directories are made and removed
 //! by `mkdir` and `rm` children, so that they belong to whoever the
-//! launcher runs as. A process is signalled only after its uid,
+//! runner runs as. A process is signalled only after its uid,
 //! executable and start time show it is the daemon started here (or that
 //! daemon's server).
 
 use crate::env;
 use crate::host::process::{children_named, identity, signal_if, Identity};
-use crate::host::run::{kill_group, run, spawn, tool, Launcher, MAX_OUTPUT, POLL};
+use crate::host::run::{kill_group, run, spawn, tool, Runner, MAX_OUTPUT, POLL};
 use crate::mps::Daemon;
 use crate::text::quote;
 use rustix::process::Signal;
@@ -53,8 +53,8 @@ pub fn random_token() -> u64 {
 /// Makes the step's directories, starts the daemon, and waits until it
 /// answers on its pipe, all within the daemon's timeout. On failure
 /// nothing is left (the removal has a timeout of its own).
-pub fn start(planned: &Daemon, launcher: &dyn Launcher) -> Result<Running, String> {
-    start_in(make(planned, launcher)?, launcher)
+pub fn start(planned: &Daemon, runner: &dyn Runner) -> Result<Running, String> {
+    start_in(make(planned, runner)?, runner)
 }
 
 /// The step's own directory, made ([`make`]) and not yet used.
@@ -74,9 +74,9 @@ impl Made {
 }
 
 /// Makes the step's own directory (mode 0700) under a name nobody had.
-pub fn make(planned: &Daemon, launcher: &dyn Launcher) -> Result<Made, String> {
+pub fn make(planned: &Daemon, runner: &dyn Runner) -> Result<Made, String> {
     let deadline = Instant::now() + planned.timeout;
-    let (daemon, taken) = make_dir(planned, launcher, deadline)?;
+    let (daemon, taken) = make_dir(planned, runner, deadline)?;
     Ok(Made {
         daemon,
         taken,
@@ -87,7 +87,7 @@ pub fn make(planned: &Daemon, launcher: &dyn Launcher) -> Result<Made, String> {
 /// Makes the pipe and log directories in `made`, starts the daemon, and
 /// waits until it answers, within what is left of the timeout. On failure
 /// the directory is removed.
-pub fn start_in(made: Made, launcher: &dyn Launcher) -> Result<Running, String> {
+pub fn start_in(made: Made, runner: &dyn Runner) -> Result<Running, String> {
     let Made {
         daemon,
         taken,
@@ -97,18 +97,18 @@ pub fn start_in(made: Made, launcher: &dyn Launcher) -> Result<Running, String> 
     mkdir
         .args(["-m", "0700", "--"])
         .args([&daemon.pipe(), &daemon.log()]);
-    let started = tool(mkdir, launcher, deadline)
+    let started = tool(mkdir, runner, deadline)
         .map_err(|why| {
             format!(
                 "cannot make the MPS directories in {}: {why}",
                 daemon.dir().display()
             )
         })
-        .and_then(|()| spawn_daemon(&daemon, launcher))
-        .and_then(|child| until_it_answers(child, &daemon, launcher, deadline))
+        .and_then(|()| spawn_daemon(&daemon, runner))
+        .and_then(|child| until_it_answers(child, &daemon, runner, deadline))
         .map(|running| Running { taken, ..running });
     if started.is_err() {
-        let _ = remove_dirs(&daemon, launcher);
+        let _ = remove_dirs(&daemon, runner);
     }
     started
 }
@@ -127,12 +127,12 @@ impl Running {
     /// The step ended on this node: `quit` and a wait within the timeout,
     /// then SIGKILL to what is left of the daemon and its servers, and the
     /// directories go. Returns what went wrong, for the front end's log.
-    pub fn stop(mut self, launcher: &dyn Launcher) -> Vec<String> {
+    pub fn stop(mut self, runner: &dyn Runner) -> Vec<String> {
         let mut said = Vec::new();
         let deadline = Instant::now() + self.daemon.timeout;
         let pid = self.child.id();
         let servers = self.servers();
-        if let Err(why) = ask(&self.daemon, launcher, "quit", deadline) {
+        if let Err(why) = ask(&self.daemon, runner, "quit", deadline) {
             said.push(format!("MPS daemon {pid}: quit: {why}"));
         }
         if !self.wait_until(deadline) {
@@ -148,7 +148,7 @@ impl Running {
                 said.push(format!("MPS server {server} outlived its daemon: killed"));
             }
         }
-        if let Err(why) = remove_dirs(&self.daemon, launcher) {
+        if let Err(why) = remove_dirs(&self.daemon, runner) {
             said.push(why);
         }
         said
@@ -164,7 +164,7 @@ impl Running {
     /// under proctrack/cgroup, Slurm kills the step's remaining processes
     /// about 0.3 ms after its last task exits (measured on 22.05), and
     /// exec's keeper with them. So the directories go first, by this
-    /// process's own calls (only for a launcher that runs as this process:
+    /// process's own calls (only for a runner that runs as this process:
     /// exec's keeper, the user itself), then the daemon and its servers are
     /// killed: its socket is gone with its directory, so no `quit` can
     /// reach it, and it has no client left. What went wrong, as for `stop`.
@@ -210,14 +210,14 @@ impl Running {
 /// inside a directory this step did not just make.
 fn make_dir(
     planned: &Daemon,
-    launcher: &dyn Launcher,
+    runner: &dyn Runner,
     deadline: Instant,
 ) -> Result<(Daemon, Vec<PathBuf>), String> {
     let (mut daemon, mut taken) = (planned.clone(), Vec::new());
     for _ in 0..NAME_TRIES {
         let mut mkdir = Command::new("/bin/mkdir");
         mkdir.args(["-m", "0700", "--"]).arg(daemon.dir());
-        match tool(mkdir, launcher, deadline) {
+        match tool(mkdir, runner, deadline) {
             Ok(()) => return Ok((daemon, taken)),
             Err(_) if daemon.dir().symlink_metadata().is_ok() => {
                 taken.push(daemon.dir());
@@ -238,10 +238,10 @@ fn make_dir(
 }
 
 /// `rm -rf DIR` within the daemon's timeout.
-fn remove_dirs(d: &Daemon, launcher: &dyn Launcher) -> Result<(), String> {
+fn remove_dirs(d: &Daemon, runner: &dyn Runner) -> Result<(), String> {
     let mut rm = Command::new("/bin/rm");
     rm.args(["-rf", "--one-file-system", "--"]).arg(d.dir());
-    tool(rm, launcher, Instant::now() + d.timeout).map_err(|why| {
+    tool(rm, runner, Instant::now() + d.timeout).map_err(|why| {
         format!(
             "cannot remove the MPS directory {}: {why}",
             d.dir().display()
@@ -251,7 +251,7 @@ fn remove_dirs(d: &Daemon, launcher: &dyn Launcher) -> Result<(), String> {
 
 /// The daemon in the foreground (`-f`), with only MPS's variables, its
 /// output in `control.log` in the log directory.
-fn spawn_daemon(d: &Daemon, launcher: &dyn Launcher) -> Result<Child, String> {
+fn spawn_daemon(d: &Daemon, runner: &dyn Runner) -> Result<Child, String> {
     let log = fs::OpenOptions::new()
         .append(true)
         .create_new(true)
@@ -269,7 +269,7 @@ fn spawn_daemon(d: &Daemon, launcher: &dyn Launcher) -> Result<Child, String> {
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(err);
-    spawn(cmd, launcher).map_err(|e| format!("cannot start {}: {e}", d.control.display()))
+    spawn(cmd, runner).map_err(|e| format!("cannot start {}: {e}", d.control.display()))
 }
 
 /// `O_NOFOLLOW`, for `custom_flags`: a log the user replaced by a link is
@@ -283,10 +283,10 @@ fn no_follow() -> i32 {
 fn until_it_answers(
     mut child: Child,
     daemon: &Daemon,
-    launcher: &dyn Launcher,
+    runner: &dyn Runner,
     deadline: Instant,
 ) -> Result<Running, String> {
-    match answers(&mut child, daemon, launcher, deadline) {
+    match answers(&mut child, daemon, runner, deadline) {
         Ok(identity) => Ok(Running {
             child,
             identity,
@@ -308,7 +308,7 @@ fn until_it_answers(
 fn answers(
     child: &mut Child,
     daemon: &Daemon,
-    launcher: &dyn Launcher,
+    runner: &dyn Runner,
     deadline: Instant,
 ) -> Result<Identity, String> {
     let control = daemon.control.display().to_string();
@@ -321,7 +321,7 @@ fn answers(
             ));
         }
         if daemon.pipe().join("control").exists() {
-            match ask(daemon, launcher, READY_QUESTION, deadline) {
+            match ask(daemon, runner, READY_QUESTION, deadline) {
                 Ok(answer) if answer.trim().parse::<f64>().is_ok() => {
                     return identity(child.id()).ok_or_else(|| "the MPS daemon vanished".into());
                 }
@@ -347,13 +347,13 @@ fn answers(
 /// Sends one command to the daemon through its pipe; its answer.
 fn ask(
     d: &Daemon,
-    launcher: &dyn Launcher,
+    runner: &dyn Runner,
     command: &str,
     deadline: Instant,
 ) -> Result<String, String> {
     let mut cmd = Command::new(&d.control);
     cmd.env_clear().envs(d.env());
-    let ran = run(cmd, launcher, &format!("{command}\n"), deadline)?;
+    let ran = run(cmd, runner, &format!("{command}\n"), deadline)?;
     match ran.status.success() {
         true => Ok(ran.out),
         false => Err(format!("{}: {}", ran.status, ran.err.trim())),

@@ -1,5 +1,5 @@
 //! Running a short program for a front end, with a deadline: as whom it
-//! runs, and what it may inherit, is the front end's [`Launcher`] (the
+//! runs, and what it may inherit, is the front end's [`Runner`] (the
 //! plugin's runs it as the job's user, holding none of slurmstepd's
 //! descriptors). Each child leads its own process group, so that what it
 //! leaves behind goes with it when it is killed.
@@ -16,17 +16,19 @@ pub const POLL: Duration = Duration::from_millis(2);
 /// The most read of a child's output.
 pub const MAX_OUTPUT: usize = 4096;
 
-/// Who a front end's children run as. `prepare` is called on every
-/// command before it is spawned; it may set the user, the groups and what
-/// is closed at exec, and must leave the process group as it finds it.
-pub trait Launcher {
+/// How a front end runs its children: as whom, and holding what (not an
+/// MPI launcher, which is [`crate::launch::Launcher`]). `prepare` is called
+/// on every command before it is spawned; it may set the user, the groups
+/// and what is closed at exec, and must leave the process group as it
+/// finds it.
+pub trait Runner {
     fn prepare(&self, cmd: &mut Command);
 }
 
 /// A child that runs as this process does.
 pub struct AsThisProcess;
 
-impl Launcher for AsThisProcess {
+impl Runner for AsThisProcess {
     fn prepare(&self, _cmd: &mut Command) {}
 }
 
@@ -38,9 +40,9 @@ pub struct Ran {
     pub err: String,
 }
 
-/// Spawns `cmd` through `launcher`, leading its own process group.
-pub fn spawn(mut cmd: Command, launcher: &dyn Launcher) -> std::io::Result<Child> {
-    launcher.prepare(&mut cmd);
+/// Spawns `cmd` through `runner`, leading its own process group.
+pub fn spawn(mut cmd: Command, runner: &dyn Runner) -> std::io::Result<Child> {
+    runner.prepare(&mut cmd);
     cmd.process_group(0);
     cmd.spawn()
 }
@@ -49,14 +51,14 @@ pub fn spawn(mut cmd: Command, launcher: &dyn Launcher) -> std::io::Result<Child
 /// `deadline`.
 pub fn run(
     mut cmd: Command,
-    launcher: &dyn Launcher,
+    runner: &dyn Runner,
     input: &str,
     deadline: Instant,
 ) -> Result<Ran, String> {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = spawn(cmd, launcher).map_err(|e| e.to_string())?;
+    let mut child = spawn(cmd, runner).map_err(|e| e.to_string())?;
     if let Some(mut stdin) = child.stdin.take() {
         let _ = stdin.write_all(input.as_bytes());
     }
@@ -73,9 +75,9 @@ pub fn run(
 
 /// Runs a tool (`mkdir`, `rm`) with an empty environment; its error
 /// output if it fails.
-pub fn tool(mut cmd: Command, launcher: &dyn Launcher, deadline: Instant) -> Result<(), String> {
+pub fn tool(mut cmd: Command, runner: &dyn Runner, deadline: Instant) -> Result<(), String> {
     cmd.env_clear();
-    let ran = run(cmd, launcher, "", deadline)?;
+    let ran = run(cmd, runner, "", deadline)?;
     match ran.status.success() {
         true => Ok(()),
         false => Err(ran.err.trim().to_string()),
@@ -143,7 +145,7 @@ mod tests {
     }
 
     struct Marked;
-    impl Launcher for Marked {
+    impl Runner for Marked {
         fn prepare(&self, cmd: &mut Command) {
             cmd.env("PREPARED", "yes");
         }

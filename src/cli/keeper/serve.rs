@@ -8,7 +8,7 @@ use crate::cli::args::KeeperArgs;
 use crate::host::cpus;
 use crate::host::daemon;
 use crate::host::process::{children_of, descends_from, pidfd};
-use crate::host::run::{Launcher, POLL};
+use crate::host::run::{Runner, POLL};
 use crate::mps::Daemon;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::net::sockopt::socket_peercred;
@@ -115,7 +115,7 @@ fn on_the_steps_cpus(stepd: Option<u32>) {
 /// keeper killed by pid takes its daemon along).
 struct Tied(fn(&mut Command));
 
-impl Launcher for Tied {
+impl Runner for Tied {
     fn prepare(&self, cmd: &mut Command) {
         (self.0)(cmd);
     }

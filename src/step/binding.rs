@@ -68,6 +68,8 @@ pub(super) fn slurm_bound_task(map: &StepMap, task: &TaskInputs) -> Option<Strin
 
 #[cfg(test)]
 mod tests {
+    use crate::settings::option::{Choice, Request};
+    use crate::settings::site::Config;
     use crate::step::testing::*;
     use crate::step::*;
 

@@ -1,8 +1,9 @@
 //! Where a `closest` step's GPUs sit: read once per step per node, from
 //! the kernel's files or NVML, and turned into each GPU's local CPUs.
 
+use super::map::GpuCpus;
+use super::node::{Node, NvmlAsk};
 use super::source::StepGpus;
-use super::{GpuCpus, Node, NvmlAsk};
 use crate::error::Error;
 use crate::method::closest::Fallback;
 use crate::method::Method;
@@ -113,5 +114,75 @@ pub fn locate(gpus: &[String], topology: Result<&Topology, String>) -> GpuCpus {
             Err(why) => GpuCpus::Fallback(why),
         },
         Err(why) => GpuCpus::Fallback(Fallback::Unreadable(why)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::Error;
+    use crate::method::Method;
+    use crate::settings::option::Choice;
+    use crate::settings::site::parse_args;
+    use crate::step::testing::*;
+    use crate::step::{locate, source};
+
+    #[test]
+    fn closest_locates_through_the_kernel_then_nvml() {
+        let lines = || -> Result<Vec<String>, Error> {
+            Ok(vec![
+                "GPU-a 00000000:01:00.0 0 1".to_string(),
+                "GPU-b 00000000:02:00.0 1 0".to_string(),
+            ])
+        };
+        let no_files = parse_args(&["kernel_root=/nonexistent"]).unwrap();
+        let (p, _) = plan_with(
+            &no_files,
+            Choice::Map(Method::Closest),
+            &[
+                ("CUDA_VISIBLE_DEVICES", "0,1"),
+                ("SLURM_STEP_GPUS", "0,1"),
+                ("SLURM_GPUS_ON_NODE", "2"),
+            ],
+            Ok(vec![]),
+        );
+        let map = mapped(p);
+        let step = source::StepGpus {
+            gpus: map.gpus.clone(),
+            listed: map.listed.clone(),
+        };
+        let nvidia = map.rendering.vendor;
+        let node = |nvml| FakeNode {
+            places: None,
+            ..FakeNode::new(&[], nvml)
+        };
+        let asked = node(lines());
+        let t = locate::step_topology(&asked, &no_files, &step, nvidia, None).unwrap();
+        assert_eq!(t.gpus[1].cpus.as_ref().unwrap().to_string(), "0");
+        assert_eq!(
+            asked.calls.get(),
+            1,
+            "NVML asked once, after the kernel files failed"
+        );
+        let off = parse_args(&["kernel_root=/nonexistent", "nvml=off"]).unwrap();
+        let err = locate::step_topology(&node(lines()), &off, &step, nvidia, None).unwrap_err();
+        assert!(
+            err.starts_with("/nonexistent/proc/driver/nvidia/gpus"),
+            "{err}"
+        );
+        let err = locate::step_topology(&node(Err(Error::NvmlOff)), &no_files, &step, nvidia, None)
+            .unwrap_err();
+        assert!(
+            err.ends_with("; NVML: NVML discovery is off (nvml=off)"),
+            "{err}"
+        );
+        // AMD and Intel GPUs: their render nodes only, never NVML.
+        let amd = crate::runtime::Vendor::Amd;
+        let never = node(lines());
+        let err = locate::step_topology(&never, &no_files, &step, amd, None).unwrap_err();
+        assert_eq!(
+            err,
+            "/nonexistent/sys/class/drm: No such file or directory (os error 2)"
+        );
+        assert_eq!(never.calls.get(), 0);
     }
 }

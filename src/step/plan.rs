@@ -2,14 +2,16 @@
 //! step's record (its list, how the lists are written, where its GPUs sit,
 //! MPS) is decided first, and the record is built once.
 
+use super::aside::Aside;
 use super::binding::slurm_binds_per_task;
+use super::decision::StepPlan;
 use super::given::from_given;
+use super::ids::{is_special_step, step_tag};
 use super::locate::{discover, gpu_cpus, uuids_of_places};
+use super::map::{placing, GpuCpus, StepMap};
+use super::node::{Node, NvmlAsk};
+use super::resolve::{resolve, Resolved};
 use super::source::{from_nvml, from_slurm, other_lists, Listed, Missing, StepGpus};
-use super::{
-    is_special_step, placing, resolve, step_tag, Aside, GpuCpus, Node, NvmlAsk, Resolved, StepMap,
-    StepPlan,
-};
 use crate::env;
 use crate::error::Error;
 use crate::method::Method;
@@ -287,4 +289,163 @@ fn plan_mps(
     };
     let inherited = crate::mps::inherited(&asks);
     (crate::mps::decide(&input, &inherited, &asks), inherited)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::site::parse_args;
+    use crate::step::testing::*;
+    use crate::step::*;
+
+    #[test]
+    fn off_steps_only_lose_stale_flags_and_special_steps_are_untouched() {
+        let config = Config::default();
+        let (p, calls) = plan_with(&config, Choice::Off, &SLURM_4, Ok(vec![]));
+        let u = quiet(p);
+        assert_eq!(
+            u.clear,
+            [
+                "DESI_GPU_MAPPED",
+                "DESI_GPU_MAP_METHOD",
+                "DESI_GPU_MAP_NODE_GPUS",
+                "DESI_GPU_MAP_STEP",
+                "DESI_GPU_MAP_MPS",
+                "DESI_GPU_MAP_MPS_HOST"
+            ]
+        );
+        assert_eq!(calls, 0);
+        let (p, _) = plan_req(&config, None, &SLURM_4, Ok(vec![]));
+        quiet(p);
+        let custom = parse_args(&["flag=MY_FLAG"]).unwrap();
+        let (p, _) = plan_req(&custom, None, &[], Ok(vec![]));
+        assert_eq!(quiet(p).clear[0], "MY_FLAG");
+        assert_eq!(special_step_name(0xffff_fffb), Some("the batch step"));
+        assert_eq!(
+            special_step_name(0xffff_fff0),
+            Some("a step Slurm reserves")
+        );
+        assert_eq!(special_step_name(0xffff_ffef), None);
+        for step_id in [0xffff_fffa, 0xffff_fffb, 0xffff_fffc] {
+            let c = Some(asking(Choice::Map(Method::Contiguous)));
+            let (p, _) = plan_step_id(step_id, &config, c, &SLURM_4, Ok(vec![]));
+            assert_eq!(p, StepPlan::Untouched, "step {step_id:#x}");
+            let out = task_outcome(&p, &task(0, 1, Some("0,1,2,3")));
+            assert_eq!(out, TaskOutcome::default());
+        }
+    }
+
+    #[test]
+    fn unreadable_facts_stand_aside_with_the_reason() {
+        let node = FakeNode::new(&SLURM_4, Ok(vec![]));
+        let bad_config = parse_args(&["x"]);
+        let bad_request = Err(crate::settings::option::bad_option("y"));
+        let config = Ok(Config::default());
+        let cases: [(StepFacts, Aside); 4] = [
+            (
+                StepFacts {
+                    step_id: Err("no id".to_string()),
+                    config: Some(&config),
+                    request: None,
+                    mps: None,
+                },
+                Aside::UnreadableStepId("no id".to_string()),
+            ),
+            (
+                StepFacts {
+                    step_id: Ok(1),
+                    config: Some(&bad_config),
+                    request: None,
+                    mps: None,
+                },
+                Aside::Misconfigured(bad_config.clone().unwrap_err()),
+            ),
+            (
+                StepFacts {
+                    step_id: Ok(1),
+                    config: None,
+                    request: None,
+                    mps: None,
+                },
+                Aside::NotInitialised,
+            ),
+            (
+                StepFacts {
+                    step_id: Ok(1),
+                    config: Some(&config),
+                    request: Some(&bad_request),
+                    mps: None,
+                },
+                Aside::BadRequest(bad_request.clone().unwrap_err()),
+            ),
+        ];
+        for (facts, want) in cases {
+            let why = aside(plan_step(&facts, &node));
+            assert_eq!(why, want);
+        }
+    }
+
+    /// Slurm 26.05's `Flags=env_uuid` lists, beside SLURM_STEP_GPUS's
+    /// indices: Slurm's once NVML's places confirm them (one load, whose
+    /// places `closest` would reuse); else, as any list the user could
+    /// have exported, NVML's own list from that same load decides.
+    #[test]
+    fn slurms_uuid_lists_are_slurms_where_nvml_confirms_them() {
+        let places = Ok((0..4)
+            .map(|i| format!("GPU-u{i} 00000000:0{}:00.0 {i} -", i + 1))
+            .collect::<Vec<_>>());
+        let config = Config::default();
+        let step_with = |cuda: &str, step: &str, nvml| {
+            let pairs = [
+                ("CUDA_VISIBLE_DEVICES", cuda),
+                ("SLURM_STEP_GPUS", step),
+                ("SLURM_GPUS_ON_NODE", "2"),
+            ];
+            plan_with(&config, Choice::Map(Method::Contiguous), &pairs, nvml)
+        };
+        let step = |cuda: &str, step: &str| step_with(cuda, step, places.clone());
+        let (p, calls) = step("GPU-u3,GPU-u2", "2,3");
+        let map = mapped(p);
+        assert_eq!(
+            (map.gpus.clone(), calls),
+            (vec!["GPU-u3".to_string(), "GPU-u2".into()], 1)
+        );
+        assert!(map.listed.is_slurms());
+        // UUIDs of GPUs Slurm did not grant: not Slurm's; NVML lists four
+        // where Slurm counts two, so nothing maps.
+        let (p, calls) = step("GPU-u0,GPU-u1", "2,3");
+        assert_eq!(calls, 1);
+        assert!(matches!(
+            aside(p),
+            Aside::Missing(WhyNoList::NvmlCountMismatch { found: 4, count: 2 })
+        ));
+        // Where NVIDIA's driver files name each GPU's UUID, they confirm
+        // the list: NVML is not loaded.
+        let mut node = FakeNode::new(
+            &[
+                ("CUDA_VISIBLE_DEVICES", "GPU-u3,GPU-u2"),
+                ("SLURM_STEP_GPUS", "2,3"),
+                ("SLURM_GPUS_ON_NODE", "2"),
+            ],
+            places.clone(),
+        );
+        for i in 0..4 {
+            let info = format!("GPU UUID: GPU-u{i}\nDevice Minor: {i}\n");
+            let path = format!("/proc/driver/nvidia/gpus/0000:0{}:00.0/information", i + 1);
+            node.files.texts.insert(path.into(), info);
+        }
+        let request = Some(asking(Choice::Map(Method::Contiguous)));
+        let map = mapped(plan_on(&node, 0, &config, request));
+        assert_eq!((map.gpus.len(), node.calls.get()), (2, 0));
+        assert!(map.listed.is_slurms());
+        // A call of the places load that fails after NVML started (the CPU
+        // affinity) cannot confirm the list; NVML is asked for the UUIDs
+        // alone, as for any step, before the step stands aside.
+        let call = Err(Error::Discovery {
+            kind: crate::error::NvmlFailure::Call,
+            why: "nvmlDeviceGetCpuAffinity failed".into(),
+        });
+        let (_, calls) = step_with("GPU-u3,GPU-u2", "2,3", call);
+        assert_eq!(calls, 2);
+    }
 }

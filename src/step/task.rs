@@ -1,8 +1,10 @@
 //! What each task of a step gets: its GPU, what stays visible, and the
 //! variables written into its environment, or why it is left alone.
 
+use super::aside::{stale_names, Aside, Unmapped};
 use super::binding::slurm_bound_task;
-use super::{stale_names, Aside, GpuCpus, StepMap, StepPlan, Unmapped};
+use super::decision::StepPlan;
+use super::map::{GpuCpus, StepMap};
 use crate::cpuset::CpuSet;
 use crate::env;
 use crate::error::Error;

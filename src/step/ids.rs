@@ -1,0 +1,59 @@
+//! Step ids: the ones Slurm reserves (never mapped) and their names, how
+//! `SLURM_STEP_ID` is read, and the tag mapped tasks carry.
+
+use super::node::Node;
+use crate::env;
+
+/// Step ids of the batch (0xfffffffb), extern (0xfffffffc) and interactive
+/// (0xfffffffa) steps, and Slurm's other reserved ids above them: never mapped.
+const FIRST_SPECIAL_STEP: u32 = 0xffff_fff0;
+
+pub fn is_special_step(step_id: u32) -> bool {
+    step_id >= FIRST_SPECIAL_STEP
+}
+
+/// A step id as Slurm writes it in `SLURM_STEP_ID`: unsigned, or (26.05
+/// writes the batch step's as `-5`) the same 32 bits signed.
+pub fn parse_step_id(value: &str) -> Option<u32> {
+    let value = value.trim();
+    value
+        .parse::<u32>()
+        .ok()
+        .or_else(|| value.parse::<i32>().ok().map(|id| id as u32))
+}
+
+/// What a special step is, in words: `the batch step`, and so on.
+pub fn special_step_name(step_id: u32) -> Option<&'static str> {
+    match step_id {
+        0xffff_fffa => Some("the interactive step"),
+        0xffff_fffb => Some("the batch step"),
+        0xffff_fffc => Some("the extern step"),
+        id if is_special_step(id) => Some("a step Slurm reserves"),
+        _ => None,
+    }
+}
+
+/// This step as mapped tasks record it in `DESI_GPU_MAP_STEP`:
+/// `JOBID.STEPID` (`None`: Slurm gave no job id).
+pub fn step_tag(node: &dyn Node, step_id: u32) -> Option<String> {
+    node.env(env::JOB_ID)
+        .map(|job| format!("{}.{step_id}", job.trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_ids_are_read_signed_or_unsigned() {
+        assert_eq!(parse_step_id("0"), Some(0));
+        assert_eq!(parse_step_id(" 4294967291"), Some(0xffff_fffb));
+        assert_eq!(parse_step_id("-5"), Some(0xffff_fffb));
+        assert_eq!(
+            special_step_name(parse_step_id("-6").unwrap()),
+            Some("the interactive step")
+        );
+        assert_eq!(parse_step_id("x"), None);
+        assert_eq!(parse_step_id("4294967296"), None);
+    }
+}

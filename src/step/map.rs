@@ -1,0 +1,90 @@
+//! A mapped step's record ([`StepMap`]): every part decided before it is
+//! built once, and what the tasks read from it.
+
+use super::source::Listed;
+use crate::cpuset::CpuSet;
+use crate::method::closest::Fallback;
+use crate::method::{Method, Visible};
+use crate::mps::{Daemon, Inherited, Mps};
+use crate::runtime::Rendering;
+
+/// A step whose tasks get mapped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepMap {
+    pub method: Method,
+    pub visible: Visible,
+    pub verbose: bool,
+    pub flag: String,
+    /// The step's GPUs on this node, in Slurm's (or NVML's) order.
+    pub gpus: Vec<String>,
+    /// Where `gpus` came from.
+    pub listed: Listed,
+    /// The other GPU lists Slurm set, each the same length as `gpus`.
+    pub others: Vec<(&'static str, Vec<String>)>,
+    /// Lists left alone, each with the reason, reported with `verbose`.
+    pub notes: Vec<String>,
+    /// How the lists are written for the node's GPU vendor.
+    pub rendering: Rendering,
+    /// Where the step's GPUs sit, for `closest`.
+    pub near: GpuCpus,
+    /// This step, `JOBID.STEPID` (`None`: Slurm gave no job id), exported
+    /// so that `desi-gpu-map exec` knows the plugin mapped it.
+    pub step: Option<String>,
+    /// CUDA MPS for the step on this node.
+    pub mps: Mps,
+    /// The MPS variables the step inherited (from a parent task, the site
+    /// or the user), which decide what its tasks keep.
+    pub mps_inherited: Inherited,
+}
+
+impl StepMap {
+    /// The method that places the tasks, as `DESI_GPU_MAP_METHOD` and the
+    /// `verbose` line name it: `contiguous` where a `closest` step fell
+    /// back (its first task on each node says why, naming both).
+    pub fn method_used(&self) -> Method {
+        placing(self.method, &self.near)
+    }
+
+    /// The tokens the tasks' lists carry, one per GPU of `gpus`: the GPUs'
+    /// UUIDs where an MPS daemon serving the tasks names them so (the MPS
+    /// server reads them whatever its own numbering), else `gpus`.
+    pub fn task_tokens(&self) -> &[String] {
+        self.mps.task_gpus().unwrap_or(&self.gpus)
+    }
+
+    /// `daemon` (the planned one, in the directory the front end could
+    /// make) answers: each task is its client.
+    pub fn mps_started(&mut self, daemon: Daemon) {
+        self.mps = Mps::Serving(Box::new(daemon));
+    }
+
+    /// The daemon could not be started: the step runs mapped without it,
+    /// saying so where the user asked for MPS or with `verbose`.
+    pub fn mps_failed(&mut self, why: String) {
+        let loud = match &self.mps {
+            Mps::Start(daemon) => daemon.asked,
+            _ => true,
+        };
+        self.mps = Mps::Without { why, loud };
+    }
+}
+
+/// The method that places a step planned with `method` whose GPUs sit as
+/// `near` says.
+pub(super) fn placing(method: Method, near: &GpuCpus) -> Method {
+    match (method, near) {
+        (Method::Closest, GpuCpus::Fallback(_)) => Method::Contiguous,
+        (method, _) => method,
+    }
+}
+
+/// The local CPUs of the step's GPUs, for `closest`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GpuCpus {
+    /// Another method: not needed.
+    Unused,
+    /// Each step GPU's local CPUs, in the step's order.
+    Located(Vec<CpuSet>),
+    /// Unknown: the step maps as `contiguous`, and its first task says why.
+    Fallback(Fallback),
+}

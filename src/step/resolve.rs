@@ -1,0 +1,73 @@
+//! What a step is asked for: the user's option over the site's default.
+
+use crate::settings::option::{Choice, Request};
+use crate::settings::site::Config;
+
+/// What the user and the site together ask of a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resolved {
+    pub choice: Choice,
+    pub verbose: bool,
+    /// The user gave the option (a method or `verbose`), not only the site
+    /// default: only then does a step without GPUs say so.
+    pub asked: bool,
+    /// The user asked for MPS (`mps`).
+    pub mps: bool,
+}
+
+/// The method and verbosity for a step: the user's option over the site's.
+pub fn resolve(request: Option<Request>, config: &Config) -> Resolved {
+    let (choice, verbose, asked, mps) = match request {
+        Some(Request::Use {
+            choice: Some(choice),
+            verbose,
+            mps,
+        }) => (
+            choice,
+            verbose || config.verbose,
+            choice != Choice::Off,
+            mps,
+        ),
+        Some(Request::Use {
+            choice: None,
+            verbose,
+            mps,
+        }) => (config.default, verbose || config.verbose, true, mps),
+        // Help never reaches a node: srun, sbatch and salloc exit on it.
+        Some(Request::Help) | None => (config.default, config.verbose, false, false),
+    };
+    Resolved {
+        choice,
+        verbose,
+        asked,
+        mps,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::method::Method;
+    use crate::settings::site::parse_args;
+    use crate::step::testing::*;
+
+    #[test]
+    fn resolve_prefers_the_user() {
+        let config = parse_args(&["default=roundrobin"]).unwrap();
+        let rr = Choice::Map(Method::RoundRobin);
+        let c = Choice::Map(Method::Contiguous);
+        let got = |request: Option<Request>| {
+            let r = resolve(request, &config);
+            (r.choice, r.verbose, r.asked)
+        };
+        assert_eq!(got(None), (rr, false, false));
+        assert_eq!(got(Some(asking(Choice::Off))), (Choice::Off, false, false));
+        let verbose = |choice| Request::Use {
+            choice,
+            verbose: true,
+            mps: false,
+        };
+        assert_eq!(got(Some(verbose(Some(c)))), (c, true, true));
+        assert_eq!(got(Some(verbose(None))), (rr, true, true));
+    }
+}

@@ -5,7 +5,8 @@
 //! Inside a folder, the files beside `mod.rs` form no ring either: a ring
 //! there is two files that are one concern. (`mod.rs` is the folder's face:
 //! its children use the folder's shared items and it calls them, as every
-//! Rust folder does, so it is left out of that check.)
+//! Rust folder does, so it is left out of that check.) ARCHITECTURE.md,
+//! the map of these layers and files, is checked against them here too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -88,6 +89,63 @@ fn modules_import_only_downwards_and_the_core_does_no_io() {
     problems.extend(ring(&files));
     problems.sort();
     assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
+}
+
+/// ARCHITECTURE.md is the map of the code: its layers section follows
+/// LAYERS, it names every `.rs` file under `src/` and `spank/src/` by its
+/// path from the repository root, and every `.rs` path it names exists.
+#[test]
+fn the_architecture_map_names_every_file_and_follows_the_layers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let path_char = |c: char| c.is_alphanumeric() || "_./-".contains(c);
+    let named: BTreeSet<&str> = doc
+        .split(|c: char| !path_char(c))
+        // A path that ends a sentence keeps its full stop.
+        .map(|word| word.trim_end_matches('.'))
+        // A bare `mod.rs` is any folder's; a path names one file.
+        .filter(|word| word.contains('/') && word.ends_with(".rs"))
+        .collect();
+    let (mut files, mut dirs) = (
+        BTreeSet::new(),
+        vec![root.join("src"), root.join("spank/src")],
+    );
+    while let Some(dir) = dirs.pop() {
+        for path in fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()) {
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.insert(path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let unnamed: Vec<&String> = files
+        .iter()
+        .filter(|f| !named.contains(f.as_str()))
+        .collect();
+    let dangling: Vec<&&str> = named.iter().filter(|n| !root.join(n).is_file()).collect();
+    assert!(
+        unnamed.is_empty() && dangling.is_empty(),
+        "ARCHITECTURE.md does not name {unnamed:?}, and names {dangling:?}, which do not exist"
+    );
+    // Where the layers section first names each layer's file or folder.
+    let layers = doc
+        .split("\n## ")
+        .find(|s| s.starts_with("The layers"))
+        .unwrap();
+    let at = |layer: &str| {
+        let forms = [format!("`src/{layer}.rs`"), format!("`src/{layer}/`")];
+        forms
+            .iter()
+            .filter_map(|form| layers.find(form.as_str()))
+            .min()
+    };
+    let places: Vec<Option<usize>> = LAYERS.iter().map(|layer| at(layer)).collect();
+    assert!(
+        places.iter().all(Option::is_some) && places.windows(2).all(|w| w[0] < w[1]),
+        "ARCHITECTURE.md's layers are not LAYERS, bottom first: {:?}",
+        LAYERS.iter().zip(&places).collect::<Vec<_>>()
+    );
 }
 
 /// The code of a file: comments and `#[cfg(test)]` items left out (a

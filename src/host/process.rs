@@ -70,11 +70,7 @@ pub fn identity(pid: u32) -> Option<Identity> {
 /// The children of `parent` that run `name` as `uid`, each with its
 /// identity.
 pub fn children_named(parent: u32, uid: u32, name: &str) -> Vec<(u32, Identity)> {
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+    pids()
         .filter(|&pid| stat_field(pid, 4) == Some(u64::from(parent)))
         .filter_map(|pid| Some((pid, identity(pid)?)))
         .filter(|(_, id)| id.uid == uid && is_named(&id.exe, name))
@@ -181,11 +177,7 @@ pub fn environ(pid: u32) -> Option<Vec<(String, String)>> {
 /// The command lines of `uid`'s processes (each as its arguments): the
 /// uid is the kernel's, which no other user can take.
 pub fn command_lines_of(uid: u32) -> Vec<Vec<String>> {
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+    pids()
         .filter(|&pid| identity(pid).is_some_and(|id| id.uid == uid))
         .filter_map(|pid| fs::read(format!("/proc/{pid}/cmdline")).ok())
         .map(|bytes| {
@@ -195,6 +187,14 @@ pub fn command_lines_of(uid: u32) -> Vec<Vec<String>> {
                 .collect()
         })
         .collect()
+}
+
+/// Every process `/proc` lists now (none where it cannot be read).
+fn pids() -> impl Iterator<Item = u32> {
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
 }
 
 /// `pid` is `ancestor` or below it.

@@ -87,9 +87,9 @@ install:
 		echo "note: $(SYSCONFDIR)/slurm/plugstack.conf does not include $(PLUGSTACK_DIR)/*.conf; add:"; \
 		echo "  include $(PLUGSTACK_DIR)/*.conf"; fi
 
-# Regenerates packaging/man/desi-gpu-map.1 from src/cli/args.rs (tests/manpage.rs).
+# Regenerates packaging/man/desi-gpu-map.1 from src/args.rs (src/manpage.rs).
 man:
-	UPDATE_MAN=1 $(CARGO) test --locked --test manpage
+	UPDATE_MAN=1 $(CARGO) test --locked --bin desi-gpu-map manpage
 
 package-deb:
 	bash packaging/deb/build-deb.sh

@@ -18,7 +18,7 @@
 
 mod common;
 use common::*;
-use desi_gpu_map::cpuset::CpuSet;
+use desi_gpu_map_core::cpuset::CpuSet;
 use std::path::PathBuf;
 use std::sync::{MutexGuard, OnceLock};
 

@@ -68,7 +68,7 @@ fn value_options_are_slurms() {
     // The help check skips option values by these lists (src/client_args.rs):
     // each option must want a value in this series, or be unknown to the
     // client; one that takes none would hide the program's first word.
-    use desi_gpu_map::settings::client_args::{value_options, Client};
+    use desi_gpu_map_core::settings::client_args::{value_options, Client};
     let _c = setup("required", &[]);
     // The client's stdin is empty (Command::output), as before.
     let answer = |cmd: &str, word: &str| client(cmd, "").arg(word).run().stderr();

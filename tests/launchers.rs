@@ -250,7 +250,7 @@ fn bad_launcher_variables_are_refused_and_nothing_runs() {
 fn the_readmes_launcher_table_is_the_cores() {
     let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/user-guide.md"))
         .expect("read docs/user-guide.md");
-    for l in &desi_gpu_map::launch::LAUNCHERS {
+    for l in &desi_gpu_map_core::launch::LAUNCHERS {
         let row = format!(
             "| {} | `{}` | `{}` | `{}` |",
             l.title, l.local_rank, l.local_size, l.example

@@ -6,10 +6,10 @@
 //! checked against those declarations here, so that a name added in code
 //! fails this test until every text that lists such names has it.
 
-use desi_gpu_map::names::names;
-use desi_gpu_map::runtime::Vendor;
-use desi_gpu_map::settings::option::Choice;
-use desi_gpu_map::settings::site::KEYS;
+use desi_gpu_map_core::names::names;
+use desi_gpu_map_core::runtime::Vendor;
+use desi_gpu_map_core::settings::option::Choice;
+use desi_gpu_map_core::settings::site::KEYS;
 use std::path::Path;
 
 fn read(path: &str) -> String {

@@ -1,11 +1,11 @@
 //! No parser panics, whatever it is fed; every error names the bad input.
 
-use desi_gpu_map::cpuset::CpuSet;
-use desi_gpu_map::settings::option::parse_option;
-use desi_gpu_map::settings::site::parse_args;
-use desi_gpu_map::slurm::cpu_bind::bind_list_cpus;
-use desi_gpu_map::slurm::gpus::parse_gpu_list;
-use desi_gpu_map::topology::Topology;
+use desi_gpu_map_core::cpuset::CpuSet;
+use desi_gpu_map_core::settings::option::parse_option;
+use desi_gpu_map_core::settings::site::parse_args;
+use desi_gpu_map_core::slurm::cpu_bind::bind_list_cpus;
+use desi_gpu_map_core::slurm::gpus::parse_gpu_list;
+use desi_gpu_map_core::topology::Topology;
 use proptest::prelude::*;
 
 proptest! {

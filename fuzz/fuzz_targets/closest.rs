@@ -3,10 +3,10 @@
 //! whatever they accept. Input: three parts split at the first two NUL
 //! bytes (topology, bind list, NVML lines).
 #![no_main]
-use desi_gpu_map::method::closest::closest_all;
-use desi_gpu_map::topology::near_cpus;
-use desi_gpu_map::slurm::cpu_bind::bind_list_cpus;
-use desi_gpu_map::topology::{from_nvml_lines, Topology};
+use desi_gpu_map_core::method::closest::closest_all;
+use desi_gpu_map_core::topology::near_cpus;
+use desi_gpu_map_core::slurm::cpu_bind::bind_list_cpus;
+use desi_gpu_map_core::topology::{from_nvml_lines, Topology};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,9 +2,9 @@
 //! on it at a deadline, so that slurmstepd is never held past it.
 //!
 //! The child runs the work, writes its answer to a pipe in the wire's
-//! encoding ([`desi_gpu_map::wire`], which `desi-gpu-map nvml-query`
+//! encoding ([`desi_gpu_map_core::wire`], which `desi-gpu-map nvml-query`
 //! speaks too) and `_exit`s. The parent reads the pipe with `poll` (and
-//! [`desi_gpu_map::host::child::drain`]) until the child closes it or the
+//! [`desi_gpu_map_host::child::drain`]) until the child closes it or the
 //! deadline passes, then SIGKILLs the child if needed and reaps it without
 //! ever blocking.
 //!
@@ -40,9 +40,9 @@
 //! first, it holds none of the step's pipes or sockets open, so the step's
 //! I/O ends normally.
 
-use desi_gpu_map::host::child::{drain, Pipe, REAP_GRACE};
-use desi_gpu_map::wire::{self, broken, MAX_ANSWER};
-use desi_gpu_map::Error;
+use desi_gpu_map_core::wire::{self, broken, MAX_ANSWER};
+use desi_gpu_map_core::Error;
+use desi_gpu_map_host::child::{drain, Pipe, REAP_GRACE};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 /// Runs `work` in a child process and returns its lines, or why there are
 /// none, within `timeout` (plus at most `REAP_GRACE` to reap a killed
 /// child): past it, [`Error::NvmlTimedOut`]; the work's own error keeps
-/// its kind ([`desi_gpu_map::error::NvmlFailure`]) across.
+/// its kind ([`desi_gpu_map_core::error::NvmlFailure`]) across.
 pub fn lines_within(
     timeout: Duration,
     work: impl FnOnce() -> Result<Vec<String>, Error>,
@@ -279,7 +279,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use desi_gpu_map::error::NvmlFailure;
+    use desi_gpu_map_core::error::NvmlFailure;
 
     fn lines(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()

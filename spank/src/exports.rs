@@ -63,7 +63,7 @@ mod tests {
         let name = super::plugin_name;
         assert_eq!(
             name.split_last(),
-            Some((&0, desi_gpu_map::settings::option::PLUGIN.as_bytes()))
+            Some((&0, desi_gpu_map_core::settings::option::PLUGIN.as_bytes()))
         );
     }
 }

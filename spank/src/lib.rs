@@ -34,15 +34,15 @@ mod mps;
 mod node;
 mod task;
 
-use desi_gpu_map::mps::Mps;
-use desi_gpu_map::names::Named;
-use desi_gpu_map::settings::client_args::Client;
-use desi_gpu_map::settings::option::{
+use desi_gpu_map_core::mps::Mps;
+use desi_gpu_map_core::names::Named;
+use desi_gpu_map_core::settings::client_args::Client;
+use desi_gpu_map_core::settings::option::{
     check_help_source, option_form, parse_option, usage, Request, ENV_FORM, OPTION,
 };
-use desi_gpu_map::settings::site::{check_request, parse_args, Config};
-use desi_gpu_map::step::StepPlan;
-use desi_gpu_map::Error;
+use desi_gpu_map_core::settings::site::{check_request, parse_args, Config};
+use desi_gpu_map_core::step::StepPlan;
+use desi_gpu_map_core::Error;
 use slurm_spank::{Context, Plugin, SpankHandle, SpankOption};
 use std::error::Error as StdError;
 use std::io::Write;

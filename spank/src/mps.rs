@@ -1,10 +1,10 @@
 //! The step's CUDA MPS daemon in slurmstepd: the lifecycle is the core's
-//! ([`desi_gpu_map::host::daemon`]); the plugin drives it as the job's
+//! ([`desi_gpu_map_host::mps::daemon`]); the plugin drives it as the job's
 //! user ([`JobUser`]) and stops it when the node's last task has exited.
 
-use desi_gpu_map::host::daemon::{self, Running};
-use desi_gpu_map::host::run::Runner;
-use desi_gpu_map::mps::Daemon;
+use desi_gpu_map_core::mps::Daemon;
+use desi_gpu_map_host::mps::daemon::{self, Running};
+use desi_gpu_map_host::run::Runner;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -144,7 +144,7 @@ mod tests {
             &format!("id -u; [ -e /proc/self/fd/{fd} ] && echo leaked || true"),
         ]);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        let ran = desi_gpu_map::host::run::run(sh, &user, "", deadline).unwrap();
+        let ran = desi_gpu_map_host::run::run(sh, &user, "", deadline).unwrap();
         assert_eq!(ran.out, format!("{}\n", user.uid));
     }
 }

@@ -3,14 +3,14 @@
 //! with a deadline. Also reads the plugstack arguments and the option value.
 
 use crate::deadline;
-use desi_gpu_map::files::Files;
-use desi_gpu_map::host::files::HostFiles;
-use desi_gpu_map::host::nvml;
-use desi_gpu_map::mps::MpsFacts;
-use desi_gpu_map::settings::option::Request;
-use desi_gpu_map::settings::site::Config;
-use desi_gpu_map::step::{plan_step, Node, NvmlAsk, StepFacts, StepPlan};
-use desi_gpu_map::Error;
+use desi_gpu_map_core::files::Files;
+use desi_gpu_map_core::mps::MpsFacts;
+use desi_gpu_map_core::settings::option::Request;
+use desi_gpu_map_core::settings::site::Config;
+use desi_gpu_map_core::step::{plan_step, Node, NvmlAsk, StepFacts, StepPlan};
+use desi_gpu_map_core::Error;
+use desi_gpu_map_host::files::HostFiles;
+use desi_gpu_map_host::nvml;
 use slurm_spank::{SpankError, SpankHandle};
 use std::time::Instant;
 
@@ -54,7 +54,7 @@ fn mps_facts(spank: &SpankHandle) -> Option<MpsFacts> {
         gid: spank.job_gid().ok()?,
         local_tasks: usize::try_from(spank.job_local_task_count().ok()?).ok()?,
         node_id: spank.job_nodeid().ok()?,
-        token: desi_gpu_map::host::daemon::random_token(),
+        token: desi_gpu_map_host::mps::daemon::random_token(),
     })
 }
 

@@ -1,8 +1,8 @@
 //! Applies a step's plan to one task, in `task_init`, just before it execs.
 
-use desi_gpu_map::cpuset::{CpuSet, MAX_CPUS};
-use desi_gpu_map::env;
-use desi_gpu_map::step::{
+use desi_gpu_map_core::cpuset::{CpuSet, MAX_CPUS};
+use desi_gpu_map_core::env;
+use desi_gpu_map_core::step::{
     carry_out, task_outcome, unreadable_task, StepPlan, TaskCpus, TaskInputs, TaskOutcome,
 };
 use slurm_spank::SpankHandle;

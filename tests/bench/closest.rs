@@ -7,11 +7,11 @@
 //! nothing. Run by tests/bench/plan.sh, or
 //! `cargo bench --locked --bench closest [ROUNDS] [TASKS]`.
 
-use desi_gpu_map::cli::preview_map;
-use desi_gpu_map::cpuset::CpuSet;
-use desi_gpu_map::method::{Method, Visible};
-use desi_gpu_map::step::{assign, TaskCpus, TaskInputs};
-use desi_gpu_map::topology::Topology;
+use desi_gpu_map_core::cpuset::CpuSet;
+use desi_gpu_map_core::method::{Method, Visible};
+use desi_gpu_map_core::preview::preview_map;
+use desi_gpu_map_core::step::{assign, TaskCpus, TaskInputs};
+use desi_gpu_map_core::topology::Topology;
 use std::hint::black_box;
 use std::time::Instant;
 

@@ -1,0 +1,477 @@
+//! A step's CUDA MPS control daemon, from start to stop, as the core
+//! planned it ([`Daemon`]): one implementation that both front ends drive
+//! through their [`Runner`] (the plugin's runs everything as the job's
+//! user, from slurmstepd). The private directories are made and removed
+//! by `mkdir` and `rm` children, so that they belong to whoever the
+//! runner runs as. A process is signalled only after its uid,
+//! executable and start time show it is the daemon started here (or that
+//! daemon's server).
+
+use crate::process::{children_named, identity, signal_if, Identity};
+use crate::run::{kill_group, run, spawn, tool, Runner, MAX_OUTPUT, POLL};
+use desi_gpu_map_core::env;
+use desi_gpu_map_core::mps::Daemon;
+use desi_gpu_map_core::text::quote;
+use rustix::process::Signal;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+/// How many random names the step's directory may try.
+const NAME_TRIES: usize = 8;
+/// The question whose numeric answer shows the daemon serves.
+const READY_QUESTION: &str = "get_default_active_thread_percentage";
+
+/// The step's daemon, once it answered: made only with its identity known.
+pub struct Running {
+    child: Child,
+    /// The daemon as `/proc` showed it when it answered.
+    identity: Identity,
+    daemon: Daemon,
+    /// Directories whose names were taken before this one's was made.
+    taken: Vec<PathBuf>,
+}
+
+/// A random number for a directory's name, from the kernel's generator
+/// (the clock and pid where it fails, which only makes a name likelier
+/// to be taken, and then another is drawn).
+pub fn random_token() -> u64 {
+    let mut bytes = [0u8; 8];
+    let flags = rustix::rand::GetRandomFlags::empty();
+    if rustix::rand::getrandom(&mut bytes, flags).ok() == Some(bytes.len()) {
+        return u64::from_ne_bytes(bytes);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    (now as u64) ^ (u64::from(std::process::id()) << 32)
+}
+
+/// Makes the step's directories, starts the daemon, and waits until it
+/// answers on its pipe, all within the daemon's timeout. On failure
+/// nothing is left (the removal has a timeout of its own).
+pub fn start(planned: &Daemon, runner: &dyn Runner) -> Result<Running, String> {
+    start_in(make(planned, runner)?, runner)
+}
+
+/// The step's own directory, made ([`make`]) and not yet used.
+pub struct Made {
+    daemon: Daemon,
+    /// Directories whose names were taken before this one's was made.
+    taken: Vec<PathBuf>,
+    /// When the daemon's timeout, counted from the directory's making, ends.
+    deadline: Instant,
+}
+
+impl Made {
+    /// The directory made: the daemon's.
+    pub fn dir(&self) -> PathBuf {
+        self.daemon.dir()
+    }
+}
+
+/// Makes the step's own directory (mode 0700) under a name nobody had.
+pub fn make(planned: &Daemon, runner: &dyn Runner) -> Result<Made, String> {
+    let deadline = Instant::now() + planned.timeout;
+    let (daemon, taken) = make_dir(planned, runner, deadline)?;
+    Ok(Made {
+        daemon,
+        taken,
+        deadline,
+    })
+}
+
+/// Makes the pipe and log directories in `made`, starts the daemon, and
+/// waits until it answers, within what is left of the timeout. On failure
+/// the directory is removed.
+pub fn start_in(made: Made, runner: &dyn Runner) -> Result<Running, String> {
+    let Made {
+        daemon,
+        taken,
+        deadline,
+    } = made;
+    let mut mkdir = Command::new("/bin/mkdir");
+    mkdir
+        .args(["-m", "0700", "--"])
+        .args([&daemon.pipe(), &daemon.log()]);
+    let started = tool(mkdir, runner, deadline)
+        .map_err(|why| {
+            format!(
+                "cannot make the MPS directories in {}: {why}",
+                daemon.dir().display()
+            )
+        })
+        .and_then(|()| spawn_daemon(&daemon, runner))
+        .and_then(|child| until_it_answers(child, &daemon, runner, deadline))
+        .map(|running| Running { taken, ..running });
+    if started.is_err() {
+        let _ = remove_dirs(&daemon, runner);
+    }
+    started
+}
+
+impl Running {
+    /// The daemon as it runs: in the directory that could be made.
+    pub fn daemon(&self) -> &Daemon {
+        &self.daemon
+    }
+
+    /// The directories whose names another had taken, for the log.
+    pub fn taken(&self) -> &[PathBuf] {
+        &self.taken
+    }
+
+    /// The step ended on this node: `quit` and a wait within the timeout,
+    /// then SIGKILL to what is left of the daemon and its servers, and the
+    /// directories go. Returns what went wrong, for the front end's log.
+    pub fn stop(mut self, runner: &dyn Runner) -> Vec<String> {
+        let mut said = Vec::new();
+        let deadline = Instant::now() + self.daemon.timeout;
+        let pid = self.child.id();
+        let servers = self.servers();
+        if let Err(why) = ask(&self.daemon, runner, "quit", deadline) {
+            said.push(format!("MPS daemon {pid}: quit: {why}"));
+        }
+        if !self.wait_until(deadline) {
+            if identity(pid).as_ref() == Some(&self.identity) {
+                kill_group(&self.child);
+                said.push(format!("MPS daemon {pid} did not quit in time: killed"));
+            }
+            self.wait_until(Instant::now() + POLL * 100);
+        }
+        // Servers the daemon left behind (it was killed, say).
+        for (server, identity) in servers {
+            if signal_if(server, &identity, Signal::KILL) {
+                said.push(format!("MPS server {server} outlived its daemon: killed"));
+            }
+        }
+        if let Err(why) = remove_dirs(&self.daemon, runner) {
+            said.push(why);
+        }
+        said
+    }
+
+    /// The daemon's pid: this process's child until [`Running::stop`] or
+    /// [`Running::end_now`] reaps it.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The step ends where what is left of it may be killed at any moment:
+    /// under proctrack/cgroup, Slurm kills the step's remaining processes
+    /// about 0.3 ms after its last task exits (measured on 22.05), and
+    /// exec's keeper with them. So the directories go first, by this
+    /// process's own calls (only for a runner that runs as this process:
+    /// exec's keeper, the user itself), then the daemon and its servers are
+    /// killed: its socket is gone with its directory, so no `quit` can
+    /// reach it, and it has no client left. What went wrong, as for `stop`.
+    pub fn end_now(mut self) -> Vec<String> {
+        let mut said = Vec::new();
+        // First, before anything that reads /proc.
+        if let Err(e) = fs::remove_dir_all(self.daemon.dir()) {
+            said.push(format!(
+                "cannot remove the MPS directory {}: {e}",
+                self.daemon.dir().display()
+            ));
+        }
+        let servers = self.servers();
+        kill_group(&self.child);
+        self.wait_until(Instant::now() + self.daemon.timeout);
+        for (server, identity) in servers {
+            signal_if(server, &identity, Signal::KILL);
+        }
+        said
+    }
+
+    /// The daemon's servers, while its pid is still the daemon's
+    /// (slurmstepd, which waits for any child, may have reaped a daemon
+    /// that died).
+    fn servers(&self) -> Vec<(u32, Identity)> {
+        let pid = self.child.id();
+        match identity(pid) {
+            Some(now) if now == self.identity => {
+                children_named(pid, self.daemon.uid, env::MPS_SERVER)
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn wait_until(&mut self, deadline: Instant) -> bool {
+        crate::child::wait_until(&mut self.child, deadline, POLL)
+    }
+}
+
+/// Makes the step's own directory under a name nobody had: `mkdir`
+/// fails where the name exists (a folder or link another user planted,
+/// say), and then another random name is tried. Nothing is ever made
+/// inside a directory this step did not just make.
+fn make_dir(
+    planned: &Daemon,
+    runner: &dyn Runner,
+    deadline: Instant,
+) -> Result<(Daemon, Vec<PathBuf>), String> {
+    let (mut daemon, mut taken) = (planned.clone(), Vec::new());
+    for _ in 0..NAME_TRIES {
+        let mut mkdir = Command::new("/bin/mkdir");
+        mkdir.args(["-m", "0700", "--"]).arg(daemon.dir());
+        match tool(mkdir, runner, deadline) {
+            Ok(()) => return Ok((daemon, taken)),
+            Err(_) if daemon.dir().symlink_metadata().is_ok() => {
+                taken.push(daemon.dir());
+                daemon = daemon.with_token(random_token());
+            }
+            Err(why) => {
+                return Err(format!(
+                    "cannot make the MPS directory {}: {why}",
+                    daemon.dir().display()
+                ))
+            }
+        }
+    }
+    Err(format!(
+        "cannot make an MPS directory in {}: {NAME_TRIES} random names were all taken",
+        daemon.base.display()
+    ))
+}
+
+/// `rm -rf DIR` within the daemon's timeout.
+fn remove_dirs(d: &Daemon, runner: &dyn Runner) -> Result<(), String> {
+    let mut rm = Command::new("/bin/rm");
+    rm.args(["-rf", "--one-file-system", "--"]).arg(d.dir());
+    tool(rm, runner, Instant::now() + d.timeout).map_err(|why| {
+        format!(
+            "cannot remove the MPS directory {}: {why}",
+            d.dir().display()
+        )
+    })
+}
+
+/// The daemon in the foreground (`-f`), with only MPS's variables, its
+/// output in `control.log` in the log directory.
+fn spawn_daemon(d: &Daemon, runner: &dyn Runner) -> Result<Child, String> {
+    let log = fs::OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(no_follow())
+        .open(d.log().join("control.log"))
+        .map_err(|e| format!("cannot open the MPS log in {}: {e}", d.log().display()))?;
+    let err = log
+        .try_clone()
+        .map_err(|e| format!("cannot open the MPS log: {e}"))?;
+    let mut cmd = Command::new(&d.control);
+    cmd.arg("-f")
+        .env_clear()
+        .envs(d.env())
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err);
+    spawn(cmd, runner).map_err(|e| format!("cannot start {}: {e}", d.control.display()))
+}
+
+/// `O_NOFOLLOW`, for `custom_flags`: a log the user replaced by a link is
+/// not opened.
+fn no_follow() -> i32 {
+    rustix::fs::OFlags::NOFOLLOW.bits() as i32
+}
+
+/// Waits until the daemon answers; it is then [`Running`], and otherwise
+/// killed with its group, and the failure says how its log ends.
+fn until_it_answers(
+    mut child: Child,
+    daemon: &Daemon,
+    runner: &dyn Runner,
+    deadline: Instant,
+) -> Result<Running, String> {
+    match answers(&mut child, daemon, runner, deadline) {
+        Ok(identity) => Ok(Running {
+            child,
+            identity,
+            daemon: daemon.clone(),
+            taken: Vec::new(),
+        }),
+        Err(why) => {
+            // Our own child, not yet reaped: its pid is still its own, and
+            // so is its process group.
+            kill_group(&child);
+            let _ = child.wait();
+            Err(format!("{why}{}", last_log_line(daemon)))
+        }
+    }
+}
+
+/// Waits until the daemon answers [`READY_QUESTION`] with a number; who
+/// it is, as `/proc` shows it then.
+fn answers(
+    child: &mut Child,
+    daemon: &Daemon,
+    runner: &dyn Runner,
+    deadline: Instant,
+) -> Result<Identity, String> {
+    let control = daemon.control.display().to_string();
+    let mut last = "its pipe never appeared".to_string();
+    let mut answered = false;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "the MPS control daemon {control} exited ({status}) before it answered"
+            ));
+        }
+        if daemon.pipe().join("control").exists() {
+            match ask(daemon, runner, READY_QUESTION, deadline) {
+                Ok(answer) if answer.trim().parse::<f64>().is_ok() => {
+                    return identity(child.id()).ok_or_else(|| "the MPS daemon vanished".into());
+                }
+                Ok(answer) => {
+                    last = format!("it answered {}", quote(answer.trim()));
+                    answered = true;
+                }
+                // A later question cut off by the deadline says less.
+                Err(why) if !answered => last = why,
+                Err(_) => {}
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "the MPS control daemon {control} did not answer within {} s ({last})",
+                daemon.timeout.as_secs()
+            ));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Sends one command to the daemon through its pipe; its answer.
+fn ask(
+    d: &Daemon,
+    runner: &dyn Runner,
+    command: &str,
+    deadline: Instant,
+) -> Result<String, String> {
+    let mut cmd = Command::new(&d.control);
+    cmd.env_clear().envs(d.env());
+    let ran = run(cmd, runner, &format!("{command}\n"), deadline)?;
+    match ran.status.success() {
+        true => Ok(ran.out),
+        false => Err(format!("{}: {}", ran.status, ran.err.trim())),
+    }
+}
+
+/// The end of the daemon's log, for a failure's message: at most
+/// [`MAX_OUTPUT`] bytes of a regular file, never following a link or
+/// waiting on a pipe the user may have put in its place.
+fn last_log_line(d: &Daemon) -> String {
+    let read = || -> std::io::Result<String> {
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(no_follow() | rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(d.log().join("control.log"))?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Ok(String::new());
+        }
+        let most = MAX_OUTPUT as u64;
+        file.seek(SeekFrom::Start(meta.len().saturating_sub(most)))?;
+        let mut text = String::new();
+        file.take(most).read_to_string(&mut text)?;
+        Ok(text)
+    };
+    match read().unwrap_or_default().lines().last() {
+        Some(line) => format!("; its log ends: {}", line.trim()),
+        None => "; its log is empty".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::AsThisProcess;
+    use std::path::Path;
+    use std::time::Duration;
+
+    /// A stand-in control daemon: `-f` makes its socket and waits; a
+    /// client's `quit` ends it, and its question gets `answer`.
+    fn stand_in(dir: &Path, answer: &str) -> PathBuf {
+        let script = dir.join("control");
+        let text = format!(
+            "#!/bin/sh\nif [ \"$1\" = -f ]; then echo $$ > \"$CUDA_MPS_PIPE_DIRECTORY/pid\"\n\
+             touch \"$CUDA_MPS_PIPE_DIRECTORY/control\"; echo started; exec sleep 30; fi\n\
+             read cmd; case $cmd in quit) kill $(cat \"$CUDA_MPS_PIPE_DIRECTORY/pid\");;\n\
+             *) echo {answer};; esac\n"
+        );
+        fs::write(&script, text).unwrap();
+        let mut mode = fs::metadata(&script).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut mode, 0o755);
+        fs::set_permissions(&script, mode).unwrap();
+        script
+    }
+
+    fn planned(base: &Path, control: PathBuf) -> Daemon {
+        Daemon {
+            control,
+            path: vec![PathBuf::from("/bin"), PathBuf::from("/usr/bin")],
+            base: base.to_path_buf(),
+            stem: "desi-gpu-map-mps.1000.7.0.0".to_string(),
+            gpus: vec!["GPU-a".to_string()],
+            uid: identity(std::process::id()).unwrap().uid,
+            gid: 0,
+            host: None,
+            shares: vec![None],
+            keep_log: false,
+            timeout: Duration::from_secs(5),
+            local_tasks: 1,
+            asked: true,
+            token: 1,
+        }
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("dgm-daemon-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_daemon_starts_answers_and_leaves_nothing_when_stopped() {
+        let dir = scratch("ok");
+        let control = stand_in(&dir, "100.0");
+        // A planted name is skipped for another random one.
+        let first = planned(&dir, control);
+        fs::create_dir(first.dir()).unwrap();
+        let running = start(&first, &AsThisProcess).unwrap();
+        assert_eq!(running.taken(), std::slice::from_ref(&first.dir()));
+        let made = running.daemon().dir();
+        assert!(made.join("pipe/control").exists());
+        assert!(fs::read_to_string(made.join("log/control.log"))
+            .unwrap()
+            .contains("started"));
+        let pid = running.child.id();
+        assert_eq!(running.stop(&AsThisProcess), Vec::<String>::new());
+        assert!(!made.exists());
+        assert!(identity(pid).is_none(), "the daemon is gone");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_daemon_that_answers_nonsense_is_killed_and_its_directory_removed() {
+        let dir = scratch("bad");
+        let mut d = planned(&dir, stand_in(&dir, "nonsense"));
+        d.timeout = Duration::from_millis(300);
+        let why = start(&d, &AsThisProcess).err().unwrap();
+        assert!(
+            why.contains("did not answer within 0 s (it answered \"nonsense\")"),
+            "{why}"
+        );
+        assert!(why.ends_with("; its log ends: started"), "{why}");
+        assert!(!d.dir().exists());
+        d.control = dir.join("missing");
+        let why = start(&d, &AsThisProcess).err().unwrap();
+        assert!(why.starts_with("cannot start "), "{why}");
+        assert!(!d.dir().exists());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

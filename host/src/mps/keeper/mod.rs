@@ -1,0 +1,152 @@
+//! exec's CUDA MPS: one control daemon per step and node, as the plugin's
+//! (the same [`Daemon`], started and stopped by [`crate::mps::daemon`]),
+//! where no plugin runs one. exec replaces itself with the application,
+//! so something else must outlive the node's tasks and end the daemon:
+//! the **keeper**, one small process per step and node.
+//!
+//! - The node's tasks meet at an abstract socket named after the daemon's
+//!   directory stem (`desi-gpu-map-mps.UID.JOBID.STEPID.NODEID.keeper`):
+//!   nothing on disk, and gone with the process that holds it. The first
+//!   task to bind it starts the keeper, which holds it from then on; every
+//!   task then connects and is answered `ok TOKEN BASE` (the daemon's
+//!   directory, whatever each task's own `TMPDIR`) or `no WHY` (the step
+//!   runs without MPS).
+//! - That name can be foreseen, and another user may hold it first. So
+//!   the keeper also listens on a socket inside its directory ([`SOCKET`]),
+//!   which only the job's user can reach (mode 0700) and no one else can
+//!   make: where another user holds the name, the node's local task 0
+//!   starts the keeper without it, and every task finds the keeper by its
+//!   directory, a directory of the job's user's own (`join`).
+//! - Each end proves its peer is the job's user (`SO_PEERCRED`), and the
+//!   keeper takes only tasks of its own slurmstepd.
+//! - The keeper holds a pidfd of every task that joined and of every
+//!   process slurmstepd had forked when it started (all of the node's
+//!   tasks: slurmstepd forks them all before it lets any run), so the
+//!   node's **last** task's end is an event, however it ended (SIGKILL
+//!   included). Then, or when slurmstepd itself is gone, or when a
+//!   signal that ends a step reaches it, it removes the directory and
+//!   kills the daemon ([`crate::mps::daemon::Running::end_now`]). A
+//!   keeper killed by pid takes its daemon with it (the daemon's parent
+//!   death signal, set by the binary's edge).
+//! - Under proctrack/cgroup Slurm kills what is left of a step about
+//!   0.3 ms after its last task exits, and on a busy node that can come
+//!   before the keeper has removed the directory. A keeper's directory is
+//!   named as one ([`desi_gpu_map_core::mps::Daemon::kept`]) from the moment it is
+//!   made, and every keeper first removes the user's keeper directories in
+//!   its base whose keeper is gone (`sweep`): what one step leaves, the
+//!   user's next `exec METHOD,mps` on that node removes. Processes are
+//!   never left: the daemon and its server are in the step, which Slurm
+//!   kills.
+//! - It is detached (its parent exits at once): no task is its parent,
+//!   and under proctrack/linuxproc it outlives the step's end to clean up.
+//!   Under proctrack/cgroup it is in the step, and Slurm's signals reach
+//!   it: it ends at once on TERM, INT, HUP or QUIT, and ignores the rest.
+//!   It runs on slurmstepd's CPUs (the step's), not on the task's that
+//!   started it, and holds none of that task's descriptors.
+
+//! - `join`: a task's side: meet, start the keeper if none runs, and ask.
+//! - `serve`: the keeper's process.
+//! - `sweep`: directories a killed keeper left.
+//! - `tally`: when the node's tasks are all gone.
+
+mod join;
+mod serve;
+mod sweep;
+mod tally;
+
+use std::path::PathBuf;
+
+pub use join::join;
+pub use serve::{run, KeeperEdge};
+
+/// The keeper's hidden subcommand, by which tasks find a keeper too.
+pub const KEEPER_COMMAND: &str = "mps-keeper";
+
+/// The keeper's socket inside its directory.
+const SOCKET: &str = "keeper.sock";
+
+/// The step's MPS daemon on one node, kept by the first of its tasks that
+/// runs exec with METHOD,mps : its listening socket is
+/// standard input, and these are what the task planned.
+#[derive(Debug, Clone)]
+pub struct KeeperArgs {
+    pub control: std::path::PathBuf,
+    /// The control daemon's PATH, where it finds its server.
+    pub path: Vec<std::path::PathBuf>,
+    pub base: std::path::PathBuf,
+    pub stem: String,
+    pub token: u64,
+    /// The step's GPUs by UUID.
+    pub gpus: Vec<String>,
+    pub timeout_ms: u64,
+    /// The step's tasks on this node.
+    pub tasks: usize,
+    /// The step's slurmstepd: its end ends the keeper.
+    pub stepd: Option<u32>,
+    /// Run in the foreground: the first keeper starts this one detached and
+    /// exits, so that no task's process is its parent.
+    pub serve: bool,
+    /// Only remove the user's keeper directories in --base whose keeper is
+    /// gone (what every keeper does first), then exit.
+    pub sweep: bool,
+    /// Another user holds the socket's name: no listener on standard
+    /// input, only the socket inside the keeper's directory.
+    pub unnamed: bool,
+}
+
+/// What the keeper answers each task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Answer {
+    /// The daemon serves, in the directory with this token in this base.
+    Ok { token: u64, base: PathBuf },
+    /// No daemon serves: why.
+    No(String),
+}
+
+impl Answer {
+    fn line(&self) -> String {
+        match self {
+            Answer::Ok { token, base } => format!("ok {token:016x} {}\n", base.display()),
+            Answer::No(why) => format!("no {}\n", why.replace('\n', " ")),
+        }
+    }
+
+    fn parse(line: &str) -> Option<Answer> {
+        let (word, rest) = line.split_once(' ')?;
+        match word {
+            "ok" => {
+                let (token, base) = rest.split_once(' ')?;
+                let token = u64::from_str_radix(token, 16).ok()?;
+                let base = PathBuf::from(base);
+                base.is_absolute().then_some(Answer::Ok { token, base })
+            }
+            "no" => Some(Answer::No(rest.to_string())),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_cross_the_socket_as_written() {
+        let ok = Answer::Ok {
+            token: 0xab,
+            base: PathBuf::from("/tmp/a task's dir"),
+        };
+        for answer in [ok, Answer::No("no server; said".to_string())] {
+            let line = answer.line();
+            assert!(
+                line.ends_with('\n') && line.matches('\n').count() == 1,
+                "{line:?}"
+            );
+            assert_eq!(Answer::parse(line.trim_end()), Some(answer));
+        }
+        assert_eq!(Answer::No("two\nlines".into()).line(), "no two lines\n");
+        for bad in ["", "ok", "ok zz /tmp", "yes 1", "ok  1", "ok 1", "ok 1 tmp"] {
+            assert_eq!(Answer::parse(bad), None, "{bad:?}");
+        }
+    }
+}

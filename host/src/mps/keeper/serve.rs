@@ -1,0 +1,325 @@
+//! The keeper's process: starts the step's daemon, answers the node's
+//! tasks, and ends the daemon after the last of them.
+
+use super::sweep::sweep;
+use super::tally::Tally;
+use super::KeeperArgs;
+use super::{Answer, SOCKET};
+use crate::cpus;
+use crate::mps::daemon;
+use crate::process::{children_of, descends_from, pidfd};
+use crate::run::{Runner, POLL};
+use desi_gpu_map_core::mps::Daemon;
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::net::sockopt::socket_peercred;
+use rustix::process::Signal;
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+/// What the keeper takes from the binary's FFI edge.
+#[derive(Clone, Copy)]
+pub struct KeeperEdge {
+    /// Blocks the signals that end a process; a descriptor that reads them.
+    pub signal_fd: fn() -> std::io::Result<OwnedFd>,
+    /// Marks every descriptor past standard error close-on-exec: the
+    /// task's (its output pipe, files it opened) stay out of the keeper's
+    /// children, and so out of the step's end.
+    pub close_inherited: fn(),
+    /// Has a child killed when this process dies.
+    pub tie_to_parent: fn(&mut Command),
+}
+
+/// `desi-gpu-map mps-keeper`: without `--serve`, starts itself again with
+/// it, detached, and exits; with it, keeps the step's daemon.
+pub fn run(args: &KeeperArgs, edge: KeeperEdge) -> ExitCode {
+    (edge.close_inherited)();
+    if !args.serve {
+        let again = std::env::current_exe().and_then(|exe| {
+            Command::new(exe)
+                .args(std::env::args_os().skip(1))
+                .arg("--serve")
+                .stdin(Stdio::inherit())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0)
+                .spawn()
+        });
+        return match again {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE,
+        };
+    }
+    let daemon = planned(args);
+    sweep(&daemon);
+    if args.sweep {
+        return ExitCode::SUCCESS;
+    }
+    // Slurm's signals are events from here on, never this process's end.
+    let signals = (edge.signal_fd)().ok();
+    let named = match args.unnamed {
+        true => None,
+        false => match std::io::stdin().as_fd().try_clone_to_owned() {
+            Ok(fd) => Some(UnixListener::from(fd)),
+            Err(_) => return ExitCode::FAILURE,
+        },
+    };
+    on_the_steps_cpus(args.stepd);
+    let tied = Tied(edge.tie_to_parent);
+    let made = daemon::make(&daemon, &tied);
+    // Its own socket, in the directory just made, before anything slow.
+    let own = made
+        .as_ref()
+        .ok()
+        .and_then(|m| UnixListener::bind(m.dir().join(SOCKET)).ok());
+    let started = made.and_then(|made| daemon::start_in(made, &tied));
+    let reply = match &started {
+        Ok(running) => Answer::Ok {
+            token: running.daemon().token,
+            base: running.daemon().base.clone(),
+        },
+        Err(why) => Answer::No(why.clone()),
+    };
+    let listeners: Vec<UnixListener> = named.into_iter().chain(own).collect();
+    for listener in &listeners {
+        let _ = listener.set_nonblocking(true);
+    }
+    let daemon_fd = started.as_ref().ok().and_then(|r| pidfd(r.pid()));
+    let mut keeper = Keeper::new(&daemon, args.stepd);
+    keeper.serve(&listeners, &reply, signals.as_ref(), daemon_fd.as_ref());
+    drop(listeners);
+    if let Ok(running) = started {
+        let _ = running.end_now();
+    }
+    ExitCode::SUCCESS
+}
+
+/// Runs the keeper (and so its daemon and the daemon's servers, which
+/// inherit it) on slurmstepd's CPUs, the step's: the task that started
+/// it may be bound to one core.
+fn on_the_steps_cpus(stepd: Option<u32>) {
+    let Some(cpus) = stepd.and_then(|pid| cpus::allowed(&pid.to_string())) else {
+        return;
+    };
+    let mut set = rustix::thread::CpuSet::new();
+    for cpu in cpus.cpus().filter(|&c| c < rustix::thread::CpuSet::MAX_CPU) {
+        set.set(cpu);
+    }
+    let _ = rustix::thread::sched_setaffinity(None, &set);
+}
+
+/// Children started as this process runs, each killed when it dies (a
+/// keeper killed by pid takes its daemon along).
+struct Tied(fn(&mut Command));
+
+impl Runner for Tied {
+    fn prepare(&self, cmd: &mut Command) {
+        (self.0)(cmd);
+    }
+}
+
+/// The daemon the task planned, run as this process's user.
+fn planned(args: &KeeperArgs) -> Daemon {
+    Daemon {
+        control: args.control.clone(),
+        path: args.path.clone(),
+        base: args.base.clone(),
+        stem: args.stem.clone(),
+        token: args.token,
+        gpus: args.gpus.clone(),
+        uid: rustix::process::getuid().as_raw(),
+        gid: rustix::process::getgid().as_raw(),
+        host: None,
+        shares: Vec::new(),
+        keep_log: false,
+        timeout: Duration::from_millis(args.timeout_ms),
+        local_tasks: args.tasks,
+        asked: true,
+    }
+}
+
+/// What one poll found.
+struct Ready {
+    /// A task waits to join, at each listener.
+    joining: Vec<bool>,
+    /// A signal waits on the signalfd.
+    signal: bool,
+    stepd_gone: bool,
+    daemon_gone: bool,
+    /// Each live task's end, in the keeper's order.
+    exited: Vec<bool>,
+}
+
+/// The keeper's view of the node's tasks.
+struct Keeper {
+    uid: u32,
+    stepd: Option<u32>,
+    stepd_fd: Option<OwnedFd>,
+    /// Tasks (and slurmstepd's other children) not yet exited, by pid.
+    live: Vec<(u32, OwnedFd)>,
+    tally: Tally,
+}
+
+impl Keeper {
+    fn new(daemon: &Daemon, stepd: Option<u32>) -> Keeper {
+        let forked = stepd.map(children_of).unwrap_or_default();
+        let live: Vec<(u32, OwnedFd)> = forked
+            .iter()
+            .filter_map(|&pid| Some((pid, pidfd(pid)?)))
+            .collect();
+        Keeper {
+            uid: daemon.uid,
+            stepd,
+            stepd_fd: stepd.and_then(pidfd),
+            tally: Tally::new(
+                daemon.local_tasks,
+                live.len(),
+                daemon.timeout,
+                Instant::now(),
+            ),
+            live,
+        }
+    }
+
+    /// Answers tasks until the node's last one has exited, slurmstepd is
+    /// gone, the daemon died, or a signal ends the step.
+    fn serve(
+        &mut self,
+        listeners: &[UnixListener],
+        reply: &Answer,
+        signals: Option<&OwnedFd>,
+        daemon: Option<&OwnedFd>,
+    ) {
+        loop {
+            let now = Instant::now();
+            if self.tally.done(self.live.len(), now) {
+                return;
+            }
+            let wait = self.tally.wait(self.live.len(), now);
+            let Some(ready) = self.poll(listeners, [signals, daemon], wait) else {
+                std::thread::sleep(POLL);
+                continue;
+            };
+            let signalled = signals.filter(|_| ready.signal);
+            if ready.stepd_gone || ready.daemon_gone || signalled.is_some_and(ends_step) {
+                return;
+            }
+            let before = self.live.len();
+            let mut gone = ready.exited.into_iter();
+            self.live.retain(|_| !gone.next().unwrap_or(false));
+            if self.live.len() < before {
+                self.tally.exited(Instant::now());
+            }
+            for (listener, joining) in listeners.iter().zip(&ready.joining) {
+                if *joining {
+                    self.take_tasks(listener, reply);
+                }
+            }
+        }
+    }
+
+    /// Waits at most `wait` (`None`: until something happens) for a task
+    /// to join or exit, a signal, or the end of slurmstepd or the daemon;
+    /// `None` where poll failed.
+    fn poll(
+        &self,
+        listeners: &[UnixListener],
+        [signals, daemon]: [Option<&OwnedFd>; 2],
+        wait: Option<Duration>,
+    ) -> Option<Ready> {
+        let watched = [signals, self.stepd_fd.as_ref(), daemon];
+        let mut fds: Vec<PollFd> = listeners
+            .iter()
+            .map(|l| PollFd::new(l, PollFlags::IN))
+            .collect();
+        fds.extend(
+            watched
+                .iter()
+                .flatten()
+                .map(|fd| PollFd::new(*fd, PollFlags::IN)),
+        );
+        fds.extend(
+            self.live
+                .iter()
+                .map(|(_, fd)| PollFd::new(fd, PollFlags::IN)),
+        );
+        let timeout = wait.and_then(|w| Timespec::try_from(w).ok());
+        poll(&mut fds, timeout.as_ref()).ok()?;
+        let mut ready = fds.iter().map(|f| !f.revents().is_empty());
+        let joining: Vec<bool> = ready.by_ref().take(listeners.len()).collect();
+        let mut fired = [false; 3];
+        for (slot, fd) in watched.iter().enumerate() {
+            if fd.is_some() {
+                if let Some(f) = fired.get_mut(slot) {
+                    *f = ready.next().unwrap_or(false);
+                }
+            }
+        }
+        let [signal, stepd_gone, daemon_gone] = fired;
+        Some(Ready {
+            joining,
+            signal,
+            stepd_gone,
+            daemon_gone,
+            exited: ready.collect(),
+        })
+    }
+
+    /// Answers every task waiting to join; each one of the job's user under
+    /// this keeper's slurmstepd is watched from then on.
+    fn take_tasks(&mut self, listener: &UnixListener, reply: &Answer) {
+        while let Ok((mut stream, _)) = listener.accept() {
+            let _ = stream.set_nonblocking(false);
+            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+            let answer = match self.task_of_step(&stream) {
+                Ok(pid) => {
+                    if !self.live.iter().any(|(p, _)| *p == pid) {
+                        if let Some(fd) = pidfd(pid) {
+                            self.live.push((pid, fd));
+                        }
+                    }
+                    self.tally.joined();
+                    reply.clone()
+                }
+                Err(why) => Answer::No(why),
+            };
+            let _ = stream.write_all(answer.line().as_bytes());
+        }
+    }
+
+    /// The peer's pid, where it is the job's user's and under this step's
+    /// slurmstepd.
+    fn task_of_step(&self, stream: &UnixStream) -> Result<u32, String> {
+        let peer = socket_peercred(stream).map_err(|e| e.to_string())?;
+        if peer.uid.as_raw() != self.uid {
+            return Err("not the job's user".to_string());
+        }
+        let pid = u32::try_from(peer.pid.as_raw_nonzero().get()).map_err(|e| e.to_string())?;
+        match self.stepd {
+            Some(stepd) if !descends_from(pid, stepd) => {
+                Err(format!("pid {pid} is not a task of this step"))
+            }
+            _ => Ok(pid),
+        }
+    }
+}
+
+/// Reads a signal waiting on `fd` (a signalfd): true where it ends the
+/// step (TERM, INT, HUP, QUIT); the others (USR1, USR2, ALRM, which users
+/// and Slurm send steps that go on) are read and ignored.
+fn ends_step(fd: &OwnedFd) -> bool {
+    /// `struct signalfd_siginfo`'s size; its first field is the signal.
+    const INFO: usize = 128;
+    let mut info = [0u8; INFO];
+    let ending = [Signal::TERM, Signal::INT, Signal::HUP, Signal::QUIT];
+    match (rustix::io::read(fd, &mut info), info.first_chunk::<4>()) {
+        (Ok(INFO), Some(signo)) => {
+            let signo = i32::from_ne_bytes(*signo);
+            ending.iter().any(|s| s.as_raw() == signo)
+        }
+        _ => false,
+    }
+}

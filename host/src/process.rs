@@ -1,0 +1,272 @@
+//! Processes as `/proc` shows them: one reader of `/proc/PID/status` and
+//! `/proc/PID/stat`, what tells a process from a later one with its pid,
+//! and signals sent only to the process that was meant.
+
+use desi_gpu_map_core::launch::Ancestry;
+use rustix::process::{kill_process, Pid, Signal};
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Most parents walked up from a process to an ancestor.
+const MOST_ANCESTORS: usize = 32;
+/// The most of one process's environment read.
+const MOST_ENVIRON: u64 = 1 << 20;
+/// slurmstepd's command name: the processes above it are Slurm's.
+pub const SLURMSTEPD: &str = "slurmstepd";
+
+/// What tells a process from a later one with the same pid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub uid: u32,
+    pub exe: PathBuf,
+    /// Clock ticks after boot (field 22 of `/proc/PID/stat`).
+    pub start_time: u64,
+}
+
+/// The value of `key` (`PPid`, `Uid`, ...) in `/proc/PID/status`; `pid`
+/// may be `self`.
+pub fn status_field(pid: &str, key: &str) -> Option<String> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        (name == key).then(|| value.trim().to_string())
+    })
+}
+
+/// Field `n` (counted from 1, as proc(5) does) of `/proc/PID/stat`, a
+/// number; the command's name, in parentheses, may hold spaces.
+pub fn stat_field(pid: u32, n: usize) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    // `rest` starts at field 3.
+    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
+}
+
+/// `pid`'s parent.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    status_field(&pid.to_string(), "PPid")?.parse().ok()
+}
+
+/// `pid`'s uid (real, effective, saved and filesystem must agree: a
+/// process between two users is nobody's), executable and start time.
+pub fn identity(pid: u32) -> Option<Identity> {
+    let uids = status_field(&pid.to_string(), "Uid")?;
+    let uids: Vec<u32> = uids
+        .split_whitespace()
+        .map(|u| u.parse().ok())
+        .collect::<Option<_>>()?;
+    let uid = *uids.first()?;
+    if uids.iter().any(|&u| u != uid) {
+        return None;
+    }
+    Some(Identity {
+        uid,
+        exe: fs::read_link(format!("/proc/{pid}/exe")).ok()?,
+        start_time: stat_field(pid, 22)?,
+    })
+}
+
+/// The children of `parent` that run `name` as `uid`, each with its
+/// identity.
+pub fn children_named(parent: u32, uid: u32, name: &str) -> Vec<(u32, Identity)> {
+    pids()
+        .filter(|&pid| stat_field(pid, 4) == Some(u64::from(parent)))
+        .filter_map(|pid| Some((pid, identity(pid)?)))
+        .filter(|(_, id)| id.uid == uid && is_named(&id.exe, name))
+        .collect()
+}
+
+fn is_named(exe: &Path, name: &str) -> bool {
+    exe.file_name().and_then(|n| n.to_str()) == Some(name)
+}
+
+/// Sends `signal` to `pid` only if it is still the process `identity`
+/// describes; true if sent.
+pub fn signal_if(pid: u32, identity: &Identity, signal: Signal) -> bool {
+    if self::identity(pid).as_ref() != Some(identity) {
+        return false;
+    }
+    let pid = i32::try_from(pid).ok().and_then(Pid::from_raw);
+    pid.is_some_and(|pid| kill_process(pid, signal).is_ok())
+}
+
+/// A pidfd of `pid`: readable once that process has exited, whoever its
+/// parent is (pidfd_open(2); no permission is needed to watch).
+pub fn pidfd(pid: u32) -> Option<std::os::fd::OwnedFd> {
+    let pid = Pid::from_raw(i32::try_from(pid).ok()?)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+}
+
+/// The processes `pid` has forked and not yet reaped (every thread's
+/// `/proc/PID/task/TID/children`).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut children: Vec<u32> = threads
+        .filter_map(|t| {
+            let path = t.ok()?.path().join("children");
+            std::fs::read_to_string(path).ok()
+        })
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect();
+    children.sort_unstable();
+    children.dedup();
+    children
+}
+
+/// `pid`, then its parent, its parent's parent, ...: at most
+/// [`MOST_ANCESTORS`] of them, and never init (pid 1) or the kernel's 0.
+pub fn ancestors(pid: u32) -> impl Iterator<Item = u32> {
+    let above_init = |p: &u32| *p > 1;
+    std::iter::successors(Some(pid).filter(above_init), move |&p| {
+        parent_of(p).filter(above_init)
+    })
+    .take(MOST_ANCESTORS)
+}
+
+/// What this process's ancestors had of `watched` (the launchers'
+/// variables, [`desi_gpu_map_core::launch::watched`]), from its parent up to
+/// slurmstepd or the first whose environment cannot be read (another
+/// user's, say): where a launcher's variables were set.
+pub fn launch_ancestry(watched: &[&str]) -> Ancestry {
+    let mut ancestry = Ancestry::default();
+    for pid in ancestors(std::os::unix::process::parent_id()) {
+        if comm(pid).as_deref() == Some(SLURMSTEPD) {
+            ancestry.at_stepd = true;
+            break;
+        }
+        let Some(env) = environ(pid) else { break };
+        let had = env
+            .into_iter()
+            .filter(|(name, _)| watched.contains(&name.as_str()))
+            .collect();
+        ancestry.above.push(had);
+    }
+    ancestry
+}
+
+/// `pid`'s command name (`/proc/PID/comm`).
+pub fn comm(pid: u32) -> Option<String> {
+    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(comm.trim_end_matches('\n').to_string())
+}
+
+/// The environment `pid` was started with (`/proc/PID/environ`: readable
+/// only for the user's own processes), at most [`MOST_ENVIRON`] bytes.
+pub fn environ(pid: u32) -> Option<Vec<(String, String)>> {
+    let file = fs::File::open(format!("/proc/{pid}/environ")).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MOST_ENVIRON).read_to_end(&mut bytes).ok()?;
+    let pairs = bytes
+        .split(|&b| b == 0)
+        .filter_map(|entry| {
+            let entry = String::from_utf8_lossy(entry);
+            let (name, value) = entry.split_once('=')?;
+            Some((name.to_string(), value.to_string()))
+        })
+        .collect();
+    Some(pairs)
+}
+
+/// The command lines of `uid`'s processes (each as its arguments): the
+/// uid is the kernel's, which no other user can take.
+pub fn command_lines_of(uid: u32) -> Vec<Vec<String>> {
+    pids()
+        .filter(|&pid| identity(pid).is_some_and(|id| id.uid == uid))
+        .filter_map(|pid| fs::read(format!("/proc/{pid}/cmdline")).ok())
+        .map(|bytes| {
+            bytes
+                .split(|&b| b == 0)
+                .map(|arg| String::from_utf8_lossy(arg).into_owned())
+                .collect()
+        })
+        .collect()
+}
+
+/// Every process `/proc` lists now (none where it cannot be read).
+fn pids() -> impl Iterator<Item = u32> {
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+}
+
+/// `pid` is `ancestor` or below it.
+pub fn descends_from(pid: u32, ancestor: u32) -> bool {
+    ancestors(pid).any(|p| p == ancestor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_known_by_its_proc_files() {
+        let me = std::process::id();
+        let id = identity(me).unwrap();
+        assert!(id.start_time > 0);
+        assert_eq!(
+            stat_field(me, 4),
+            Some(u64::from(std::os::unix::process::parent_id()))
+        );
+        assert_eq!(parent_of(me), Some(std::os::unix::process::parent_id()));
+        assert_eq!(stat_field(me, 2), None, "the name is not a number");
+        assert_eq!(stat_field(me, 1), None, "before the name");
+        assert!(status_field("self", "Cpus_allowed_list").is_some());
+        assert_eq!(status_field("self", "No_such_key"), None);
+        // A different start time is another process: no signal.
+        let other = Identity {
+            start_time: id.start_time + 1,
+            ..id.clone()
+        };
+        assert!(!signal_if(me, &other, Signal::TERM));
+    }
+
+    #[test]
+    fn a_childs_name_and_uid_find_it() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        let uid = identity(me).unwrap().uid;
+        // Other tests of this process may run a sleep too.
+        let found = children_named(me, uid, "sleep");
+        let (_, id) = found.iter().find(|(pid, _)| *pid == child.id()).unwrap();
+        assert!(children_named(me, uid + 1, "sleep").is_empty());
+        assert!(children_named(me, uid, "sleepy").is_empty());
+        assert!(signal_if(child.id(), id, Signal::KILL));
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_child_is_listed_watched_and_below_its_parent() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        assert!(children_of(me).contains(&child.id()));
+        assert!(descends_from(child.id(), me));
+        assert!(!descends_from(me, child.id()));
+        let fd = pidfd(child.id()).expect("a pidfd of a live child");
+        child.kill().unwrap();
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
+        let timeout = rustix::event::Timespec {
+            tv_sec: 5,
+            tv_nsec: 0,
+        };
+        assert_eq!(rustix::event::poll(&mut fds, Some(&timeout)).unwrap(), 1);
+        child.wait().unwrap();
+        assert!(pidfd(u32::MAX).is_none());
+    }
+}

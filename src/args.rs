@@ -1,0 +1,460 @@
+//! The command line, shared with the man page generator. Values are parsed
+//! straight into the core's types, by the core's own names.
+
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::error::ErrorKind;
+use clap::{Arg, Args, Parser, Subcommand};
+use desi_gpu_map_core::env;
+use desi_gpu_map_core::error::Error;
+use desi_gpu_map_core::launch::LAUNCHERS;
+use desi_gpu_map_core::method::{method_names, Method, Visible};
+use desi_gpu_map_core::names::{names, Named};
+use desi_gpu_map_core::preview::{Distribution, DEFAULT_GPUS, MAX_LISTED_GPUS, MAX_PREVIEW_ROWS};
+use desi_gpu_map_core::runtime::VendorSetting;
+use desi_gpu_map_core::settings::option::{option_form, parse_option, valid_values, Request};
+use desi_gpu_map_core::settings::site::{
+    MpsShare, NvmlSource, DEFAULT_NVML_TIMEOUT_S, NVML_TIMEOUT_RANGE_S,
+};
+use desi_gpu_map_core::slurm::gpus::MAX_LIST_ENTRIES;
+use desi_gpu_map_core::slurm::tasks::{MAX_NODES, MAX_TASKS_PER_NODE};
+use desi_gpu_map_core::text::quote;
+use desi_gpu_map_host::mps::keeper::KeeperArgs;
+use std::ffi::OsStr;
+use std::str::FromStr;
+
+/// Bind each task of a Slurm job step to a GPU before it starts: bind a task
+/// where the plugin is not installed (exec), preview a layout, or show what a
+/// running task got.
+#[derive(Parser, Debug)]
+#[command(name = "desi-gpu-map", version, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Preview which GPU each task of a step gets, on any machine.
+    Plan(PlanArgs),
+    /// Inside a task: report the GPU binding this task got.
+    Show(ShowArgs),
+    /// Inside a task: bind it to its GPU as the plugin would, then run APP
+    /// in its place (for sites without the plugin).
+    Exec(ExecArgs),
+    /// What exec asks NVML, in a child process it can give up on.
+    #[command(hide = true)]
+    NvmlQuery(NvmlQueryArgs),
+    /// A step's MPS daemon on one node, for exec's METHOD,mps.
+    #[command(hide = true, name = super::keeper::KEEPER_COMMAND)]
+    MpsKeeper(KeeperOpts),
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = exec_help())]
+pub struct ExecArgs {
+    #[arg(
+        long,
+        value_name = "METHOD[,MODIFIER...]",
+        value_parser = exec_request,
+        help = format!(
+            "Mapping method and modifiers, the words --desi-gpu-map takes ({}) [default: ${}, \
+             else contiguous]",
+            option_form(),
+            env::METHOD
+        )
+    )]
+    pub method: Option<Request>,
+    /// One line per task on its stderr, and a line where the task runs
+    /// unchanged.
+    #[arg(long)]
+    pub verbose: bool,
+    /// What stays visible to each task (plugstack visible=).
+    #[arg(long, default_value = "single", value_parser = one_of::<Visible>())]
+    pub visible: Visible,
+    /// Whose runtime reads the GPU lists (plugstack vendor=); auto detects it.
+    #[arg(long, default_value = "auto", value_parser = one_of::<VendorSetting>())]
+    pub vendor: VendorSetting,
+    /// NVML, for steps in which Slurm names no GPU list: auto, off, or an
+    /// absolute library path.
+    #[arg(
+        long,
+        default_value = "auto",
+        value_parser = CoreValue::<NvmlSource>::new("--nvml", nvml_forms)
+    )]
+    pub nvml: NvmlSource,
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = DEFAULT_NVML_TIMEOUT_S,
+        value_parser = seconds(),
+        help = timeout_help()
+    )]
+    pub nvml_timeout: u64,
+    /// Where closest reads the kernel's GPU files (plugstack kernel_root=;
+    /// tests give a fake tree).
+    #[arg(long, default_value = "/", hide = true)]
+    pub kernel_root: std::path::PathBuf,
+    #[arg(
+        long,
+        value_name = "PATH",
+        help = format!(
+            "The MPS control daemon, for METHOD,mps (plugstack mps_control=) [default: ${}, \
+             else {} on PATH]",
+            env::MPS_CONTROL_PATH,
+            env::MPS_CONTROL
+        )
+    )]
+    pub mps_control: Option<std::path::PathBuf>,
+    /// Where each step's private MPS directory is made, for METHOD,mps
+    /// (plugstack mps_dir=) [default: $TMPDIR, else /tmp].
+    #[arg(long, value_name = "DIR")]
+    pub mps_dir: Option<std::path::PathBuf>,
+    /// Each MPS client's share of its GPU, for METHOD,mps (plugstack
+    /// mps_share=).
+    #[arg(long, default_value = "none", value_parser = one_of::<MpsShare>())]
+    pub mps_share: MpsShare,
+    /// Map a process that neither srun nor another launcher started, from
+    /// the SLURM_* variables given (for tests).
+    #[arg(long)]
+    pub allow_outside_slurm: bool,
+    /// The application and its arguments, after --.
+    #[arg(last = true, value_name = "APP")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+/// The step's MPS daemon on one node, kept by the first of its tasks that
+/// runs exec with METHOD,mps (host/src/mps/keeper/): its listening socket is
+/// standard input, and these are what the task planned.
+#[derive(Args, Debug)]
+pub struct KeeperOpts {
+    #[arg(long)]
+    pub control: std::path::PathBuf,
+    /// The control daemon's PATH, where it finds its server.
+    #[arg(long, value_delimiter = ':')]
+    pub path: Vec<std::path::PathBuf>,
+    #[arg(long)]
+    pub base: std::path::PathBuf,
+    #[arg(long)]
+    pub stem: String,
+    #[arg(long)]
+    pub token: u64,
+    /// The step's GPUs by UUID.
+    #[arg(long, value_delimiter = ',')]
+    pub gpus: Vec<String>,
+    #[arg(long)]
+    pub timeout_ms: u64,
+    /// The step's tasks on this node.
+    #[arg(long)]
+    pub tasks: usize,
+    /// The step's slurmstepd: its end ends the keeper.
+    #[arg(long)]
+    pub stepd: Option<u32>,
+    /// Run in the foreground: the first keeper starts this one detached and
+    /// exits, so that no task's process is its parent.
+    #[arg(long)]
+    pub serve: bool,
+    /// Only remove the user's keeper directories in --base whose keeper is
+    /// gone (what every keeper does first), then exit.
+    #[arg(long)]
+    pub sweep: bool,
+    /// Another user holds the socket's name: no listener on standard
+    /// input, only the socket inside the keeper's directory.
+    #[arg(long)]
+    pub unnamed: bool,
+}
+
+impl From<KeeperOpts> for KeeperArgs {
+    fn from(o: KeeperOpts) -> Self {
+        KeeperArgs {
+            control: o.control,
+            path: o.path,
+            base: o.base,
+            stem: o.stem,
+            token: o.token,
+            gpus: o.gpus,
+            timeout_ms: o.timeout_ms,
+            tasks: o.tasks,
+            stepd: o.stepd,
+            serve: o.serve,
+            sweep: o.sweep,
+            unnamed: o.unnamed,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct NvmlQueryArgs {
+    /// uuids, or places.
+    pub ask: String,
+    #[arg(long, default_value = "auto")]
+    pub nvml: String,
+}
+
+/// `--method`'s value: the words `--desi-gpu-map` takes, refused as the
+/// plugin refuses them; `help` names nothing to run.
+pub fn exec_request(value: &str) -> Result<Request, String> {
+    match parse_option(value) {
+        Ok(Request::Help) | Err(Error::BadOption { .. }) => Err(format!(
+            "invalid --method {}; valid values: {}",
+            quote(value),
+            valid_values().replace(", help;", ";")
+        )),
+        Err(Error::BadCombination { why, .. }) => Err(format!(
+            "invalid --method {}: {why}; give a method with mps, as in contiguous,mps",
+            quote(value)
+        )),
+        Err(e) => Err(e.to_string()),
+        Ok(request) => Ok(request),
+    }
+}
+
+/// exec's closing help: how it runs, then one line per launcher (from
+/// [`LAUNCHERS`]) and examples.
+fn exec_help() -> String {
+    let mut help = String::from(
+        "Run it as the task itself: srun (or mpirun, mpiexec, PALS) starts it, it binds the
+task's GPU and execs APP (same pid, signals, exit code). Where the plugin already
+mapped this step, the step has no GPUs, or it runs outside any srun step and
+launcher (a batch script), APP runs unchanged.
+
+Under another launcher its variables place the rank (over Slurm's, which then
+describe the launcher's daemon step). Its GPUs are the daemon step's list inside
+an allocation; else the runtime list it inherited; else, outside any Slurm job,
+every GPU of the node (NVML, or the kernel's listing).
+",
+    );
+    for l in &LAUNCHERS {
+        help.push_str(&format!(
+            "  {:<44} {} of {}\n",
+            l.title, l.local_rank, l.local_size
+        ));
+    }
+    help.push_str(&format!(
+        "Flux ({}) and PMIx alone ({}) name no per-node count or local rank: refused.
+
+Examples:
+  srun -N2 -n8 --gpus-per-node=4 desi-gpu-map exec --method contiguous -- python app.py
+  srun ... desi-gpu-map exec -- ./app        # ${}, else contiguous
+  srun ... desi-gpu-map exec --verbose --method closest -- ./app
+  srun ... desi-gpu-map exec --method contiguous,mps -- ./app   # one MPS daemon per node
+",
+        env::FLUX_LOCAL_ID,
+        env::PMIX_RANK,
+        env::METHOD
+    ));
+    for l in &LAUNCHERS {
+        help.push_str(&format!("  {}\n", l.example));
+    }
+    help.trim_end().to_string()
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  desi-gpu-map plan -N 2 -n 8 --method contiguous
+  desi-gpu-map plan -N 2 -n 5 -m cyclic --gpus 4,2 --method roundrobin
+  desi-gpu-map plan -N 1 -n 3 --devices 2,3 --visible rotate --json
+  desi-gpu-map plan -n 8 --method closest --topology perlmutter
+
+Topology file (--topology FILE), one GPU a line, # comments:
+  cpus 0-63          # optional: the CPUs tasks are bound to, in order
+  0  3  48-63,112-127
+  1  2  32-47,96-111
+  (TOKEN as in CUDA_VISIBLE_DEVICES, NUMA node, local cpulist; - if unknown)")]
+pub struct PlanArgs {
+    #[arg(
+        short = 'N',
+        long,
+        default_value_t = 1,
+        help = format!("Number of nodes (srun -N), at most {MAX_NODES}")
+    )]
+    pub nodes: usize,
+    #[arg(
+        short = 'n',
+        long,
+        conflicts_with = "ntasks_per_node",
+        help = format!(
+            "Total number of tasks (srun -n), split evenly over the nodes, the first nodes \
+             taking one more (srun's split on whole nodes); at most {MAX_TASKS_PER_NODE} on a \
+             node (Slurm's limit) and {MAX_PREVIEW_ROWS} in all"
+        )
+    )]
+    pub ntasks: Option<usize>,
+    #[arg(
+        long,
+        value_delimiter = ',',
+        help = format!(
+            "Tasks on each node: one number for every node, or one per node (5,3); at most \
+             {MAX_TASKS_PER_NODE} on a node and {MAX_PREVIEW_ROWS} in all"
+        )
+    )]
+    pub ntasks_per_node: Vec<usize>,
+    /// Task distribution over nodes (srun -m).
+    #[arg(short = 'm', long, default_value = "block", value_parser = one_of::<Distribution>())]
+    pub distribution: Distribution,
+    #[arg(
+        long,
+        value_delimiter = ',',
+        conflicts_with = "devices",
+        help = format!(
+            "GPUs on each node: one count for every node, or one per node (4,4,2); \
+             {DEFAULT_GPUS} per node when neither --gpus nor --devices is given; at most \
+             {MAX_LIST_ENTRIES} on a node and {MAX_PREVIEW_ROWS} in all"
+        )
+    )]
+    pub gpus: Vec<usize>,
+    #[arg(
+        long,
+        help = format!(
+            "A node's GPU list as Slurm sets CUDA_VISIBLE_DEVICES (2,3): give it once for every \
+             node, or once per node; at most {MAX_LIST_ENTRIES} GPUs on a node and \
+             {MAX_PREVIEW_ROWS} in all"
+        )
+    )]
+    pub devices: Vec<String>,
+    #[arg(
+        long,
+        default_value_t = Method::Contiguous,
+        value_parser = CoreValue::<Method>::new("--method", method_names),
+        help = format!("Mapping method: {}", method_names())
+    )]
+    pub method: Method,
+    /// The node's GPUs and their local CPUs, for --method closest: a preset
+    /// (perlmutter, polaris, lumi-g, dgx-a100, aurora) or a topology file.
+    /// Tasks are previewed bound to equal blocks of the node's cores.
+    #[arg(long, value_name = "PRESET|FILE")]
+    pub topology: Option<String>,
+    #[arg(
+        long,
+        default_value = "single",
+        value_parser = one_of::<Visible>(),
+        help = format!(
+            "What stays visible to each task; under rotate every task's row lists its node's \
+             GPUs, at most {MAX_LISTED_GPUS} in all"
+        )
+    )]
+    pub visible: Visible,
+    /// Preview the step under CUDA MPS (--desi-gpu-map=METHOD,mps): each
+    /// task's share of its GPU under mps_share=even; more than 48 tasks on
+    /// one GPU is refused, as the plugin runs such a step without MPS.
+    #[arg(long)]
+    pub mps: bool,
+    /// Preview the ranks of another launcher, which reads each rank's place
+    /// from its own variables (exec's table) instead of srun's.
+    #[arg(long, value_name = "LAUNCHER", value_parser = PossibleValuesParser::new(launcher_names()))]
+    pub launcher: Option<String>,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The launchers `plan --launcher` previews, by name.
+fn launcher_names() -> Vec<&'static str> {
+    LAUNCHERS.iter().map(|l| l.name).collect()
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// Name of the skip flag the site configured (plugstack flag=).
+    #[arg(long, default_value = env::DEFAULT_FLAG)]
+    pub flag: String,
+    /// NVML to ask for device details: auto, off, or a library path.
+    #[arg(
+        long,
+        default_value = "auto",
+        value_parser = CoreValue::<NvmlSource>::new("--nvml", nvml_forms)
+    )]
+    pub nvml: NvmlSource,
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = DEFAULT_NVML_TIMEOUT_S,
+        value_parser = seconds(),
+        help = timeout_help()
+    )]
+    pub nvml_timeout: u64,
+    /// Whose runtime reads the GPU lists (plugstack vendor=): auto detects
+    /// it. AMD and Intel GPUs are located through their render nodes.
+    #[arg(long, default_value = "auto", value_parser = one_of::<VendorSetting>())]
+    pub vendor: VendorSetting,
+    /// Where the kernel's files are read (tests give a fake tree).
+    #[arg(long, default_value = "/", hide = true)]
+    pub root: std::path::PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One of a core type's names, listed in the help as clap lists choices.
+fn one_of<T>() -> impl TypedValueParser<Value = T>
+where
+    T: Named + FromStr + Clone + Send + Sync,
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(names::<T>()).try_map(|name| name.parse::<T>())
+}
+
+/// How long NVML may take, in the range of the plugin's `nvml_timeout`.
+fn timeout_help() -> String {
+    let range = NVML_TIMEOUT_RANGE_S;
+    format!(
+        "How long NVML may take before it is given up on, in whole seconds from {} to {} \
+         (plugstack nvml_timeout=)",
+        range.start(),
+        range.end()
+    )
+}
+
+/// Whole seconds in the range of the plugin's `nvml_timeout`.
+fn seconds() -> clap::builder::RangedU64ValueParser<u64> {
+    clap::value_parser!(u64).range(NVML_TIMEOUT_RANGE_S)
+}
+
+fn nvml_forms() -> String {
+    NvmlSource::FORMS.to_string()
+}
+
+/// A value the core parses; a bad one is refused with the value and the
+/// valid forms, in the core's words.
+#[derive(Clone)]
+struct CoreValue<T> {
+    flag: &'static str,
+    valid: fn() -> String,
+    parsed: std::marker::PhantomData<T>,
+}
+
+impl<T> CoreValue<T> {
+    fn new(flag: &'static str, valid: fn() -> String) -> Self {
+        CoreValue {
+            flag,
+            valid,
+            parsed: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T> TypedValueParser for CoreValue<T>
+where
+    T: FromStr + Clone + Send + Sync + 'static,
+{
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        // Bytes that are not UTF-8 become U+FFFD, which no valid value holds.
+        let text = value.to_string_lossy();
+        text.parse().map_err(|_| {
+            let message = format!(
+                "invalid {} {}; valid values: {}\n",
+                self.flag,
+                quote(&text),
+                (self.valid)()
+            );
+            clap::Error::raw(ErrorKind::InvalidValue, message).with_cmd(cmd)
+        })
+    }
+}

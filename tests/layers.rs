@@ -1,25 +1,63 @@
-//! The module ladder of `src/`: each module imports only modules below it
-//! (LAYERS, bottom first), so no ring can form, and the core (the layers
-//! below FIRST_IO) does no I/O. Read from the `crate::` paths of non-test
-//! code (cargo-modules would tell the same, but takes minutes to install).
-//! Inside a folder, the files beside `mod.rs` form no ring either: a ring
-//! there is two files that are one concern. (`mod.rs` is the folder's face:
-//! its children use the folder's shared items and it calls them, as every
-//! Rust folder does, so it is left out of that check.) ARCHITECTURE.md,
-//! the map of these layers and files, is checked against them here too.
+//! The shape of the code, as ARCHITECTURE.md draws it, kept by a test.
+//!
+//! The compiler keeps the crates apart: the core (`core/`) depends on
+//! nothing, so it cannot reach NVML, rustix or libc, and nothing it links
+//! can touch the machine. What the compiler cannot see is checked here:
+//! - the core's manifest names no dependency, and the core's code calls
+//!   none of std's I/O either (`IO_MARKS`);
+//! - inside each crate, each top module imports only modules listed before
+//!   it in that crate's layers (bottom first), so no ring can form;
+//! - no ring runs through the files of a crate either, `mod.rs` included:
+//!   a folder's `mod.rs` is its face for the rest of the crate (its
+//!   modules and re-exports), and the files behind it import each other by
+//!   path, never back through the face;
+//! - ARCHITECTURE.md names every `.rs` file of every crate, names no file
+//!   that does not exist, and lists each crate's layers in order.
+//!
+//! Imports are read from the `crate::`, `super::` and `self::` paths of
+//! non-test code (cargo-modules would tell the same, but takes minutes to
+//! install).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Bottom first: a module may import only modules listed before it.
-const LAYERS: &[&str] = &[
-    "text", "env", "error", "wire", "files", "names", "cpuset", "slurm", "launch", "method",
-    "runtime", "topology", "settings", "mps", "step", "host", "cli",
+/// A crate of the workspace: its source folder, and its top modules,
+/// bottom first (a module may import only modules listed before it).
+struct Crate {
+    src: &'static str,
+    layers: &'static [&'static str],
+}
+
+const CRATES: &[Crate] = &[
+    Crate {
+        src: "core/src",
+        layers: &[
+            "text", "env", "error", "wire", "files", "names", "cpuset", "slurm", "launch",
+            "method", "runtime", "topology", "settings", "mps", "step", "preview",
+        ],
+    },
+    Crate {
+        src: "host/src",
+        layers: &["files", "process", "cpus", "child", "run", "nvml", "mps"],
+    },
+    Crate {
+        src: "src",
+        layers: &[
+            "edge", "json", "args", "nvml", "plan", "show", "exec", "manpage",
+        ],
+    },
+    Crate {
+        src: "spank/src",
+        layers: &[
+            "logger", "fds", "exports", "copies", "deadline", "node", "mps", "task",
+        ],
+    },
 ];
-/// The first layer that may touch the machine.
-const FIRST_IO: &str = "host";
-/// What I/O looks like in a line of code.
+
+/// The crate that must do no I/O: its manifest names no dependency, and
+/// its code none of these.
+const PURE: &str = "core/src";
 const IO_MARKS: &[&str] = &[
     "std::fs",
     "env::var",
@@ -27,125 +65,125 @@ const IO_MARKS: &[&str] = &[
     "File::",
     "read_dir",
     ".exists()",
-    "Nvml::",
     "stdout(",
     "stderr(",
+    "std::net",
+    "std::process",
 ];
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
-#[test]
-fn modules_import_only_downwards_and_the_core_does_no_io() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let rank = |m: &str| LAYERS.iter().position(|l| *l == m);
-    let (mut graph, mut problems, mut dirs) = (Graph::new(), Vec::new(), vec![src.clone()]);
-    let mut files = Graph::new();
-    while let Some(dir) = dirs.pop() {
-        for path in fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()) {
-            let rel = path.strip_prefix(&src).unwrap().display().to_string();
-            let (top, file) = rel.split_once('/').unwrap_or((&rel, &rel));
-            let top = top.trim_end_matches(".rs");
-            let stem = file.trim_end_matches(".rs");
-            let test_file = ["tests", "testing"].contains(&stem) || stem.ends_with("_tests");
-            if path.is_dir() {
-                dirs.push(path);
-                continue;
-            } else if !rel.ends_with(".rs") || rel == "lib.rs" || rel == "main.rs" || test_file {
-                continue;
-            }
-            let Some(own) = rank(top) else {
-                problems.push(format!("{rel}: module {top} is in no layer of LAYERS"));
-                continue;
-            };
-            let core = own < rank(FIRST_IO).unwrap();
-            let siblings = sibling_stems(&path);
-            for line in code_lines(&fs::read_to_string(&path).unwrap()) {
-                if rel.contains('/') && stem != "mod" {
-                    let node = format!("{top}/{stem}");
-                    for to in siblings_named(line, top, &siblings) {
-                        if to != stem {
-                            files
-                                .entry(node.clone())
-                                .or_default()
-                                .insert(format!("{top}/{to}"));
-                        }
-                    }
-                }
-                for to in imported(line).into_iter().filter(|to| to != top) {
-                    graph.entry(top.to_string()).or_default().insert(to.clone());
-                    match rank(&to) {
-                        Some(r) if r < own => {}
-                        Some(_) => problems.push(format!("{rel}: {top} imports {to}: {line}")),
-                        None => problems.push(format!("{rel}: {to} is in no layer: {line}")),
-                    }
-                }
-                if core && IO_MARKS.iter().any(|m| line.contains(m)) {
-                    problems.push(format!("{rel}: I/O in the core: {line}"));
-                }
-            }
-        }
-    }
-    problems.extend(ring(&graph));
-    problems.extend(ring(&files));
-    problems.sort();
-    assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// ARCHITECTURE.md is the map of the code: its layers section follows
-/// LAYERS, it names every `.rs` file under `src/` and `spank/src/` by its
-/// path from the repository root, and every `.rs` path it names exists.
-#[test]
-fn the_architecture_map_names_every_file_and_follows_the_layers() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let doc = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
-    let path_char = |c: char| c.is_alphanumeric() || "_./-".contains(c);
-    let named: BTreeSet<&str> = doc
-        .split(|c: char| !path_char(c))
-        // A path that ends a sentence keeps its full stop.
-        .map(|word| word.trim_end_matches('.'))
-        // A bare `mod.rs` is any folder's; a path names one file.
-        .filter(|word| word.contains('/') && word.ends_with(".rs"))
-        .collect();
-    let (mut files, mut dirs) = (
-        BTreeSet::new(),
-        vec![root.join("src"), root.join("spank/src")],
-    );
+/// Every `.rs` file under `dir`, sorted.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let (mut files, mut dirs) = (Vec::new(), vec![dir.to_path_buf()]);
     while let Some(dir) = dirs.pop() {
         for path in fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()) {
             if path.is_dir() {
                 dirs.push(path);
             } else if path.extension().is_some_and(|e| e == "rs") {
-                files.insert(path.strip_prefix(root).unwrap().display().to_string());
+                files.push(path);
             }
         }
     }
-    let unnamed: Vec<&String> = files
-        .iter()
-        .filter(|f| !named.contains(f.as_str()))
+    files.sort();
+    files
+}
+
+/// A file's module path inside its crate: `step/task.rs` is
+/// `["step", "task"]`, `step/mod.rs` is `["step"]`, a crate root `[]`.
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into()).collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// A test-only file, left out of the checks on shape.
+fn test_only(file: &Path) -> bool {
+    let stem = file.file_stem().unwrap().to_string_lossy();
+    ["tests", "testing", "manpage"].contains(&stem.as_ref()) || stem.ends_with("_tests")
+}
+
+#[test]
+fn crates_import_only_downwards_no_file_ring_and_the_core_does_no_io() {
+    let mut problems = Vec::new();
+    for krate in CRATES {
+        problems.extend(check_crate(krate));
+    }
+    let manifest = fs::read_to_string(root().join("core/Cargo.toml")).unwrap();
+    let deps = manifest
+        .split("\n[dependencies]")
+        .nth(1)
+        .map(|rest| rest.split("\n[").next().unwrap_or_default());
+    let named: Vec<&str> = deps
+        .into_iter()
+        .flat_map(str::lines)
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect();
-    let dangling: Vec<&&str> = named.iter().filter(|n| !root.join(n).is_file()).collect();
-    assert!(
-        unnamed.is_empty() && dangling.is_empty(),
-        "ARCHITECTURE.md does not name {unnamed:?}, and names {dangling:?}, which do not exist"
-    );
-    // Where the layers section first names each layer's file or folder.
-    let layers = doc
-        .split("\n## ")
-        .find(|s| s.starts_with("The layers"))
-        .unwrap();
-    let at = |layer: &str| {
-        let forms = [format!("`src/{layer}.rs`"), format!("`src/{layer}/`")];
-        forms
-            .iter()
-            .filter_map(|form| layers.find(form.as_str()))
-            .min()
-    };
-    let places: Vec<Option<usize>> = LAYERS.iter().map(|layer| at(layer)).collect();
-    assert!(
-        places.iter().all(Option::is_some) && places.windows(2).all(|w| w[0] < w[1]),
-        "ARCHITECTURE.md's layers are not LAYERS, bottom first: {:?}",
-        LAYERS.iter().zip(&places).collect::<Vec<_>>()
-    );
+    if !named.is_empty() {
+        problems.push(format!("core/Cargo.toml: the core depends on {named:?}"));
+    }
+    problems.sort();
+    assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
+}
+
+/// The problems of one crate: a top module in no layer, an upward import,
+/// a ring of files, I/O in the pure crate.
+fn check_crate(krate: &Crate) -> Vec<String> {
+    let src = root().join(krate.src);
+    let rank = |m: &str| krate.layers.iter().position(|l| *l == m);
+    let (mut problems, mut files) = (Vec::new(), Graph::new());
+    for file in rust_files(&src) {
+        let module = module_of(&src, &file);
+        let rel = file.strip_prefix(root()).unwrap().display().to_string();
+        let Some(top) = module.first() else { continue };
+        if test_only(&file) {
+            continue;
+        }
+        let Some(own) = rank(top) else {
+            problems.push(format!(
+                "{rel}: module {top} is in no layer of {}",
+                krate.src
+            ));
+            continue;
+        };
+        let is_face = file.file_name().is_some_and(|n| n == "mod.rs");
+        for line in code_lines(&fs::read_to_string(&file).unwrap()) {
+            for path in paths_in(line, &module, is_face, &src) {
+                let to = resolve(&src, &path);
+                let Some(to_top) = to.first() else { continue };
+                if to != module {
+                    files
+                        .entry(module.join("/"))
+                        .or_default()
+                        .insert(to.join("/"));
+                }
+                if to_top == top {
+                    continue;
+                }
+                match rank(to_top) {
+                    Some(r) if r < own => {}
+                    Some(_) => problems.push(format!("{rel}: {top} imports {to_top}: {line}")),
+                    None => problems.push(format!("{rel}: {to_top} is in no layer: {line}")),
+                }
+            }
+            if krate.src == PURE && IO_MARKS.iter().any(|m| line.contains(m)) {
+                problems.push(format!("{rel}: I/O in the core: {line}"));
+            }
+        }
+    }
+    problems.extend(ring(&files).map(|r| format!("{}: {r}", krate.src)));
+    problems
 }
 
 /// The code of a file: comments and `#[cfg(test)]` items left out (a
@@ -167,64 +205,103 @@ fn code_lines(text: &str) -> Vec<&str> {
     code
 }
 
-/// The modules a line names as `crate::MODULE` (`crate::Error`: `error`).
-fn imported(line: &str) -> Vec<String> {
+/// The module paths a line of `module` names, from the crate root:
+/// `crate::a::b`, `super::a`, `self::a`, and in a folder's face (`mod.rs`)
+/// a child's bare `a::b`. A `{...}` list gives one path per entry.
+fn paths_in(line: &str, module: &[String], is_face: bool, src: &Path) -> Vec<Vec<String>> {
     let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let parent = &module[..module.len().saturating_sub(1)];
     let mut found = Vec::new();
-    for (at, _) in line.match_indices("crate::") {
-        if line[..at].ends_with(|c: char| ident(c) || c == '$') {
+    let mut starts: Vec<(usize, Vec<String>, usize)> = Vec::new();
+    for (prefix, base) in [
+        ("crate::", Vec::new()),
+        ("super::", parent.to_vec()),
+        ("self::", module.to_vec()),
+    ] {
+        for (at, _) in line.match_indices(prefix) {
+            starts.push((at, base.clone(), prefix.len()));
+        }
+    }
+    if is_face {
+        // `pub use task::X;` in step/mod.rs: the child `task`.
+        for (at, _) in line.match_indices("::") {
+            let head = &line[..at];
+            let start = head.rfind(|c: char| !ident(c)).map_or(0, |i| i + 1);
+            let name = &head[start..];
+            let mut child = module.to_vec();
+            child.push(name.to_string());
+            let before = &line[..start];
+            if !name.is_empty()
+                && !before.ends_with(':')
+                && !before.ends_with('$')
+                && exists(src, &child)
+            {
+                starts.push((start, module.to_vec(), 0));
+            }
+        }
+    }
+    for (at, base, skip) in starts {
+        if line[..at].ends_with(|c: char| ident(c) || c == ':' || c == '$') {
             continue;
         }
-        let rest = &line[at + "crate::".len()..];
-        assert!(!rest.starts_with('{'), "{line}: one `use crate::X::` per X");
-        let name = &rest[..rest.find(|c: char| !ident(c)).unwrap_or(rest.len())];
-        found.push(if name == "Error" { "error" } else { name }.to_string());
-    }
-    found
-}
-
-/// The `.rs` files beside `path` other than `mod.rs`, by stem.
-fn sibling_stems(path: &Path) -> BTreeSet<String> {
-    let dir = fs::read_dir(path.parent().unwrap()).unwrap();
-    let stems = dir.filter_map(|e| {
-        Some(
-            e.ok()?
-                .file_name()
-                .to_str()?
-                .strip_suffix(".rs")?
-                .to_string(),
-        )
-    });
-    stems.filter(|s| s != "mod").collect()
-}
-
-/// The sibling files a line of folder `top` names: as `crate::top::FILE`,
-/// `super::FILE` or inside `super::{...}`.
-fn siblings_named(line: &str, top: &str, siblings: &BTreeSet<String>) -> Vec<String> {
-    let ident = |c: char| c.is_alphanumeric() || c == '_';
-    let mut found = Vec::new();
-    for prefix in [format!("crate::{top}::"), "super::".to_string()] {
-        for (at, _) in line.match_indices(&prefix) {
-            if line[..at].ends_with(|c: char| ident(c) || c == ':') {
-                continue;
-            }
-            let rest = &line[at + prefix.len()..];
-            let names = match rest.strip_prefix('{') {
-                Some(list) => list[..list.find('}').unwrap_or(list.len())]
-                    .split(',')
-                    .collect(),
-                None => vec![rest],
-            };
-            for name in names {
-                let name = name.trim();
-                let name = &name[..name.find(|c: char| !ident(c)).unwrap_or(name.len())];
-                if siblings.contains(name) {
-                    found.push(name.to_string());
-                }
-            }
+        let rest = &line[at + skip..];
+        for tail in expand(rest) {
+            let mut path = base.clone();
+            path.extend(tail);
+            found.push(path);
         }
     }
     found
+}
+
+/// `a::b::{c, d::e}` as `[[a, b, c], [a, b, d, e]]`: the names of a path
+/// and of each entry of one brace list.
+fn expand(rest: &str) -> Vec<Vec<String>> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut head = Vec::new();
+    let mut rest = rest;
+    loop {
+        if let Some(list) = rest.strip_prefix('{') {
+            let list = &list[..list.find('}').unwrap_or(list.len())];
+            return list
+                .split(',')
+                .map(|entry| {
+                    let mut path = head.clone();
+                    path.extend(expand(entry.trim()).into_iter().next().unwrap_or_default());
+                    path
+                })
+                .collect();
+        }
+        let end = rest.find(|c: char| !ident(c)).unwrap_or(rest.len());
+        if end == 0 {
+            return vec![head];
+        }
+        head.push(rest[..end].to_string());
+        match rest[end..].strip_prefix("::") {
+            Some(next) => rest = next,
+            None => return vec![head],
+        }
+    }
+}
+
+/// Whether `module` is a file of the crate (`a/b.rs` or `a/b/mod.rs`).
+fn exists(src: &Path, module: &[String]) -> bool {
+    if module.is_empty() {
+        return true;
+    }
+    let path = src.join(module.join("/"));
+    path.with_extension("rs").is_file() || path.join("mod.rs").is_file()
+}
+
+/// The deepest module of `path` that is a file: `crate::step::task::X` is
+/// `step/task`; `crate::step::X` is `step` (its face); `crate::Error`
+/// (an item of the crate root) is `[]`.
+fn resolve(src: &Path, path: &[String]) -> Vec<String> {
+    let mut module = path.to_vec();
+    while !exists(src, &module) {
+        module.pop();
+    }
+    module
 }
 
 /// A ring of imports, if there is one: `a -> b -> a`.
@@ -248,6 +325,58 @@ fn ring(graph: &Graph) -> Option<String> {
     starts.find_map(|m| visit(m, graph, &mut Vec::new(), &mut done))
 }
 
+/// ARCHITECTURE.md is the map of the code: it names every `.rs` file of
+/// every crate by its path from the repository root, every `.rs` path it
+/// names exists, and each crate's section lists its layers bottom first.
+#[test]
+fn the_architecture_map_names_every_file_and_follows_the_layers() {
+    let doc = fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let path_char = |c: char| c.is_alphanumeric() || "_./-".contains(c);
+    let named: BTreeSet<&str> = doc
+        .split(|c: char| !path_char(c))
+        // A path that ends a sentence keeps its full stop.
+        .map(|word| word.trim_end_matches('.'))
+        // A bare `mod.rs` is any folder's; a path names one file.
+        .filter(|word| word.contains('/') && word.ends_with(".rs"))
+        .collect();
+    let files: BTreeSet<String> = CRATES
+        .iter()
+        .flat_map(|k| rust_files(&root().join(k.src)))
+        .map(|f| f.strip_prefix(root()).unwrap().display().to_string())
+        .collect();
+    let unnamed: Vec<&String> = files
+        .iter()
+        .filter(|f| !named.contains(f.as_str()))
+        .collect();
+    let dangling: Vec<&&str> = named.iter().filter(|n| !root().join(n).is_file()).collect();
+    assert!(
+        unnamed.is_empty() && dangling.is_empty(),
+        "ARCHITECTURE.md does not name {unnamed:?}, and names {dangling:?}, which do not exist"
+    );
+    for krate in CRATES {
+        // The crate's section: from its heading's `src` folder on.
+        let heading = format!("\n## The crate in `{}/`", krate.src);
+        let section = doc
+            .split_once(heading.as_str())
+            .map(|(_, rest)| rest.split("\n## ").next().unwrap_or(rest))
+            .unwrap_or_else(|| panic!("ARCHITECTURE.md has no section {heading:?}"));
+        let at = |layer: &str| {
+            let forms = [
+                format!("`{}/{layer}.rs`", krate.src),
+                format!("`{}/{layer}/`", krate.src),
+            ];
+            forms.iter().filter_map(|f| section.find(f.as_str())).min()
+        };
+        let places: Vec<Option<usize>> = krate.layers.iter().map(|l| at(l)).collect();
+        assert!(
+            places.iter().all(Option::is_some) && places.windows(2).all(|w| w[0] < w[1]),
+            "ARCHITECTURE.md's section on {} does not list its layers bottom first: {:?}",
+            krate.src,
+            krate.layers.iter().zip(&places).collect::<Vec<_>>()
+        );
+    }
+}
+
 #[test]
 fn the_check_finds_a_ring_and_reads_imports() {
     let mut graph = Graph::new();
@@ -256,38 +385,24 @@ fn the_check_finds_a_ring_and_reads_imports() {
     assert_eq!(ring(&graph), None);
     graph.entry("c".into()).or_default().insert("a".into());
     assert_eq!(ring(&graph), Some("ring: a -> b -> c -> a".to_string()));
-    assert_eq!(
-        imported("use crate::step::{Node, StepPlan}; crate::Error"),
-        ["step", "error"]
+    let src = root().join("core/src");
+    let module = |m: &str| m.split('/').map(String::from).collect::<Vec<_>>();
+    let step_task = module("step/task");
+    let got = paths_in(
+        "use crate::step::{Node, map::StepMap}; crate::Error; super::binding::X",
+        &step_task,
+        false,
+        &src,
     );
-    let siblings = ["option", "site"].map(String::from).into();
-    assert_eq!(
-        siblings_named(
-            "use crate::settings::option::Choice;",
-            "settings",
-            &siblings
-        ),
-        ["option"]
+    let resolved: Vec<String> = got.iter().map(|p| resolve(&src, p).join("/")).collect();
+    assert_eq!(resolved, ["step", "step/map", "", "step/binding"]);
+    let face = paths_in(
+        "pub use task::{task_outcome, TaskInputs};",
+        &module("step"),
+        true,
+        &src,
     );
-    assert_eq!(
-        siblings_named(
-            "use super::{site, Tool}; super::option::x",
-            "settings",
-            &siblings
-        ),
-        ["site", "option"]
-    );
-    let mut files = Graph::new();
-    files
-        .entry("settings/option".into())
-        .or_default()
-        .insert("settings/site".into());
-    assert_eq!(ring(&files), None);
-    files
-        .entry("settings/site".into())
-        .or_default()
-        .insert("settings/option".into());
-    assert!(ring(&files).is_some(), "two files that import each other");
+    assert_eq!(resolve(&src, &face[0]).join("/"), "step/task");
     let code = code_lines("use crate::a; // crate::b\n#[cfg(test)]\nmod tests {\nuse crate::c;\n");
     assert_eq!(code, ["use crate::a; "]);
 }

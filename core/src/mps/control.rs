@@ -1,6 +1,6 @@
 //! Where the MPS control daemon is, and where it finds its server.
 
-use super::MpsNode;
+use super::input::MpsNode;
 use crate::env;
 use crate::settings::site::MpsSettings;
 use std::path::{Path, PathBuf};

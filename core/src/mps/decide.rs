@@ -2,9 +2,11 @@
 //! own daemon, another's that already serves it, or none.
 
 use super::control::{control, find_server, server_path};
+use super::daemon::Daemon;
 use super::dirs::{base_dir, check_base, check_socket, dir_name};
+use super::input::{MpsFacts, MpsInput, MpsNode};
+use super::serving::{Inherited, Mps, MAX_CLIENTS, MPS_NAMES};
 use super::tasks::{even_share, tasks_per_gpu};
-use super::{Daemon, Inherited, Mps, MpsFacts, MpsInput, MpsNode, MAX_CLIENTS, MPS_NAMES};
 use crate::env;
 use crate::files::hostname;
 use crate::runtime::Vendor;

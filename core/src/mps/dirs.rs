@@ -1,7 +1,8 @@
 //! The step's private MPS directory: its name, the base it is made in,
 //! and the checks that keep other users from taking or moving it.
 
-use super::{Daemon, MpsNode};
+use super::daemon::Daemon;
+use super::input::MpsNode;
 use crate::env;
 use crate::files::Stat;
 use crate::settings::site::MpsSettings;

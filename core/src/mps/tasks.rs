@@ -1,7 +1,7 @@
 //! What each task of a step under MPS gets: its share of its GPU, the
 //! variables written for it, those it loses, and what local task 0 says.
 
-use super::{Inherited, Mps, MPS_NAMES};
+use super::serving::{Inherited, Mps, MPS_NAMES};
 use crate::env;
 use crate::method::{position, Method};
 

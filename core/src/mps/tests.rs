@@ -2,6 +2,7 @@
 //! MPS as a planned step gets it, through the step's own planning.
 
 use super::*;
+use crate::env;
 use crate::error::NvmlFailure;
 use crate::files::Stat;
 use crate::method::Method;

@@ -2,7 +2,8 @@
 //! `CUDA_VISIBLE_DEVICES`) and OpenCL's `GPU_DEVICE_ORDINAL` then index
 //! into what it kept.
 
-use super::{drm, layered, own, Blocker, Rendering, Rules, StepLists, Unbindable, Vendor};
+use super::drm;
+use super::rules::{layered, own, Blocker, Rendering, Rules, StepLists, Unbindable, Vendor};
 use crate::env;
 
 pub(super) const RULES: Rules = Rules {

@@ -1,7 +1,7 @@
 //! Which vendor's GPUs a node holds, read from its PCI devices and the
 //! compute drivers present.
 
-use super::{Chosen, Vendor};
+use super::rules::{Chosen, Vendor};
 use crate::files::Files;
 use crate::names::Named;
 use std::path::Path;

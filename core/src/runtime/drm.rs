@@ -1,6 +1,6 @@
 //! AMD's and Intel's GPUs as the kernel lists them: the DRM render nodes.
 
-use super::{KernelGpu, Vendor, MAX_NODE_GPUS};
+use super::rules::{KernelGpu, Vendor, MAX_NODE_GPUS};
 use crate::files::{at, read_text, Files};
 use crate::names::Named;
 use std::path::Path;

@@ -1,6 +1,7 @@
 //! Intel Level Zero: `ZE_AFFINITY_MASK`, read as a set.
 
-use super::{drm, own, Blocker, Rendering, Rules, StepLists, Unbindable, Vendor};
+use super::drm;
+use super::rules::{own, Blocker, Rendering, Rules, StepLists, Unbindable, Vendor};
 use crate::env;
 use crate::method::Visible;
 

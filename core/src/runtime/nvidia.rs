@@ -1,7 +1,7 @@
 //! NVIDIA: CUDA reads `CUDA_VISIBLE_DEVICES`, in the order listed, by
 //! CUDA's own device order (FASTEST_FIRST unless `CUDA_DEVICE_ORDER=PCI_BUS_ID`).
 
-use super::{own, KernelGpu, Rendering, Rules, StepLists, MAX_NODE_GPUS};
+use super::rules::{own, KernelGpu, Rendering, Rules, StepLists, MAX_NODE_GPUS};
 use crate::env;
 use crate::files::{at, read_text, Files};
 use crate::text::quote;

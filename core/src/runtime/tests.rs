@@ -6,9 +6,11 @@
 //! in which order, given the variables the task ends up with.
 
 use super::*;
+use crate::method::visible_list;
 use crate::method::Method;
 use crate::settings::option::{Choice, Request};
 use crate::settings::site::{parse_args, Config};
+use crate::slurm::gpus::join;
 use crate::step::testing::DiskFiles;
 use crate::step::testing::FakeNode;
 use crate::step::{

@@ -3,7 +3,9 @@
 //! `none` (its grammar is read in [`crate::slurm::bind`]), and the plugin then
 //! keeps Slurm's binding.
 
-use super::{Aside, StepMap, TaskInputs};
+use super::aside::Aside;
+use super::inputs::TaskInputs;
+use super::map::StepMap;
 use crate::env;
 use crate::error::Error;
 use crate::slurm::bind::{parse_gpu_bind, GpuBind};

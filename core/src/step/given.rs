@@ -7,25 +7,14 @@
 //! job's. So no rank is ever shown a GPU its process was not given.
 
 use super::locate::discover;
+use super::node::{Given, Node};
 use super::source::{Listed, Missing, StepGpus, WhyNoList};
-use super::Node;
 use crate::env;
 use crate::error::Error;
 use crate::method::Method;
 use crate::runtime::{kernel_gpus, Vendor};
 use crate::settings::site::{Config, NvmlSource};
 use crate::slurm::gpus::{check_list, parse_gpu_list};
-
-/// What a process outside any srun step was given, as its front end
-/// knows ([`Node::given`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Given {
-    /// The list it inherited, else none: it runs inside a Slurm job
-    /// (a batch script, or a launcher's daemon that is no srun task).
-    Inherited,
-    /// The list it inherited, else every GPU of the node: no Slurm job.
-    InheritedOrNode,
-}
 
 /// The lists a process may inherit, for `vendor`: its runtime's own list
 /// first, then CUDA's (which HIP also reads).

@@ -3,7 +3,7 @@
 
 use super::map::GpuCpus;
 use super::node::{Node, NvmlAsk};
-use super::source::StepGpus;
+use super::source::{Listed, StepGpus};
 use crate::error::Error;
 use crate::method::closest::Fallback;
 use crate::method::Method;
@@ -71,7 +71,7 @@ pub(super) fn gpu_cpus(
 /// and Intel's render nodes), and through NVML (`places`,
 /// [`NvmlAsk::Places`] lines) for a list NVML gave, or where NVIDIA's
 /// kernel files fail and NVML is on. Indices resolve through Slurm's own
-/// list as [`super::Listed::Slurm`] keeps it (see
+/// list as [`Listed::Slurm`] keeps it (see
 /// [`crate::topology::resolve_tokens`]).
 pub(super) fn step_topology(
     node: &dyn Node,
@@ -83,7 +83,7 @@ pub(super) fn step_topology(
     // A list the process inherited, or the kernel's, names the node's
     // GPUs by their own indices.
     let absolute = match &step.listed {
-        super::Listed::Inherited { .. } | super::Listed::Kernel => Some(step.gpus.as_slice()),
+        Listed::Inherited { .. } | Listed::Kernel => Some(step.gpus.as_slice()),
         listed => listed.step_gpus(),
     };
     let from_nvml = || {

@@ -16,6 +16,7 @@
 //! - `decision`: the plan itself ([`StepPlan`]);
 //! - `aside`: why a step stands aside ([`Aside`]), and what its tasks lose;
 //! - `map`: a mapped step's record ([`StepMap`]);
+//! - `inputs`: one task as a front end knows it ([`TaskInputs`]);
 //! - `task`: what each task gets, and the variables written for it
 //!   (through [`crate::runtime`], which writes the lists for the node's
 //!   vendor).
@@ -32,6 +33,7 @@ mod binding;
 mod decision;
 mod given;
 mod ids;
+mod inputs;
 mod locate;
 mod map;
 mod node;
@@ -45,15 +47,15 @@ pub(crate) mod testing;
 pub use aside::{Aside, Unmapped};
 pub use binding::slurm_bound_here;
 pub use decision::StepPlan;
-pub use given::Given;
 pub use ids::{is_special_step, parse_step_id, special_step_name, step_tag};
+pub use inputs::{TaskCpus, TaskInputs};
 pub use locate::locate;
 pub use map::{GpuCpus, StepMap};
-pub use node::{Node, NvmlAsk};
+pub use node::{Given, Node, NvmlAsk};
 pub use plan::{plan_step, StepFacts};
 pub use resolve::{resolve, Resolved};
 pub use source::{Listed, NotSlurms, WhyNoList};
 pub use task::{
     aside_line, assign, assign_in, carry_out, map_task, task_outcome, unreadable_task, variables,
-    Assignment, Closeness, NodeCpus, TaskCpus, TaskInputs, TaskOutcome,
+    Assignment, Closeness, NodeCpus, TaskOutcome,
 };

@@ -3,7 +3,7 @@
 //! user holds that name, in the keeper's own directory; and take its
 //! answer.
 
-use super::{Answer, KEEPER_COMMAND, SOCKET};
+use super::meet::{Answer, KEEPER_COMMAND, SOCKET};
 use crate::process::command_lines_of;
 use crate::run::POLL;
 use desi_gpu_map_core::mps::Daemon;

@@ -50,103 +50,11 @@
 //! - `tally`: when the node's tasks are all gone.
 
 mod join;
+mod meet;
 mod serve;
 mod sweep;
 mod tally;
 
-use std::path::PathBuf;
-
 pub use join::join;
-pub use serve::{run, KeeperEdge};
-
-/// The keeper's hidden subcommand, by which tasks find a keeper too.
-pub const KEEPER_COMMAND: &str = "mps-keeper";
-
-/// The keeper's socket inside its directory.
-const SOCKET: &str = "keeper.sock";
-
-/// The step's MPS daemon on one node, kept by the first of its tasks that
-/// runs exec with METHOD,mps : its listening socket is
-/// standard input, and these are what the task planned.
-#[derive(Debug, Clone)]
-pub struct KeeperArgs {
-    pub control: std::path::PathBuf,
-    /// The control daemon's PATH, where it finds its server.
-    pub path: Vec<std::path::PathBuf>,
-    pub base: std::path::PathBuf,
-    pub stem: String,
-    pub token: u64,
-    /// The step's GPUs by UUID.
-    pub gpus: Vec<String>,
-    pub timeout_ms: u64,
-    /// The step's tasks on this node.
-    pub tasks: usize,
-    /// The step's slurmstepd: its end ends the keeper.
-    pub stepd: Option<u32>,
-    /// Run in the foreground: the first keeper starts this one detached and
-    /// exits, so that no task's process is its parent.
-    pub serve: bool,
-    /// Only remove the user's keeper directories in --base whose keeper is
-    /// gone (what every keeper does first), then exit.
-    pub sweep: bool,
-    /// Another user holds the socket's name: no listener on standard
-    /// input, only the socket inside the keeper's directory.
-    pub unnamed: bool,
-}
-
-/// What the keeper answers each task.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Answer {
-    /// The daemon serves, in the directory with this token in this base.
-    Ok { token: u64, base: PathBuf },
-    /// No daemon serves: why.
-    No(String),
-}
-
-impl Answer {
-    fn line(&self) -> String {
-        match self {
-            Answer::Ok { token, base } => format!("ok {token:016x} {}\n", base.display()),
-            Answer::No(why) => format!("no {}\n", why.replace('\n', " ")),
-        }
-    }
-
-    fn parse(line: &str) -> Option<Answer> {
-        let (word, rest) = line.split_once(' ')?;
-        match word {
-            "ok" => {
-                let (token, base) = rest.split_once(' ')?;
-                let token = u64::from_str_radix(token, 16).ok()?;
-                let base = PathBuf::from(base);
-                base.is_absolute().then_some(Answer::Ok { token, base })
-            }
-            "no" => Some(Answer::No(rest.to_string())),
-            _ => None,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn answers_cross_the_socket_as_written() {
-        let ok = Answer::Ok {
-            token: 0xab,
-            base: PathBuf::from("/tmp/a task's dir"),
-        };
-        for answer in [ok, Answer::No("no server; said".to_string())] {
-            let line = answer.line();
-            assert!(
-                line.ends_with('\n') && line.matches('\n').count() == 1,
-                "{line:?}"
-            );
-            assert_eq!(Answer::parse(line.trim_end()), Some(answer));
-        }
-        assert_eq!(Answer::No("two\nlines".into()).line(), "no two lines\n");
-        for bad in ["", "ok", "ok zz /tmp", "yes 1", "ok  1", "ok 1", "ok 1 tmp"] {
-            assert_eq!(Answer::parse(bad), None, "{bad:?}");
-        }
-    }
-}
+pub use meet::KEEPER_COMMAND;
+pub use serve::{run, KeeperArgs, KeeperEdge};

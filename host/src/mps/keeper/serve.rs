@@ -1,10 +1,9 @@
 //! The keeper's process: starts the step's daemon, answers the node's
 //! tasks, and ends the daemon after the last of them.
 
+use super::meet::{Answer, SOCKET};
 use super::sweep::sweep;
 use super::tally::Tally;
-use super::KeeperArgs;
-use super::{Answer, SOCKET};
 use crate::cpus;
 use crate::mps::daemon;
 use crate::process::{children_of, descends_from, pidfd};
@@ -19,6 +18,35 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
+
+/// The step's MPS daemon on one node, kept by the first of its tasks that
+/// runs exec with METHOD,mps : its listening socket is
+/// standard input, and these are what the task planned.
+#[derive(Debug, Clone)]
+pub struct KeeperArgs {
+    pub control: std::path::PathBuf,
+    /// The control daemon's PATH, where it finds its server.
+    pub path: Vec<std::path::PathBuf>,
+    pub base: std::path::PathBuf,
+    pub stem: String,
+    pub token: u64,
+    /// The step's GPUs by UUID.
+    pub gpus: Vec<String>,
+    pub timeout_ms: u64,
+    /// The step's tasks on this node.
+    pub tasks: usize,
+    /// The step's slurmstepd: its end ends the keeper.
+    pub stepd: Option<u32>,
+    /// Run in the foreground: the first keeper starts this one detached and
+    /// exits, so that no task's process is its parent.
+    pub serve: bool,
+    /// Only remove the user's keeper directories in --base whose keeper is
+    /// gone (what every keeper does first), then exit.
+    pub sweep: bool,
+    /// Another user holds the socket's name: no listener on standard
+    /// input, only the socket inside the keeper's directory.
+    pub unnamed: bool,
+}
 
 /// What the keeper takes from the binary's FFI edge.
 #[derive(Clone, Copy)]

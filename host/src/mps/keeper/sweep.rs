@@ -2,7 +2,7 @@
 //! (proctrack/cgroup, on a busy node), at any point after it made one: the
 //! user's next keeper on the node removes them.
 
-use super::SOCKET;
+use super::meet::SOCKET;
 use desi_gpu_map_core::mps::{Daemon, KEEPER_MARK};
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,53 @@
+//! What MPS is decided from: the front end's facts, the mapped step's
+//! parts, and what it asks of the node.
+
+use crate::error::Error;
+use crate::files::Files;
+use crate::method::Method;
+use crate::runtime::Vendor;
+use crate::settings::site::MpsSettings;
+use std::time::Duration;
+
+/// What the front end knows of the step's user and tasks on this node;
+/// only slurmstepd starts daemons, so only the plugin gives these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MpsFacts {
+    pub uid: u32,
+    pub gid: u32,
+    pub local_tasks: usize,
+    /// The node's place in the step (`S_JOB_NODEID`).
+    pub node_id: u32,
+    /// A random number for the directory's name, drawn by the front end
+    /// (which draws another where the name is taken).
+    pub token: u64,
+}
+
+/// What MPS is decided from: the parts of a mapped step that bear on it.
+pub struct MpsInput<'a> {
+    /// The user asked for MPS (`mps`), not only the site's `mps=auto`.
+    pub asked: bool,
+    pub settings: &'a MpsSettings,
+    /// How long the daemon's start and its stop may each wait
+    /// (`nvml_timeout`).
+    pub timeout: Duration,
+    /// The step's GPUs on this node, as listed.
+    pub gpus: &'a [String],
+    /// Slurm's own list (`SLURM_STEP_GPUS`), which tells absolute indices
+    /// from renumbered ones; `None` where NVML listed the GPUs.
+    pub step_gpus: Option<&'a [String]>,
+    /// The method that places the tasks, which counts them per GPU.
+    pub method: Method,
+    pub vendor: Vendor,
+    /// The step, `JOBID.STEPID`, which names the daemon's directory.
+    pub step: Option<&'a str>,
+    /// `None`: the front end starts no daemons.
+    pub facts: Option<MpsFacts>,
+}
+
+/// What MPS asks of the node: its environment, its files, and NVML's
+/// place lines (for the GPUs' UUIDs, asked only where needed).
+pub struct MpsNode<'a> {
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    pub files: &'a dyn Files,
+    pub places: &'a dyn Fn() -> Result<Vec<String>, Error>,
+}

@@ -1,0 +1,72 @@
+//! How a step is served on one node ([`Mps`]): by its own daemon, by one
+//! it inherited, or not at all; and the names a served task gets.
+
+use super::daemon::Daemon;
+use crate::env;
+
+/// Volta-and-later MPS serves at most this many clients per GPU.
+pub const MAX_CLIENTS: usize = 48;
+
+/// MPS for the step on this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mps {
+    /// Not asked for, and no daemon's pipe inherited.
+    Off,
+    /// The front end starts this daemon before any task execs, then
+    /// calls [`crate::step::StepMap::mps_started`] or
+    /// [`crate::step::StepMap::mps_failed`].
+    Start(Box<Daemon>),
+    /// The plugin's daemon answers: each task is its client.
+    Serving(Box<Daemon>),
+    /// Another's MPS serves the step (Slurm's `gres/mps`, or a daemon at
+    /// the pipe directory the step inherited): nothing started; said once.
+    /// Its tasks get `gpus`, the step's GPUs by UUID, where the daemon is
+    /// one at a pipe directory (its devices may be numbered otherwise).
+    Theirs {
+        why: String,
+        loud: bool,
+        gpus: Option<Vec<String>>,
+        /// The daemon is the plugin's, of a parent task on this host: its
+        /// flag stays true.
+        ours: bool,
+    },
+    /// Asked for (or `mps=auto`), but the step runs mapped without MPS;
+    /// said once, where the user asked or with `verbose`.
+    Without { why: String, loud: bool },
+}
+
+impl Mps {
+    /// The step's GPUs by UUID where a daemon serving the tasks names them
+    /// so: the tasks' lists then carry these, not the step's tokens.
+    pub fn task_gpus(&self) -> Option<&[String]> {
+        match self {
+            Mps::Serving(daemon) => Some(&daemon.gpus),
+            Mps::Theirs {
+                gpus: Some(gpus), ..
+            } => Some(gpus),
+            _ => None,
+        }
+    }
+}
+
+/// The MPS variables a step found in its environment.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Inherited {
+    /// A daemon's pipe directory (`CUDA_MPS_PIPE_DIRECTORY`).
+    pub pipe: Option<String>,
+    /// The pipe is the plugin's, from a parent task (its flag is set).
+    pub ours: bool,
+    /// ... and that daemon runs on this host and has its socket there.
+    pub here: bool,
+    /// Which of the names the plugin writes for MPS are set.
+    pub present: Vec<&'static str>,
+}
+
+/// The names a task served by the plugin's MPS gets.
+pub(super) const MPS_NAMES: [&str; 5] = [
+    env::MPS,
+    env::MPS_HOST,
+    env::MPS_PIPE,
+    env::MPS_LOG,
+    env::MPS_SHARE,
+];

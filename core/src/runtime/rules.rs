@@ -1,0 +1,218 @@
+//! The runtime table's parts, shared by the vendors' files: [`Vendor`]
+//! and the site's setting, the [`Rules`] each vendor gives, how a step's
+//! lists are rendered ([`Rendering`], [`StepLists`]), and the kernel's
+//! GPUs. The table's dispatch is the folder's face.
+
+use crate::env;
+use crate::files::Files;
+use crate::method::{visible_list, Visible};
+use crate::names::{named, Named};
+use crate::slurm::gpus::join;
+use std::fmt;
+use std::path::Path;
+
+/// The GPU vendor whose runtimes read the lists on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vendor {
+    Nvidia,
+    Amd,
+    Intel,
+}
+
+named!(Vendor {
+    Nvidia => "nvidia",
+    Amd => "amd",
+    Intel => "intel",
+});
+
+/// Why a step cannot be bound, given the node's vendor and why it was chosen.
+pub(super) type Blocker = fn(Chosen) -> Unbindable;
+
+/// What one vendor's runtimes need, filled by that vendor's file.
+pub(super) struct Rules {
+    /// Its PCI vendor id.
+    pub(super) pci_id: u32,
+    /// The variable that carries a task's GPU for its runtime.
+    pub(super) carrier: &'static str,
+    /// NVML lists and locates its GPUs.
+    pub(super) nvml: bool,
+    /// Why no list its runtimes read can carry a task's GPU in this step
+    /// (given the lists the user set), if none can.
+    pub(super) unbindable: fn(&StepLists, &[&str]) -> Option<Blocker>,
+    /// Fits the rendering to what its runtimes honour (`CUDA_DEVICE_ORDER`
+    /// as the user set it), with notes for `verbose`.
+    pub(super) adjust: fn(&mut Rendering, &StepLists, Option<&str>, &mut Vec<String>),
+    /// The variables for the task at a position of the step's lists.
+    pub(super) render: fn(&Rendering, &StepLists, usize) -> Vec<(String, String)>,
+    /// Its GPUs as the kernel lists them under a root.
+    pub(super) kernel_gpus: fn(&dyn Files, &Path) -> Result<Vec<KernelGpu>, String>,
+}
+
+/// The site's `vendor=` plugstack argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VendorSetting {
+    /// Detected on each node, once per step ([`detect`]).
+    Auto,
+    Fixed(Vendor),
+}
+
+/// `auto`, then every vendor, built from [`Vendor`]'s own list.
+const SETTINGS: [VendorSetting; Vendor::ALL.len() + 1] = {
+    let mut all = [VendorSetting::Auto; Vendor::ALL.len() + 1];
+    let mut i = 0;
+    while i < Vendor::ALL.len() {
+        // Evaluated by the compiler: an index out of range fails the build.
+        #[allow(clippy::indexing_slicing)]
+        {
+            all[i + 1] = VendorSetting::Fixed(Vendor::ALL[i]);
+        }
+        i += 1;
+    }
+    all
+};
+
+impl Named for VendorSetting {
+    const ALL: &'static [Self] = &SETTINGS;
+
+    fn name(self) -> &'static str {
+        match self {
+            VendorSetting::Auto => "auto",
+            VendorSetting::Fixed(vendor) => vendor.name(),
+        }
+    }
+}
+
+named!(from_str VendorSetting);
+
+/// A node's vendor, and why, for the verbose report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chosen {
+    pub vendor: Vendor,
+    pub why: String,
+}
+
+/// How a step's lists are written into each task; decided once per step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendering {
+    pub vendor: Vendor,
+    /// The site's `visible=`, as this vendor's runtime can honour it.
+    pub visible: Visible,
+    /// Set `CUDA_DEVICE_ORDER=PCI_BUS_ID` in each task.
+    pub pci_order: bool,
+}
+
+/// Why no list that the node's runtimes read can carry a task's GPU. The
+/// step then stands aside: the flag must not say a task was bound while
+/// its runtime still sees every GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unbindable {
+    /// Only NVML listed the step's GPUs: NVIDIA UUIDs, which ROCm and Level
+    /// Zero cannot read (HIP would find no GPU in such a
+    /// `CUDA_VISIBLE_DEVICES`, and ROCR and Level Zero would see them all).
+    NvmlUuids(Chosen),
+    /// Slurm set no `ZE_AFFINITY_MASK`, the one list Level Zero reads.
+    NoZeList(Chosen),
+    /// The user's `ROCR_VISIBLE_DEVICES`, which ROCm applies before the
+    /// index lists, would stay under them.
+    UsersRocr(Chosen),
+    /// The user's `HIP_VISIBLE_DEVICES`, which HIP reads instead of
+    /// `CUDA_VISIBLE_DEVICES`, would name the task's devices.
+    UsersHip(Chosen),
+}
+
+impl fmt::Display for Unbindable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unbindable::NvmlUuids(c) => write!(
+                f,
+                "only NVML lists the step's GPUs, as NVIDIA UUIDs, which {} runtimes do not \
+                 read ({})",
+                c.vendor.name(),
+                c.why
+            ),
+            Unbindable::NoZeList(c) => write!(
+                f,
+                "Slurm set no {} for this step, the one list Level Zero reads ({})",
+                env::ZE,
+                c.why
+            ),
+            Unbindable::UsersRocr(c) => write!(
+                f,
+                "{} is the user's, not Slurm's, and ROCm applies it before {} ({})",
+                env::ROCR,
+                env::CUDA,
+                c.why
+            ),
+            Unbindable::UsersHip(c) => write!(
+                f,
+                "{} is the user's, and HIP reads it instead of {} ({})",
+                env::HIP,
+                env::CUDA,
+                c.why
+            ),
+        }
+    }
+}
+
+/// A step's GPU lists as Slurm set them: `gpus` (the mapped list) and the
+/// other lists of the same length.
+pub struct StepLists<'a> {
+    pub gpus: &'a [String],
+    /// `gpus` is Slurm's `CUDA_VISIBLE_DEVICES` (not NVML's list).
+    pub from_slurm: bool,
+    pub others: &'a [(&'static str, Vec<String>)],
+}
+
+impl<'a> StepLists<'a> {
+    /// The step's lists: `gpus` as the tasks' lists carry them, whether
+    /// they are Slurm's, and the other lists Slurm set.
+    pub fn new(
+        gpus: &'a [String],
+        from_slurm: bool,
+        others: &'a [(&'static str, Vec<String>)],
+    ) -> Self {
+        StepLists {
+            gpus,
+            from_slurm,
+            others,
+        }
+    }
+
+    pub(crate) fn list(&self, name: &str) -> Option<&[String]> {
+        self.others
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, list)| list.as_slice())
+    }
+}
+
+/// The task's own part of `list`: its GPU, or the rotated list.
+pub(super) fn own(r: &Rendering, list: &[String], position: usize) -> String {
+    join(&visible_list(list, position, r.visible))
+}
+
+/// An index list layered on a filter that already holds the task's GPUs
+/// in the task's order: its first entries, in order.
+pub(super) fn layered(r: &Rendering, step: &StepLists, position: usize) -> String {
+    let count = visible_list(step.gpus, position, r.visible).len();
+    let indices: Vec<String> = (0..count).map(|i| i.to_string()).collect();
+    join(&indices)
+}
+
+/// Most GPUs on one node: more make `closest` fall back (nodes hold a few
+/// dozen at most).
+pub const MAX_NODE_GPUS: usize = 64;
+
+/// How the kernel locates a GPU: its PCI bus id and device minor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelGpu {
+    /// As sysfs names it: `0000:c1:00.0`.
+    pub bus_id: String,
+    /// `Device Minor` in the NVIDIA driver's information file
+    /// (`/dev/nvidiaN`); for AMD and Intel GPUs the DRM render node's
+    /// number less 128 (`/dev/dri/renderD128` is 0).
+    pub minor: u32,
+    /// `GPU UUID` in the NVIDIA driver's information file; `None` where the
+    /// kernel's files name none (AMD and Intel render nodes).
+    pub uuid: Option<String>,
+}

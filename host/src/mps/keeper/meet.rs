@@ -1,0 +1,66 @@
+//! Where a step's tasks meet its keeper, and what the keeper answers.
+
+use std::path::PathBuf;
+
+/// The keeper's hidden subcommand, by which tasks find a keeper too.
+pub const KEEPER_COMMAND: &str = "mps-keeper";
+
+/// The keeper's socket inside its directory.
+pub(super) const SOCKET: &str = "keeper.sock";
+
+/// What the keeper answers each task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Answer {
+    /// The daemon serves, in the directory with this token in this base.
+    Ok { token: u64, base: PathBuf },
+    /// No daemon serves: why.
+    No(String),
+}
+
+impl Answer {
+    pub(super) fn line(&self) -> String {
+        match self {
+            Answer::Ok { token, base } => format!("ok {token:016x} {}\n", base.display()),
+            Answer::No(why) => format!("no {}\n", why.replace('\n', " ")),
+        }
+    }
+
+    pub(super) fn parse(line: &str) -> Option<Answer> {
+        let (word, rest) = line.split_once(' ')?;
+        match word {
+            "ok" => {
+                let (token, base) = rest.split_once(' ')?;
+                let token = u64::from_str_radix(token, 16).ok()?;
+                let base = PathBuf::from(base);
+                base.is_absolute().then_some(Answer::Ok { token, base })
+            }
+            "no" => Some(Answer::No(rest.to_string())),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_cross_the_socket_as_written() {
+        let ok = Answer::Ok {
+            token: 0xab,
+            base: PathBuf::from("/tmp/a task's dir"),
+        };
+        for answer in [ok, Answer::No("no server; said".to_string())] {
+            let line = answer.line();
+            assert!(
+                line.ends_with('\n') && line.matches('\n').count() == 1,
+                "{line:?}"
+            );
+            assert_eq!(Answer::parse(line.trim_end()), Some(answer));
+        }
+        assert_eq!(Answer::No("two\nlines".into()).line(), "no two lines\n");
+        for bad in ["", "ok", "ok zz /tmp", "yes 1", "ok  1", "ok 1", "ok 1 tmp"] {
+            assert_eq!(Answer::parse(bad), None, "{bad:?}");
+        }
+    }
+}

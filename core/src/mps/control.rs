@@ -1,33 +1,28 @@
 //! Where the MPS control daemon is, and where it finds its server.
 
 use super::input::MpsNode;
+use super::no_mps::NoMps;
 use crate::env;
 use crate::settings::site::MpsSettings;
 use std::path::{Path, PathBuf};
 
 /// The control daemon: the site's, or the first in the standard places.
-pub(super) fn control(settings: &MpsSettings, node: &MpsNode) -> Result<PathBuf, String> {
+pub(super) fn control(settings: &MpsSettings, node: &MpsNode) -> Result<PathBuf, NoMps> {
     if let Some(path) = &settings.control {
         return match node.files.exists(path) {
             true => Ok(path.clone()),
-            false => Err(format!(
-                "cannot start {}: it does not exist ({})",
-                path.display(),
-                settings.control_named_by
-            )),
+            false => Err(NoMps::NoControl {
+                path: path.clone(),
+                named_by: settings.control_named_by.clone(),
+            }),
         };
     }
     let found = env::MPS_CONTROL_DIRS
         .iter()
         .map(|dir| Path::new(dir).join(env::MPS_CONTROL))
         .find(|path| node.files.exists(path));
-    found.ok_or_else(|| {
-        format!(
-            "{} is not in {}; {} names it",
-            env::MPS_CONTROL,
-            env::MPS_CONTROL_DIRS.join(", "),
-            settings.control_named_by
-        )
+    found.ok_or_else(|| NoMps::ControlNotFound {
+        named_by: settings.control_named_by.clone(),
     })
 }
 
@@ -58,18 +53,14 @@ fn own_and_sbin(file: &Path) -> Vec<PathBuf> {
 
 /// The server must be on the daemon's `PATH`: else every CUDA client of
 /// the step would fail at its first GPU call.
-pub(super) fn find_server(path: &[PathBuf], node: &MpsNode) -> Result<(), String> {
+pub(super) fn find_server(path: &[PathBuf], node: &MpsNode) -> Result<(), NoMps> {
     if path
         .iter()
         .any(|dir| node.files.exists(&dir.join(env::MPS_SERVER)))
     {
         return Ok(());
     }
-    let dirs: Vec<String> = path.iter().map(|d| d.display().to_string()).collect();
-    Err(format!(
-        "{}, which the control daemon starts for its clients, is not in {}; it belongs \
-         beside the control daemon or in its sibling sbin",
-        env::MPS_SERVER,
-        dirs.join(", ")
-    ))
+    Err(NoMps::NoServer {
+        path: path.to_vec(),
+    })
 }

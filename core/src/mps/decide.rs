@@ -5,7 +5,8 @@ use super::control::{control, find_server, server_path};
 use super::daemon::Daemon;
 use super::dirs::{base_dir, check_base, check_socket, dir_name};
 use super::input::{MpsFacts, MpsInput, MpsNode};
-use super::serving::{Inherited, Mps, MAX_CLIENTS, MPS_NAMES};
+use super::no_mps::{NoMps, MAX_CLIENTS};
+use super::serving::{Inherited, Mps, MPS_NAMES};
 use super::tasks::{even_share, tasks_per_gpu};
 use crate::env;
 use crate::files::hostname;
@@ -59,8 +60,10 @@ pub fn decide(input: &MpsInput, inherited: &Inherited, node: &MpsNode) -> Mps {
         };
     }
     if input.asked && mode == MpsMode::Off {
-        let why = "this site turned mps off (mps=off)".to_string();
-        return Mps::Without { why, loud: true };
+        return Mps::Without {
+            why: NoMps::SiteOff,
+            loud: true,
+        };
     }
     match serve(input, inherited, node) {
         Ok(mps) => mps,
@@ -95,15 +98,12 @@ fn theirs(input: &MpsInput, inherited: &Inherited, node: &MpsNode, pipe: &str, l
 
 /// MPS where it is asked for (or `mps=auto` wants it): another's that
 /// serves already, else a daemon of the step's own; or why none.
-fn serve(input: &MpsInput, inherited: &Inherited, node: &MpsNode) -> Result<Mps, String> {
+fn serve(input: &MpsInput, inherited: &Inherited, node: &MpsNode) -> Result<Mps, NoMps> {
     let facts = input
         .facts
-        .ok_or("only the plugin, in slurmstepd, starts MPS daemons")?;
+        .ok_or(NoMps::NotSlurmstepd)?;
     if input.vendor != Vendor::Nvidia {
-        return Err(format!(
-            "MPS serves NVIDIA GPUs only, and this node's are {}",
-            crate::names::Named::name(input.vendor)
-        ));
+        return Err(NoMps::NotNvidia(input.vendor));
     }
     if let Some(served) = served_already(input, inherited, node) {
         return Ok(served);
@@ -150,16 +150,13 @@ fn daemon(
     facts: &MpsFacts,
     inherited: &Inherited,
     node: &MpsNode,
-) -> Result<Daemon, String> {
+) -> Result<Daemon, NoMps> {
     let per_gpu = tasks_per_gpu(input.method, input.gpus.len(), facts.local_tasks);
     if let Some(most) = per_gpu.iter().copied().max().filter(|&m| m > MAX_CLIENTS) {
-        return Err(format!(
-            "{most} tasks would share one GPU, and MPS serves at most {MAX_CLIENTS} clients \
-             per GPU; fewer tasks per node, or more GPUs, would fit"
-        ));
+        return Err(NoMps::TooManyClients(most));
     }
     if facts.uid == 0 {
-        return Err("the job runs as root, and the MPS daemon never does".to_string());
+        return Err(NoMps::Root);
     }
     let control = control(input.settings, node)?;
     // A link's server is beside the file it names, not beside the link.
@@ -171,7 +168,7 @@ fn daemon(
     find_server(&path, node)?;
     let step = input
         .step
-        .ok_or("Slurm gave no job id to name the MPS directory by")?;
+        .ok_or(NoMps::NoJobId)?;
     let share = |count: usize| match input.settings.share {
         MpsShare::Even => Some(even_share(count)),
         MpsShare::None => None,
@@ -198,17 +195,12 @@ fn daemon(
 /// The step's GPUs by UUID: NVML's list already is; Slurm's indices are
 /// located through NVML by device minor (with `SLURM_STEP_GPUS` telling
 /// absolute indices from renumbered ones).
-fn uuids(input: &MpsInput, node: &MpsNode) -> Result<Vec<String>, String> {
+fn uuids(input: &MpsInput, node: &MpsNode) -> Result<Vec<String>, NoMps> {
     if input.gpus.iter().all(|g| is_uuid(g)) {
         return Ok(input.gpus.to_vec());
     }
     let named = (node.places)()
         .map_err(|e| e.to_string())
         .and_then(|lines| nvml_uuids(&lines, input.gpus, input.step_gpus));
-    named.map_err(|e| {
-        format!(
-            "cannot name the step's GPUs by UUID ({e}); by index, the MPS daemon could \
-             reach another job's GPUs wherever devices are not constrained"
-        )
-    })
+    named.map_err(NoMps::NoUuids)
 }

@@ -3,6 +3,7 @@
 
 use super::daemon::Daemon;
 use super::input::MpsNode;
+use super::no_mps::NoMps;
 use crate::env;
 use crate::files::Stat;
 use crate::settings::site::MpsSettings;
@@ -42,14 +43,13 @@ pub(super) fn base_dir(settings: &MpsSettings, node: &MpsNode) -> PathBuf {
 
 /// The daemon's control socket must fit in a socket's path, in the
 /// longer of its two names: exec's keeper marks its directory's.
-pub(super) fn check_socket(daemon: &Daemon) -> Result<(), String> {
+pub(super) fn check_socket(daemon: &Daemon) -> Result<(), NoMps> {
     let socket = daemon.kept().pipe().join("control");
     if socket.as_os_str().len() > MAX_SOCKET_PATH {
-        return Err(format!(
-            "the MPS socket path {} is longer than a socket path may be ({MAX_SOCKET_PATH} \
-             bytes); a shorter base is needed (TMPDIR, or the site's mps_dir=)",
-            socket.display()
-        ));
+        return Err(NoMps::SocketTooLong {
+            socket,
+            most: MAX_SOCKET_PATH,
+        });
     }
     Ok(())
 }
@@ -57,8 +57,7 @@ pub(super) fn check_socket(daemon: &Daemon) -> Result<(), String> {
 /// The base must be a folder of root's or the user's, and sticky where
 /// others may write in it: else another user could move the step's
 /// directory away and put their own in its place.
-pub(super) fn check_base(base: &Path, uid: u32, node: &MpsNode) -> Result<(), String> {
-    let shown = base.display();
+pub(super) fn check_base(base: &Path, uid: u32, node: &MpsNode) -> Result<(), NoMps> {
     let Stat {
         uid: owner,
         mode,
@@ -66,22 +65,24 @@ pub(super) fn check_base(base: &Path, uid: u32, node: &MpsNode) -> Result<(), St
     } = node
         .files
         .stat(base)
-        .map_err(|e| format!("cannot use the MPS base {shown}: {e}"))?;
+        .map_err(|e| NoMps::BaseUnusable {
+            base: base.to_path_buf(),
+            why: e.to_string(),
+        })?;
     if !is_dir {
-        return Err(format!("the MPS base {shown} is not a directory"));
+        return Err(NoMps::BaseNotDir(base.to_path_buf()));
     }
     if owner != 0 && owner != uid {
-        return Err(format!(
-            "the MPS base {shown} belongs to uid {owner}, neither root nor the job's user; \
-             a base of theirs or root's is needed (TMPDIR, or the site's mps_dir=)"
-        ));
+        return Err(NoMps::BaseOwner {
+            base: base.to_path_buf(),
+            owner,
+        });
     }
     if mode & 0o022 != 0 && mode & 0o1000 == 0 {
-        return Err(format!(
-            "the MPS base {shown} is writable by others without the sticky bit (mode \
-             {mode:04o}), so another user could replace the step's directory; it needs \
-             mode 1777, as /tmp has, or no write for others"
-        ));
+        return Err(NoMps::BaseOpen {
+            base: base.to_path_buf(),
+            mode,
+        });
     }
     Ok(())
 }

@@ -27,6 +27,7 @@ mod daemon;
 mod decide;
 mod dirs;
 mod input;
+mod no_mps;
 mod serving;
 mod tasks;
 #[cfg(test)]
@@ -37,5 +38,6 @@ pub use daemon::{Daemon, KEEPER_MARK};
 pub use decide::{decide, inherited};
 pub use dirs::dir_name;
 pub use input::{MpsFacts, MpsInput, MpsNode};
-pub use serving::{Inherited, Mps, MAX_CLIENTS};
+pub use no_mps::{NoMps, MAX_CLIENTS};
+pub use serving::{Inherited, Mps};
 pub use tasks::{even_share, mps_line, mps_unset, mps_variables, tasks_per_gpu};

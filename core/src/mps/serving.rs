@@ -2,10 +2,8 @@
 //! it inherited, or not at all; and the names a served task gets.
 
 use super::daemon::Daemon;
+use super::no_mps::NoMps;
 use crate::env;
-
-/// Volta-and-later MPS serves at most this many clients per GPU.
-pub const MAX_CLIENTS: usize = 48;
 
 /// MPS for the step on this node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +30,7 @@ pub enum Mps {
     },
     /// Asked for (or `mps=auto`), but the step runs mapped without MPS;
     /// said once, where the user asked or with `verbose`.
-    Without { why: String, loud: bool },
+    Without { why: NoMps, loud: bool },
 }
 
 impl Mps {

@@ -76,7 +76,7 @@ fn mps_of(plan: &StepPlan) -> Mps {
 
 fn without(plan: &StepPlan) -> String {
     match mps_of(plan) {
-        Mps::Without { why, loud: true } => why,
+        Mps::Without { why, loud: true } => why.to_string(),
         other => panic!("expected no MPS, got {other:?}"),
     }
 }

@@ -5,7 +5,7 @@ use super::source::Listed;
 use crate::cpuset::CpuSet;
 use crate::method::closest::Fallback;
 use crate::method::{Method, Visible};
-use crate::mps::{Daemon, Inherited, Mps};
+use crate::mps::{Daemon, Inherited, Mps, NoMps};
 use crate::runtime::Rendering;
 
 /// A step whose tasks get mapped.
@@ -61,6 +61,7 @@ impl StepMap {
     /// The daemon could not be started: the step runs mapped without it,
     /// saying so where the user asked for MPS or with `verbose`.
     pub fn mps_failed(&mut self, why: String) {
+        let why = NoMps::NotStarted(why);
         let loud = match &self.mps {
             Mps::Start(daemon) => daemon.asked,
             _ => true,

@@ -1,0 +1,117 @@
+//! Why a step runs without MPS ([`NoMps`]): each reason with what its
+//! message needs, worded once.
+
+use crate::env;
+use crate::names::Named;
+use crate::runtime::Vendor;
+use std::fmt;
+use std::path::PathBuf;
+
+/// Volta-and-later MPS serves at most this many clients per GPU.
+pub const MAX_CLIENTS: usize = 48;
+
+/// Why no MPS daemon serves a step that asked for one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoMps {
+    /// The site's `mps=off`.
+    SiteOff,
+    /// A front end other than slurmstepd's.
+    NotSlurmstepd,
+    NotNvidia(Vendor),
+    /// This many tasks would share one GPU.
+    TooManyClients(usize),
+    Root,
+    /// The site's control daemon does not exist; what named it.
+    NoControl { path: PathBuf, named_by: String },
+    /// No control daemon in the standard places; what names one.
+    ControlNotFound { named_by: String },
+    /// No server on the control daemon's `PATH`.
+    NoServer { path: Vec<PathBuf> },
+    NoJobId,
+    SocketTooLong { socket: PathBuf, most: usize },
+    BaseUnusable { base: PathBuf, why: String },
+    BaseNotDir(PathBuf),
+    BaseOwner { base: PathBuf, owner: u32 },
+    BaseOpen { base: PathBuf, mode: u32 },
+    /// The step's GPUs could not be named by UUID: why.
+    NoUuids(String),
+    /// The front end could not start the daemon, or reach it: why.
+    NotStarted(String),
+}
+
+impl fmt::Display for NoMps {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let base_hint = "(TMPDIR, or the site's mps_dir=)";
+        match self {
+            NoMps::SiteOff => write!(f, "this site turned mps off (mps=off)"),
+            NoMps::NotSlurmstepd => {
+                write!(f, "only the plugin, in slurmstepd, starts MPS daemons")
+            }
+            NoMps::NotNvidia(vendor) => write!(
+                f,
+                "MPS serves NVIDIA GPUs only, and this node's are {}",
+                vendor.name()
+            ),
+            NoMps::TooManyClients(most) => write!(
+                f,
+                "{most} tasks would share one GPU, and MPS serves at most {MAX_CLIENTS} \
+                 clients per GPU; fewer tasks per node, or more GPUs, would fit"
+            ),
+            NoMps::Root => write!(f, "the job runs as root, and the MPS daemon never does"),
+            NoMps::NoControl { path, named_by } => write!(
+                f,
+                "cannot start {}: it does not exist ({named_by})",
+                path.display()
+            ),
+            NoMps::ControlNotFound { named_by } => write!(
+                f,
+                "{} is not in {}; {named_by} names it",
+                env::MPS_CONTROL,
+                env::MPS_CONTROL_DIRS.join(", ")
+            ),
+            NoMps::NoServer { path } => {
+                let dirs: Vec<String> = path.iter().map(|d| d.display().to_string()).collect();
+                write!(
+                    f,
+                    "{}, which the control daemon starts for its clients, is not in {}; it \
+                     belongs beside the control daemon or in its sibling sbin",
+                    env::MPS_SERVER,
+                    dirs.join(", ")
+                )
+            }
+            NoMps::NoJobId => write!(f, "Slurm gave no job id to name the MPS directory by"),
+            NoMps::SocketTooLong { socket, most } => write!(
+                f,
+                "the MPS socket path {} is longer than a socket path may be ({most} bytes); \
+                 a shorter base is needed {base_hint}",
+                socket.display()
+            ),
+            NoMps::BaseUnusable { base, why } => {
+                write!(f, "cannot use the MPS base {}: {why}", base.display())
+            }
+            NoMps::BaseNotDir(base) => {
+                write!(f, "the MPS base {} is not a directory", base.display())
+            }
+            NoMps::BaseOwner { base, owner } => write!(
+                f,
+                "the MPS base {} belongs to uid {owner}, neither root nor the job's user; a \
+                 base of theirs or root's is needed {base_hint}",
+                base.display()
+            ),
+            NoMps::BaseOpen { base, mode } => write!(
+                f,
+                "the MPS base {} is writable by others without the sticky bit (mode \
+                 {mode:04o}), so another user could replace the step's directory; it needs \
+                 mode 1777, as /tmp has, or no write for others",
+                base.display()
+            ),
+            NoMps::NoUuids(why) => write!(
+                f,
+                "cannot name the step's GPUs by UUID ({why}); by index, the MPS daemon \
+                 could reach another job's GPUs wherever devices are not constrained"
+            ),
+            NoMps::NotStarted(why) => write!(f, "{why}"),
+        }
+    }
+}
+

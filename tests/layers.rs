@@ -39,7 +39,9 @@ const CRATES: &[Crate] = &[
     },
     Crate {
         src: "host/src",
-        layers: &["files", "process", "cpus", "child", "run", "nvml", "mps"],
+        layers: &[
+            "failure", "files", "process", "cpus", "child", "run", "nvml", "mps",
+        ],
     },
     Crate {
         src: "src",

@@ -12,6 +12,7 @@
 
 pub mod child;
 pub mod cpus;
+pub mod failure;
 pub mod files;
 pub mod mps;
 pub mod nvml;

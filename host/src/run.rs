@@ -5,6 +5,7 @@
 //! leaves behind goes with it when it is killed.
 
 use crate::child::{drain, wait_until};
+use crate::failure::Failure;
 use rustix::process::{kill_process_group, Pid, Signal};
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -54,33 +55,33 @@ pub fn run(
     runner: &dyn Runner,
     input: &str,
     deadline: Instant,
-) -> Result<Ran, String> {
+) -> Result<Ran, Failure> {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = spawn(cmd, runner).map_err(|e| e.to_string())?;
+    let mut child = spawn(cmd, runner)?;
     if let Some(mut stdin) = child.stdin.take() {
         let _ = stdin.write_all(input.as_bytes());
     }
     if !wait_until(&mut child, deadline, POLL) {
         kill_group(&child);
         let _ = child.wait();
-        return Err("no answer before the deadline".to_string());
+        return Err(Failure::new("no answer before the deadline"));
     }
     let out = child.stdout.take().map(text_of).unwrap_or_default();
     let err = child.stderr.take().map(text_of).unwrap_or_default();
-    let status = child.wait().map_err(|e| e.to_string())?;
+    let status = child.wait()?;
     Ok(Ran { status, out, err })
 }
 
 /// Runs a tool (`mkdir`, `rm`) with an empty environment; its error
 /// output if it fails.
-pub fn tool(mut cmd: Command, runner: &dyn Runner, deadline: Instant) -> Result<(), String> {
+pub fn tool(mut cmd: Command, runner: &dyn Runner, deadline: Instant) -> Result<(), Failure> {
     cmd.env_clear();
     let ran = run(cmd, runner, "", deadline)?;
     match ran.status.success() {
         true => Ok(()),
-        false => Err(ran.err.trim().to_string()),
+        false => Err(Failure::new(ran.err.trim())),
     }
 }
 
@@ -123,14 +124,17 @@ mod tests {
     fn a_tool_says_its_error_and_a_hung_one_is_killed_with_its_group() {
         let mut ls = Command::new("ls");
         ls.arg("/no/such/dir");
-        let err = tool(ls, &AsThisProcess, soon()).unwrap_err();
+        let err = tool(ls, &AsThisProcess, soon()).unwrap_err().to_string();
         assert!(err.contains("/no/such/dir"), "{err}");
         // The grandchild holds the pipes; it goes with the group.
         let mut sh = Command::new("sh");
         sh.args(["-c", "sleep 30 & sleep 30"]);
         let started = Instant::now();
         let late = run(sh, &AsThisProcess, "", started + Duration::from_millis(200));
-        assert_eq!(late.unwrap_err(), "no answer before the deadline");
+        assert_eq!(
+            late.unwrap_err().to_string(),
+            "no answer before the deadline"
+        );
         assert!(started.elapsed() < Duration::from_secs(5));
     }
 

@@ -3,6 +3,7 @@
 //! user ([`JobUser`]) and stops it when the node's last task has exited.
 
 use desi_gpu_map_core::mps::Daemon;
+use desi_gpu_map_host::failure::Failure;
 use desi_gpu_map_host::mps::daemon::{self, Running};
 use desi_gpu_map_host::run::Runner;
 use std::os::unix::process::CommandExt;
@@ -20,7 +21,7 @@ pub struct Served {
 impl Served {
     /// Starts `planned` as the job's user (`groups`: the job's
     /// supplementary groups).
-    pub fn start(planned: &Daemon, groups: Vec<libc::gid_t>) -> Result<Served, String> {
+    pub fn start(planned: &Daemon, groups: Vec<libc::gid_t>) -> Result<Served, Failure> {
         let user = JobUser {
             uid: planned.uid,
             gid: planned.gid,

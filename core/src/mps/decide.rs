@@ -99,9 +99,7 @@ fn theirs(input: &MpsInput, inherited: &Inherited, node: &MpsNode, pipe: &str, l
 /// MPS where it is asked for (or `mps=auto` wants it): another's that
 /// serves already, else a daemon of the step's own; or why none.
 fn serve(input: &MpsInput, inherited: &Inherited, node: &MpsNode) -> Result<Mps, NoMps> {
-    let facts = input
-        .facts
-        .ok_or(NoMps::NotSlurmstepd)?;
+    let facts = input.facts.ok_or(NoMps::NotSlurmstepd)?;
     if input.vendor != Vendor::Nvidia {
         return Err(NoMps::NotNvidia(input.vendor));
     }
@@ -166,9 +164,7 @@ fn daemon(
         .unwrap_or_else(|_| control.clone());
     let path = server_path(&control, &real);
     find_server(&path, node)?;
-    let step = input
-        .step
-        .ok_or(NoMps::NoJobId)?;
+    let step = input.step.ok_or(NoMps::NoJobId)?;
     let share = |count: usize| match input.settings.share {
         MpsShare::Even => Some(even_share(count)),
         MpsShare::None => None,

@@ -62,13 +62,10 @@ pub(super) fn check_base(base: &Path, uid: u32, node: &MpsNode) -> Result<(), No
         uid: owner,
         mode,
         is_dir,
-    } = node
-        .files
-        .stat(base)
-        .map_err(|e| NoMps::BaseUnusable {
-            base: base.to_path_buf(),
-            why: e.to_string(),
-        })?;
+    } = node.files.stat(base).map_err(|e| NoMps::BaseUnusable {
+        base: base.to_path_buf(),
+        why: e.to_string(),
+    })?;
     if !is_dir {
         return Err(NoMps::BaseNotDir(base.to_path_buf()));
     }

@@ -22,17 +22,36 @@ pub enum NoMps {
     TooManyClients(usize),
     Root,
     /// The site's control daemon does not exist; what named it.
-    NoControl { path: PathBuf, named_by: String },
+    NoControl {
+        path: PathBuf,
+        named_by: String,
+    },
     /// No control daemon in the standard places; what names one.
-    ControlNotFound { named_by: String },
+    ControlNotFound {
+        named_by: String,
+    },
     /// No server on the control daemon's `PATH`.
-    NoServer { path: Vec<PathBuf> },
+    NoServer {
+        path: Vec<PathBuf>,
+    },
     NoJobId,
-    SocketTooLong { socket: PathBuf, most: usize },
-    BaseUnusable { base: PathBuf, why: String },
+    SocketTooLong {
+        socket: PathBuf,
+        most: usize,
+    },
+    BaseUnusable {
+        base: PathBuf,
+        why: String,
+    },
     BaseNotDir(PathBuf),
-    BaseOwner { base: PathBuf, owner: u32 },
-    BaseOpen { base: PathBuf, mode: u32 },
+    BaseOwner {
+        base: PathBuf,
+        owner: u32,
+    },
+    BaseOpen {
+        base: PathBuf,
+        mode: u32,
+    },
     /// The step's GPUs could not be named by UUID: why.
     NoUuids(String),
     /// The front end could not start the daemon, or reach it: why.
@@ -114,4 +133,3 @@ impl fmt::Display for NoMps {
         }
     }
 }
-

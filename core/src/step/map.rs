@@ -60,8 +60,8 @@ impl StepMap {
 
     /// The daemon could not be started: the step runs mapped without it,
     /// saying so where the user asked for MPS or with `verbose`.
-    pub fn mps_failed(&mut self, why: String) {
-        let why = NoMps::NotStarted(why);
+    pub fn mps_failed(&mut self, why: impl std::fmt::Display) {
+        let why = NoMps::NotStarted(why.to_string());
         let loud = match &self.mps {
             Mps::Start(daemon) => daemon.asked,
             _ => true,

@@ -7,6 +7,7 @@
 //! executable and start time show it is the daemon started here (or that
 //! daemon's server).
 
+use crate::failure::Failure;
 use crate::process::{children_named, identity, signal_if, Identity};
 use crate::run::{kill_group, run, spawn, tool, Runner, MAX_OUTPUT, POLL};
 use desi_gpu_map_core::env;
@@ -53,7 +54,7 @@ pub fn random_token() -> u64 {
 /// Makes the step's directories, starts the daemon, and waits until it
 /// answers on its pipe, all within the daemon's timeout. On failure
 /// nothing is left (the removal has a timeout of its own).
-pub fn start(planned: &Daemon, runner: &dyn Runner) -> Result<Running, String> {
+pub fn start(planned: &Daemon, runner: &dyn Runner) -> Result<Running, Failure> {
     start_in(make(planned, runner)?, runner)
 }
 
@@ -74,7 +75,7 @@ impl Made {
 }
 
 /// Makes the step's own directory (mode 0700) under a name nobody had.
-pub fn make(planned: &Daemon, runner: &dyn Runner) -> Result<Made, String> {
+pub fn make(planned: &Daemon, runner: &dyn Runner) -> Result<Made, Failure> {
     let deadline = Instant::now() + planned.timeout;
     let (daemon, taken) = make_dir(planned, runner, deadline)?;
     Ok(Made {
@@ -87,7 +88,7 @@ pub fn make(planned: &Daemon, runner: &dyn Runner) -> Result<Made, String> {
 /// Makes the pipe and log directories in `made`, starts the daemon, and
 /// waits until it answers, within what is left of the timeout. On failure
 /// the directory is removed.
-pub fn start_in(made: Made, runner: &dyn Runner) -> Result<Running, String> {
+pub fn start_in(made: Made, runner: &dyn Runner) -> Result<Running, Failure> {
     let Made {
         daemon,
         taken,
@@ -99,10 +100,10 @@ pub fn start_in(made: Made, runner: &dyn Runner) -> Result<Running, String> {
         .args([&daemon.pipe(), &daemon.log()]);
     let started = tool(mkdir, runner, deadline)
         .map_err(|why| {
-            format!(
-                "cannot make the MPS directories in {}: {why}",
+            why.within(format_args!(
+                "cannot make the MPS directories in {}",
                 daemon.dir().display()
-            )
+            ))
         })
         .and_then(|()| spawn_daemon(&daemon, runner))
         .and_then(|child| until_it_answers(child, &daemon, runner, deadline))
@@ -149,7 +150,7 @@ impl Running {
             }
         }
         if let Err(why) = remove_dirs(&self.daemon, runner) {
-            said.push(why);
+            said.push(why.to_string());
         }
         said
     }
@@ -212,7 +213,7 @@ fn make_dir(
     planned: &Daemon,
     runner: &dyn Runner,
     deadline: Instant,
-) -> Result<(Daemon, Vec<PathBuf>), String> {
+) -> Result<(Daemon, Vec<PathBuf>), Failure> {
     let (mut daemon, mut taken) = (planned.clone(), Vec::new());
     for _ in 0..NAME_TRIES {
         let mut mkdir = Command::new("/bin/mkdir");
@@ -224,44 +225,49 @@ fn make_dir(
                 daemon = daemon.with_token(random_token());
             }
             Err(why) => {
-                return Err(format!(
-                    "cannot make the MPS directory {}: {why}",
+                return Err(why.within(format_args!(
+                    "cannot make the MPS directory {}",
                     daemon.dir().display()
-                ))
+                )))
             }
         }
     }
-    Err(format!(
+    Err(Failure::new(format!(
         "cannot make an MPS directory in {}: {NAME_TRIES} random names were all taken",
         daemon.base.display()
-    ))
+    )))
 }
 
 /// `rm -rf DIR` within the daemon's timeout.
-fn remove_dirs(d: &Daemon, runner: &dyn Runner) -> Result<(), String> {
+fn remove_dirs(d: &Daemon, runner: &dyn Runner) -> Result<(), Failure> {
     let mut rm = Command::new("/bin/rm");
     rm.args(["-rf", "--one-file-system", "--"]).arg(d.dir());
     tool(rm, runner, Instant::now() + d.timeout).map_err(|why| {
-        format!(
-            "cannot remove the MPS directory {}: {why}",
+        why.within(format_args!(
+            "cannot remove the MPS directory {}",
             d.dir().display()
-        )
+        ))
     })
 }
 
 /// The daemon in the foreground (`-f`), with only MPS's variables, its
 /// output in `control.log` in the log directory.
-fn spawn_daemon(d: &Daemon, runner: &dyn Runner) -> Result<Child, String> {
+fn spawn_daemon(d: &Daemon, runner: &dyn Runner) -> Result<Child, Failure> {
     let log = fs::OpenOptions::new()
         .append(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(no_follow())
         .open(d.log().join("control.log"))
-        .map_err(|e| format!("cannot open the MPS log in {}: {e}", d.log().display()))?;
+        .map_err(|e| {
+            Failure::os(
+                format_args!("cannot open the MPS log in {}", d.log().display()),
+                e,
+            )
+        })?;
     let err = log
         .try_clone()
-        .map_err(|e| format!("cannot open the MPS log: {e}"))?;
+        .map_err(|e| Failure::os("cannot open the MPS log", e))?;
     let mut cmd = Command::new(&d.control);
     cmd.arg("-f")
         .env_clear()
@@ -269,7 +275,8 @@ fn spawn_daemon(d: &Daemon, runner: &dyn Runner) -> Result<Child, String> {
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(err);
-    spawn(cmd, runner).map_err(|e| format!("cannot start {}: {e}", d.control.display()))
+    spawn(cmd, runner)
+        .map_err(|e| Failure::os(format_args!("cannot start {}", d.control.display()), e))
 }
 
 /// `O_NOFOLLOW`, for `custom_flags`: a log the user replaced by a link is
@@ -285,7 +292,7 @@ fn until_it_answers(
     daemon: &Daemon,
     runner: &dyn Runner,
     deadline: Instant,
-) -> Result<Running, String> {
+) -> Result<Running, Failure> {
     match answers(&mut child, daemon, runner, deadline) {
         Ok(identity) => Ok(Running {
             child,
@@ -298,7 +305,7 @@ fn until_it_answers(
             // so is its process group.
             kill_group(&child);
             let _ = child.wait();
-            Err(format!("{why}{}", last_log_line(daemon)))
+            Err(why.then(last_log_line(daemon)))
         }
     }
 }
@@ -310,35 +317,36 @@ fn answers(
     daemon: &Daemon,
     runner: &dyn Runner,
     deadline: Instant,
-) -> Result<Identity, String> {
+) -> Result<Identity, Failure> {
     let control = daemon.control.display().to_string();
     let mut last = "its pipe never appeared".to_string();
     let mut answered = false;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!(
+            return Err(Failure::new(format!(
                 "the MPS control daemon {control} exited ({status}) before it answered"
-            ));
+            )));
         }
         if daemon.pipe().join("control").exists() {
             match ask(daemon, runner, READY_QUESTION, deadline) {
                 Ok(answer) if answer.trim().parse::<f64>().is_ok() => {
-                    return identity(child.id()).ok_or_else(|| "the MPS daemon vanished".into());
+                    return identity(child.id())
+                        .ok_or_else(|| Failure::new("the MPS daemon vanished"));
                 }
                 Ok(answer) => {
                     last = format!("it answered {}", quote(answer.trim()));
                     answered = true;
                 }
                 // A later question cut off by the deadline says less.
-                Err(why) if !answered => last = why,
+                Err(why) if !answered => last = why.to_string(),
                 Err(_) => {}
             }
         }
         if Instant::now() >= deadline {
-            return Err(format!(
+            return Err(Failure::new(format!(
                 "the MPS control daemon {control} did not answer within {} s ({last})",
                 daemon.timeout.as_secs()
-            ));
+            )));
         }
         std::thread::sleep(POLL);
     }
@@ -350,13 +358,13 @@ fn ask(
     runner: &dyn Runner,
     command: &str,
     deadline: Instant,
-) -> Result<String, String> {
+) -> Result<String, Failure> {
     let mut cmd = Command::new(&d.control);
     cmd.env_clear().envs(d.env());
     let ran = run(cmd, runner, &format!("{command}\n"), deadline)?;
     match ran.status.success() {
         true => Ok(ran.out),
-        false => Err(format!("{}: {}", ran.status, ran.err.trim())),
+        false => Err(Failure::new(format!("{}: {}", ran.status, ran.err.trim()))),
     }
 }
 
@@ -461,7 +469,7 @@ mod tests {
         let dir = scratch("bad");
         let mut d = planned(&dir, stand_in(&dir, "nonsense"));
         d.timeout = Duration::from_millis(300);
-        let why = start(&d, &AsThisProcess).err().unwrap();
+        let why = start(&d, &AsThisProcess).err().unwrap().to_string();
         assert!(
             why.contains("did not answer within 0 s (it answered \"nonsense\")"),
             "{why}"
@@ -469,8 +477,14 @@ mod tests {
         assert!(why.ends_with("; its log ends: started"), "{why}");
         assert!(!d.dir().exists());
         d.control = dir.join("missing");
-        let why = start(&d, &AsThisProcess).err().unwrap();
+        let failed = start(&d, &AsThisProcess).err().unwrap();
+        let why = failed.to_string();
         assert!(why.starts_with("cannot start "), "{why}");
+        // The OS's error stays the source, under the words.
+        assert_eq!(
+            failed.os_error().map(std::io::Error::kind),
+            Some(std::io::ErrorKind::NotFound)
+        );
         assert!(!d.dir().exists());
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -4,6 +4,7 @@
 //! answer.
 
 use super::meet::{Answer, KEEPER_COMMAND, SOCKET};
+use crate::failure::Failure;
 use crate::process::command_lines_of;
 use crate::run::POLL;
 use desi_gpu_map_core::mps::Daemon;
@@ -36,7 +37,7 @@ const MOST_ENTRIES: usize = 4096;
 /// 0 starts the keeper where the name is another user's). The daemon as
 /// it runs (in the directory the keeper made), or why the step runs
 /// without MPS.
-pub fn join(planned: &Daemon, stepd: Option<u32>, local_id: usize) -> Result<Daemon, String> {
+pub fn join(planned: &Daemon, stepd: Option<u32>, local_id: usize) -> Result<Daemon, Failure> {
     let daemon = planned.kept();
     let deadline = Instant::now() + daemon.timeout + ANSWER_MARGIN;
     match by_name(&daemon, stepd, deadline) {
@@ -48,7 +49,7 @@ pub fn join(planned: &Daemon, stepd: Option<u32>, local_id: usize) -> Result<Dae
 /// What the keeper's name led to.
 enum Met {
     /// The keeper answered, or the task could not wait for it: the end.
-    Answered(Result<Daemon, String>),
+    Answered(Result<Daemon, Failure>),
     /// Another user holds the name: who, for messages.
     Taken(String),
 }
@@ -57,14 +58,20 @@ enum Met {
 fn by_name(daemon: &Daemon, stepd: Option<u32>, deadline: Instant) -> Met {
     let name = match SocketAddr::from_abstract_name(daemon.stem.as_bytes()) {
         Ok(name) => name,
-        Err(e) => return Met::Answered(Err(format!("cannot name the MPS keeper's socket: {e}"))),
+        Err(e) => {
+            let why = Failure::os("cannot name the MPS keeper's socket", e);
+            return Met::Answered(Err(why));
+        }
     };
     let mut bound_since: Option<Instant> = None;
     loop {
         match UnixStream::connect_addr(&name) {
             Ok(stream) => return theirs_or_answer(stream, daemon, deadline),
             Err(e) if e.kind() != ErrorKind::ConnectionRefused => {
-                let why = format!("cannot reach the MPS keeper @{}: {e}", daemon.stem);
+                let why = Failure::os(
+                    format_args!("cannot reach the MPS keeper @{}", daemon.stem),
+                    e,
+                );
                 return Met::Answered(Err(why));
             }
             Err(_) => {}
@@ -88,7 +95,10 @@ fn by_name(daemon: &Daemon, stepd: Option<u32>, deadline: Instant) -> Met {
                 std::thread::sleep(POLL);
             }
             Err(e) => {
-                let why = format!("cannot start the MPS keeper @{}: {e}", daemon.stem);
+                let why = Failure::os(
+                    format_args!("cannot start the MPS keeper @{}", daemon.stem),
+                    e,
+                );
                 return Met::Answered(Err(why));
             }
         }
@@ -113,9 +123,9 @@ fn theirs_or_answer(stream: UnixStream, daemon: &Daemon, deadline: Instant) -> M
 }
 
 /// The peer's uid and pid.
-fn peer(stream: &UnixStream) -> Result<(u32, i32), String> {
+fn peer(stream: &UnixStream) -> Result<(u32, i32), Failure> {
     let peer = socket_peercred(stream)
-        .map_err(|e| format!("cannot tell who holds the MPS keeper's socket: {e}"))?;
+        .map_err(|e| Failure::os("cannot tell who holds the MPS keeper's socket", e.into()))?;
     Ok((peer.uid.as_raw(), peer.pid.as_raw_nonzero().get()))
 }
 
@@ -128,7 +138,7 @@ fn by_directory(
     first: bool,
     deadline: Instant,
     who: &str,
-) -> Result<Daemon, String> {
+) -> Result<Daemon, Failure> {
     let mut started = false;
     loop {
         let dirs = keepers_bases(daemon).into_iter().flat_map(|base| {
@@ -139,20 +149,21 @@ fn by_directory(
         });
         for dir in dirs {
             if let Ok(stream) = UnixStream::connect(dir.join(SOCKET)) {
-                return answer(stream, daemon, deadline).map_err(|why| format!("{why} ({who})"));
+                return answer(stream, daemon, deadline)
+                    .map_err(|why| why.then(format_args!(" ({who})")));
             }
         }
         if first && !started {
-            start_keeper(None, daemon, stepd).map_err(|why| format!("{why} ({who})"))?;
+            start_keeper(None, daemon, stepd).map_err(|why| why.then(format_args!(" ({who})")))?;
             started = true;
         }
         if Instant::now() >= deadline {
-            return Err(format!(
+            return Err(Failure::new(format!(
                 "{who}, and no keeper of this step's answered in {} within {} s; local task \
                  0 starts it there",
                 daemon.base.display(),
                 (daemon.timeout + ANSWER_MARGIN).as_secs()
-            ));
+            )));
         }
         std::thread::sleep(POLL * 10);
     }
@@ -211,57 +222,62 @@ fn private(dir: &Path) -> bool {
 
 /// The keeper's answer to this task: it must be the job's user's, and the
 /// directory it names this user's private one.
-fn answer(stream: UnixStream, daemon: &Daemon, deadline: Instant) -> Result<Daemon, String> {
+fn answer(stream: UnixStream, daemon: &Daemon, deadline: Instant) -> Result<Daemon, Failure> {
     let uid = rustix::process::getuid().as_raw();
     let (peer_uid, pid) = peer(&stream)?;
     if peer_uid != uid {
-        return Err(format!(
+        return Err(Failure::new(format!(
             "the MPS keeper's socket @{} is held by uid {peer_uid} (pid {pid}), not by the \
              job's user",
             daemon.stem
-        ));
+        )));
     }
     let left = deadline.saturating_duration_since(Instant::now());
     stream
         .set_read_timeout(Some(left.max(POLL)))
-        .map_err(|e| format!("cannot wait for the MPS keeper: {e}"))?;
+        .map_err(|e| Failure::os("cannot wait for the MPS keeper", e))?;
     let mut line = String::new();
     BufReader::new(stream.take(MAX_ANSWER))
         .read_line(&mut line)
-        .map_err(|e| format!("no answer from the MPS keeper @{}: {e}", daemon.stem))?;
+        .map_err(|e| {
+            Failure::os(
+                format_args!("no answer from the MPS keeper @{}", daemon.stem),
+                e,
+            )
+        })?;
     match Answer::parse(line.trim_end()) {
         Some(Answer::Ok { token, base }) => served(daemon, token, base),
-        Some(Answer::No(why)) => Err(why),
-        None => Err(format!(
+        Some(Answer::No(why)) => Err(Failure::new(why)),
+        None => Err(Failure::new(format!(
             "the MPS keeper @{} answered {}",
             daemon.stem,
             quote(line.trim_end())
-        )),
+        ))),
     }
 }
 
 /// The daemon in the directory the keeper named, which must be there.
-fn served(daemon: &Daemon, token: u64, base: PathBuf) -> Result<Daemon, String> {
+fn served(daemon: &Daemon, token: u64, base: PathBuf) -> Result<Daemon, Failure> {
     let served = Daemon {
         base,
         ..daemon.with_token(token)
     };
     match private(&served.dir()) && served.pipe().is_dir() {
         true => Ok(served),
-        false => Err(format!(
+        false => Err(Failure::new(format!(
             "the MPS keeper named {}, which is not the job's user's private directory with a \
              pipe directory in it",
             served.dir().display()
-        )),
+        ))),
     }
 }
 
-fn no_answer(daemon: &Daemon) -> String {
-    format!(
+fn no_answer(daemon: &Daemon) -> Failure {
+    Failure::new(format!(
         "no MPS keeper answered at @{} within {} s",
         daemon.stem,
         (daemon.timeout + ANSWER_MARGIN).as_secs()
-    )
+    ))
 }
 
 /// Starts the keeper, with `listener` (the name, where this task holds
@@ -271,8 +287,8 @@ fn start_keeper(
     listener: Option<UnixListener>,
     daemon: &Daemon,
     stepd: Option<u32>,
-) -> Result<(), String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+) -> Result<(), Failure> {
+    let exe = std::env::current_exe().map_err(|e| Failure::os("cannot find this program", e))?;
     let paths: Vec<String> = daemon
         .path
         .iter()
@@ -307,10 +323,12 @@ fn start_keeper(
         .stderr(Stdio::null())
         .process_group(0)
         .status()
-        .map_err(|e| format!("cannot start the MPS keeper: {e}"))?;
+        .map_err(|e| Failure::os("cannot start the MPS keeper", e))?;
     match status.success() {
         true => Ok(()),
-        false => Err(format!("the MPS keeper did not start ({status})")),
+        false => Err(Failure::new(format!(
+            "the MPS keeper did not start ({status})"
+        ))),
     }
 }
 

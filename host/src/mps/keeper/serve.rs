@@ -5,6 +5,7 @@ use super::meet::{Answer, SOCKET};
 use super::sweep::sweep;
 use super::tally::Tally;
 use crate::cpus;
+use crate::failure::Failure;
 use crate::mps::daemon;
 use crate::process::{children_of, descends_from, pidfd};
 use crate::run::{Runner, POLL};
@@ -109,7 +110,7 @@ pub fn run(args: &KeeperArgs, edge: KeeperEdge) -> ExitCode {
             token: running.daemon().token,
             base: running.daemon().base.clone(),
         },
-        Err(why) => Answer::No(why.clone()),
+        Err(why) => Answer::No(why.to_string()),
     };
     let listeners: Vec<UnixListener> = named.into_iter().chain(own).collect();
     for listener in &listeners {
@@ -312,7 +313,7 @@ impl Keeper {
                     self.tally.joined();
                     reply.clone()
                 }
-                Err(why) => Answer::No(why),
+                Err(why) => Answer::No(why.to_string()),
             };
             let _ = stream.write_all(answer.line().as_bytes());
         }
@@ -320,16 +321,16 @@ impl Keeper {
 
     /// The peer's pid, where it is the job's user's and under this step's
     /// slurmstepd.
-    fn task_of_step(&self, stream: &UnixStream) -> Result<u32, String> {
-        let peer = socket_peercred(stream).map_err(|e| e.to_string())?;
+    fn task_of_step(&self, stream: &UnixStream) -> Result<u32, Failure> {
+        let peer = socket_peercred(stream).map_err(std::io::Error::from)?;
         if peer.uid.as_raw() != self.uid {
-            return Err("not the job's user".to_string());
+            return Err(Failure::new("not the job's user"));
         }
-        let pid = u32::try_from(peer.pid.as_raw_nonzero().get()).map_err(|e| e.to_string())?;
+        let pid = peer.pid.as_raw_nonzero().get().unsigned_abs();
         match self.stepd {
-            Some(stepd) if !descends_from(pid, stepd) => {
-                Err(format!("pid {pid} is not a task of this step"))
-            }
+            Some(stepd) if !descends_from(pid, stepd) => Err(Failure::new(format!(
+                "pid {pid} is not a task of this step"
+            ))),
             _ => Ok(pid),
         }
     }

@@ -1,13 +1,13 @@
 //! Whether MPS serves a mapped step on this node, and why: the plugin's
 //! own daemon, another's that already serves it, or none.
 
+use super::client::{even_share, tasks_per_gpu};
 use super::control::{control, find_server, server_path};
 use super::daemon::Daemon;
 use super::dirs::{base_dir, check_base, check_socket, dir_name};
 use super::input::{MpsFacts, MpsInput, MpsNode};
 use super::no_mps::{NoMps, MAX_CLIENTS};
 use super::serving::{Inherited, Mps, MPS_NAMES};
-use super::tasks::{even_share, tasks_per_gpu};
 use crate::env;
 use crate::files::hostname;
 use crate::runtime::Vendor;

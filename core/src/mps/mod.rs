@@ -7,10 +7,12 @@
 //! - `input`: what it is decided from;
 //! - `serving`: how the step is served ([`Mps`]);
 //! - `daemon`: one daemon, its directory named from base, stem and token;
+//! - `no_mps`: why a step runs without MPS ([`NoMps`]);
 //! - `decide`: serve or not, and why;
 //! - `control`: where the control daemon and its server are;
 //! - `dirs`: the step's private directory, its name and its base;
-//! - `tasks`: each task's share, and the variables it gets or loses.
+//! - `client`: each task as the daemon's client: its share, and the
+//!   variables it gets or loses.
 //!
 //! The daemon's GPUs are named by UUID. Under `ConstrainDevices` the
 //! daemon starts inside the step's device cgroup (tests/production.rs
@@ -22,6 +24,7 @@
 //! draws it, see [`MpsFacts::token`]), so that no other user can take the
 //! name first, and its base must keep other users from moving it away.
 
+mod client;
 mod control;
 mod daemon;
 mod decide;
@@ -29,10 +32,10 @@ mod dirs;
 mod input;
 mod no_mps;
 mod serving;
-mod tasks;
 #[cfg(test)]
 mod tests;
 
+pub use client::{even_share, mps_line, mps_unset, mps_variables, tasks_per_gpu};
 pub use control::server_path;
 pub use daemon::{Daemon, KEEPER_MARK};
 pub use decide::{decide, inherited};
@@ -40,4 +43,3 @@ pub use dirs::dir_name;
 pub use input::{MpsFacts, MpsInput, MpsNode};
 pub use no_mps::{NoMps, MAX_CLIENTS};
 pub use serving::{Inherited, Mps};
-pub use tasks::{even_share, mps_line, mps_unset, mps_variables, tasks_per_gpu};

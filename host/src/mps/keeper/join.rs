@@ -3,14 +3,14 @@
 //! user holds that name, in the keeper's own directory; and take its
 //! answer.
 
-use super::meet::{Answer, KEEPER_COMMAND, SOCKET};
+use super::meet::{Answer, Ended, Request, KEEPER_COMMAND, SOCKET};
 use crate::failure::Failure;
 use crate::process::command_lines_of;
 use crate::run::POLL;
 use desi_gpu_map_core::mps::Daemon;
 use desi_gpu_map_core::text::quote;
 use rustix::net::sockopt::socket_peercred;
-use std::io::{BufRead, BufReader, ErrorKind, Read};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -232,19 +232,12 @@ fn answer(stream: UnixStream, daemon: &Daemon, deadline: Instant) -> Result<Daem
             daemon.stem
         )));
     }
-    let left = deadline.saturating_duration_since(Instant::now());
-    stream
-        .set_read_timeout(Some(left.max(POLL)))
-        .map_err(|e| Failure::os("cannot wait for the MPS keeper", e))?;
-    let mut line = String::new();
-    BufReader::new(stream.take(MAX_ANSWER))
-        .read_line(&mut line)
-        .map_err(|e| {
-            Failure::os(
-                format_args!("no answer from the MPS keeper @{}", daemon.stem),
-                e,
-            )
-        })?;
+    let line = ask(stream, Request::Join, deadline).map_err(|e| {
+        Failure::os(
+            format_args!("no answer from the MPS keeper @{}", daemon.stem),
+            e,
+        )
+    })?;
     match Answer::parse(line.trim_end()) {
         Some(Answer::Ok { token, base }) => served(daemon, token, base),
         Some(Answer::No(why)) => Err(Failure::new(why)),
@@ -253,6 +246,63 @@ fn answer(stream: UnixStream, daemon: &Daemon, deadline: Instant) -> Result<Daem
             daemon.stem,
             quote(line.trim_end())
         ))),
+    }
+}
+
+/// Writes `request` and reads the keeper's one line, until `deadline`.
+fn ask(stream: UnixStream, request: Request, deadline: Instant) -> std::io::Result<String> {
+    let left = deadline.saturating_duration_since(Instant::now()).max(POLL);
+    stream.set_read_timeout(Some(left))?;
+    stream.set_write_timeout(Some(left))?;
+    (&stream).write_all(request.line().as_bytes())?;
+    let mut line = String::new();
+    BufReader::new(stream.take(MAX_ANSWER)).read_line(&mut line)?;
+    Ok(line)
+}
+
+/// A task of the step ended (its task epilog tells): the keeper of
+/// `daemon`'s step, if one runs, is told; where the task was the node's
+/// last, this waits until `deadline` for the keeper to stop the daemon
+/// and remove its directory. No keeper: [`Ended::Done`].
+pub fn task_ended(daemon: &Daemon, deadline: Instant) -> Result<Ended, Failure> {
+    let daemon = daemon.kept();
+    let stream = match SocketAddr::from_abstract_name(daemon.stem.as_bytes())
+        .and_then(|name| UnixStream::connect_addr(&name))
+    {
+        Ok(stream) => stream,
+        Err(_) => {
+            let dirs = keepers_dirs(&daemon);
+            match dirs
+                .iter()
+                .find_map(|d| UnixStream::connect(d.join(SOCKET)).ok())
+            {
+                Some(stream) => stream,
+                None => return Ok(Ended::Done),
+            }
+        }
+    };
+    let (uid, pid) = peer(&stream)?;
+    if uid != rustix::process::getuid().as_raw() {
+        return Err(Failure::new(format!(
+            "the MPS keeper's socket @{} is held by uid {uid} (pid {pid}), not by the job's \
+             user",
+            daemon.stem
+        )));
+    }
+    match ask(stream, Request::Ended, deadline) {
+        Ok(line) => Ended::parse(line.trim_end()).ok_or_else(|| {
+            Failure::new(format!(
+                "the MPS keeper @{} answered {}",
+                daemon.stem,
+                quote(line.trim_end())
+            ))
+        }),
+        // The keeper closed its sockets: it has ended.
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => Ok(Ended::Done),
+        Err(e) => Err(Failure::os(
+            format_args!("no answer from the MPS keeper @{}", daemon.stem),
+            e,
+        )),
     }
 }
 

@@ -8,6 +8,63 @@ pub const KEEPER_COMMAND: &str = "mps-keeper";
 /// The keeper's socket inside its directory.
 pub(super) const SOCKET: &str = "keeper.sock";
 
+/// The longest request line a client sends, newline included.
+pub(super) const MAX_REQUEST: u64 = 16;
+
+/// What a client asks the keeper, in one line it writes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Request {
+    /// A task about to start: the daemon's directory, or why none.
+    Join,
+    /// A task of the step has ended (its task epilog asks): where it was
+    /// the node's last, the keeper ends the daemon and removes its
+    /// directory before it answers [`Ended::Done`].
+    Ended,
+}
+
+impl Request {
+    pub(super) fn line(self) -> &'static str {
+        match self {
+            Request::Join => "join\n",
+            Request::Ended => "ended\n",
+        }
+    }
+
+    pub(super) fn parse(line: &str) -> Option<Request> {
+        match line {
+            "join" => Some(Request::Join),
+            "ended" => Some(Request::Ended),
+            _ => None,
+        }
+    }
+}
+
+/// The keeper's answer to [`Request::Ended`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Other tasks of the step live on this node: the keeper goes on.
+    Later,
+    /// The daemon is stopped and its directory gone, or no keeper runs.
+    Done,
+}
+
+impl Ended {
+    pub(super) fn line(self) -> &'static str {
+        match self {
+            Ended::Later => "later\n",
+            Ended::Done => "done\n",
+        }
+    }
+
+    pub(super) fn parse(line: &str) -> Option<Ended> {
+        match line {
+            "later" => Some(Ended::Later),
+            "done" => Some(Ended::Done),
+            _ => None,
+        }
+    }
+}
+
 /// What the keeper answers each task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Answer {
@@ -59,6 +116,15 @@ mod tests {
             assert_eq!(Answer::parse(line.trim_end()), Some(answer));
         }
         assert_eq!(Answer::No("two\nlines".into()).line(), "no two lines\n");
+        for request in [Request::Join, Request::Ended] {
+            let line = request.line();
+            assert!(line.len() as u64 <= MAX_REQUEST, "{line:?}");
+            assert_eq!(Request::parse(line.trim_end()), Some(request));
+        }
+        for ended in [Ended::Later, Ended::Done] {
+            assert_eq!(Ended::parse(ended.line().trim_end()), Some(ended));
+        }
+        assert_eq!(Request::parse("join "), None);
         for bad in ["", "ok", "ok zz /tmp", "yes 1", "ok  1", "ok 1", "ok 1 tmp"] {
             assert_eq!(Answer::parse(bad), None, "{bad:?}");
         }

@@ -8,9 +8,15 @@
 //!   directory stem (`desi-gpu-map-mps.UID.JOBID.STEPID.NODEID.keeper`):
 //!   nothing on disk, and gone with the process that holds it. The first
 //!   task to bind it starts the keeper, which holds it from then on; every
-//!   task then connects and is answered `ok TOKEN BASE` (the daemon's
-//!   directory, whatever each task's own `TMPDIR`) or `no WHY` (the step
-//!   runs without MPS).
+//!   task then connects, asks `join`, and is answered `ok TOKEN BASE` (the
+//!   daemon's directory, whatever each task's own `TMPDIR`) or `no WHY`
+//!   (the step runs without MPS).
+//! - A task epilog (`SLURM_TASK_EPILOG`) asks `ended` after its task is
+//!   reaped. Where no task of the node lives any more, the keeper ends the
+//!   daemon and removes its directory first, then answers `done`; else
+//!   `later`. slurmstepd waits for the epilog (up to 5 s) before it kills
+//!   what is left of the step, so with an epilog the end is deterministic,
+//!   even under proctrack/cgroup on a busy node (`task_ended`).
 //! - That name can be foreseen, and another user may hold it first. So
 //!   the keeper also listens on a socket inside its directory ([`SOCKET`]),
 //!   which only the job's user can reach (mode 0700) and no one else can
@@ -55,6 +61,6 @@ mod serve;
 mod sweep;
 mod tally;
 
-pub use join::join;
-pub use meet::KEEPER_COMMAND;
+pub use join::{join, task_ended};
+pub use meet::{Ended, KEEPER_COMMAND};
 pub use serve::{run, KeeperArgs, KeeperEdge};

@@ -1,7 +1,7 @@
 //! The keeper's process: starts the step's daemon, answers the node's
 //! tasks, and ends the daemon after the last of them.
 
-use super::meet::{Answer, SOCKET};
+use super::meet::{Answer, Ended, Request, MAX_REQUEST, SOCKET};
 use super::sweep::sweep;
 use super::tally::Tally;
 use crate::cpus;
@@ -13,7 +13,7 @@ use desi_gpu_map_core::mps::Daemon;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::net::sockopt::socket_peercred;
 use rustix::process::Signal;
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
@@ -119,10 +119,13 @@ pub fn run(args: &KeeperArgs, edge: KeeperEdge) -> ExitCode {
     let daemon_fd = started.as_ref().ok().and_then(|r| pidfd(r.pid()));
     let mut keeper = Keeper::new(&daemon, args.stepd);
     keeper.serve(&listeners, &reply, signals.as_ref(), daemon_fd.as_ref());
-    drop(listeners);
     if let Ok(running) = started {
         let _ = running.end_now();
     }
+    // Only now: a task epilog that asked is answered once the daemon and
+    // its directory are gone, and slurmstepd, which waits for it, kills
+    // the step's processes only after that.
+    keeper.finish(&listeners);
     ExitCode::SUCCESS
 }
 
@@ -190,6 +193,8 @@ struct Keeper {
     /// Tasks (and slurmstepd's other children) not yet exited, by pid.
     live: Vec<(u32, OwnedFd)>,
     tally: Tally,
+    /// Task epilogs of the node's last tasks, answered at the end.
+    waiting: Vec<UnixStream>,
 }
 
 impl Keeper {
@@ -210,6 +215,7 @@ impl Keeper {
                 Instant::now(),
             ),
             live,
+            waiting: Vec::new(),
         }
     }
 
@@ -224,7 +230,7 @@ impl Keeper {
     ) {
         loop {
             let now = Instant::now();
-            if self.tally.done(self.live.len(), now) {
+            if !self.waiting.is_empty() || self.tally.done(self.live.len(), now) {
                 return;
             }
             let wait = self.tally.wait(self.live.len(), now);
@@ -236,12 +242,7 @@ impl Keeper {
             if ready.stepd_gone || ready.daemon_gone || signalled.is_some_and(ends_step) {
                 return;
             }
-            let before = self.live.len();
-            let mut gone = ready.exited.into_iter();
-            self.live.retain(|_| !gone.next().unwrap_or(false));
-            if self.live.len() < before {
-                self.tally.exited(Instant::now());
-            }
+            self.forget(&ready.exited);
             for (listener, joining) in listeners.iter().zip(&ready.joining) {
                 if *joining {
                     self.take_tasks(listener, reply);
@@ -297,25 +298,80 @@ impl Keeper {
         })
     }
 
-    /// Answers every task waiting to join; each one of the job's user under
-    /// this keeper's slurmstepd is watched from then on.
+    /// Forgets the tasks whose end `exited` marks, in `live`'s order.
+    fn forget(&mut self, exited: &[bool]) {
+        let before = self.live.len();
+        let mut gone = exited.iter();
+        self.live.retain(|_| !gone.next().copied().unwrap_or(false));
+        if self.live.len() < before {
+            self.tally.exited(Instant::now());
+        }
+    }
+
+    /// Answers every client waiting at `listener`: a task that joins gets
+    /// `reply`, and each one of the job's user under this keeper's
+    /// slurmstepd is watched from then on; a task epilog is told to go on,
+    /// or kept for the end where its task was the node's last.
     fn take_tasks(&mut self, listener: &UnixListener, reply: &Answer) {
-        while let Ok((mut stream, _)) = listener.accept() {
-            let _ = stream.set_nonblocking(false);
-            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-            let answer = match self.task_of_step(&stream) {
-                Ok(pid) => {
+        while let Ok((stream, _)) = listener.accept() {
+            let request = request_of(&stream);
+            let checked = self.task_of_step(&stream);
+            match (request, checked) {
+                (Some(Request::Join), Ok(pid)) => {
                     if !self.live.iter().any(|(p, _)| *p == pid) {
                         if let Some(fd) = pidfd(pid) {
                             self.live.push((pid, fd));
                         }
                     }
                     self.tally.joined();
-                    reply.clone()
+                    say(stream, &reply.line());
                 }
-                Err(why) => Answer::No(why.to_string()),
-            };
-            let _ = stream.write_all(answer.line().as_bytes());
+                (Some(Request::Ended), Ok(_)) => self.task_ended(stream),
+                (None, _) => say(stream, &Answer::No("an unknown request".into()).line()),
+                (_, Err(why)) => say(stream, &Answer::No(why.to_string()).line()),
+            }
+        }
+    }
+
+    /// A task epilog says its task ended: where no task of the node lives
+    /// any more, the keeper ends now and answers it then.
+    fn task_ended(&mut self, stream: UnixStream) {
+        let exited = self.exited_now();
+        self.forget(&exited);
+        match self.tally.done(self.live.len(), Instant::now()) {
+            true => self.waiting.push(stream),
+            false => say(stream, Ended::Later.line()),
+        }
+    }
+
+    /// Which live tasks have exited, as of now.
+    fn exited_now(&self) -> Vec<bool> {
+        let mut fds: Vec<PollFd> = self
+            .live
+            .iter()
+            .map(|(_, fd)| PollFd::new(fd, PollFlags::IN))
+            .collect();
+        let now = Timespec::try_from(Duration::ZERO).ok();
+        if poll(&mut fds, now.as_ref()).is_err() {
+            return Vec::new();
+        }
+        fds.iter().map(|f| !f.revents().is_empty()).collect()
+    }
+
+    /// The daemon and its directory are gone: tells every task epilog that
+    /// waits, or asks now, that it is done; a task that joins now is told
+    /// the step has ended.
+    fn finish(mut self, listeners: &[UnixListener]) {
+        for stream in self.waiting.drain(..) {
+            say(stream, Ended::Done.line());
+        }
+        for listener in listeners {
+            while let Ok((stream, _)) = listener.accept() {
+                match request_of(&stream) {
+                    Some(Request::Ended) => say(stream, Ended::Done.line()),
+                    _ => say(stream, &Answer::No("the step has ended".into()).line()),
+                }
+            }
         }
     }
 
@@ -334,6 +390,26 @@ impl Keeper {
             _ => Ok(pid),
         }
     }
+}
+
+/// How long a client may take to say what it asks.
+const REQUEST_WAIT: Duration = Duration::from_secs(1);
+
+/// The request a client writes first, within [`REQUEST_WAIT`].
+fn request_of(stream: &UnixStream) -> Option<Request> {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(REQUEST_WAIT));
+    let mut line = String::new();
+    BufReader::new(stream.take(MAX_REQUEST))
+        .read_line(&mut line)
+        .ok()?;
+    Request::parse(line.trim_end())
+}
+
+/// Writes `line` to a client, waiting at most a second for it to read.
+fn say(mut stream: UnixStream, line: &str) {
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let _ = stream.write_all(line.as_bytes());
 }
 
 /// Reads a signal waiting on `fd` (a signalfd): true where it ends the

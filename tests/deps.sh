@@ -20,6 +20,8 @@ command -v mpiexec.mpich >/dev/null || need+=(mpich)
 # slurmd starts: without it every --mpi=pmix step fails to launch.
 ls /usr/lib/*/pmix2/lib/libpmix.so >/dev/null 2>&1 || need+=(libpmix-dev)
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+# tests/contrib.rs applies contrib/'s patches to desispec's tree.
+command -v patch >/dev/null || need+=(patch)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "deps.sh: missing ${need[*]}; install them as root (apt-get install ${need[*]})" >&2

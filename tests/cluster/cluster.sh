@@ -446,7 +446,7 @@ build_helpers() {
 
 # The test users, who run the MPS tests' jobs (a daemon never runs as
 # root): NAME:UID each, made on the host and in the Slurm root, where
-# slurmd looks them up. The same names in tests/common/mod.rs.
+# slurmd looks them up. The same names in tests/cluster/common/mod.rs.
 TEST_USERS=(dgm-alice:3901 dgm-bob:3902)
 
 make_users() {

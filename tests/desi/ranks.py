@@ -1,4 +1,4 @@
-"""One MPI rank of tests/desi.rs: DESI's own GPU selection, run for real.
+"""One MPI rank of tests/cluster/desi.rs: DESI's own GPU selection, run for real.
 
     ranks.py round-robin|contiguous [honour]
 

@@ -5,10 +5,8 @@
 //! tests/nvidia/fetch.sh, `make nvidia`). Every case checks that nothing is
 //! lost: each task ran, with the right GPU or with its environment intact,
 //! and the plugin said what happened.
-#![cfg(feature = "cluster-tests")]
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::fs::FileTimes;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

@@ -21,10 +21,8 @@
 //! root). Run by `tests/run-cluster-tests.sh` on 22.05; it fails, never
 //! skips, when any of that is missing. Every expected row is written out
 //! by hand.
-#![cfg(feature = "cluster-tests")]
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::sync::OnceLock;
 
 /// 8 ranks on n1's 4 GPUs, started by Slurm's PMIx as one MPI world (one

@@ -203,7 +203,7 @@ fn a_panic_inside_nvml_is_one_line_not_a_backtrace() {
             "-o",
             &lib,
         ])
-        .arg(repo().join("tests/nvml/fake_nvml.c"))
+        .arg(repo().join("tests/fakes/nvml/fake_nvml.c"))
         .arg(format!(
             "-DFAKE_NVML_CONF=\"{}/nvml/fake-nvml.conf\"",
             state_dir()

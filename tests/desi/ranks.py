@@ -4,7 +4,7 @@
 
 Calls desispec.gpu.redistribute_gpu_ranks(MPI.COMM_WORLD, method=...) from
 the installed desispec (tests/desi/fetch.sh), with the stand-ins of
-tests/desi/stand-ins for cupy and numba.cuda, and prints one row:
+tests/fakes/python for cupy and numba.cuda, and prints one row:
 
     T rank host SLURM_LOCALID CUDA_VISIBLE_DEVICES selected physical flag
 

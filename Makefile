@@ -99,4 +99,4 @@ package-rpm:
 
 # Builds both packages and checks them; no cluster needed.
 package-test:
-	bash tests/package-tests.sh
+	bash tests/package/package-tests.sh

@@ -963,7 +963,7 @@ fn exec_outside_slurm_says_why_it_maps_nothing() {
     );
 }
 
-/// The fake NVML (tests/nvml/fake_nvml.c), built into a directory of this
+/// The fake NVML (tests/fakes/nvml/fake_nvml.c), built into a directory of this
 /// test's own with `conf` as its control file.
 fn fake_nvml(name: &str, conf: &str) -> (std::path::PathBuf, String) {
     let dir = std::env::temp_dir().join(format!("dgm-cli-nvml-{name}-{}", std::process::id()));
@@ -971,7 +971,7 @@ fn fake_nvml(name: &str, conf: &str) -> (std::path::PathBuf, String) {
     let control = dir.join("fake-nvml.conf");
     std::fs::write(&control, conf).unwrap();
     let lib = dir.join("libnvidia-ml.so.1");
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/nvml/fake_nvml.c");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fakes/nvml/fake_nvml.c");
     let built = Command::new("cc")
         .args(["-shared", "-fPIC", "-O2", "-o"])
         .arg(&lib)

@@ -10,7 +10,7 @@ command -v cc >/dev/null || need+=(gcc)
 command -v unshare >/dev/null || need+=(util-linux)
 # The MPS tests trace the control daemon's execve of its server.
 command -v strace >/dev/null || need+=(strace)
-# tests/desi.rs (22.05 only): real MPI ranks (Debian's mpi4py on Open MPI)
+# tests/cluster/desi.rs (22.05 only): real MPI ranks (Debian's mpi4py on Open MPI)
 # under srun --mpi=pmix, and pip for tests/desi/fetch.sh.
 /usr/bin/python3 -c 'import mpi4py' 2>/dev/null || need+=(python3-mpi4py)
 command -v ompi_info >/dev/null || need+=(openmpi-bin)

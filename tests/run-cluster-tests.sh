@@ -3,21 +3,24 @@
 # (default: every series in tests/cluster/series; commas or spaces), each with Debian's own
 # packages: 22.05 is the host's (bookworm), 24.11 trixie's and 26.05 sid's,
 # each in a cached root made by tests/cluster/slurm-root.sh.
+# The suites are the modules of one test binary, `cluster`
+# (tests/cluster/main.rs); `suite NAME FILTER...` runs the tests that the
+# filters select (`-- mps::`), each suite in a process of its own, as when
+# each was a binary.
 # For each series: the plugin and the .deb built against that series'
 # headers, then three clusters in turn, each torn down after its tests:
 # - n1, n2 with 4 fake GPUs, n3 with 2, n4 with 2 that Slurm names by count
 #   only: the installed .deb smoke (tests/package/deb-smoke.sh) and the
 #   suites by subject (SUITES below), closest's task_none_ tests, and on
-#   22.05 only HOST_SUITES: tests/desi.rs (DESI's desispec in real MPI
-#   ranks: Debian's python3-mpi4py) and tests/mpi.rs (exec under mpirun and
-#   mpiexec in an allocation: openmpi-bin, mpich), which the 24.11 and
-#   26.05 roots lack;
+#   22.05 only HOST_SUITES: desi (DESI's desispec in real MPI ranks:
+#   Debian's python3-mpi4py) and mpi (exec under mpirun and mpiexec in an
+#   allocation: openmpi-bin, mpich), which the 24.11 and 26.05 roots lack;
 # - n1 with 4 GPUs and n2 with 2 named by count, task/affinity and the
-#   host's real CPU count (DGM_TASK_AFFINITY=1): tests/closest.rs;
+#   host's real CPU count (DGM_TASK_AFFINITY=1): the rest of closest;
 # - the first cluster's nodes as production GPU sites run Slurm
 #   (DGM_PRODUCTION=1: proctrack/cgroup, task/cgroup with ConstrainDevices,
 #   AutoDetect=nvml from 24.11, Flags=env_uuid from 26.05):
-#   tests/production.rs and tests/mps.rs again.
+#   production and mps again.
 # Prints one summary line per series;
 # each series' full output is in target/cluster-tests/SERIES.log, and a
 # failing one's is shown.
@@ -26,11 +29,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 harness=tests/cluster/cluster.sh
-# The suites by subject that run on the first cluster, in this order.
+# The suites by subject (modules of tests/cluster/main.rs) that run on the
+# first cluster, in this order.
 SUITES=(methods sources input vendors exec faults mps)
 # The series whose first cluster also runs HOST_SUITES (the host's).
 DESI_SERIES=22.05
 HOST_SUITES=(desi mpi)
+# Every module of the cluster binary runs on some cluster: these, closest
+# (on the first two) and production (on the third).
+MODULES=("${SUITES[@]}" "${HOST_SUITES[@]}" closest production)
 logs=target/cluster-tests
 
 # series -> Debian suite ("host": the machine's own Slurm), from the table
@@ -60,6 +67,17 @@ result() {
     fail=$(grep -oE '[0-9]+ failed' <<<"$lines" | awk '{n += $1} END {print n + 0}')
     if [ "${fail:-0}" = 0 ]; then echo "$1 $pass passed"; else echo "$1 $pass passed, $fail FAILED"; fi
 }
+
+# suite NAME FILTER...: the cluster binary's tests that FILTER... select,
+# one test at a time, after a "suite NAME:" line that the summary reads.
+suite() {
+    echo "suite $1: ${*:2}"
+    cargo test --locked --features cluster-tests --test cluster -- --test-threads=1 "${@:2}"
+}
+
+# results NAME: the "test result:" lines of suite NAME's runs (every
+# suite's when NAME is empty) in the log on stdin.
+results() { awk -v name="$1" '/^suite / {on = name == "" || $2 == name ":"} on && /test result:/'; }
 
 # phase WORDS LOG: the seconds that LOG's "series S: WORDS N s" line gives.
 phase() { sed -n "s/^series [0-9.]*: $1 \(in \)\{0,1\}\([0-9]*\) s.*/\2/p" "$2" | tail -n 1; }
@@ -107,26 +125,25 @@ run_series() {
     trap 'exit 130' INT TERM
     bash "$harness" down
     bash "$harness" up 4 4 2 2:noenv
-    local rc=0 desi=()
-    [ "$s" != "$DESI_SERIES" ] || desi=($(printf -- '--test %s ' "${HOST_SUITES[@]}"))
+    local rc=0 m first=("${SUITES[@]}")
+    [ "$s" != "$DESI_SERIES" ] || first+=("${HOST_SUITES[@]}")
     bash tests/package/deb-smoke.sh "$deb" || rc=1
-    cargo test --locked --features cluster-tests --no-fail-fast \
-        $(printf -- '--test %s ' "${SUITES[@]}") "${desi[@]}" -- --test-threads=1 || rc=1
+    for m in "${first[@]}"; do
+        suite "$m" "$m::" || rc=1
+    done
     # closest's task_none_* tests need a cluster that binds no CPUs: this one.
-    cargo test --locked --features cluster-tests --no-fail-fast \
-        --test closest -- --test-threads=1 task_none_ || rc=1
+    suite closest closest::task_none_ || rc=1
     # closest with real CPU binding: one node, task/affinity, the host's CPUs.
     bash "$harness" down
     DGM_TASK_AFFINITY=1 bash "$harness" up 4 2:noenv
-    cargo test --locked --features cluster-tests --no-fail-fast \
-        --test closest -- --test-threads=1 --skip task_none_ || rc=1
+    suite closest closest:: --skip closest::task_none_ || rc=1
     # As production sites run Slurm; the suites read the mode cluster.sh
     # recorded. "production" lines count its tests, mps's included.
     bash "$harness" down
     DGM_PRODUCTION=1 bash "$harness" up 4 4 2 2:noenv
     echo "series $s: production mode $(cat "${DGM_CLUSTER_DIR:-/tmp/desi-gpu-map-cluster}/mode")"
-    cargo test --locked --features cluster-tests --no-fail-fast \
-        --test production --test mps -- --test-threads=1 || rc=1
+    suite production production:: || rc=1
+    suite mps mps:: || rc=1
     return $rc
 }
 if [ "${1:-}" = --one ]; then
@@ -136,10 +153,19 @@ fi
 
 # Debian's real NVML, which the tests hand the plugin (tests/nvidia/fetch.sh).
 bash tests/nvidia/fetch.sh >/dev/null
-# desispec and desiutil from PyPI, for tests/desi.rs (tests/desi/fetch.sh).
+# desispec and desiutil from PyPI, for tests/cluster/desi.rs (tests/desi/fetch.sh).
 case " ${wanted[*]} " in *" $DESI_SERIES "*) bash tests/desi/fetch.sh >/dev/null ;; esac
-# The tests drive the cluster from the host; build them once.
-cargo test --locked --features cluster-tests $(printf -- '--test %s ' "${SUITES[@]}" "${HOST_SUITES[@]}" closest production) --no-run 2>&1 | tail -n 1
+# The tests drive the cluster from the host; build them once. A filter
+# NAME:: must select module NAME's tests alone, and every module must run.
+cargo test --locked --features cluster-tests --test cluster --no-run 2>&1 | tail -n 1
+listed=$(cargo test --locked --features cluster-tests --test cluster -- --list 2>/dev/null | sed -n 's/: test$//p')
+for m in $(sed 's/::.*//' <<<"$listed" | sort -u); do
+    case " ${MODULES[*]} " in *" $m "*) ;; *) echo "run-cluster-tests.sh: module $m of tests/cluster/main.rs runs on no cluster: add it to SUITES" >&2; exit 2 ;; esac
+done
+for m in "${MODULES[@]}"; do
+    others=$(grep -F "$m::" <<<"$listed" | grep -v "^$m::" || true)
+    [ -z "$others" ] || { echo "run-cluster-tests.sh: the filter $m:: also selects $others" >&2; exit 2; }
+done
 mkdir -p "$logs"
 
 failed=0 summary=()
@@ -156,17 +182,17 @@ for s in "${wanted[@]}"; do
     main=$(sed '/^series [0-9.]*: production mode/q' "$log")
     prod=$(sed -n '/^series [0-9.]*: production mode/,$p' "$log")
     for suite in "${SUITES[@]}" closest; do
-        line+=" $(result $suite 'test result:' <(sed -n "/Running tests\/$suite.rs/,/test result:/p" <<<"$main")),"
+        line+=" $(result $suite 'test result:' <(results $suite <<<"$main")),"
     done
     for suite in "${HOST_SUITES[@]}"; do
         if [ "$s" = "$DESI_SERIES" ]; then
-            line+=" $(result $suite 'test result:' <(sed -n "/Running tests\/$suite.rs/,/test result:/p" <<<"$main")),"
+            line+=" $(result $suite 'test result:' <(results $suite <<<"$main")),"
         else
             line+=" $suite ($DESI_SERIES only),"
         fi
     done
     mode=$(sed -n 's/^series [0-9.]*: production mode //p' "$log")
-    line+=" $(result "production${mode:+ ($mode)}" 'test result:' <(sed -n '/Running tests\//,/test result:/p' <<<"$prod")),"
+    line+=" $(result "production${mode:+ ($mode)}" 'test result:' <(results '' <<<"$prod")),"
     line+=" $(result deb '^deb-smoke:' "$log"); ${took} s"
     line+=" (build $(phase prepared "$log") s, cluster and tests $(phase 'cluster and tests took' "$log") s)"
     if [ $rc != 0 ]; then

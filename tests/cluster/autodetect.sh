@@ -29,7 +29,7 @@ W=/tmp/dgm-autodetect # inside the root, on a private tmpfs
 write_files() {
     local dir=$1 extra=$2
     cc -shared -fPIC -O2 -Wall -Wextra -o "$dir/libnvidia-ml.so.1" \
-        tests/nvml/fake_nvml.c -DFAKE_NVML_CONF="\"$W/fake-nvml.conf\""
+        tests/fakes/nvml/fake_nvml.c -DFAKE_NVML_CONF="\"$W/fake-nvml.conf\""
     # Slurm fatal()s on a GPU with no CPUs: GPUs 0,1 near CPU 0, 2,3 near the last.
     local last=$(($(nproc) - 1))
     printf 'count=%s\naffinity=0x1,0x1,0x%x,0x%x\n' "$GPUS" $((1 << last)) $((1 << last)) \

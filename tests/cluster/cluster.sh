@@ -231,7 +231,7 @@ write_plugstack() { # DIR
 
 write_nvml_conf() {
     {
-        echo "# fake NVML control file (see tests/nvml/fake_nvml.c); per-node GPU counts:"
+        echo "# fake NVML control file (see tests/fakes/nvml/fake_nvml.c); per-node GPU counts:"
         awk '{printf "count.%s=%s\n", $1, $2}' "$D/nodes"
         # Slurm's gpu/nvml aborts on a GPU near no CPU, and binds a GPU job
         # to the cores near its GPUs: every GPU near every CPU of the host
@@ -242,7 +242,7 @@ write_nvml_conf() {
             awk -v m="$all" '{printf "affinity.%s=", $1; for (k = 0; k < $2; k++) printf "%s%s", (k ? "," : ""), m; print ""}' "$D/nodes" ;;
         esac
         # Under device constraint NVML lists only the GPUs a process may
-        # open, as real NVML does (fence=, tests/nvml/fake_nvml.c).
+        # open, as real NVML does (fence=, tests/fakes/nvml/fake_nvml.c).
         [ "$MODE" = plain ] || awk -v d="$D/gpu" '{printf "fence.%s=%s/%s\n", $1, d, $1}' "$D/nodes"
     } >"$D/nvml/fake-nvml.conf"
     chmod 0644 "$D/nvml/fake-nvml.conf"
@@ -437,8 +437,8 @@ build_helpers() {
     mkdir -p "$D/bin"
     cc -O2 -Wall -Wextra -o "$REAPER" "$SCRIPT_DIR/reaper.c"
     cc -shared -fPIC -O2 -Wall -Wextra -o "$D/nvml/libnvidia-ml.so.1" \
-        "$REPO_DIR/tests/nvml/fake_nvml.c" -DFAKE_NVML_CONF="\"$D/nvml/fake-nvml.conf\""
-    cc -O2 -Wall -Wextra -o "$D/nvml/nvml_query" "$REPO_DIR/tests/nvml/nvml_query.c" -ldl
+        "$REPO_DIR/tests/fakes/nvml/fake_nvml.c" -DFAKE_NVML_CONF="\"$D/nvml/fake-nvml.conf\""
+    cc -O2 -Wall -Wextra -o "$D/nvml/nvml_query" "$REPO_DIR/tests/fakes/nvml/nvml_query.c" -ldl
     write_nvml_conf
     : >"$D/nvml/fake-nvml.log"
     chmod 0666 "$D/nvml/fake-nvml.log"
@@ -446,7 +446,7 @@ build_helpers() {
 
 # The test users, who run the MPS tests' jobs (a daemon never runs as
 # root): NAME:UID each, made on the host and in the Slurm root, where
-# slurmd looks them up. The same names in tests/common/mod.rs.
+# slurmd looks them up. The same names in tests/cluster/common/mod.rs.
 TEST_USERS=(dgm-alice:3901 dgm-bob:3902)
 
 make_users() {

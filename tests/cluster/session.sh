@@ -1,4 +1,4 @@
-# Sourced by tests/demo.sh and tests/bench/launch.sh, from the repository
+# Sourced by tests/demo.sh and benches/launch.sh, from the repository
 # root: checks that the plugin is built, and tears down any cluster of ours
 # now and when the script exits. Sets harness and so.
 harness=tests/cluster/cluster.sh

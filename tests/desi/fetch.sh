@@ -2,7 +2,7 @@
 # fetch.sh  Prints the directory holding DESI's own Python code, desispec
 # 0.70.0 and desiutil 4.0.1, installed from PyPI with `--no-deps` into a
 # private target directory (never the system Python's site-packages), for
-# tests/desi.rs: ${DGM_DESI_CACHE:-/var/tmp/desi-gpu-map-desi}/desispec-0.70.0
+# tests/cluster/desi.rs: ${DGM_DESI_CACHE:-/var/tmp/desi-gpu-map-desi}/desispec-0.70.0
 # (put it on PYTHONPATH). Both wheels are pure Python and pinned by their
 # sha256. Uses Debian's /usr/bin/python3 and its pip (python3-pip, which
 # tests/deps.sh installs when missing). Idempotent: a complete directory is

@@ -1,10 +1,10 @@
-"""One MPI rank of tests/desi.rs: DESI's own GPU selection, run for real.
+"""One MPI rank of tests/cluster/desi.rs: DESI's own GPU selection, run for real.
 
     ranks.py round-robin|contiguous [honour]
 
 Calls desispec.gpu.redistribute_gpu_ranks(MPI.COMM_WORLD, method=...) from
 the installed desispec (tests/desi/fetch.sh), with the stand-ins of
-tests/desi/stand-ins for cupy and numba.cuda, and prints one row:
+tests/fakes/python for cupy and numba.cuda, and prints one row:
 
     T rank host SLURM_LOCALID CUDA_VISIBLE_DEVICES selected physical flag
 

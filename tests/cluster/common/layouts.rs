@@ -1,5 +1,5 @@
-//! The layout tables that the plugin's tests (tests/methods.rs) and
-//! `exec`'s (tests/exec.rs) both run, task for task.
+//! The layout tables that the plugin's tests (tests/cluster/methods.rs) and
+//! `exec`'s (tests/cluster/exec.rs) both run, task for task.
 //!
 //! Each case: srun's arguments as one string, the plugstack arguments, a GPU
 //! request another job holds first, and each task's probe row

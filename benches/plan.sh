@@ -6,11 +6,11 @@
 # rounds, and prints medians and the ratio of each size's time to the
 # previous one's, measured in this one run: a linear preview takes about 4
 # times as long for 4 times the tasks, a quadratic one 16. Then
-# tests/bench/closest.rs: the plugin's per-task decision (each task alone,
+# benches/closest.rs: the plugin's per-task decision (each task alone,
 # in task_init) for 256 tasks on a node. It asserts nothing.
-# Usage: tests/bench/plan.sh [ROUNDS] [N...]   (default 5 rounds of 1000 4000 16000)
+# Usage: benches/plan.sh [ROUNDS] [N...]   (default 5 rounds of 1000 4000 16000)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 rounds=${1:-5}
 shift || true
 sizes=${*:-1000 4000 16000}

@@ -7,10 +7,8 @@
 //! `openmpi-bin` and `mpich` are installed on the host (tests/deps.sh), not
 //! in the 24.11 and 26.05 roots. Loopback only: Open MPI's `if_include=lo`
 //! settings, MPICH's `-iface lo`.
-#![cfg(feature = "cluster-tests")]
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::sync::MutexGuard;
 
 /// Takes the cluster ([`setup`]) and takes the plugin out of plugstack.conf.
@@ -145,5 +143,5 @@ fn srun_started_from_inside_an_mpi_rank_maps_its_tasks_by_slurms_variables() {
         .ok();
     let batch = std::fs::read_to_string(&output).unwrap_or_default();
     std::fs::remove_file(&output).unwrap();
-    assert_eq!(probe_rows(&batch), common::rows(&rows), "{batch}");
+    assert_eq!(probe_rows(&batch), crate::common::rows(&rows), "{batch}");
 }

@@ -7,11 +7,9 @@
 //! (nodes n1 and n2 with 4 fake GPUs each, n3 with 2, n4 with 2 that Slurm
 //! names by count only), with `target/release/desi-gpu-map` built; these
 //! tests fail, never skip, when it is not up.
-#![cfg(feature = "cluster-tests")]
 
-mod common;
-use common::layouts::{Case, EVERY_LAYOUT, PARTIAL_AND_ROTATE};
-use common::*;
+use crate::common::layouts::{Case, EVERY_LAYOUT, PARTIAL_AND_ROTATE};
+use crate::common::*;
 use std::sync::MutexGuard;
 
 /// Takes the cluster ([`setup`]) and takes the plugin out of plugstack.conf.

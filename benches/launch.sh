@@ -12,9 +12,9 @@
 #            kernel tree (kernel_root=); tasks unbound (task/none)
 #   exec     no plugin; each task started as desi-gpu-map exec --method
 #            contiguous -- true (the command for sites without the plugin)
-# Usage: tests/bench/launch.sh [ROUNDS]   (default 15 rounds)
+# Usage: benches/launch.sh [ROUNDS]   (default 15 rounds)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 rounds=${1:-15}
 . tests/cluster/session.sh
 DGM_SLURM_DEBUG=debug bash "$harness" up 4 4 >/dev/null

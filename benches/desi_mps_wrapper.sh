@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# For benchmarking only (tests/bench/mps.sh): a copy of what DESI's
+# For benchmarking only (benches/mps.sh): a copy of what DESI's
 # production `desi_mps_wrapper` (gpu_specter, bin/desi_mps_wrapper) does,
 # written from a description of its behaviour, not from its source. Every
 # task of the step runs it: srun -n N --overlap bash desi_mps_wrapper.sh CMD...

@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # The hooks' own cost against a floor, in one cluster and one run (2 nodes,
 # 4 fake GPUs each): the plugin's task_init (--desi-gpu-map=contiguous)
-# and that of tests/bench/floor.c, a C plugin that only sets
+# and that of benches/floor.c, a C plugin that only sets
 # CUDA_VISIBLE_DEVICES (local id % 4) and DESI_GPU_MAPPED=1 ("floor"), or
 # the same five variables as the plugin ("floor-all"). Steps of 64 tasks
 # (32 per node) rotate between the three, ROUNDS times each; each task_init
 # logs its own wall (monotonic) and thread CPU time at debug level, and this
 # prints the medians over every task, and the plugin's ratio to each floor.
-# Usage: tests/bench/hooks.sh [ROUNDS]   (default 20)
+# Usage: benches/hooks.sh [ROUNDS]   (default 20)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 rounds=${1:-20}
 . tests/cluster/session.sh
 DGM_SLURM_DEBUG=debug bash "$harness" up 4 4 >/dev/null
 eval "$(bash "$harness" env)"
 work=$DGM_CLUSTER_DIR/bench
 mkdir -p "$work"
-cc -shared -fPIC -O2 -Wall -Wextra -o "$work/floor.so" tests/bench/floor.c
+cc -shared -fPIC -O2 -Wall -Wextra -o "$work/floor.so" benches/floor.c
 
 step() { # VARIANT
     case $1 in

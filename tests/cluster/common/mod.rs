@@ -1,10 +1,8 @@
 //! Helpers shared by the suites that drive the local test cluster.
-#![allow(dead_code)]
 
 mod job;
 pub mod layouts;
 pub mod probe;
-#[allow(unused_imports)]
 pub use job::{client, salloc, sbatch, srun, Job, Ran};
 
 use std::path::PathBuf;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Package tests that need no cluster: `make install`, the .deb, the RPM, the
 # man pages, and the plugin_version each build carries. Run as root on Debian
-# (missing tools are installed). The .deb on a live cluster: tests/package/deb-smoke.sh.
+# (missing tools are installed). The .deb on a live cluster: deb-smoke.sh,
+# beside this file.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 repo=$(pwd)
 pass=0 failed=0
 ok() { pass=$((pass + 1)); echo "ok   $*"; }

@@ -11,11 +11,9 @@
 //!
 //! Run through `make test` (or `bash tests/run-cluster-tests.sh`): these
 //! tests fail, never skip, when the cluster is not up.
-#![cfg(feature = "cluster-tests")]
 
-mod common;
-use common::layouts::{Case, EVERY_LAYOUT, PARTIAL_AND_ROTATE};
-use common::*;
+use crate::common::layouts::{Case, EVERY_LAYOUT, PARTIAL_AND_ROTATE};
+use crate::common::*;
 
 /// Runs each case on the cluster and compares every task's row.
 fn check(cases: &[Case]) {

@@ -9,10 +9,8 @@
 //!
 //! The test nodes declare 64 CPUs on a 2-CPU host: exactly the regime in
 //! which "the job holds every CPU" once passed for "the job holds the node".
-#![cfg(feature = "cluster-tests")]
 
-mod common;
-use common::*;
+use crate::common::*;
 
 fn nvml_arg() -> String {
     format!("nvml={}", fake_nvml())

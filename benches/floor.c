@@ -5,7 +5,7 @@
  * (DESI_GPU_MAPPED=1); with the plugstack argument `all`, also the three
  * the plugin adds (CUDA_DEVICE_ORDER, DESI_GPU_MAP_METHOD,
  * DESI_GPU_MAP_NODE_GPUS), so the same five writes as the plugin's. It logs
- * its own wall and thread CPU time as the plugin does (tests/bench/hooks.sh).
+ * its own wall and thread CPU time as the plugin does (benches/hooks.sh).
  * Build: cc -shared -fPIC -O2 -o floor.so floor.c   (Slurm's headers)
  */
 #include <slurm/spank.h>

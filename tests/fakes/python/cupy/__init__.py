@@ -1,4 +1,4 @@
-"""Stand-in for cupy, enough for desispec.gpu (tests/desi.rs): the visible
+"""Stand-in for cupy, enough for desispec.gpu (tests/cluster/desi.rs): the visible
 devices are CUDA_VISIBLE_DEVICES's entries, as the CUDA runtime counts them;
 `cuda.Device(i).use()` records `i` in `cuda.used`. No GPU is touched."""
 

@@ -14,10 +14,8 @@
 //! The `task_none_*` tests need a cluster that binds no CPUs (task/none):
 //! `tests/run-cluster-tests.sh` runs them on the main one (`up 4 4 2
 //! 2:noenv`) and skips them here.
-#![cfg(feature = "cluster-tests")]
 
-mod common;
-use common::*;
+use crate::common::*;
 use desi_gpu_map_core::cpuset::CpuSet;
 use std::path::PathBuf;
 use std::sync::{MutexGuard, OnceLock};

@@ -7,10 +7,8 @@
 //! Run on the local test cluster that `tests/run-cluster-tests.sh` brings up
 //! (nodes n1 and n2 with 4 fake GPUs each, n3 with 2, n4 with 2 that Slurm
 //! names by count only); these tests fail, never skip, when it is not up.
-#![cfg(feature = "cluster-tests")]
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Two tasks on n1 with `words` (a GPU request and the option), each
 /// printing every vendor's list ([`probe::VARS`]).

@@ -10,7 +10,7 @@
 //! CUDA_VISIBLE_DEVICES selected physical flag`: `selected` is the device
 //! index desispec handed `cupy.cuda.Device(i).use()`, `physical` the entry
 //! of `CUDA_VISIBLE_DEVICES` it names. cupy and numba.cuda are stand-ins
-//! (`tests/desi/stand-ins`): the device count is the number of entries of
+//! (`tests/fakes/python`): the device count is the number of entries of
 //! `CUDA_VISIBLE_DEVICES`, as the CUDA runtime counts them.
 //!
 //! Needs: the host's Slurm 22.05 series only (the Debian roots of 24.11 and
@@ -21,10 +21,8 @@
 //! root). Run by `tests/run-cluster-tests.sh` on 22.05; it fails, never
 //! skips, when any of that is missing. Every expected row is written out
 //! by hand.
-#![cfg(feature = "cluster-tests")]
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::sync::OnceLock;
 
 /// 8 ranks on n1's 4 GPUs, started by Slurm's PMIx as one MPI world (one
@@ -102,7 +100,7 @@ fn ranks_as(user: &str, option: Option<&str>, through: &str, method: &str, honou
     );
     let path = format!(
         "{}:{}",
-        repo().join("tests/desi/stand-ins").display(),
+        repo().join("tests/fakes/python").display(),
         desispec()
     );
     let mut job = srun(EIGHT_ON_N1).user(user).env("PYTHONPATH", &path);

@@ -3,10 +3,8 @@
 //! daemon runs and answers without a GPU; tests/nvidia/fetch.sh fetches
 //! it, cluster.sh copies it into the state dir). Jobs run as the harness's
 //! test users, since the daemon never runs as root.
-#![cfg(feature = "cluster-tests")]
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
@@ -280,7 +278,7 @@ fn assert_one_daemon_per_node_serves_all(out: &Ran) {
         })
         .collect();
     let want: Vec<&str> = want.iter().map(String::as_str).collect();
-    assert_eq!(rows, common::rows(&want), "{out}");
+    assert_eq!(rows, crate::common::rows(&want), "{out}");
     let uid = USERS[0].1;
     let ids = format!("{uid},{uid},{uid},{uid}");
     assert_eq!(
@@ -342,7 +340,7 @@ fn slurm_indices_become_the_uuids_of_the_same_gpus() {
     let three = uuids("n1", &[3]);
     assert_eq!(
         rows,
-        common::rows(&[
+        crate::common::rows(&[
             &format!("0 n1 0 {two} 1 unset 100.0 700:{ALICE}"),
             &format!("1 n1 1 {three} 1 unset 100.0 700:{ALICE}"),
         ])
@@ -554,7 +552,7 @@ fn assert_two_on_n1_served(out: &Ran, what: &str) {
     let (rows, daemons) = rows_and_daemons(out);
     assert_eq!(
         rows,
-        common::rows(&[
+        crate::common::rows(&[
             &format!("0 n1 0 {} 1 unset 100.0 700:{ALICE}", uuids("n1", &[0])),
             &format!("1 n1 1 {} 1 unset 100.0 700:{ALICE}", uuids("n1", &[1])),
         ]),
@@ -944,7 +942,7 @@ fn slurms_gres_mps_serves_the_step_and_nothing_starts() {
     assert!(daemons.is_empty());
     assert_eq!(
         rows,
-        common::rows(&[
+        crate::common::rows(&[
             &format!("0 n1 0 {} unset 25 none none", slurms("n1", 0)),
             &format!("1 n1 1 {} unset 25 none none", slurms("n1", 1)),
         ])

@@ -16,15 +16,15 @@
 #               node's first task starts a keeper that makes the directory
 #               and the daemon, answers each task, and stops both after the
 #               node's last task
-#   wrapper     srun bash tests/bench/desi_mps_wrapper.sh true, a copy of
+#   wrapper     srun bash benches/desi_mps_wrapper.sh true, a copy of
 #               DESI's production desi_mps_wrapper (fixed /tmp/nvidia-mps,
 #               local rank 0 starts the daemon, every task sleeps 1 s, rank 0
 #               quits it after its own command)
 # Without a GPU no MPS server starts (no CUDA client connects), so this
 # measures what the plugin adds to a step's launch, not MPS itself.
-# Usage: tests/bench/mps.sh [ROUNDS]   (default 15 rounds)
+# Usage: benches/mps.sh [ROUNDS]   (default 15 rounds)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 rounds=${1:-15}
 . tests/cluster/session.sh
 bash "$harness" up 4 >/dev/null
@@ -69,7 +69,7 @@ echo "$n $variant $((($(date +%s%N) - t0) / 1000000))"
 STEP
 chown "$user" "$work/step.sh"
 runuser -u "$user" -- env SLURM_CONF="$SLURM_CONF" CONTROL="$control" NVML="$nvml" \
-    BIN="$PWD/target/release/desi-gpu-map" WRAPPER="$PWD/tests/bench/desi_mps_wrapper.sh" \
+    BIN="$PWD/target/release/desi-gpu-map" WRAPPER="$PWD/benches/desi_mps_wrapper.sh" \
     TMPDIR=/tmp bash -c "
     cd /tmp
     salloc -N1 -n32 -w n1 --gpus-per-node=4 bash -c '

@@ -5,10 +5,8 @@
 //! tests/nvidia/fetch.sh, `make nvidia`). Every case checks that nothing is
 //! lost: each task ran, with the right GPU or with its environment intact,
 //! and the plugin said what happened.
-#![cfg(feature = "cluster-tests")]
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::fs::FileTimes;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -205,7 +203,7 @@ fn a_panic_inside_nvml_is_one_line_not_a_backtrace() {
             "-o",
             &lib,
         ])
-        .arg(repo().join("tests/nvml/fake_nvml.c"))
+        .arg(repo().join("tests/fakes/nvml/fake_nvml.c"))
         .arg(format!(
             "-DFAKE_NVML_CONF=\"{}/nvml/fake-nvml.conf\"",
             state_dir()

@@ -7,11 +7,9 @@
 //! only. Each case writes its rows out for Slurm's renumbered indices and
 //! for its UUIDs. Fails, never skips, when the cluster is not up or is not
 //! in production mode.
-#![cfg(feature = "cluster-tests")]
 
-mod common;
-use common::layouts::{EVERY_LAYOUT, PARTIAL_AND_ROTATE};
-use common::*;
+use crate::common::layouts::{EVERY_LAYOUT, PARTIAL_AND_ROTATE};
+use crate::common::*;
 
 /// The mode, which must be a production one.
 fn production_mode() -> String {

@@ -4,7 +4,7 @@
 //! Slurm's list of all 256 masks (`SLURM_CPU_BIND_LIST`). Prints the
 //! median, over interleaved rounds, of one task's decision and of all 256
 //! (what the node's tasks spend together), measured in this run. Asserts
-//! nothing. Run by tests/bench/plan.sh, or
+//! nothing. Run by benches/plan.sh, or
 //! `cargo bench --locked --bench closest [ROUNDS] [TASKS]`.
 
 use desi_gpu_map_core::cpuset::CpuSet;

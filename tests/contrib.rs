@@ -9,7 +9,7 @@
 //!
 //! - `redistribute_gpu_ranks` in 8 ranks, one process each
 //!   (`tests/contrib/desispec_rank.py`: a communicator that passes values
-//!   through files, the cupy and numba stand-ins of `tests/desi/stand-ins`),
+//!   through files, the cupy and numba stand-ins of `tests/fakes/python`),
 //!   each rank seeing a node's 4 GPUs as `visible=rotate` lists them: its
 //!   own GPU first. The rows the plugin's two methods and desispec's two
 //!   methods give are written out by hand.
@@ -176,7 +176,7 @@ fn apply(tree: &Path, patch: &str) {
 fn python(tree: &Path, script: &str, args: &[&str]) -> Command {
     let path = [
         tree.join("py"),
-        repo().join("tests/desi/stand-ins"),
+        repo().join("tests/fakes/python"),
         installed().to_path_buf(),
     ]
     .map(|p| p.display().to_string())

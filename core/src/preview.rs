@@ -349,7 +349,7 @@ fn node_rows(
 
 /// The plugin's plan for a node whose step has the GPUs `cuda` (`count` of
 /// them, Slurm's list), through the same [`plan_step`] as the plugin. Also
-/// tests/bench/closest.rs's plan, through the re-export `cli::preview_map`.
+/// benches/closest.rs's plan.
 pub fn preview_map(
     cuda: &str,
     count: usize,

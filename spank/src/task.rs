@@ -93,7 +93,7 @@ fn parent_cpus() -> Option<CpuSet> {
 /// `SLURM_CPU_BIND_*`), then `task_g_pre_launch()` (task/affinity binds),
 /// then `spank_user_task()` (our `task_init`), in this order in the Slurm sources read for 19.05,
 /// 23.x and 24.11.7; on 22.05.8, 24.11.5 and 26.05.5 the test cluster's
-/// tasks see their bound masks here (tests/closest.rs).
+/// tasks see their bound masks here (tests/cluster/closest.rs).
 fn cpus_of(pid: libc::pid_t) -> Option<CpuSet> {
     const BITS: u32 = libc::c_ulong::BITS;
     // As many CPUs as the core's sets hold (8192), not glibc's cpu_set_t

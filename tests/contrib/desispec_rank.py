@@ -6,7 +6,7 @@ in a world of ranks that are separate processes but no MPI.
 
 METHOD is desispec's (round-robin or contiguous); WORLD an empty directory
 that the SIZE ranks of one world share. cupy and numba.cuda are the
-stand-ins of tests/desi/stand-ins. Prints desiutil's log, then the file
+stand-ins of tests/fakes/python. Prints desiutil's log, then the file
 desispec.gpu came from and one row:
 
     F path/to/desispec/gpu.py

@@ -15,7 +15,7 @@
 //!   variables it gets or loses.
 //!
 //! The daemon's GPUs are named by UUID. Under `ConstrainDevices` the
-//! daemon starts inside the step's device cgroup (tests/production.rs
+//! daemon starts inside the step's device cgroup (tests/cluster/production.rs
 //! measures it), but where devices are not constrained it reaches every
 //! GPU of the node, and an index, renumbered or not, could name another
 //! job's. So is a task's GPU wherever it keeps a daemon's pipe.

@@ -8,7 +8,7 @@
 //! (`-w n1`, `--nodelist n1`). The lists below were measured on Slurm
 //! 22.05.8, 24.11.5 and 26.05.5 (`srun --NAME` and `srun -X` answer "requires
 //! an argument"; identical on all three), and `value_options_are_slurms`
-//! in tests/input.rs checks them on every series the suite runs. An option
+//! in tests/cluster/input.rs checks them on every series the suite runs. An option
 //! missing here only makes the scan stop early, at its value: an option
 //! after it is then taken for the program's, never the other way round.
 

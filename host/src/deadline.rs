@@ -246,8 +246,9 @@ mod tests {
         assert_eq!(within_10_s(|| Ok(vec![])), Ok(vec![]));
     }
 
+    /// With its kind.
     #[test]
-    fn the_childs_error_comes_back_as_one_line_with_its_kind() {
+    fn the_childs_error_comes_back_as_one_line() {
         let got = within_10_s(|| Err(broken("NVML: no\nluck".to_string())));
         assert_eq!(got, Err(broken("NVML: no luck".to_string())));
         let got = within_10_s(|| Err(Error::NvmlOff));
@@ -270,8 +271,9 @@ mod tests {
         );
     }
 
+    /// And reaped: no zombie is left.
     #[test]
-    fn a_child_that_hangs_is_killed_at_the_deadline_and_reaped() {
+    fn a_child_that_hangs_is_killed_at_the_deadline() {
         // The child says its pid through a file, then hangs.
         let dir = std::env::temp_dir().join(format!("dgm-deadline-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

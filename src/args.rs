@@ -41,9 +41,6 @@ pub enum Command {
     /// Inside a task: bind it to its GPU as the plugin would, then run APP
     /// in its place (for sites without the plugin).
     Exec(ExecArgs),
-    /// What exec asks NVML, in a child process it can give up on.
-    #[command(hide = true)]
-    NvmlQuery(NvmlQueryArgs),
     /// A step's MPS daemon on one node, for exec's METHOD,mps.
     #[command(hide = true, name = super::keeper::KEEPER_COMMAND)]
     MpsKeeper(KeeperOpts),
@@ -180,14 +177,6 @@ impl From<KeeperOpts> for KeeperArgs {
             unnamed: o.unnamed,
         }
     }
-}
-
-#[derive(Args, Debug)]
-pub struct NvmlQueryArgs {
-    /// uuids, or places.
-    pub ask: String,
-    #[arg(long, default_value = "auto")]
-    pub nvml: String,
 }
 
 /// `--method`'s value: the words `--desi-gpu-map` takes, refused as the

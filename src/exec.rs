@@ -9,7 +9,6 @@
 
 use super::keeper;
 use crate::args::{exec_request, ExecArgs};
-use crate::nvml::Query;
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::error::Error;
 use desi_gpu_map_core::files::{hostname, Files};
@@ -28,6 +27,7 @@ use desi_gpu_map_core::text::quote;
 use desi_gpu_map_host::cpus;
 use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::mps::daemon::random_token;
+use desi_gpu_map_host::nvml::ask_within;
 use desi_gpu_map_host::process::launch_ancestry;
 use std::ffi::OsString;
 use std::io::Write;
@@ -446,7 +446,7 @@ fn say(lines: &[String]) {
 
 /// The task's own process as the core's node: its environment, the
 /// machine's files, and NVML asked in a child process with a deadline
-/// ([`crate::nvml`]); for a launcher's rank, what it was given.
+/// ([`desi_gpu_map_host::deadline`]); for a launcher's rank, what it was given.
 struct Process {
     given: Option<Given>,
 }
@@ -490,7 +490,7 @@ impl Node for Process {
     }
 
     fn nvml(&self, ask: NvmlAsk, config: &Config) -> Result<Vec<String>, Error> {
-        crate::nvml::ask(Query::Core(ask), &config.nvml, config.nvml_timeout)
+        ask_within(ask, &config.nvml, config.nvml_timeout)
     }
 
     fn given(&self) -> Option<Given> {

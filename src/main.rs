@@ -13,7 +13,6 @@ mod args;
 mod edge;
 mod exec;
 mod json;
-mod nvml;
 mod plan;
 mod show;
 
@@ -52,7 +51,6 @@ fn main() -> ExitCode {
             };
             return keeper::run(&args.into(), edge);
         }
-        args::Command::NvmlQuery(args) => return nvml::nvml_query(&args.ask, &args.nvml),
     };
     match result {
         Ok(text) => written(std::io::stdout().write_all(text.as_bytes()), who, what),

@@ -3,7 +3,6 @@
 
 use crate::args::ShowArgs;
 use crate::json;
-use crate::nvml::devices;
 use desi_gpu_map_core::cpuset::CpuSet;
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::names::Named;
@@ -13,7 +12,7 @@ use desi_gpu_map_core::slurm::gpus::parse_gpu_list;
 use desi_gpu_map_core::text::bare;
 use desi_gpu_map_core::topology::{kernel_place, locate_token, sysfs_bus_id, GpuPlace};
 use desi_gpu_map_host::files::HostFiles;
-use desi_gpu_map_host::nvml::Device;
+use desi_gpu_map_host::nvml::{devices_within, Device};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use std::fmt::Write;
@@ -110,7 +109,8 @@ impl Place {
 
 /// NVIDIA: each token through NVML (by UUID, or by index in NVML's
 /// order), its place from sysfs by NVML's bus id; and what NVML said.
-/// NVML is asked in a child killed at `timeout`, as exec asks it.
+/// NVML is asked in a child killed at `timeout`, as exec and the plugin
+/// ask it ([`desi_gpu_map_host::deadline`]).
 fn through_nvml(
     nvml: &NvmlSource,
     timeout: std::time::Duration,
@@ -120,7 +120,7 @@ fn through_nvml(
 ) -> (Vec<Shown>, Option<String>) {
     let found = match nvml {
         NvmlSource::Off => return (Vec::new(), None),
-        _ => match devices(nvml, timeout) {
+        _ => match devices_within(nvml, timeout) {
             Ok(found) => found,
             Err(e) => return (Vec::new(), Some(e.to_string())),
         },

@@ -40,20 +40,17 @@ const CRATES: &[Crate] = &[
     Crate {
         src: "host/src",
         layers: &[
-            "failure", "files", "process", "cpus", "child", "run", "nvml", "mps",
+            "failure", "edge", "files", "process", "cpus", "child", "run", "deadline", "nvml",
+            "mps",
         ],
     },
     Crate {
         src: "src",
-        layers: &[
-            "edge", "json", "args", "nvml", "plan", "show", "exec", "manpage",
-        ],
+        layers: &["edge", "json", "args", "plan", "show", "exec", "manpage"],
     },
     Crate {
         src: "spank/src",
-        layers: &[
-            "logger", "fds", "exports", "copies", "deadline", "node", "mps", "task",
-        ],
+        layers: &["logger", "fds", "exports", "copies", "node", "mps", "task"],
     },
 ];
 

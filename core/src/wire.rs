@@ -1,6 +1,6 @@
-//! An NVML child's answer as it crosses the process boundary: the
-//! plugin's forked child and `desi-gpu-map nvml-query` write it, their
-//! parents read it back. Pure: bytes in, bytes out.
+//! An NVML child's answer as it crosses the process boundary: the child
+//! of the host crate's `deadline` (the plugin's, exec's and show's) writes
+//! it, its parent reads it back. Pure: bytes in, bytes out.
 //!
 //! `ok N`, then N lines; or `err KIND`, then one line of message, KIND
 //! being what [`NvmlFailure`] the child met (`off`, `init`, `call`,

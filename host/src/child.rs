@@ -1,7 +1,8 @@
 //! A child process, bounded in time and in what it says: waiting for it
 //! until a deadline, never past it, and reading its pipes without waiting
-//! on whoever else holds them open. For the plugin's MPS daemon and its
-//! helpers and NVML child, and `exec`'s and `show`'s NVML child.
+//! on whoever else holds them open. For the MPS daemon and its helpers,
+//! short programs ([`crate::run`]), and the pipe of a child with a
+//! deadline ([`crate::deadline`]).
 
 use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
 use std::io::{self, Read};

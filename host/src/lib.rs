@@ -1,17 +1,22 @@
 //! The real machine, for the front ends (the plugin and the command): its
 //! files ([`files::HostFiles`]), its NVML ([`nvml`]), its processes
-//! ([`process`]: `/proc` and signals), waiting for children ([`child`]),
+//! ([`process`]: `/proc` and signals), work in a child process with a
+//! deadline ([`deadline`]: how NVML is asked), waiting for children ([`child`]),
 //! running short programs with a deadline as a front end's [`run::Runner`]
 //! says ([`run`]), and CUDA MPS on the machine ([`mps`]: a step's daemon
 //! from start to stop, and exec's keeper). The core (`desi-gpu-map-core`)
 //! decides; this crate carries out what it decided.
 
-#![forbid(unsafe_code)]
+// All unsafe is in one module, the FFI edge (edge.rs), and says why.
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]
 
 pub mod child;
 pub mod cpus;
+pub mod deadline;
+mod edge;
 pub mod failure;
 pub mod files;
 pub mod mps;

@@ -1,10 +1,72 @@
-//! The node's GPUs as NVML lists them. NVML is loaded only when called.
+//! The node's GPUs as NVML lists them. NVML is loaded only when called:
+//! the front ends ask it in a child process with a deadline
+//! ([`ask_within`], [`devices_within`], through [`crate::deadline`]), so
+//! that a hung `nvmlInit` holds nobody and NVML is never loaded into
+//! slurmstepd or into the process `exec` turns into the application.
 
+use crate::deadline::lines_in_child;
 use desi_gpu_map_core::error::{Error, NvmlCause};
 use desi_gpu_map_core::settings::site::NvmlSource;
+use desi_gpu_map_core::step::NvmlAsk;
+use desi_gpu_map_core::text::quote;
+use desi_gpu_map_core::wire;
 use nvml_wrapper::Nvml;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
+use std::time::Duration;
+
+/// The core's question (the plugin's and exec's [`desi_gpu_map_core::step::Node::nvml`]),
+/// asked of NVML loaded from `source` in a child killed at `timeout`:
+/// [`Error::NvmlTimedOut`] past it.
+pub fn ask_within(
+    ask: NvmlAsk,
+    source: &NvmlSource,
+    timeout: Duration,
+) -> Result<Vec<String>, Error> {
+    lines_in_child(timeout, || match ask {
+        NvmlAsk::Uuids => uuids(source),
+        NvmlAsk::Places => places(source),
+    })
+}
+
+/// Every GPU NVML enumerates, with its details (show), asked in a child
+/// killed at `timeout`, as [`ask_within`] asks.
+pub fn devices_within(source: &NvmlSource, timeout: Duration) -> Result<Vec<Device>, Error> {
+    let work = || devices(source).map(|found| found.iter().map(device_line).collect());
+    lines_in_child(timeout, work)?
+        .iter()
+        .map(|line| {
+            device_from_line(line).ok_or_else(|| {
+                wire::broken(format!(
+                    "NVML discovery: unreadable device line {}",
+                    quote(line)
+                ))
+            })
+        })
+        .collect()
+}
+
+/// A device as the child writes it: `INDEX UUID BUS-ID USED TOTAL`
+/// (UUIDs and bus ids hold no spaces).
+fn device_line(d: &Device) -> String {
+    format!(
+        "{} {} {} {} {}",
+        d.index, d.uuid, d.pci_bus_id, d.memory_used, d.memory_total
+    )
+}
+
+fn device_from_line(line: &str) -> Option<Device> {
+    let mut words = line.split_whitespace();
+    let mut next = || words.next();
+    let device = Device {
+        index: next()?.parse().ok()?,
+        uuid: next()?.to_string(),
+        pci_bus_id: next()?.to_string(),
+        memory_used: next()?.parse().ok()?,
+        memory_total: next()?.parse().ok()?,
+    };
+    next().is_none().then_some(device)
+}
 
 /// One GPU, as `desi-gpu-map show` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,5 +196,52 @@ fn failed(call: &'static str, e: nvml_wrapper::error::NvmlError) -> Error {
     Error::NvmlCall {
         call,
         source: NvmlCause(Arc::new(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use desi_gpu_map_core::error::NvmlFailure;
+
+    #[test]
+    fn device_lines_read_back() {
+        let d = Device {
+            index: 3,
+            uuid: "GPU-fake-n1-3".to_string(),
+            pci_bus_id: "00000000:04:00.0".to_string(),
+            memory_used: 1 << 20,
+            memory_total: 80 << 30,
+        };
+        assert_eq!(device_from_line(&device_line(&d)), Some(d));
+        for bad in [
+            "",
+            "3 GPU-a 0000:04:00.0 1",
+            "x GPU-a b 1 2",
+            "3 GPU-a b 1 2 extra",
+        ] {
+            assert_eq!(device_from_line(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_childs_errors_keep_their_kind() {
+        let off = Error::Discovery {
+            kind: NvmlFailure::Off,
+            why: Error::NvmlOff.to_string(),
+        };
+        let timeout = Duration::from_secs(10);
+        assert_eq!(
+            ask_within(NvmlAsk::Uuids, &NvmlSource::Off, timeout),
+            Err(off.clone())
+        );
+        assert_eq!(devices_within(&NvmlSource::Off, timeout), Err(off));
+        let missing = NvmlSource::Path("/nonexistent/libnvidia-ml.so.1".into());
+        let got = ask_within(NvmlAsk::Places, &missing, timeout);
+        assert!(
+            matches!(&got, Err(Error::Discovery { kind: NvmlFailure::Init, why })
+                if why.contains("/nonexistent/libnvidia-ml.so.1")),
+            "{got:?}"
+        );
     }
 }

@@ -1,6 +1,6 @@
-//! Descriptors a child must not inherit from slurmstepd: the one
-//! close_range(2) call that both the NVML child (deadline.rs) and the MPS
-//! daemon's children (mps.rs) make before falling back their own ways.
+//! Descriptors a child must not inherit from slurmstepd: the close_range(2)
+//! call that the MPS daemon's children (mps.rs) make before falling back.
+//! (The NVML child closes its own in the host crate's edge.rs.)
 
 /// close_range(2) on `first..=last` with `flags` (0 closes them;
 /// `CLOSE_RANGE_CLOEXEC` marks them close-on-exec), called as a system call

@@ -5,7 +5,8 @@
 //! - srun, sbatch, salloc: `init` reads the plugstack arguments and registers
 //!   `--desi-gpu-map`; `init_post_opt` checks its value before any allocation.
 //! - slurmstepd: `user_init` plans the step once per node (NVML, if needed,
-//!   is asked in a child process with a deadline), `task_init` maps each
+//!   is asked in a child process with a deadline: the host crate's
+//!   `deadline`), `task_init` maps each
 //!   task before it execs.
 //!
 //! In slurmstepd nothing may fail: a failing hook there drains the node or
@@ -26,7 +27,6 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod copies;
-mod deadline;
 mod exports;
 mod fds;
 mod logger;
@@ -223,7 +223,8 @@ fn stand_aside(spank: &SpankHandle, why: &str) {
 // SAFETY: slurm-spank requires the plugin to be safe to use across the
 // fork that turns slurmstepd into tasks. The plugin starts no thread, and
 // NVML, the one library that might, is loaded only in a short-lived child
-// process of user_init (see deadline.rs), never in slurmstepd itself.
+// process of user_init (the host crate's deadline.rs), never in
+// slurmstepd itself.
 unsafe impl Plugin for DesiGpuMap {
     fn setup(&mut self, spank: &mut SpankHandle) -> HookResult {
         logger::install(is_client(spank));

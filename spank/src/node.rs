@@ -2,7 +2,6 @@
 //! SPANK handle, the machine's files, and NVML asked in a child process
 //! with a deadline. Also reads the plugstack arguments and the option value.
 
-use crate::deadline;
 use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::mps::MpsFacts;
 use desi_gpu_map_core::settings::option::Request;
@@ -10,7 +9,7 @@ use desi_gpu_map_core::settings::site::Config;
 use desi_gpu_map_core::step::{plan_step, Node, NvmlAsk, StepFacts, StepPlan};
 use desi_gpu_map_core::Error;
 use desi_gpu_map_host::files::HostFiles;
-use desi_gpu_map_host::nvml;
+use desi_gpu_map_host::nvml::ask_within;
 use slurm_spank::{SpankError, SpankHandle};
 use std::time::Instant;
 
@@ -70,17 +69,13 @@ impl Node for Slurmstepd<'_, '_> {
         &HostFiles
     }
 
-    /// Asked in a child process that is killed at the deadline: an
-    /// `nvmlInit` that blocks (a GPU fell off the bus) must not hold the
-    /// step, and NVML is never loaded into slurmstepd itself.
+    /// Asked in a child process that is killed at the deadline
+    /// ([`desi_gpu_map_host::deadline`]): an `nvmlInit` that blocks (a GPU
+    /// fell off the bus) must not hold the step, and NVML is never loaded
+    /// into slurmstepd itself.
     fn nvml(&self, ask: NvmlAsk, config: &Config) -> Result<Vec<String>, Error> {
         let started = Instant::now();
-        let source = &config.nvml;
-        let work = || match ask {
-            NvmlAsk::Uuids => nvml::uuids(source),
-            NvmlAsk::Places => nvml::places(source),
-        };
-        let answer = deadline::lines_within(config.nvml_timeout, work);
+        let answer = ask_within(ask, &config.nvml, config.nvml_timeout);
         if let Err(timed_out @ Error::NvmlTimedOut { .. }) = &answer {
             log::warn!("{timed_out}; the discovery process was killed");
         }

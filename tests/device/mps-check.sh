@@ -5,9 +5,11 @@
 # binaries). It prints what it saw and exits non-zero on the first
 # broken promise; what the test cluster here cannot answer is what it asks.
 #
-#  1. NVML: the plugin's own discovery code (`desi-gpu-map nvml-query`,
-#     the child the plugin runs) against the real libnvidia-ml; and
-#     `desi-gpu-map show` in a task mapped to GPU 0, with NVML's details.
+#  1. NVML: the discovery code the plugin, exec and show share (a child
+#     with a deadline, host/src/deadline.rs) against the real libnvidia-ml:
+#     exec in a task whose step has GPUs but no CUDA_VISIBLE_DEVICES (the
+#     UUIDs; the GPUs' places for closest), and `desi-gpu-map show` in a
+#     task mapped to GPU 0, with NVML's details.
 #  2. MPS, as the plugin runs it: a control daemon as an unprivileged user,
 #     in 0700 directories, CUDA_VISIBLE_DEVICES = the GPU's UUID; RANKS
 #     clients (tests/device/cuda_client.py) given the same UUID. One server
@@ -36,11 +38,17 @@ install -d -m 0755 /tmp/dgm-device
 cp "$bin" "$client" /tmp/dgm-device/ && chmod a+rx /tmp/dgm-device/*
 bin=/tmp/dgm-device/desi-gpu-map client=/tmp/dgm-device/cuda_client.py
 
-say "1. NVML through the plugin's discovery code"
-"$bin" nvml-query places || fail "nvml-query places"
-# Its answer is on the wire (src/wire.rs): `ok N`, then the UUIDs.
-uuid=$("$bin" nvml-query uuids | sed -n 2p)
-[[ "$uuid" == GPU-* ]] || fail "no GPU UUID from NVML: '$uuid'"
+say "1. NVML through the discovery code the plugin, exec and show share"
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+[ "${gpus:-0}" -gt 0 ] || gpus=1
+nvml_task=(SLURM_JOB_ID=4241 SLURM_STEP_ID=0 SLURM_NODEID=0 SLURMD_NODENAME=$(hostname)
+    SLURM_STEP_TASKS_PER_NODE=1 SLURM_GPUS_ON_NODE=$gpus SLURM_LOCALID=0 SLURM_PROCID=0)
+for method in contiguous closest; do
+    got=$(env -i PATH=/usr/bin:/bin "${nvml_task[@]}" "$bin" exec --method "$method,verbose" -- \
+        printenv CUDA_VISIBLE_DEVICES) || fail "exec --method $method through NVML"
+    uuid=${got%%,*}
+    [[ "$uuid" == GPU-* ]] || fail "no GPU UUID from NVML ($method): '$got'"
+done
 CUDA_VISIBLE_DEVICES=0 DESI_GPU_MAPPED=1 SLURM_LOCALID=0 "$bin" show || fail "show"
 
 say "2. MPS as the plugin runs it: one daemon for $uuid, $ranks clients"

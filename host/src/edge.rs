@@ -1,0 +1,102 @@
+//! The host crate's one FFI edge, and the only `unsafe` in it (rustix's
+//! "one unsafe place"): forking a child that keeps one descriptor, for
+//! [`crate::deadline`]. Everything else the crate asks of the system goes
+//! through rustix's safe calls. Every `unsafe` block says which contract
+//! makes it sound.
+
+#![allow(unsafe_code)]
+
+use rustix::process::Pid;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, RawFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// The exit status of a child whose `child` closure panicked outside any
+/// catch of its own: it must never unwind into the parent's copied stack.
+const PANICKED: i32 = 101;
+
+/// Forks. In the child: stdin, stdout and stderr become /dev/null, every
+/// other descriptor but `keep` is closed, `child` runs with `keep` as a
+/// [`File`], and the child `_exit`s with what `child` returned: it never
+/// returns there, so no destructor and no atexit handler of the parent's
+/// state runs in it. In the parent: the child's pid.
+///
+/// The contract (the caller's): `child` uses no descriptor from before the
+/// fork but the one it is handed (all others are closed), and in a
+/// multithreaded parent it does only what is safe after `fork` there
+/// ([`crate::deadline`]'s module comment argues what that is for NVML).
+pub(crate) fn fork_child(keep: BorrowedFd<'_>, child: impl FnOnce(File) -> i32) -> io::Result<Pid> {
+    // SAFETY: fork has no memory-safety preconditions of its own; what the
+    // child may do after it is the contract above, and the child's branch
+    // below never returns (it ends in `_exit`).
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        let out = detach(keep.as_raw_fd());
+        let code = catch_unwind(AssertUnwindSafe(|| child(out))).unwrap_or(PANICKED);
+        // SAFETY: _exit takes a number and ends the process at once.
+        unsafe { libc::_exit(code) }
+    }
+    Pid::from_raw(pid).ok_or_else(|| io::Error::other("fork returned pid 0 to the parent"))
+}
+
+/// In the forked child only: points stdin, stdout and stderr at /dev/null
+/// and closes every other descriptor but `out`, so that a child stuck in
+/// the kernel holds none of its parent's pipes or sockets open. Returns
+/// `out`, moved to 3.
+fn detach(out: RawFd) -> File {
+    // SAFETY: open gets a NUL-terminated literal; dup2 acts only on
+    // descriptor numbers. Closing descriptors that something else may own
+    // is sound here: this process is a forked child that only runs the
+    // `child` of `fork_child`, which by its contract uses none of them.
+    let out = unsafe {
+        // Moved to 3, `out` leaves one range to close: 4 and up.
+        let out = if libc::dup2(out, 3) == 3 { 3 } else { out };
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            for fd in (0..3).filter(|&fd| fd != out) {
+                libc::dup2(null, fd);
+            }
+        }
+        if out > 3 {
+            close_range(3, out - 1);
+        }
+        close_range(out + 1, RawFd::MAX);
+        out
+    };
+    // SAFETY: `out` is open (dup2 made it, or it is the one kept), and
+    // nothing else in this process uses it: the caller's copy is never
+    // used again in the child, which `_exit`s.
+    unsafe { File::from_raw_fd(out) }
+}
+
+/// Closes descriptors `first..=last`: with close_range(2) (Linux 5.9),
+/// called as a system call so that glibc 2.34 is not needed; else one by
+/// one as /proc lists them.
+///
+/// Only for [`detach`], whose contract makes closing them sound.
+fn close_range(first: RawFd, last: RawFd) {
+    let (Ok(lo), Ok(hi)) = (u32::try_from(first), u32::try_from(last)) else {
+        return;
+    };
+    // SAFETY: close_range takes two numbers and flags, no pointer, and
+    // changes only this process's descriptor table (see `detach`).
+    if unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0) } == 0 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    // Listed in full first: the directory's own descriptor closes with it.
+    let open: Vec<RawFd> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    for fd in open.into_iter().filter(|fd| (first..=last).contains(fd)) {
+        // SAFETY: close takes a number; a stale one fails with EBADF (see
+        // `detach` for why closing these is sound).
+        unsafe { libc::close(fd) };
+    }
+}

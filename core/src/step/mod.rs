@@ -5,7 +5,9 @@
 //! module, its tests beside it:
 //!
 //! - `node`: the interface the front ends implement;
-//! - `ids`: the step ids Slurm reserves, and the tag mapped tasks carry;
+//! - `ids`: the step ids Slurm reserves, which step a plan is for
+//!   ([`StepIdentity`]: Slurm's, or a launcher's), and the tag mapped
+//!   tasks carry;
 //! - `resolve`: what the user and the site together ask ([`Resolved`]);
 //! - `source`: where the step's GPU list comes from (Slurm's list, or NVML),
 //!   kept as [`Listed`];
@@ -46,7 +48,7 @@ pub use aside::{Aside, Unmapped};
 pub use binding::slurm_bound_here;
 pub use decision::StepPlan;
 pub use given::Given;
-pub use ids::{is_special_step, parse_step_id, special_step_name, step_tag};
+pub use ids::{is_special_step, parse_step_id, special_step_name, step_tag, StepIdentity};
 pub use locate::locate;
 pub use map::{GpuCpus, StepMap};
 pub use node::{Node, NvmlAsk};

@@ -37,11 +37,4 @@ pub trait Node {
     fn given_places(&self) -> Option<Result<Topology, String>> {
         None
     }
-
-    /// Where no srun step placed the process (a launcher's rank), what it
-    /// was given ([`super::Given`]); `None`: Slurm's list (the plugin, and
-    /// exec in an srun step).
-    fn given(&self) -> Option<super::Given> {
-        None
-    }
 }

@@ -8,18 +8,15 @@
 //! signals and exit code.
 
 use super::keeper;
-use crate::args::{exec_request, ExecArgs};
+use crate::args::ExecArgs;
 use crate::nvml::Query;
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::error::Error;
 use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::launch::watched;
-use desi_gpu_map_core::method::Method;
-use desi_gpu_map_core::settings::option::{Choice, Request};
 use desi_gpu_map_core::settings::site::{Config, MpsSettings};
 use desi_gpu_map_core::start::{decide, Answer, Asked, Mapping, TaskFacts};
 use desi_gpu_map_core::step::{carry_out, Node, NvmlAsk};
-use desi_gpu_map_core::text::quote;
 use desi_gpu_map_host::cpus;
 use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::mps::daemon::random_token;
@@ -60,7 +57,11 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
         "no command to run: desi-gpu-map exec [OPTIONS] -- APP [ARGS...]".to_string()
     })?;
     let facts = TaskFacts {
-        asked: asked(args)?,
+        asked: Asked::read(
+            args.method,
+            std::env::var(env::METHOD).ok().as_deref(),
+            args.verbose,
+        )?,
         allow_outside: args.allow_outside_slurm,
         config: config(args),
         ancestry: launch_ancestry(&watched()),
@@ -94,33 +95,6 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
 /// A line of exec's own.
 fn exec_line(text: &str) -> String {
     format!("desi-gpu-map exec: {text}")
-}
-
-/// `--method`, else `$DESI_GPU_MAP_METHOD`, else contiguous; `--verbose`
-/// or the `verbose` word.
-fn asked(args: &ExecArgs) -> Result<Asked, String> {
-    let request = match (args.method, std::env::var(env::METHOD)) {
-        (Some(request), _) => request,
-        (None, Ok(value)) => exec_request(&value)
-            .map_err(|e| format!("{}={}: {e}; give --method", env::METHOD, quote(&value)))?,
-        (None, Err(_)) => Request::Use {
-            choice: None,
-            verbose: false,
-            mps: false,
-        },
-    };
-    match request {
-        Request::Use {
-            choice,
-            verbose,
-            mps,
-        } => Ok(Asked {
-            choice: choice.unwrap_or(Choice::Map(Method::Contiguous)),
-            verbose: verbose || args.verbose,
-            mps,
-        }),
-        Request::Help => Err("help names no method to map with; give --method".to_string()),
-    }
 }
 
 /// The plugin's settings that exec takes as options (clap checked each);

@@ -19,10 +19,13 @@ mod tests;
 
 pub use task::{Mapping, TaskIds};
 
+use crate::env;
 use crate::launch::{launched, Ancestry, Launched};
-use crate::settings::option::Choice;
+use crate::method::Method;
+use crate::settings::option::{exec_request, Choice, Request};
 use crate::settings::site::Config;
 use crate::step::Node;
+use crate::text::quote;
 
 /// What the user asked the front end for: the method, and the modifiers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +33,42 @@ pub struct Asked {
     pub choice: Choice,
     pub verbose: bool,
     pub mps: bool,
+}
+
+impl Asked {
+    /// What the user asked: the front end's own option (`option`: exec's
+    /// `--method`, already checked), else the method variable's value
+    /// (`variable`: `DESI_GPU_MAP_METHOD`, read as `--method` is), else
+    /// `contiguous`; verbose where the request or the front end's own flag
+    /// (`verbose`) says so. `help` names no method to map with.
+    pub fn read(
+        option: Option<Request>,
+        variable: Option<&str>,
+        verbose: bool,
+    ) -> Result<Asked, String> {
+        let request = match (option, variable) {
+            (Some(request), _) => request,
+            (None, Some(value)) => exec_request(value)
+                .map_err(|e| format!("{}={}: {e}; give --method", env::METHOD, quote(value)))?,
+            (None, None) => Request::Use {
+                choice: None,
+                verbose: false,
+                mps: false,
+            },
+        };
+        match request {
+            Request::Use {
+                choice,
+                verbose: said,
+                mps,
+            } => Ok(Asked {
+                choice: choice.unwrap_or(Choice::Map(Method::Contiguous)),
+                verbose: said || verbose,
+                mps,
+            }),
+            Request::Help => Err("help names no method to map with; give --method".to_string()),
+        }
+    }
 }
 
 /// What a front end running as the task gathers besides its [`Node`] (the

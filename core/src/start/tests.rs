@@ -403,3 +403,47 @@ fn a_closest_task_asks_for_its_cpus_and_slurmstepds_but_a_rank_only_its_own() {
     located.launched = true;
     assert!(located.needs_own_cpus() && !located.needs_stepd_cpus());
 }
+
+#[test]
+fn the_option_wins_over_the_variable_and_contiguous_over_nothing() {
+    let roundrobin = Request::Use {
+        choice: Some(Choice::Map(Method::RoundRobin)),
+        verbose: false,
+        mps: false,
+    };
+    let asked = |option, variable, verbose| Asked::read(option, variable, verbose);
+    assert_eq!(
+        asked(Some(roundrobin), Some("closest,verbose"), false),
+        Ok(Asked {
+            choice: Choice::Map(Method::RoundRobin),
+            verbose: false,
+            mps: false
+        })
+    );
+    assert_eq!(
+        asked(None, Some("closest,verbose,mps"), false),
+        Ok(Asked {
+            choice: Choice::Map(Method::Closest),
+            verbose: true,
+            mps: true
+        })
+    );
+    assert_eq!(
+        asked(None, None, true),
+        Ok(Asked {
+            choice: Choice::Map(Method::Contiguous),
+            verbose: true,
+            mps: false
+        })
+    );
+    let bad = asked(None, Some("x"), false).unwrap_err();
+    assert!(
+        bad.starts_with("DESI_GPU_MAP_METHOD=\"x\": invalid --method \"x\"; valid values: ")
+            && bad.ends_with("; give --method"),
+        "{bad}"
+    );
+    assert_eq!(
+        asked(Some(Request::Help), None, false),
+        Err("help names no method to map with; give --method".to_string())
+    );
+}

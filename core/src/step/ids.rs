@@ -105,4 +105,27 @@ mod tests {
         assert_eq!(parse_step_id("x"), None);
         assert_eq!(parse_step_id("4294967296"), None);
     }
+
+    #[test]
+    fn a_step_records_its_tag_and_a_launch_its_own() {
+        use crate::step::testing::FakeNode;
+        let node = FakeNode::new(&[("SLURM_JOB_ID", " 7 ")], Ok(vec![]));
+        assert_eq!(StepIdentity::Slurm(3).record(&node).as_deref(), Some("7.3"));
+        assert!(StepIdentity::Slurm(0xffff_fffb).is_special());
+        assert_eq!(StepIdentity::Slurm(3).given(), None);
+        let launch = StepIdentity::Launch {
+            tag: Some("pals:77".to_string()),
+            given: Some(Given::Inherited),
+        };
+        assert_eq!(launch.record(&node).as_deref(), Some("pals:77"));
+        assert_eq!(launch.given(), Some(Given::Inherited));
+        assert!(!launch.is_special());
+        let untagged = StepIdentity::Launch {
+            tag: None,
+            given: None,
+        };
+        assert_eq!(untagged.record(&node), None);
+        let no_job = FakeNode::new(&[], Ok(vec![]));
+        assert_eq!(StepIdentity::Slurm(3).record(&no_job), None);
+    }
 }

@@ -5,13 +5,12 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::error::ErrorKind;
 use clap::{Arg, Args, Parser, Subcommand};
 use desi_gpu_map_core::env;
-use desi_gpu_map_core::error::Error;
 use desi_gpu_map_core::launch::LAUNCHERS;
 use desi_gpu_map_core::method::{method_names, Method, Visible};
 use desi_gpu_map_core::names::{names, Named};
 use desi_gpu_map_core::preview::{Distribution, DEFAULT_GPUS, MAX_LISTED_GPUS, MAX_PREVIEW_ROWS};
 use desi_gpu_map_core::runtime::VendorSetting;
-use desi_gpu_map_core::settings::option::{option_form, parse_option, valid_values, Request};
+use desi_gpu_map_core::settings::option::{exec_request, option_form, Request};
 use desi_gpu_map_core::settings::site::{
     MpsShare, NvmlSource, DEFAULT_NVML_TIMEOUT_S, NVML_TIMEOUT_RANGE_S,
 };
@@ -176,24 +175,6 @@ impl From<KeeperOpts> for KeeperArgs {
             sweep: o.sweep,
             unnamed: o.unnamed,
         }
-    }
-}
-
-/// `--method`'s value: the words `--desi-gpu-map` takes, refused as the
-/// plugin refuses them; `help` names nothing to run.
-pub fn exec_request(value: &str) -> Result<Request, String> {
-    match parse_option(value) {
-        Ok(Request::Help) | Err(Error::BadOption { .. }) => Err(format!(
-            "invalid --method {}; valid values: {}",
-            quote(value),
-            valid_values().replace(", help;", ";")
-        )),
-        Err(Error::BadCombination { why, .. }) => Err(format!(
-            "invalid --method {}: {why}; give a method with mps, as in contiguous,mps",
-            quote(value)
-        )),
-        Err(e) => Err(e.to_string()),
-        Ok(request) => Ok(request),
     }
 }
 

@@ -34,7 +34,7 @@ const CRATES: &[Crate] = &[
         src: "core/src",
         layers: &[
             "text", "env", "error", "wire", "files", "names", "cpuset", "slurm", "launch",
-            "method", "runtime", "topology", "settings", "mps", "step", "preview",
+            "method", "runtime", "topology", "settings", "mps", "step", "start", "preview",
         ],
     },
     Crate {

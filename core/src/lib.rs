@@ -19,6 +19,8 @@
 //! - [`settings`]: what people type (plugstack arguments, the option);
 //! - [`mps`]: CUDA MPS for a mapped step: serve or not, and what each task gets;
 //! - [`step`]: the plan for a step on one node, in one pass, and each task's share;
+//! - [`start`]: a task about to start, for a front end that runs as the task
+//!   (exec; tomorrow a task prolog): refuse, run unchanged, or map;
 //! - [`preview`]: a layout's tasks on made-up nodes, for `desi-gpu-map plan`.
 //!
 //! The crate depends on nothing that can touch the machine: the front ends
@@ -41,6 +43,7 @@ pub mod preview;
 pub mod runtime;
 pub mod settings;
 pub mod slurm;
+pub mod start;
 pub mod step;
 pub mod text;
 pub mod topology;

@@ -369,7 +369,7 @@ pub fn preview_map(
         mps: false,
     });
     let facts = StepFacts {
-        step_id: Ok(0),
+        step: Ok(crate::step::StepIdentity::Slurm(0)),
         config: Some(&config),
         request: Some(&request),
         mps: None,

@@ -6,7 +6,7 @@ use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::mps::MpsFacts;
 use desi_gpu_map_core::settings::option::Request;
 use desi_gpu_map_core::settings::site::Config;
-use desi_gpu_map_core::step::{plan_step, Node, NvmlAsk, StepFacts, StepPlan};
+use desi_gpu_map_core::step::{plan_step, Node, NvmlAsk, StepFacts, StepIdentity, StepPlan};
 use desi_gpu_map_core::Error;
 use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::nvml::ask_within;
@@ -38,7 +38,10 @@ pub fn plan(
     request: Option<&Result<Request, Error>>,
 ) -> StepPlan {
     let facts = StepFacts {
-        step_id: spank.job_stepid().map_err(|e| e.to_string()),
+        step: spank
+            .job_stepid()
+            .map(StepIdentity::Slurm)
+            .map_err(|e| e.to_string()),
         config,
         request,
         mps: mps_facts(spank),

@@ -62,7 +62,7 @@ fn plan_mps_files(
     let mut node = FakeNode::new(&env, nvml);
     change(&mut node.files);
     let facts = StepFacts {
-        step_id: Ok(0),
+        step: Ok(crate::step::StepIdentity::Slurm(0)),
         config: Some(&config),
         request: Some(&request),
         mps: facts,
@@ -205,7 +205,7 @@ fn each_reason_to_run_without_mps_is_one_line() {
     let request = Ok(parse_option_mps());
     let node = FakeNode::new(&[&SLURM_4[..], &[("SLURM_JOB_ID", "7")]].concat(), places());
     let facts = StepFacts {
-        step_id: Ok(0),
+        step: Ok(crate::step::StepIdentity::Slurm(0)),
         config: Some(&config),
         request: Some(&request),
         mps: Some(USER),

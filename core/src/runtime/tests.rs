@@ -216,7 +216,7 @@ fn plan_of(vendor: Vendor, config: &Config, env: &HashMap<String, String>) -> St
         mps: false,
     });
     let facts = StepFacts {
-        step_id: Ok(0),
+        step: Ok(crate::step::StepIdentity::Slurm(0)),
         config: Some(&config),
         request: Some(&request),
         mps: None,
@@ -227,7 +227,6 @@ fn plan_of(vendor: Vendor, config: &Config, env: &HashMap<String, String>) -> St
         nvml: Ok((0..NODE).map(|i| format!("GPU-{i}")).collect()),
         calls: Cell::new(0),
         places: None,
-        given: None,
     };
     plan_step(&facts, &node)
 }

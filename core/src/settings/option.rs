@@ -268,6 +268,24 @@ See {PLUGIN}(8) and `desi-gpu-map plan --help`.
     )
 }
 
+/// `--method`'s value: the words `--desi-gpu-map` takes, refused as the
+/// plugin refuses them; `help` names nothing to run.
+pub fn exec_request(value: &str) -> Result<Request, String> {
+    match parse_option(value) {
+        Ok(Request::Help) | Err(Error::BadOption { .. }) => Err(format!(
+            "invalid --method {}; valid values: {}",
+            crate::text::quote(value),
+            valid_values().replace(", help;", ";")
+        )),
+        Err(Error::BadCombination { why, .. }) => Err(format!(
+            "invalid --method {}: {why}; give a method with mps, as in contiguous,mps",
+            crate::text::quote(value)
+        )),
+        Err(e) => Err(e.to_string()),
+        Ok(request) => Ok(request),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

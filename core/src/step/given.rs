@@ -7,7 +7,7 @@
 //! job's. So no rank is ever shown a GPU its process was not given.
 
 use super::locate::discover;
-use super::node::{Given, Node};
+use super::node::Node;
 use super::source::{Listed, Missing, StepGpus, WhyNoList};
 use crate::env;
 use crate::error::Error;
@@ -15,6 +15,17 @@ use crate::method::Method;
 use crate::runtime::{kernel_gpus, Vendor};
 use crate::settings::site::{Config, NvmlSource};
 use crate::slurm::gpus::{check_list, parse_gpu_list};
+
+/// What a process outside any srun step was given, as its launch's
+/// identity records it ([`super::StepIdentity::Launch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Given {
+    /// The list it inherited, else none: it runs inside a Slurm job
+    /// (a batch script, or a launcher's daemon that is no srun task).
+    Inherited,
+    /// The list it inherited, else every GPU of the node: no Slurm job.
+    InheritedOrNode,
+}
 
 /// The lists a process may inherit, for `vendor`: its runtime's own list
 /// first, then CUDA's (which HIP also reads).
@@ -119,6 +130,14 @@ mod tests {
     use crate::step::testing::*;
     use crate::step::*;
 
+    /// A launch of no known tag whose rank was given `given`.
+    fn rank_given(given: Given) -> StepIdentity {
+        StepIdentity::Launch {
+            tag: None,
+            given: Some(given),
+        }
+    }
+
     /// A launcher's rank with these variables, given `given`.
     fn launched(
         pairs: &[(&str, &str)],
@@ -126,10 +145,9 @@ mod tests {
         config: &Config,
         nvml: Result<Vec<String>, Error>,
     ) -> (StepPlan, usize) {
-        let mut node = FakeNode::new(pairs, nvml);
-        node.given = Some(given);
+        let node = FakeNode::new(pairs, nvml);
         let request = Some(asking(Choice::Map(Method::Contiguous)));
-        let plan = plan_on(&node, 0, config, request);
+        let plan = plan_as(&node, rank_given(given), config, request);
         (plan, node.calls.get())
     }
 
@@ -216,14 +234,18 @@ mod tests {
         // NVML off: the kernel's listing, here NVIDIA's driver files.
         let off = parse_args(&["nvml=off"]).unwrap();
         let mut node = FakeNode::new(&[], Ok(uuids(3)));
-        node.given = Some(Given::InheritedOrNode);
         for (bus, uuid, minor) in [("0000:02:00.0", "GPU-b", 1), ("0000:01:00.0", "GPU-a", 0)] {
             let info = format!("GPU UUID: {uuid}\nDevice Minor: {minor}\n");
             let path = format!("/proc/driver/nvidia/gpus/{bus}/information");
             node.files.texts.insert(path.into(), info);
         }
         let request = Some(asking(Choice::Map(Method::RoundRobin)));
-        let map = mapped(plan_on(&node, 0, &off, request));
+        let map = mapped(plan_as(
+            &node,
+            rank_given(Given::InheritedOrNode),
+            &off,
+            request,
+        ));
         assert_eq!(map.gpus, ["GPU-a", "GPU-b"]);
         assert_eq!((map.listed.source(), node.calls.get()), ("kernel", 0));
         // Neither lists any: nothing to map, said with verbose only.

@@ -1,6 +1,8 @@
 //! Step ids: the ones Slurm reserves (never mapped) and their names, how
-//! `SLURM_STEP_ID` is read, and the tag mapped tasks carry.
+//! `SLURM_STEP_ID` is read, which step a plan is for ([`StepIdentity`]:
+//! Slurm's, or a launcher's), and the tag mapped tasks carry.
 
+use super::given::Given;
 use super::node::Node;
 use crate::env;
 
@@ -40,6 +42,53 @@ pub fn step_tag(node: &dyn Node, step_id: u32) -> Option<String> {
         .map(|job| format!("{}.{step_id}", job.trim()))
 }
 
+/// Which step a plan is for: a step of Slurm's, or the ranks of another
+/// launcher, which are no step of Slurm's and have an identity of their
+/// own. Its record ([`StepIdentity::record`]) is what mapped tasks carry
+/// in `DESI_GPU_MAP_STEP`, so that a later `exec` knows this very step
+/// (or launch) is mapped already.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepIdentity {
+    /// A step of Slurm's, by its id (`S_JOB_STEPID`, `SLURM_STEP_ID`).
+    Slurm(u32),
+    /// The ranks of one launch of `mpirun`, `mpiexec` or PALS
+    /// ([`crate::launch`]).
+    Launch {
+        /// What tells this launch from any other ([`crate::launch::Launch::tag`]);
+        /// `None`: nothing does, and nothing is recorded.
+        tag: Option<String>,
+        /// What its process was given ([`Given`]); `None`: it runs in an
+        /// srun step, whose list it takes as Slurm set it.
+        given: Option<Given>,
+    },
+}
+
+impl StepIdentity {
+    /// The step's record, as its mapped tasks carry it: `JOBID.STEPID` for
+    /// Slurm's (`None`: Slurm gave no job id), the launch's tag for a
+    /// launcher's.
+    pub fn record(&self, node: &dyn Node) -> Option<String> {
+        match self {
+            StepIdentity::Slurm(id) => step_tag(node, *id),
+            StepIdentity::Launch { tag, .. } => tag.clone(),
+        }
+    }
+
+    /// Where no srun step placed the process, what it was given.
+    pub fn given(&self) -> Option<Given> {
+        match self {
+            StepIdentity::Slurm(_) => None,
+            StepIdentity::Launch { given, .. } => *given,
+        }
+    }
+
+    /// One of the steps Slurm reserves (batch, interactive, extern, ...),
+    /// which are never touched; a launch never is one.
+    pub fn is_special(&self) -> bool {
+        matches!(self, StepIdentity::Slurm(id) if is_special_step(*id))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +104,28 @@ mod tests {
         );
         assert_eq!(parse_step_id("x"), None);
         assert_eq!(parse_step_id("4294967296"), None);
+    }
+
+    #[test]
+    fn a_step_records_its_tag_and_a_launch_its_own() {
+        use crate::step::testing::FakeNode;
+        let node = FakeNode::new(&[("SLURM_JOB_ID", " 7 ")], Ok(vec![]));
+        assert_eq!(StepIdentity::Slurm(3).record(&node).as_deref(), Some("7.3"));
+        assert!(StepIdentity::Slurm(0xffff_fffb).is_special());
+        assert_eq!(StepIdentity::Slurm(3).given(), None);
+        let launch = StepIdentity::Launch {
+            tag: Some("pals:77".to_string()),
+            given: Some(Given::Inherited),
+        };
+        assert_eq!(launch.record(&node).as_deref(), Some("pals:77"));
+        assert_eq!(launch.given(), Some(Given::Inherited));
+        assert!(!launch.is_special());
+        let untagged = StepIdentity::Launch {
+            tag: None,
+            given: None,
+        };
+        assert_eq!(untagged.record(&node), None);
+        let no_job = FakeNode::new(&[], Ok(vec![]));
+        assert_eq!(StepIdentity::Slurm(3).record(&no_job), None);
     }
 }

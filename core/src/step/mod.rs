@@ -5,7 +5,9 @@
 //! module, its tests beside it:
 //!
 //! - `node`: the interface the front ends implement;
-//! - `ids`: the step ids Slurm reserves, and the tag mapped tasks carry;
+//! - `ids`: the step ids Slurm reserves, which step a plan is for
+//!   ([`StepIdentity`]: Slurm's, or a launcher's), and the tag mapped
+//!   tasks carry;
 //! - `resolve`: what the user and the site together ask ([`Resolved`]);
 //! - `source`: where the step's GPU list comes from (Slurm's list, or NVML),
 //!   kept as [`Listed`];
@@ -47,11 +49,12 @@ pub(crate) mod testing;
 pub use aside::{Aside, Unmapped};
 pub use binding::slurm_bound_here;
 pub use decision::StepPlan;
-pub use ids::{is_special_step, parse_step_id, special_step_name, step_tag};
+pub use given::Given;
+pub use ids::{is_special_step, parse_step_id, special_step_name, step_tag, StepIdentity};
 pub use inputs::{TaskCpus, TaskInputs};
 pub use locate::locate;
 pub use map::{GpuCpus, StepMap};
-pub use node::{Given, Node, NvmlAsk};
+pub use node::{Node, NvmlAsk};
 pub use plan::{plan_step, StepFacts};
 pub use resolve::{resolve, Resolved};
 pub use source::{Listed, NotSlurms, WhyNoList};

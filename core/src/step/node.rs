@@ -37,22 +37,4 @@ pub trait Node {
     fn given_places(&self) -> Option<Result<Topology, String>> {
         None
     }
-
-    /// Where no srun step placed the process (a launcher's rank), what it
-    /// was given ([`Given`]); `None`: Slurm's list (the plugin, and
-    /// exec in an srun step).
-    fn given(&self) -> Option<Given> {
-        None
-    }
-}
-
-/// What a process outside any srun step was given, as its front end
-/// knows ([`Node::given`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Given {
-    /// The list it inherited, else none: it runs inside a Slurm job
-    /// (a batch script, or a launcher's daemon that is no srun task).
-    Inherited,
-    /// The list it inherited, else every GPU of the node: no Slurm job.
-    InheritedOrNode,
 }

@@ -6,7 +6,7 @@ use super::aside::Aside;
 use super::binding::slurm_binds_per_task;
 use super::decision::StepPlan;
 use super::given::from_given;
-use super::ids::{is_special_step, step_tag};
+use super::ids::StepIdentity;
 use super::locate::{discover, gpu_cpus, uuids_of_places};
 use super::map::{placing, GpuCpus, StepMap};
 use super::node::{Node, NvmlAsk};
@@ -26,7 +26,9 @@ use std::path::Path;
 /// What the front end knows of a step on this node, each part possibly
 /// unreadable; [`plan_step`] turns every failure into a stand-aside line.
 pub struct StepFacts<'a> {
-    pub step_id: Result<u32, String>,
+    /// Which step this is (Slurm's, or a launcher's ranks), or why
+    /// Slurm would not say.
+    pub step: Result<StepIdentity, String>,
     /// `None`: `init` never ran.
     pub config: Option<&'a Result<Config, Error>>,
     /// `None`: the user gave no option.
@@ -44,11 +46,11 @@ pub struct StepFacts<'a> {
 /// vendor and the kernel's files only for a step that gets mapped.
 pub fn plan_step(facts: &StepFacts, node: &dyn Node) -> StepPlan {
     let default_flag = crate::settings::site::DEFAULT_FLAG;
-    let step_id = match &facts.step_id {
-        Ok(id) => *id,
+    let step = match &facts.step {
+        Ok(step) => step,
         Err(e) => return StepPlan::aside(default_flag, Aside::UnreadableStepId(e.clone())),
     };
-    if is_special_step(step_id) {
+    if step.is_special() {
         return StepPlan::Untouched;
     }
     let config = match facts.config {
@@ -62,7 +64,7 @@ pub fn plan_step(facts: &StepFacts, node: &dyn Node) -> StepPlan {
         None => None,
     };
     let want = resolve(request, config);
-    plan_mapping(&want, config, node, step_id, facts.mps)
+    plan_mapping(&want, config, node, step, facts.mps)
 }
 
 /// Decides for a normal step whose inputs could all be read.
@@ -70,7 +72,7 @@ fn plan_mapping(
     want: &Resolved,
     config: &Config,
     node: &dyn Node,
-    step_id: u32,
+    identity: &StepIdentity,
     facts: Option<MpsFacts>,
 ) -> StepPlan {
     let method = match want.choice {
@@ -80,12 +82,12 @@ fn plan_mapping(
     let env = &|name: &str| node.env(name);
     // Slurm's per-task requests bind an srun step's tasks, not a
     // launcher's ranks.
-    if let (None, Some(binds)) = (node.given(), slurm_binds_per_task(env)) {
+    if let (None, Some(binds)) = (identity.given(), slurm_binds_per_task(env)) {
         return StepPlan::slurm_binds(&config.flag, binds, want.mps);
     }
     // A closest step's places from the NVML load that listed its GPUs.
     let mut placed = None;
-    let listed = match node.given() {
+    let listed = match identity.given() {
         Some(given) => {
             let vendor = choose(config.vendor, node.files(), Path::new("/")).vendor;
             from_given(given, config, node, method, vendor, &mut placed)
@@ -109,7 +111,7 @@ fn plan_mapping(
         method,
         written,
         near,
-        step: step_tag(node, step_id),
+        step: identity.record(node),
     };
     StepPlan::Map(record(parts, want, config, node, facts))
 }
@@ -344,7 +346,7 @@ mod tests {
         let cases: [(StepFacts, Aside); 4] = [
             (
                 StepFacts {
-                    step_id: Err("no id".to_string()),
+                    step: Err("no id".to_string()),
                     config: Some(&config),
                     request: None,
                     mps: None,
@@ -353,7 +355,7 @@ mod tests {
             ),
             (
                 StepFacts {
-                    step_id: Ok(1),
+                    step: Ok(StepIdentity::Slurm(1)),
                     config: Some(&bad_config),
                     request: None,
                     mps: None,
@@ -362,7 +364,7 @@ mod tests {
             ),
             (
                 StepFacts {
-                    step_id: Ok(1),
+                    step: Ok(StepIdentity::Slurm(1)),
                     config: None,
                     request: None,
                     mps: None,
@@ -371,7 +373,7 @@ mod tests {
             ),
             (
                 StepFacts {
-                    step_id: Ok(1),
+                    step: Ok(StepIdentity::Slurm(1)),
                     config: Some(&config),
                     request: Some(&bad_request),
                     mps: None,

@@ -3,8 +3,8 @@
 //! beside it): a step planned from a few variables, and a task of it.
 
 use super::{
-    plan_step, Aside, Node, NvmlAsk, StepFacts, StepMap, StepPlan, TaskInputs, TaskOutcome,
-    Unmapped, WhyNoList,
+    plan_step, Aside, Node, NvmlAsk, StepFacts, StepIdentity, StepMap, StepPlan, TaskInputs,
+    TaskOutcome, Unmapped, WhyNoList,
 };
 use crate::error::Error;
 use crate::files::{Files, Stat};
@@ -27,8 +27,6 @@ pub(crate) struct FakeNode {
     pub calls: Cell<usize>,
     /// `None`: the core locates `closest` GPUs itself.
     pub places: Option<Result<Topology, String>>,
-    /// What a launcher's rank was given; `None`: an srun step.
-    pub given: Option<super::Given>,
 }
 
 impl FakeNode {
@@ -40,7 +38,6 @@ impl FakeNode {
             calls: Cell::new(0),
             // What a step whose GPUs were not located gets.
             places: Some(Err("the GPUs' local CPUs were not read".to_string())),
-            given: None,
         }
     }
 }
@@ -61,10 +58,6 @@ impl Node for FakeNode {
 
     fn given_places(&self) -> Option<Result<Topology, String>> {
         self.places.clone()
-    }
-
-    fn given(&self) -> Option<super::Given> {
-        self.given
     }
 }
 
@@ -199,10 +192,20 @@ pub(crate) fn plan_on(
     config: &Config,
     request: Option<Request>,
 ) -> StepPlan {
+    plan_as(node, StepIdentity::Slurm(step_id), config, request)
+}
+
+/// Plans `step` (Slurm's, or a launcher's) on a node the test prepared.
+pub(crate) fn plan_as(
+    node: &FakeNode,
+    step: StepIdentity,
+    config: &Config,
+    request: Option<Request>,
+) -> StepPlan {
     let config = Ok(config.clone());
     let request = request.map(Ok);
     let facts = StepFacts {
-        step_id: Ok(step_id),
+        step: Ok(step),
         config: Some(&config),
         request: request.as_ref(),
         mps: None,

@@ -1,0 +1,83 @@
+//! What a front end running as the task gathers ([`TaskFacts`]), what
+//! the user asked it for ([`Asked`]), and what the task's environment says
+//! of its step.
+
+use crate::env;
+use crate::launch::Ancestry;
+use crate::method::Method;
+use crate::settings::option::{exec_request, Choice, Request};
+use crate::settings::site::Config;
+use crate::step::{parse_step_id, special_step_name, Node};
+use crate::text::quote;
+
+/// What the user asked the front end for: the method, and the modifiers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Asked {
+    pub choice: Choice,
+    pub verbose: bool,
+    pub mps: bool,
+}
+
+impl Asked {
+    /// What the user asked: the front end's own option (`option`: exec's
+    /// `--method`, already checked), else the method variable's value
+    /// (`variable`: `DESI_GPU_MAP_METHOD`, read as `--method` is), else
+    /// `contiguous`; verbose where the request or the front end's own flag
+    /// (`verbose`) says so. `help` names no method to map with.
+    pub fn read(
+        option: Option<Request>,
+        variable: Option<&str>,
+        verbose: bool,
+    ) -> Result<Asked, String> {
+        let request = match (option, variable) {
+            (Some(request), _) => request,
+            (None, Some(value)) => exec_request(value)
+                .map_err(|e| format!("{}={}: {e}; give --method", env::METHOD, quote(value)))?,
+            (None, None) => Request::Use {
+                choice: None,
+                verbose: false,
+                mps: false,
+            },
+        };
+        match request {
+            Request::Use {
+                choice,
+                verbose: said,
+                mps,
+            } => Ok(Asked {
+                choice: choice.unwrap_or(Choice::Map(Method::Contiguous)),
+                verbose: said || verbose,
+                mps,
+            }),
+            Request::Help => Err("help names no method to map with; give --method".to_string()),
+        }
+    }
+}
+
+/// What a front end running as the task gathers besides its [`Node`] (the
+/// task's environment, the node's files, NVML): each read from the task's
+/// own process, so that exec and a task prolog gather them alike.
+pub struct TaskFacts<'a> {
+    pub asked: Asked,
+    /// Map outside any Slurm job too (exec's `--allow-outside-slurm`).
+    pub allow_outside: bool,
+    pub config: Config,
+    /// The launchers' variables as this process's ancestors had them
+    /// ([`crate::launch::watched`]).
+    pub ancestry: Ancestry,
+    /// The pid of this process's nearest ancestor of that name (a
+    /// launcher's proxy), asked only for a launcher's rank.
+    pub ancestor_pid: &'a dyn Fn(&str) -> Option<u32>,
+    /// The user's ids, for a daemon of the step's own.
+    pub uid: u32,
+    pub gid: u32,
+    /// A random number for an MPS directory's name.
+    pub token: u64,
+}
+
+/// A task of an srun step (not the batch, interactive or extern step).
+pub(super) fn in_step(node: &dyn Node) -> bool {
+    node.env(env::STEP_ID)
+        .and_then(|id| parse_step_id(&id))
+        .is_some_and(|id| special_step_name(id).is_none())
+}

@@ -1,0 +1,63 @@
+//! A task about to start, as a front end that runs as the task itself
+//! sees it: `desi-gpu-map exec` today, and tomorrow the user's own task
+//! prolog (`SLURM_SCRIPT_CONTEXT=prolog_task`), which sees the task's
+//! environment, ancestors and CPUs the same way. The front end gathers
+//! [`TaskFacts`] and its [`Node`], calls [`decide`], and carries out the
+//! one answer it gets ([`Answer`]): refuse, run the program unchanged, or
+//! carry out the task's share of its step's plan ([`Mapping`]). Every rule
+//! of which is here; the front end decides nothing.
+//!
+//! - `facts`: what the front end gathers, and what the user asked;
+//! - `mapping`: what a mapped task gets ([`Mapping`]);
+//! - `answer`: the one answer, and what is said first;
+//! - `task`: the task's ids and node, and its step's plan;
+//! - `place`: where the task runs (a launcher's rank, a task of an srun
+//!   step, or neither), which step it is, and whether it is mapped already;
+//! - `tests`: (tests only) each rule, on the step's fakes.
+
+mod answer;
+mod facts;
+mod mapping;
+mod place;
+mod task;
+#[cfg(test)]
+mod tests;
+
+pub use answer::{Answer, Start};
+pub use facts::{Asked, TaskFacts};
+pub use mapping::{Mapping, TaskIds};
+
+use crate::launch::{launched, Launched};
+use crate::step::Node;
+
+/// Decides for the task that `node` is, from `facts`. Checked in order:
+/// which launcher placed it (a launcher's rank, refused where its
+/// variables cannot say where it sits); MPS under a launcher (refused);
+/// outside any srun step (unchanged, or refused outside any job); this
+/// step or launch mapped already (unchanged); else its step's plan.
+pub fn decide(facts: &TaskFacts, node: &dyn Node) -> Start {
+    let env = |name: &str| node.env(name);
+    let (launch, ignored) = match launched(&env, &facts.ancestry) {
+        Ok(Launched::By(launch)) => (Some(launch), Vec::new()),
+        Ok(Launched::Slurm { ignored }) => (None, ignored),
+        Err(why) => {
+            return Start {
+                notes: Vec::new(),
+                answer: Answer::Refuse(format!("{why}; nothing was run")),
+            }
+        }
+    };
+    let notes = match (facts.asked.verbose, ignored.is_empty()) {
+        (true, false) => vec![format!(
+            "{} came in through srun from an outer launch, not from a launcher of this task: \
+             ignored",
+            ignored.join(", ")
+        )],
+        _ => Vec::new(),
+    };
+    let answer = match launch {
+        Some(launch) => place::for_launch(facts, node, &launch),
+        None => place::for_slurm(facts, node),
+    };
+    Start { notes, answer }
+}

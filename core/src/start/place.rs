@@ -1,0 +1,132 @@
+//! Where a task about to start runs: a launcher's rank, a task of an srun
+//! step, or neither (the batch, interactive or extern step, a job outside
+//! any step, no job at all); which step it is ([`StepIdentity`]); and
+//! whether that very step is mapped already.
+
+use super::answer::{unchanged, Answer};
+use super::facts::{in_step, TaskFacts};
+use super::mapping::TaskIds;
+use super::task::{mapping, task_ids};
+use crate::env;
+use crate::launch::Launch;
+use crate::step::{parse_step_id, special_step_name, step_tag, Given, Node, StepIdentity};
+use crate::text::quote;
+
+/// A launcher's rank: its launch is its identity (no step of Slurm's),
+/// its variables its place, and its GPUs what it was given.
+pub(super) fn for_launch(facts: &TaskFacts, node: &dyn Node, launch: &Launch) -> Answer {
+    if facts.asked.mps {
+        return Answer::Refuse(format!(
+            "mps is for srun's tasks, and these are {}'s ranks: start the MPS daemon around \
+             the launch, or launch with srun; nothing was run",
+            launch.launcher.title
+        ));
+    }
+    let tag = launch.tag(&|name| node.env(name), facts.ancestor_pid);
+    if mapped_already(node, tag.as_deref()) {
+        let why = "this launch is mapped already (by an earlier exec)";
+        return unchanged(why.to_string(), facts);
+    }
+    let step = StepIdentity::Launch {
+        tag,
+        given: given(node),
+    };
+    let ids = Ok(TaskIds {
+        local_id: launch.local_id,
+        local_count: launch.local_count,
+        rank: launch.rank,
+    });
+    mapping(facts, node, Ok(step), ids, true)
+}
+
+/// A process no launcher placed: a task of an srun step is mapped as the
+/// plugin would; elsewhere it runs unchanged, or outside any job nothing
+/// runs (unless allowed).
+pub(super) fn for_slurm(facts: &TaskFacts, node: &dyn Node) -> Answer {
+    match outside_step(node, facts.allow_outside) {
+        Err(why) => return Answer::Refuse(why),
+        Ok(Some(why)) => return unchanged(why, facts),
+        Ok(None) => {}
+    }
+    // Only a task of a step can find its step recorded.
+    let this = node
+        .env(env::STEP_ID)
+        .and(step_id(node).ok())
+        .and_then(|id| step_tag(node, id));
+    if mapped_already(node, this.as_deref()) {
+        let why = "this step is mapped already (by the plugin)";
+        return unchanged(why.to_string(), facts);
+    }
+    // Outside any step (allowed), the step's id reads as 0, as before.
+    let step = step_id(node).map(StepIdentity::Slurm);
+    mapping(facts, node, step, task_ids(node), false)
+}
+
+/// Why the program runs unchanged where this is no task of an srun step:
+/// in the batch, interactive or extern step (which the plugin never
+/// touches either), or in a job outside any step (a batch script or an
+/// allocation's shell: only srun steps get `SLURM_STEP_ID`). `None`: a
+/// task of a step, or `allow_outside`. Outside any Slurm job, nothing may
+/// run.
+pub(super) fn outside_step(node: &dyn Node, allow_outside: bool) -> Result<Option<String>, String> {
+    if let Some(value) = node.env(env::STEP_ID) {
+        let special = parse_step_id(&value).and_then(special_step_name);
+        return Ok(special.map(|name| {
+            format!(
+                "this is {name} ({}={}), which is never mapped",
+                env::STEP_ID,
+                value.trim()
+            )
+        }));
+    }
+    if allow_outside {
+        return Ok(None);
+    }
+    let job = [env::JOB_ID, env::JOB_ID_OLD]
+        .into_iter()
+        .find_map(|name| node.env(name).map(|value| (name, value)));
+    match job {
+        Some((name, value)) => Ok(Some(format!(
+            "not in an srun step ({name}={} is set, {} is not: a batch script or an \
+             allocation's shell), so nothing is mapped",
+            quote(&value),
+            env::STEP_ID
+        ))),
+        None => Err(format!(
+            "not inside a Slurm job (neither {} nor {} is set), so nothing was run; start it \
+             with srun, or give --allow-outside-slurm to test",
+            env::STEP_ID,
+            env::JOB_ID
+        )),
+    }
+}
+
+/// This very step (or launch) is mapped already: the plugin (or an
+/// earlier exec) recorded `this` in `DESI_GPU_MAP_STEP`, which it writes
+/// only where it maps and removes everywhere else, whatever the site's
+/// flag is called. An outer step's record names another step.
+fn mapped_already(node: &dyn Node, this: Option<&str>) -> bool {
+    this.is_some() && node.env(env::STEP).as_deref() == this
+}
+
+/// This step's id (0 outside a step, where that is allowed).
+fn step_id(node: &dyn Node) -> Result<u32, String> {
+    let value = node.env(env::STEP_ID).unwrap_or_else(|| "0".to_string());
+    parse_step_id(&value)
+        .ok_or_else(|| format!("{}={} is not a step id", env::STEP_ID, quote(&value)))
+}
+
+/// What a launcher's rank was given: in an srun step (its daemon's,
+/// inside an allocation) that step's list as Slurm set it; elsewhere in a
+/// job the list it inherited; outside any job that, or every GPU of the
+/// node.
+fn given(node: &dyn Node) -> Option<Given> {
+    let in_job = [env::JOB_ID, env::JOB_ID_OLD]
+        .iter()
+        .any(|name| node.env(name).is_some());
+    match (in_step(node), in_job) {
+        (true, _) => None,
+        (false, true) => Some(Given::Inherited),
+        (false, false) => Some(Given::InheritedOrNode),
+    }
+}

@@ -1,0 +1,116 @@
+//! The task itself: its ids and node, its step's plan, and what it gets
+//! once the front end has joined any MPS daemon the plan starts
+//! ([`Mapping`]).
+
+use super::answer::Answer;
+use super::facts::{in_step, TaskFacts};
+use super::mapping::{Mapping, TaskIds};
+use crate::env;
+use crate::files::hostname;
+use crate::mps::MpsFacts;
+use crate::settings::option::Request;
+use crate::slurm::tasks::local_count;
+use crate::step::{plan_step, slurm_bound_here, Node, StepFacts, StepIdentity, StepPlan};
+
+/// The task's share of its step (`step`), placed at `ids`; `launched`: a
+/// launcher placed it.
+pub(super) fn mapping(
+    facts: &TaskFacts,
+    node: &dyn Node,
+    step: Result<StepIdentity, String>,
+    ids: Result<TaskIds, String>,
+    launched: bool,
+) -> Answer {
+    let local_tasks = ids.as_ref().ok().map(|ids| ids.local_count);
+    // Slurm narrowed this task's lists itself: nothing to plan them from.
+    let plan = match slurm_bound_here(node.env(env::TRES_BIND).as_deref()) {
+        Some(why) => StepPlan::slurm_binds(&facts.config.flag, why, facts.asked.mps),
+        None => plan(facts, node, step, local_tasks),
+    };
+    let name = node
+        .env(env::NODE_NAME)
+        // Outside a step (a launcher's rank, allowed outside Slurm): this
+        // host's own name.
+        .or_else(|| hostname(node.files()).filter(|_| launched || !in_step(node)))
+        .unwrap_or_else(|| "?".to_string());
+    // Slurm's CPU binding describes a launcher's daemon step, not its
+    // ranks: a rank's own CPUs are its mask.
+    let slurms = |var| node.env(var).filter(|_| !launched);
+    Answer::Map(Box::new(Mapping {
+        plan,
+        ids,
+        node: name,
+        cuda: node.env(env::CUDA),
+        tres_bind: node.env(env::TRES_BIND),
+        bind_type: slurms(env::CPU_BIND_TYPE),
+        bind_list: slurms(env::CPU_BIND_LIST),
+        launched,
+        verbose: facts.asked.verbose,
+    }))
+}
+
+/// The step's plan, through the same core as the plugin's.
+/// `local_tasks`: the node's task count, for MPS, where it could be read.
+fn plan(
+    facts: &TaskFacts,
+    node: &dyn Node,
+    step: Result<StepIdentity, String>,
+    local_tasks: Option<usize>,
+) -> StepPlan {
+    let config = Ok(facts.config.clone());
+    let asked = facts.asked;
+    let request = Ok(Request::Use {
+        choice: Some(asked.choice),
+        verbose: asked.verbose,
+        mps: asked.mps,
+    });
+    let facts = StepFacts {
+        step,
+        config: Some(&config),
+        request: Some(&request),
+        mps: local_tasks.and_then(|count| mps_facts(facts, node, count)),
+    };
+    plan_step(&facts, node)
+}
+
+/// The user and this node's `local_tasks`, for a daemon of the step's own;
+/// `None` where the node's id cannot be read.
+fn mps_facts(facts: &TaskFacts, node: &dyn Node, local_tasks: usize) -> Option<MpsFacts> {
+    let node_id = node.env(env::NODE_ID)?.trim().parse().ok()?;
+    Some(MpsFacts {
+        uid: facts.uid,
+        gid: facts.gid,
+        local_tasks,
+        node_id,
+        token: facts.token,
+    })
+}
+
+/// The task's node-local id, the node's task count and its rank, from the
+/// variables slurmstepd set.
+pub(super) fn task_ids(node: &dyn Node) -> Result<TaskIds, String> {
+    let number = |name: &str| -> Result<usize, String> {
+        let value = node.env(name).ok_or_else(|| format!("{name} is not set"))?;
+        value
+            .trim()
+            .parse::<usize>()
+            .map_err(|_| format!("{name}={value:?} is not a number"))
+    };
+    let local_id = number(env::LOCAL_ID)?;
+    let node_id = number(env::NODE_ID)?;
+    let counts = node
+        .env(env::TASKS_PER_NODE)
+        .ok_or_else(|| format!("{} is not set", env::TASKS_PER_NODE))?;
+    let local_count = local_count(&counts, node_id).ok_or_else(|| {
+        format!(
+            "{}={counts:?} gives no task count for node {node_id}",
+            env::TASKS_PER_NODE
+        )
+    })?;
+    let rank = u32::try_from(number(env::RANK)?).map_err(|_| "rank too large".to_string())?;
+    Ok(TaskIds {
+        local_id,
+        local_count,
+        rank,
+    })
+}

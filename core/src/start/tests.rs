@@ -1,0 +1,451 @@
+//! Each rule of a task about to start, on the step's fakes
+//! (`crate::step::testing`): the answer a front end gets, and what the
+//! task then gets.
+
+use super::*;
+use crate::launch::Ancestry;
+use crate::method::Method;
+use crate::settings::option::{Choice, Request};
+use crate::settings::site::Config;
+use crate::step::testing::{get, FakeNode, SLURM_4};
+use crate::step::{Aside, StepPlan};
+
+/// A task of srun step 7.3, the node's second of four, on SLURM_4's GPUs.
+const TASK_1_OF_4: [(&str, &str); 7] = [
+    ("SLURM_JOB_ID", "7"),
+    ("SLURM_STEP_ID", "3"),
+    ("SLURM_LOCALID", "1"),
+    ("SLURM_NODEID", "0"),
+    ("SLURM_STEP_TASKS_PER_NODE", "4"),
+    ("SLURM_PROCID", "1"),
+    ("SLURMD_NODENAME", "gpu1"),
+];
+
+/// Open MPI's rank 1 of 2 on the node, launch `prterun-n1-42@1`.
+const OMPI_1_OF_2: [(&str, &str); 4] = [
+    ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+    ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+    ("OMPI_COMM_WORLD_RANK", "3"),
+    ("PMIX_NAMESPACE", "prterun-n1-42@1"),
+];
+
+fn no_proxy(_: &str) -> Option<u32> {
+    None
+}
+
+fn facts(verbose: bool, mps: bool) -> TaskFacts<'static> {
+    TaskFacts {
+        asked: Asked {
+            choice: Choice::Map(Method::Contiguous),
+            verbose,
+            mps,
+        },
+        allow_outside: false,
+        config: Config::default(),
+        ancestry: Ancestry::default(),
+        ancestor_pid: &no_proxy,
+        uid: 1000,
+        gid: 1000,
+        token: 7,
+    }
+}
+
+fn decide_in(pairs: &[&[(&str, &str)]], facts: &TaskFacts) -> Start {
+    let node = FakeNode::new(&pairs.concat(), Ok(vec![]));
+    decide(facts, &node)
+}
+
+fn answer_in(pairs: &[&[(&str, &str)]], facts: &TaskFacts) -> Answer {
+    decide_in(pairs, facts).answer
+}
+
+fn mapping(answer: Answer) -> Mapping {
+    match answer {
+        Answer::Map(mapping) => *mapping,
+        other => panic!("expected a mapping, got {other:?}"),
+    }
+}
+
+fn refusal(answer: Answer) -> String {
+    match answer {
+        Answer::Refuse(why) => why,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn unchanged_why(answer: Answer) -> (String, bool) {
+    match answer {
+        Answer::Unchanged { why, said } => (why, said),
+        other => panic!("expected to run unchanged, got {other:?}"),
+    }
+}
+
+#[test]
+fn outside_any_job_nothing_runs_unless_allowed() {
+    assert_eq!(
+        refusal(answer_in(&[], &facts(false, false))),
+        "not inside a Slurm job (neither SLURM_STEP_ID nor SLURM_JOB_ID is set), so nothing \
+         was run; start it with srun, or give --allow-outside-slurm to test"
+    );
+    // Allowed: planned as step 0, on this host's name; no ids to read.
+    let allowed = TaskFacts {
+        allow_outside: true,
+        ..facts(true, false)
+    };
+    let m = mapping(answer_in(&[], &allowed));
+    assert_eq!(m.node, "n1");
+    assert_eq!(m.ids, Err("SLURM_LOCALID is not set".to_string()));
+    assert!(matches!(m.plan, StepPlan::Unmapped(_)));
+    assert_eq!(
+        m.outcome(None, None).say,
+        [
+            "desi-gpu-map: node n1: no GPUs are allocated to this step on this node; tasks left \
+          unchanged"
+        ]
+    );
+}
+
+#[test]
+fn the_batch_interactive_and_extern_steps_run_unchanged() {
+    for (id, name) in [
+        ("4294967291", "the batch step"),
+        ("-5", "the batch step"),
+        ("4294967290", "the interactive step"),
+        ("4294967292", "the extern step"),
+    ] {
+        let step = [("SLURM_JOB_ID", "7"), ("SLURM_STEP_ID", id)];
+        for verbose in [false, true] {
+            let (why, said) = unchanged_why(answer_in(&[&step, &SLURM_4], &facts(verbose, false)));
+            assert_eq!(
+                why,
+                format!("this is {name} (SLURM_STEP_ID={id}), which is never mapped")
+            );
+            assert_eq!(said, verbose);
+        }
+    }
+}
+
+#[test]
+fn a_job_outside_any_step_runs_unchanged() {
+    for var in ["SLURM_JOB_ID", "SLURM_JOBID"] {
+        let (why, said) = unchanged_why(answer_in(&[&[(var, "7")]], &facts(false, false)));
+        assert_eq!(
+            why,
+            format!(
+                "not in an srun step ({var}=\"7\" is set, SLURM_STEP_ID is not: a batch script \
+                 or an allocation's shell), so nothing is mapped"
+            )
+        );
+        assert!(!said);
+    }
+}
+
+#[test]
+fn a_step_the_plugin_mapped_runs_unchanged_and_an_outer_steps_record_counts_for_nothing() {
+    let mine = [("DESI_GPU_MAP_STEP", "7.3")];
+    let (why, said) = unchanged_why(answer_in(
+        &[&TASK_1_OF_4, &SLURM_4, &mine],
+        &facts(true, false),
+    ));
+    assert_eq!(why, "this step is mapped already (by the plugin)");
+    assert!(said);
+    let outer = [("DESI_GPU_MAP_STEP", "7.2")];
+    let m = mapping(answer_in(
+        &[&TASK_1_OF_4, &SLURM_4, &outer],
+        &facts(false, false),
+    ));
+    let out = m.outcome(None, None);
+    assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("1"));
+    assert_eq!(get(&out, "DESI_GPU_MAP_STEP"), Some("7.3"));
+}
+
+#[test]
+fn a_task_of_an_srun_step_is_mapped_and_records_its_step() {
+    let m = mapping(answer_in(&[&TASK_1_OF_4, &SLURM_4], &facts(false, false)));
+    assert_eq!(
+        m.ids,
+        Ok(TaskIds {
+            local_id: 1,
+            local_count: 4,
+            rank: 1
+        })
+    );
+    assert_eq!((m.node.as_str(), m.launched), ("gpu1", false));
+    let StepPlan::Map(map) = &m.plan else {
+        panic!("mapped: {:?}", m.plan)
+    };
+    assert_eq!(map.step.as_deref(), Some("7.3"));
+    assert!(m.daemon_to_join().is_none());
+    let out = m.outcome(None, None);
+    assert_eq!(get(&out, "DESI_GPU_MAPPED"), Some("1"));
+    // A mapped task's lines are news: said without verbose.
+    assert!(!m.said(vec!["line".to_string()]).is_empty());
+}
+
+#[test]
+fn slurms_own_per_task_binding_stands_aside_before_any_plan() {
+    let bound = [("SLURMD_TRES_BIND", "gres/gpu:per_task:1")];
+    let why = Aside::SlurmBoundTasks(crate::error::Error::SlurmBound(
+        "Slurm binds GPUs per task (SLURMD_TRES_BIND=\"gres/gpu:per_task:1\")".to_string(),
+    ));
+    for mps in [false, true] {
+        let m = mapping(answer_in(
+            &[&TASK_1_OF_4, &SLURM_4, &bound],
+            &facts(false, mps),
+        ));
+        let flag = crate::settings::site::DEFAULT_FLAG;
+        assert_eq!(m.plan, StepPlan::slurm_binds(flag, why.clone(), mps));
+        // Routine, said under verbose only; with MPS asked it is news.
+        assert_eq!(m.said(vec!["line".to_string()]).is_empty(), !mps);
+    }
+}
+
+#[test]
+fn a_task_whose_ids_cannot_be_read_runs_unmapped_and_says_why() {
+    let cases: [(&str, Option<&str>, &str); 4] = [
+        ("SLURM_LOCALID", None, "SLURM_LOCALID is not set"),
+        (
+            "SLURM_NODEID",
+            Some("x"),
+            "SLURM_NODEID=\"x\" is not a number",
+        ),
+        (
+            "SLURM_NODEID",
+            Some("1"),
+            "SLURM_STEP_TASKS_PER_NODE=\"4\" gives no task count for node 1",
+        ),
+        ("SLURM_PROCID", Some("4294967296"), "rank too large"),
+    ];
+    for (var, value, want) in cases {
+        let mut pairs: Vec<(&str, &str)> = [&TASK_1_OF_4[..], &SLURM_4].concat();
+        pairs.retain(|(name, _)| *name != var);
+        pairs.extend(value.map(|v| (var, v)));
+        let m = mapping(answer_in(&[&pairs], &facts(false, false)));
+        assert_eq!(m.ids, Err(want.to_string()), "{var}");
+        assert!(!m.needs_own_cpus());
+        let out = m.outcome(None, None);
+        assert!(out.set.is_empty());
+        assert!(out.unset.contains(&"DESI_GPU_MAPPED".to_string()));
+        assert_eq!(
+            out.say,
+            [format!(
+                "desi-gpu-map: node gpu1: {want}; task left unchanged"
+            )]
+        );
+    }
+}
+
+#[test]
+fn a_launchers_rank_is_its_launch_not_a_step_of_slurms() {
+    // In a batch script (a job, no step): the list it inherited.
+    let job = [("SLURM_JOB_ID", "7"), ("CUDA_VISIBLE_DEVICES", "4,5")];
+    let bind = [
+        ("SLURM_CPU_BIND_TYPE", "mask_cpu:"),
+        ("SLURM_CPU_BIND_LIST", "0x1"),
+    ];
+    let m = mapping(answer_in(
+        &[&OMPI_1_OF_2, &job, &bind],
+        &facts(false, false),
+    ));
+    assert_eq!(
+        m.ids,
+        Ok(TaskIds {
+            local_id: 1,
+            local_count: 2,
+            rank: 3
+        })
+    );
+    assert_eq!((m.node.as_str(), m.launched), ("n1", true));
+    assert_eq!(
+        (m.bind_type.as_deref(), m.bind_list.as_deref()),
+        (None, None)
+    );
+    let StepPlan::Map(map) = &m.plan else {
+        panic!("mapped: {:?}", m.plan)
+    };
+    assert_eq!(map.listed.source(), "inherited");
+    let out = m.outcome(None, None);
+    assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("5"));
+    assert_eq!(
+        get(&out, "DESI_GPU_MAP_STEP"),
+        Some("openmpi:prterun-n1-42@1")
+    );
+    // MPICH's launch is told by its proxy's pid, asked of the front end.
+    let mpich = [("MPI_LOCALRANKID", "0"), ("MPI_LOCALNRANKS", "1")];
+    let proxy = |name: &str| (name == "hydra_pmi_proxy").then_some(41);
+    let by_proxy = TaskFacts {
+        ancestor_pid: &proxy,
+        ..facts(false, false)
+    };
+    let m = mapping(answer_in(&[&mpich, &job], &by_proxy));
+    let out = m.outcome(None, None);
+    assert_eq!(
+        get(&out, "DESI_GPU_MAP_STEP"),
+        Some("mpich:hydra_pmi_proxy.41")
+    );
+    // No tag: nothing recorded (no made-up step of Slurm's either).
+    let m = mapping(answer_in(&[&mpich, &job], &facts(false, false)));
+    assert_eq!(get(&m.outcome(None, None), "DESI_GPU_MAP_STEP"), None);
+    // In an srun step (its daemon's): that step's list as Slurm set it,
+    // and still the launch's record.
+    let step = [("SLURM_JOB_ID", "7"), ("SLURM_STEP_ID", "0")];
+    let m = mapping(answer_in(
+        &[&OMPI_1_OF_2, &step, &SLURM_4],
+        &facts(false, false),
+    ));
+    let out = m.outcome(None, None);
+    assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("1"));
+    assert_eq!(
+        get(&out, "DESI_GPU_MAP_STEP"),
+        Some("openmpi:prterun-n1-42@1")
+    );
+    // In the batch step itself: mapped all the same, never untouched.
+    let batch = [("SLURM_JOB_ID", "7"), ("SLURM_STEP_ID", "4294967291")];
+    let m = mapping(answer_in(
+        &[&OMPI_1_OF_2, &batch, &job[1..]],
+        &facts(false, false),
+    ));
+    assert!(matches!(m.plan, StepPlan::Map(_)));
+}
+
+#[test]
+fn a_launch_mapped_by_an_earlier_exec_runs_unchanged() {
+    let mine = [("DESI_GPU_MAP_STEP", "openmpi:prterun-n1-42@1")];
+    let (why, said) = unchanged_why(answer_in(&[&OMPI_1_OF_2, &mine], &facts(false, false)));
+    assert_eq!(why, "this launch is mapped already (by an earlier exec)");
+    assert!(!said);
+    // Another launch's record (an outer one) counts for nothing.
+    let outer = [
+        ("DESI_GPU_MAP_STEP", "openmpi:prterun-n1-41@1"),
+        ("CUDA_VISIBLE_DEVICES", "0,1"),
+    ];
+    mapping(answer_in(&[&OMPI_1_OF_2, &outer], &facts(false, false)));
+}
+
+#[test]
+fn mps_under_a_launcher_and_unplaceable_ranks_are_refused() {
+    assert_eq!(
+        refusal(answer_in(&[&OMPI_1_OF_2], &facts(false, true))),
+        "mps is for srun's tasks, and these are Open MPI (mpirun, prterun)'s ranks: start the \
+         MPS daemon around the launch, or launch with srun; nothing was run"
+    );
+    let half = [("MPI_LOCALRANKID", "1")];
+    assert_eq!(
+        refusal(answer_in(&[&half], &facts(false, false))),
+        "MPI_LOCALRANKID=\"1\" is set but MPI_LOCALNRANKS is not: mpich's variables are half \
+         set, so this rank's place on the node is unknown; nothing was run"
+    );
+}
+
+#[test]
+fn an_outer_launchs_variables_are_noted_under_verbose_only() {
+    let through_srun = TaskFacts {
+        ancestry: Ancestry {
+            above: Vec::new(),
+            at_stepd: true,
+        },
+        ..facts(true, false)
+    };
+    let start = decide_in(&[&OMPI_1_OF_2, &TASK_1_OF_4, &SLURM_4], &through_srun);
+    assert_eq!(
+        start.notes,
+        [
+            "OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE came in through srun from an \
+          outer launch, not from a launcher of this task: ignored"
+        ]
+    );
+    let m = mapping(start.answer);
+    assert_eq!(m.ids.map(|ids| ids.local_count), Ok(4));
+    let quiet = TaskFacts {
+        ancestry: through_srun.ancestry.clone(),
+        ..facts(false, false)
+    };
+    let start = decide_in(&[&OMPI_1_OF_2, &TASK_1_OF_4, &SLURM_4], &quiet);
+    assert!(start.notes.is_empty());
+}
+
+#[test]
+fn a_routine_stand_aside_is_said_under_verbose_only_and_news_always() {
+    // No GPUs here: routine.
+    for verbose in [false, true] {
+        let m = mapping(answer_in(&[&TASK_1_OF_4], &facts(verbose, false)));
+        assert_eq!(m.said(vec!["line".to_string()]).is_empty(), !verbose);
+    }
+    // A list no task may be given: news.
+    let bad = [
+        ("CUDA_VISIBLE_DEVICES", "0,0"),
+        ("SLURM_STEP_GPUS", "0,0"),
+        ("SLURM_GPUS_ON_NODE", "2"),
+    ];
+    let m = mapping(answer_in(&[&TASK_1_OF_4, &bad], &facts(false, false)));
+    assert!(matches!(m.plan, StepPlan::Unmapped(_)), "{:?}", m.plan);
+    assert!(!m.said(vec!["line".to_string()]).is_empty());
+}
+
+#[test]
+fn a_closest_task_asks_for_its_cpus_and_slurmstepds_but_a_rank_only_its_own() {
+    let closest = TaskFacts {
+        asked: Asked {
+            choice: Choice::Map(Method::Closest),
+            verbose: false,
+            mps: false,
+        },
+        ..facts(false, false)
+    };
+    let m = mapping(answer_in(&[&TASK_1_OF_4, &SLURM_4], &closest));
+    // The fake node's GPUs are not located: nothing to read.
+    assert!(!m.needs_own_cpus() && !m.needs_stepd_cpus());
+    let mut located = m.clone();
+    let StepPlan::Map(map) = &mut located.plan else {
+        panic!()
+    };
+    let cpus = crate::cpuset::CpuSet::parse_list("0").unwrap();
+    map.near = crate::step::GpuCpus::Located(vec![cpus; 4]);
+    assert!(located.needs_own_cpus() && located.needs_stepd_cpus());
+    located.launched = true;
+    assert!(located.needs_own_cpus() && !located.needs_stepd_cpus());
+}
+
+#[test]
+fn the_option_wins_over_the_variable_and_contiguous_over_nothing() {
+    let roundrobin = Request::Use {
+        choice: Some(Choice::Map(Method::RoundRobin)),
+        verbose: false,
+        mps: false,
+    };
+    let asked = |option, variable, verbose| Asked::read(option, variable, verbose);
+    assert_eq!(
+        asked(Some(roundrobin), Some("closest,verbose"), false),
+        Ok(Asked {
+            choice: Choice::Map(Method::RoundRobin),
+            verbose: false,
+            mps: false
+        })
+    );
+    assert_eq!(
+        asked(None, Some("closest,verbose,mps"), false),
+        Ok(Asked {
+            choice: Choice::Map(Method::Closest),
+            verbose: true,
+            mps: true
+        })
+    );
+    assert_eq!(
+        asked(None, None, true),
+        Ok(Asked {
+            choice: Choice::Map(Method::Contiguous),
+            verbose: true,
+            mps: false
+        })
+    );
+    let bad = asked(None, Some("x"), false).unwrap_err();
+    assert!(
+        bad.starts_with("DESI_GPU_MAP_METHOD=\"x\": invalid --method \"x\"; valid values: ")
+            && bad.ends_with("; give --method"),
+        "{bad}"
+    );
+    assert_eq!(
+        asked(Some(Request::Help), None, false),
+        Err("help names no method to map with; give --method".to_string())
+    );
+}

@@ -65,15 +65,26 @@ pub struct ExecArgs {
     #[arg(long)]
     pub verbose: bool,
     /// What stays visible to each task (plugstack visible=).
-    #[arg(long, default_value = "single", value_parser = one_of::<Visible>())]
+    #[arg(
+        long,
+        env = env::VISIBLE_OPTION,
+        default_value = "single",
+        value_parser = one_of::<Visible>()
+    )]
     pub visible: Visible,
     /// Whose runtime reads the GPU lists (plugstack vendor=); auto detects it.
-    #[arg(long, default_value = "auto", value_parser = one_of::<VendorSetting>())]
+    #[arg(
+        long,
+        env = env::VENDOR_OPTION,
+        default_value = "auto",
+        value_parser = one_of::<VendorSetting>()
+    )]
     pub vendor: VendorSetting,
     /// NVML, for steps in which Slurm names no GPU list: auto, off, or an
     /// absolute library path.
     #[arg(
         long,
+        env = env::NVML_OPTION,
         default_value = "auto",
         value_parser = CoreValue::<NvmlSource>::new("--nvml", nvml_forms)
     )]
@@ -81,6 +92,7 @@ pub struct ExecArgs {
     #[arg(
         long,
         value_name = "SECONDS",
+        env = env::NVML_TIMEOUT_OPTION,
         default_value_t = DEFAULT_NVML_TIMEOUT_S,
         value_parser = seconds(),
         help = timeout_help()
@@ -93,21 +105,26 @@ pub struct ExecArgs {
     #[arg(
         long,
         value_name = "PATH",
+        env = env::MPS_CONTROL_PATH,
         help = format!(
-            "The MPS control daemon, for METHOD,mps (plugstack mps_control=) [default: ${}, \
-             else {} on PATH]",
-            env::MPS_CONTROL_PATH,
+            "The MPS control daemon, for METHOD,mps (plugstack mps_control=) [default: {} \
+             on PATH]",
             env::MPS_CONTROL
         )
     )]
     pub mps_control: Option<std::path::PathBuf>,
     /// Where each step's private MPS directory is made, for METHOD,mps
     /// (plugstack mps_dir=) [default: $TMPDIR, else /tmp].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = env::MPS_DIR_OPTION)]
     pub mps_dir: Option<std::path::PathBuf>,
     /// Each MPS client's share of its GPU, for METHOD,mps (plugstack
     /// mps_share=).
-    #[arg(long, default_value = "none", value_parser = one_of::<MpsShare>())]
+    #[arg(
+        long,
+        env = env::MPS_SHARE_OPTION,
+        default_value = "none",
+        value_parser = one_of::<MpsShare>()
+    )]
     pub mps_share: MpsShare,
     /// Map a process that neither srun nor another launcher started, from
     /// the SLURM_* variables given (for tests).
@@ -426,5 +443,64 @@ where
             );
             clap::Error::raw(ErrorKind::InvalidValue, message).with_cmd(cmd)
         })
+    }
+}
+
+/// The variables that mirror exec's options (`DESI_GPU_MAP_VISIBLE`, ...),
+/// as the options declare them (`env = ...`).
+fn mirrors() -> Vec<(String, String)> {
+    let cli = <Cli as clap::CommandFactory>::command();
+    let Some(exec) = cli.find_subcommand("exec") else {
+        return Vec::new();
+    };
+    exec.get_arguments()
+        .filter_map(|arg| {
+            let var = arg.get_env()?.to_str()?.to_string();
+            Some((format!("--{}", arg.get_long()?), var))
+        })
+        .collect()
+}
+
+/// A mirror set to the empty string means "unset", as an empty
+/// `--option=` would not: it is taken out of this process's environment
+/// before the command line is read (the process is one thread here).
+pub fn drop_empty_mirrors() {
+    for (_, var) in mirrors() {
+        if std::env::var_os(&var).is_some_and(|v| v.is_empty()) {
+            std::env::remove_var(&var);
+        }
+    }
+}
+
+/// exec's options as their variables give them, for the task prolog,
+/// which slurmstepd runs with no argument.
+pub fn exec_from_variables() -> Result<ExecArgs, String> {
+    match Cli::try_parse_from(["desi-gpu-map", "exec"]) {
+        Ok(Cli {
+            command: Command::Exec(args),
+        }) => Ok(args),
+        Ok(_) => Err("exec's options could not be read".to_string()),
+        Err(e) => Err(error_line(&e)),
+    }
+}
+
+/// A command-line error in one line; where the bad value came from a
+/// variable that mirrors an option, the line names the variable.
+pub fn error_line(e: &clap::Error) -> String {
+    let rendered = e.to_string();
+    let first = rendered.lines().next().unwrap_or_default();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let arg = match e.get(clap::error::ContextKind::InvalidArg) {
+        Some(clap::error::ContextValue::String(arg)) => arg.clone(),
+        _ => return first.to_string(),
+    };
+    let given = std::env::args().any(|a| a == arg || a.starts_with(&format!("{arg}=")));
+    let option = arg.split(' ').next().unwrap_or_default();
+    let var = mirrors()
+        .into_iter()
+        .find(|(long, var)| long == option && std::env::var_os(var).is_some());
+    match (var, given) {
+        (Some((_, var)), false) => format!("{first} (from ${var})"),
+        _ => first.to_string(),
     }
 }

@@ -14,11 +14,14 @@ mod edge;
 mod exec;
 mod json;
 mod plan;
+mod prolog;
 mod show;
+mod task;
 
 #[cfg(test)]
 mod manpage;
 
+use desi_gpu_map_core::env;
 use desi_gpu_map_host::mps::keeper;
 use edge::{descriptors, signals};
 
@@ -27,6 +30,14 @@ use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    args::drop_empty_mirrors();
+    if std::env::args_os().len() == 1 {
+        match std::env::var(env::SCRIPT_CONTEXT).as_deref() {
+            Ok(env::PROLOG_TASK) => return prolog::prolog(),
+            Ok(env::EPILOG_TASK) => return prolog::epilog(),
+            _ => {}
+        }
+    }
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,
         // Help and version go to standard output, whose write can fail.
@@ -37,7 +48,15 @@ fn main() -> ExitCode {
             };
             return written(e.print(), "desi-gpu-map", what);
         }
-        Err(e) => e.exit(),
+        Err(e) => {
+            // A bad value from a variable: say which variable.
+            let line = args::error_line(&e);
+            if line.contains("(from $") {
+                let _ = writeln!(std::io::stderr(), "error: {line}");
+                return ExitCode::from(2);
+            }
+            e.exit()
+        }
     };
     let (result, who, what) = match cli.command {
         args::Command::Plan(args) => (plan::run(&args), "desi-gpu-map plan", "the plan"),

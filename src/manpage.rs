@@ -97,6 +97,24 @@ fn render_page() -> String {
     }
     page += &ours(
         Roff::new()
+            .control("SH", ["TASK PROLOG AND EPILOG"])
+            .text([
+                roman("Run with no argument by slurmstepd as the user's task prolog and epilog ("),
+                bold("srun --task-prolog=PATH --task-epilog=PATH"),
+                roman(", or "),
+                bold("SLURM_TASK_PROLOG"),
+                roman(" and "),
+                bold("SLURM_TASK_EPILOG"),
+                roman(" exported once in a batch script), told apart by "),
+                bold("SLURM_SCRIPT_CONTEXT"),
+                roman(", the command binds every task as "),
+                bold("exec"),
+                roman(" would, with nothing wrapped around the application. The prolog reads the method from "),
+                bold("DESI_GPU_MAP_METHOD"),
+                roman(" (default contiguous) and exec's options from the variables named under "),
+                bold("exec"),
+                roman(", and prints the task's variables as export and unset lines. It always exits 0: a bad value prints one line, on the task's standard output, that names it, and the task runs unchanged. The epilog tells the step's MPS keeper that its task ended; after the node's last task it waits, within the 5 seconds slurmstepd gives it, until the daemon is stopped and its directory removed. Slurm takes one task prolog and one task epilog per step: one of the user's own replaces this."),
+            ])
             .control("SH", ["EXIT STATUS"])
             .text([roman(
                 "0 on success; 2 on a usage error or when the command cannot do what was asked; \

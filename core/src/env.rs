@@ -58,9 +58,23 @@ pub const MPS: &str = "DESI_GPU_MAP_MPS";
 /// Beside it, the host that daemon runs on: a nested step elsewhere
 /// (where the pipe directory may be shared) starts its own.
 pub const MPS_HOST: &str = "DESI_GPU_MAP_MPS_HOST";
-/// Read by `desi-gpu-map exec`: the MPS control daemon for METHOD,mps,
-/// where `--mps-control` names none.
+/// Read by `desi-gpu-map exec` and the task prolog, each where its option
+/// is not given (`--mps-control`, `--visible`, ...): the variables that
+/// mirror exec's options, so that a batch script sets them once.
 pub const MPS_CONTROL_PATH: &str = "DESI_GPU_MAP_MPS_CONTROL";
+pub const VISIBLE_OPTION: &str = "DESI_GPU_MAP_VISIBLE";
+pub const VENDOR_OPTION: &str = "DESI_GPU_MAP_VENDOR";
+pub const NVML_OPTION: &str = "DESI_GPU_MAP_NVML";
+pub const NVML_TIMEOUT_OPTION: &str = "DESI_GPU_MAP_NVML_TIMEOUT";
+pub const MPS_DIR_OPTION: &str = "DESI_GPU_MAP_MPS_DIR";
+pub const MPS_SHARE_OPTION: &str = "DESI_GPU_MAP_MPS_SHARE";
+
+/// Set by slurmstepd for a task prolog or epilog it runs
+/// (`srun --task-prolog`, `SLURM_TASK_PROLOG`; `src/slurmd/slurmstepd/`),
+/// and the two values that say which.
+pub const SCRIPT_CONTEXT: &str = "SLURM_SCRIPT_CONTEXT";
+pub const PROLOG_TASK: &str = "prolog_task";
+pub const EPILOG_TASK: &str = "epilog_task";
 
 /// What CUDA's MPS reads: the daemon's pipe and log directories, and a
 /// client's share of its GPU (also how Slurm's `gres/mps` marks a step).

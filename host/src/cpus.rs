@@ -9,11 +9,21 @@ pub fn allowed(pid: &str) -> Option<CpuSet> {
     CpuSet::parse_list(&status_field(pid, "Cpus_allowed_list")?).ok()
 }
 
-/// The pid of the nearest slurmstepd above this process (its parent when
+/// The pid of the step's slurmstepd above this process (its parent when
 /// srun started this process directly; a shell's parent under
-/// `srun bash -c ...`), if there is one.
+/// `srun bash -c ...`), if there is one. A task's own process is named
+/// slurmstepd too until it execs the application, and a task prolog runs
+/// as its child: the step's slurmstepd is the topmost of such a chain.
 pub fn slurmstepd_above() -> Option<u32> {
-    ancestor_named(SLURMSTEPD)
+    let mut found = None;
+    for pid in ancestors(std::os::unix::process::parent_id()) {
+        match (comm(pid)?.trim() == SLURMSTEPD, found) {
+            (true, _) => found = Some(pid),
+            (false, Some(_)) => break,
+            (false, None) => {}
+        }
+    }
+    found
 }
 
 /// The pid of the nearest process above this one whose command name

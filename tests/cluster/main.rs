@@ -18,5 +18,6 @@ mod methods;
 mod mpi;
 mod mps;
 mod production;
+mod prolog;
 mod sources;
 mod vendors;

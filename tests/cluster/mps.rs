@@ -804,6 +804,110 @@ fn another_user_can_neither_reach_nor_stop_execs_daemon() {
     assert_nothing_left("alice's job");
 }
 
+// ------------------------------------------ the task prolog and epilog
+
+/// What a step's end must leave where a task epilog tells the keeper:
+/// nothing, at once and in both tracking modes, with no sweep (unlike
+/// [`assert_nothing_left`]). What is left fails this test, and is removed
+/// before it fails, so that it fails no other.
+#[track_caller]
+fn assert_nothing_left_unswept(after: &str) {
+    let clean = wait_for(10, || {
+        daemons().is_empty() && mps_dirs().is_empty() && keepers().is_empty()
+    });
+    if !clean {
+        let left = format!(
+            "daemons {:?}, directories {:?}, keepers {:?}",
+            daemons(),
+            mps_dirs(),
+            keepers()
+        );
+        clear_what_others_left();
+        panic!("after {after}, with the task epilog: {left}");
+    }
+}
+
+/// The srun options that make `desi-gpu-map` the task prolog and epilog.
+fn prolog_and_epilog() -> String {
+    format!("--task-prolog={b} --task-epilog={b}", b = bin())
+}
+
+/// `job` asking the prolog for `method` through the variables, with the
+/// real control daemon and the cluster's fake NVML.
+fn prolog_asks(job: Job, method: &str) -> Job {
+    job.env("DESI_GPU_MAP_METHOD", method)
+        .env("DESI_GPU_MAP_MPS_CONTROL", &control())
+        .env("DESI_GPU_MAP_NVML", &fake_nvml())
+}
+
+#[test]
+fn prolog_runs_execs_daemon_one_per_node_and_its_epilog_ends_it() {
+    let _c = exec_setup();
+    clear_what_others_left();
+    let job = srun(TWO_NODES_EIGHT_TASKS)
+        .user(ALICE)
+        .args(&prolog_and_epilog());
+    let out = prolog_asks(job, "contiguous,mps").probe(&task()).ok();
+    assert_one_daemon_per_node_serves_all(&out);
+    assert_nothing_left_unswept("the prolog's normal end");
+}
+
+#[test]
+fn prolog_keeps_the_daemon_until_the_last_task_even_if_task_0_is_killed() {
+    let _c = exec_setup();
+    clear_what_others_left();
+    let probe = format!(
+        "if [ $SLURM_LOCALID = 0 ]; then sleep 0.5; kill -KILL $$; fi; sleep 2; {}",
+        task()
+    );
+    let job = srun("-n3 -w n1 --gpus-per-node=2")
+        .user(ALICE)
+        .args(&prolog_and_epilog());
+    let out = prolog_asks(job, "roundrobin,mps").probe(&probe).run().fails();
+    let rows = out.rows();
+    assert_eq!(rows.lines().count(), 2, "{out}");
+    assert!(
+        rows.lines()
+            .all(|r| r.ends_with(&format!(" 1 unset 100.0 700:{ALICE}"))),
+        "the daemon answers after local task 0 was killed:\n{out}"
+    );
+    assert_nothing_left_unswept("a SIGKILLed task 0");
+}
+
+#[test]
+fn prolog_leaves_nothing_after_20_sequential_and_8_concurrent_steps() {
+    let _c = exec_setup();
+    clear_what_others_left();
+    let hooks = prolog_and_epilog();
+    let script = format!(
+        "for i in $(seq 20); do srun --overlap -n2 --gpus-per-node=2 {hooks} true || echo failed; done; \
+         for i in $(seq 8); do srun --overlap -n1 --gpus-per-node=1 {hooks} bash -c '{}' & done; wait",
+        task().replace('\'', "'\\''")
+    );
+    let job = salloc("-w n1 -n8 --gpus-per-node=4").user(ALICE);
+    let out = prolog_asks(job, "contiguous,mps").probe(&script).ok();
+    assert!(
+        !out.stdout().contains("failed"),
+        "a sequential step failed\n{out}"
+    );
+    assert_eight_steps_each_served_by_its_own(&out);
+    assert_nothing_left_unswept("20 sequential and 8 concurrent steps");
+}
+
+#[test]
+fn exec_with_the_task_epilog_ends_deterministically() {
+    let _c = exec_setup();
+    clear_what_others_left();
+    let out = srun(TWO_NODES_EIGHT_TASKS)
+        .user(ALICE)
+        .env("SLURM_TASK_EPILOG", &bin())
+        .args(&exec_mps("contiguous,mps"))
+        .probe(&task())
+        .ok();
+    assert_one_daemon_per_node_serves_all(&out);
+    assert_nothing_left_unswept("exec's normal end");
+}
+
 #[test]
 fn the_users_next_exec_removes_what_a_killed_keeper_left() {
     let _c = exec_setup();

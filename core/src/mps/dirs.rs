@@ -32,13 +32,36 @@ pub fn dir_name(uid: u32, step: &str, node_id: u32) -> String {
 /// The base of the step's MPS directory: the site's, else the step's
 /// `TMPDIR` where absolute, else `/tmp`.
 pub(super) fn base_dir(settings: &MpsSettings, node: &MpsNode) -> PathBuf {
+    base_of(settings, node.env)
+}
+
+/// The site's base, else `TMPDIR` where absolute, else `/tmp`.
+fn base_of(settings: &MpsSettings, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
     if let Some(dir) = &settings.dir {
         return dir.clone();
     }
-    (node.env)(env::TMPDIR)
+    env(env::TMPDIR)
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .unwrap_or_else(|| PathBuf::from("/tmp"))
+}
+
+/// The daemon of `uid`'s step `step` (its tag) on node `node_id`, by the
+/// name and base its directory gets: what a task epilog asks the keeper
+/// after, where nothing else of the daemon is known.
+pub fn named_daemon(
+    uid: u32,
+    step: &str,
+    node_id: u32,
+    settings: &MpsSettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Daemon {
+    Daemon {
+        base: base_of(settings, env),
+        stem: dir_name(uid, step, node_id),
+        uid,
+        ..Daemon::default()
+    }
 }
 
 /// The daemon's control socket must fit in a socket's path, in the

@@ -39,7 +39,7 @@ pub use client::{even_share, mps_line, mps_unset, mps_variables, tasks_per_gpu};
 pub use control::server_path;
 pub use daemon::{Daemon, KEEPER_MARK};
 pub use decide::{decide, inherited};
-pub use dirs::dir_name;
+pub use dirs::{dir_name, named_daemon};
 pub use input::{MpsFacts, MpsInput, MpsNode};
 pub use no_mps::{NoMps, MAX_CLIENTS};
 pub use serving::{Inherited, Mps};

@@ -11,11 +11,13 @@
 //! - `mapping`: what a mapped task gets ([`Mapping`]);
 //! - `answer`: the one answer, and what is said first;
 //! - `task`: the task's ids and node, and its step's plan;
+//! - `ended`: a task that has ended: the keeper its task epilog tells;
 //! - `place`: where the task runs (a launcher's rank, a task of an srun
 //!   step, or neither), which step it is, and whether it is mapped already;
 //! - `tests`: (tests only) each rule, on the step's fakes.
 
 mod answer;
+mod ended;
 mod facts;
 mod mapping;
 mod place;
@@ -24,6 +26,7 @@ mod task;
 mod tests;
 
 pub use answer::{Answer, Start};
+pub use ended::keeper_to_tell;
 pub use facts::{Asked, TaskFacts};
 pub use mapping::{Mapping, TaskIds};
 

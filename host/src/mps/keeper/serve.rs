@@ -314,10 +314,17 @@ impl Keeper {
     /// or kept for the end where its task was the node's last.
     fn take_tasks(&mut self, listener: &UnixListener, reply: &Answer) {
         while let Ok((stream, _)) = listener.accept() {
-            let request = request_of(&stream);
-            let checked = self.task_of_step(&stream);
-            match (request, checked) {
-                (Some(Request::Join), Ok(pid)) => {
+            // Who it is first: another user's process is answered at once,
+            // and never waited for.
+            let pid = match self.task_of_step(&stream) {
+                Ok(pid) => pid,
+                Err(why) => {
+                    say(stream, &Answer::No(why.to_string()).line());
+                    continue;
+                }
+            };
+            match request_of(&stream) {
+                Some(Request::Join) => {
                     if !self.live.iter().any(|(p, _)| *p == pid) {
                         if let Some(fd) = pidfd(pid) {
                             self.live.push((pid, fd));
@@ -326,9 +333,8 @@ impl Keeper {
                     self.tally.joined();
                     say(stream, &reply.line());
                 }
-                (Some(Request::Ended), Ok(_)) => self.task_ended(stream),
-                (None, _) => say(stream, &Answer::No("an unknown request".into()).line()),
-                (_, Err(why)) => say(stream, &Answer::No(why.to_string()).line()),
+                Some(Request::Ended) => self.task_ended(stream),
+                None => say(stream, &Answer::No("an unknown request".into()).line()),
             }
         }
     }

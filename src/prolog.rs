@@ -1,0 +1,107 @@
+//! `desi-gpu-map` as the task prolog and epilog that slurmstepd runs for
+//! each task (`srun --task-prolog=`/`--task-epilog=`, or
+//! `SLURM_TASK_PROLOG`/`SLURM_TASK_EPILOG`), told apart by
+//! `SLURM_SCRIPT_CONTEXT` and given no argument: the no-admin way to bind
+//! every task, nothing wrapped around the application.
+//!
+//! - The prolog runs in each task's process after Slurm's own per-task
+//!   setup and before the application's `execve`. It decides as `exec`
+//!   does, from the same core and the variables that mirror exec's options
+//!   (`DESI_GPU_MAP_METHOD`, ...), joins the step's MPS daemon where the
+//!   plan starts one, and prints `export NAME=VALUE` and `unset NAME`
+//!   lines, which slurmstepd applies to the task's environment. It always
+//!   exits 0: a non-zero status would kill the task, and a typo must never
+//!   kill a production job, so a bad value prints one `print` line that
+//!   names it, and the task runs unchanged.
+//! - The epilog runs after each task is reaped, before slurmstepd kills
+//!   what is left of the step (it waits up to 5 s for it): it tells the
+//!   step's MPS keeper that the task ended, and where it was the node's
+//!   last, waits until the daemon is stopped and its directory gone.
+
+use crate::args::exec_from_variables;
+use crate::task::{apply, decided, join_mps};
+use desi_gpu_map_core::start::{keeper_to_tell, Answer, Mapping};
+use desi_gpu_map_host::mps::keeper;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// How long the epilog waits for the keeper: within slurmstepd's 5 s.
+const EPILOG_WAIT: Duration = Duration::from_millis(4500);
+
+/// The task prolog: the task's variables as slurmstepd reads them.
+pub fn prolog() -> ExitCode {
+    let lines = match prolog_lines() {
+        Ok(lines) => lines,
+        Err(why) => vec![print(&format!("{why}; the task runs unchanged"))],
+    };
+    let mut out = std::io::stdout().lock();
+    for line in lines {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = out.flush();
+    ExitCode::SUCCESS
+}
+
+/// The prolog's lines, or why the task runs unchanged.
+fn prolog_lines() -> Result<Vec<String>, String> {
+    let args = exec_from_variables()?;
+    let start = decided(&args)?;
+    let mut lines: Vec<String> = start.notes.iter().map(|note| print(note)).collect();
+    match start.answer {
+        Answer::Refuse(why) => return Err(why),
+        Answer::Unchanged { why, said } => {
+            if said {
+                lines.push(print(&format!("{why}; the task runs unchanged")));
+            }
+        }
+        Answer::Map(mut mapping) => {
+            join_mps(&mut mapping);
+            lines.extend(variables(&mapping));
+        }
+    }
+    Ok(lines)
+}
+
+/// The lines that set the task's variables, then what the outcome says.
+fn variables(mapping: &Mapping) -> Vec<String> {
+    let changes = std::cell::RefCell::new(Vec::new());
+    let said = apply(
+        mapping,
+        &mut |var| {
+            changes.borrow_mut().push(format!("unset {var}"));
+            Ok(())
+        },
+        &mut |var, value| {
+            // slurmstepd reads one line per variable: a value that spans
+            // lines could not be set, and the task would be told half.
+            if value.contains('\n') {
+                return Err(format!("{var}'s value spans lines"));
+            }
+            changes.borrow_mut().push(format!("export {var}={value}"));
+            Ok(())
+        },
+    );
+    let mut lines = changes.into_inner();
+    lines.extend(mapping.said(said).iter().map(|line| print(line)));
+    lines
+}
+
+/// A line slurmstepd writes to the task's standard output.
+fn print(text: &str) -> String {
+    format!("print desi-gpu-map: {}", text.replace('\n', " "))
+}
+
+/// The task epilog: tells the step's MPS keeper, if one runs, that this
+/// task ended. Says nothing and always exits 0: slurmstepd ignores both.
+pub fn epilog() -> ExitCode {
+    let Ok(args) = exec_from_variables() else {
+        return ExitCode::SUCCESS;
+    };
+    let settings = crate::task::mps_settings(&args);
+    let uid = rustix::process::getuid().as_raw();
+    if let Some(daemon) = keeper_to_tell(uid, &settings, &crate::task::PROCESS) {
+        let _ = keeper::task_ended(&daemon, Instant::now() + EPILOG_WAIT);
+    }
+    ExitCode::SUCCESS
+}

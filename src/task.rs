@@ -1,0 +1,131 @@
+//! What a front end that runs as the task itself gathers, and how it
+//! carries out the core's answer: `exec` (which then becomes the
+//! application) and the task prolog (which prints the task's variables
+//! for slurmstepd) share all of it, so they decide and apply alike.
+
+use crate::args::ExecArgs;
+use desi_gpu_map_core::env;
+use desi_gpu_map_core::error::Error;
+use desi_gpu_map_core::files::Files;
+use desi_gpu_map_core::launch::watched;
+use desi_gpu_map_core::settings::site::{Config, MpsSettings};
+use desi_gpu_map_core::start::{decide, Asked, Mapping, Start, TaskFacts};
+use desi_gpu_map_core::step::{carry_out, Node, NvmlAsk};
+use desi_gpu_map_host::cpus;
+use desi_gpu_map_host::files::HostFiles;
+use desi_gpu_map_host::mps::daemon::random_token;
+use desi_gpu_map_host::mps::keeper;
+use desi_gpu_map_host::nvml::ask_within;
+use desi_gpu_map_host::process::launch_ancestry;
+use std::path::PathBuf;
+
+/// The core's decision for this task, from what its own process knows
+/// and `args` (exec's options, or the variables that mirror them); or why
+/// `args` cannot be read.
+pub fn decided(args: &ExecArgs) -> Result<Start, String> {
+    let facts = TaskFacts {
+        asked: Asked::read(
+            args.method,
+            std::env::var(env::METHOD).ok().as_deref(),
+            args.verbose,
+        )?,
+        allow_outside: args.allow_outside_slurm,
+        config: config(args),
+        ancestry: launch_ancestry(&watched()),
+        ancestor_pid: &cpus::ancestor_named,
+        uid: rustix::process::getuid().as_raw(),
+        gid: rustix::process::getgid().as_raw(),
+        token: random_token(),
+    };
+    Ok(decide(&facts, &PROCESS))
+}
+
+/// The plugin's settings that exec takes as options (clap checked each);
+/// the rest are the plugin's defaults.
+fn config(args: &ExecArgs) -> Config {
+    Config {
+        visible: args.visible,
+        vendor: args.vendor,
+        nvml: args.nvml.clone(),
+        nvml_timeout: std::time::Duration::from_secs(args.nvml_timeout),
+        kernel_root: args.kernel_root.clone(),
+        mps: mps_settings(args),
+        ..Config::default()
+    }
+}
+
+/// The plugin's MPS settings that exec takes as options.
+pub fn mps_settings(args: &ExecArgs) -> MpsSettings {
+    MpsSettings {
+        share: args.mps_share,
+        dir: args.mps_dir.clone(),
+        control: mps_control(args),
+        control_named_by: format!("--mps-control or ${}", env::MPS_CONTROL_PATH),
+        ..MpsSettings::default()
+    }
+}
+
+/// The MPS control daemon: `--mps-control` (or its variable), else the
+/// first on `PATH`; `None` where none is found (the core then looks where
+/// NVIDIA's packages put it).
+fn mps_control(args: &ExecArgs) -> Option<PathBuf> {
+    if let Some(path) = &args.mps_control {
+        return Some(path.clone());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(env::MPS_CONTROL))
+        .find(|file| file.is_file())
+}
+
+/// Where the plan starts the step's daemon, this task joins it through
+/// the keeper (the node's first task to get here starts it).
+pub fn join_mps(mapping: &mut Mapping) {
+    if let Some((daemon, local_id)) = mapping.daemon_to_join() {
+        let joined = keeper::join(daemon, cpus::slurmstepd_above(), local_id);
+        mapping.joined(joined);
+    }
+}
+
+/// Carries out the task's outcome through `unset` and `set`, reading the
+/// CPUs the core asks for; returns the lines the outcome says.
+pub fn apply(
+    mapping: &Mapping,
+    unset: &mut dyn FnMut(&str) -> Result<(), String>,
+    set: &mut dyn FnMut(&str, &str) -> Result<(), String>,
+) -> Vec<String> {
+    let own = mapping
+        .needs_own_cpus()
+        .then(|| cpus::allowed("self"))
+        .flatten();
+    let stepd = mapping
+        .needs_stepd_cpus()
+        .then(cpus::slurmstepd_above)
+        .flatten()
+        .and_then(|pid| cpus::allowed(&pid.to_string()));
+    let outcome = mapping.outcome(own, stepd);
+    carry_out(&outcome, &mapping.node, unset, set)
+}
+
+/// The task's own process as the core's node: its environment, the
+/// machine's files, and NVML asked in a child process with a deadline
+/// ([`desi_gpu_map_host::deadline`]).
+pub struct Process;
+
+/// This process, as the core's node.
+pub const PROCESS: Process = Process;
+
+impl Node for Process {
+    fn env(&self, name: &str) -> Option<String> {
+        std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+    }
+
+    fn files(&self) -> &dyn Files {
+        &HostFiles
+    }
+
+    fn nvml(&self, ask: NvmlAsk, config: &Config) -> Result<Vec<String>, Error> {
+        ask_within(ask, &config.nvml, config.nvml_timeout)
+    }
+}

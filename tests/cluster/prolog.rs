@@ -1,0 +1,140 @@
+//! `desi-gpu-map` as the user's own task prolog and epilog
+//! (`srun --task-prolog=... --task-epilog=...`, which a batch script sets
+//! once as `SLURM_TASK_PROLOG` and `SLURM_TASK_EPILOG`): the plugin's rows
+//! with nothing installed and nothing wrapped around the application. The
+//! method and options come from `DESI_GPU_MAP_METHOD` and the variables
+//! that mirror exec's options. Most cases take the plugin out of
+//! plugstack.conf (`cluster.sh plugin off`) after `setup`. CUDA MPS
+//! through the prolog and its epilog is tested with the other MPS cases
+//! (`mps::prolog_...`), in both tracking modes.
+//!
+//! Run on the local test cluster that `tests/run-cluster-tests.sh` brings up
+//! (nodes n1 and n2 with 4 fake GPUs each, n3 with 2, n4 with 2 that Slurm
+//! names by count only), with `target/release/desi-gpu-map` built; these
+//! tests fail, never skip, when it is not up.
+
+use crate::common::layouts::{Case, EVERY_LAYOUT, PARTIAL_AND_ROTATE};
+use crate::common::*;
+use std::sync::MutexGuard;
+
+/// Takes the cluster ([`setup`]) and takes the plugin out of plugstack.conf.
+fn without_the_plugin() -> MutexGuard<'static, ()> {
+    let guard = setup("required", &[]);
+    cluster(&["plugin", "off"]);
+    guard
+}
+
+/// `srun --task-prolog=BIN WORDS`.
+fn with_prolog(words: &str) -> Job {
+    srun(&format!("--task-prolog={} {words}", bin()))
+}
+
+/// A case's srun words less `--desi-gpu-map=`, with the prolog, and the
+/// variables that ask for the same: `DESI_GPU_MAP_METHOD`, and one
+/// `DESI_GPU_MAP_KEY` per plugstack argument.
+fn through_prolog(case: &Case) -> Job {
+    let mut srun_words = Vec::new();
+    let mut method = None;
+    for word in case.srun.split_whitespace() {
+        match word.strip_prefix("--desi-gpu-map=") {
+            Some(value) => method = Some(value.strip_prefix("verbose,").unwrap_or(value)),
+            None => srun_words.push(word),
+        }
+    }
+    let mut job = with_prolog(&srun_words.join(" "));
+    if let Some(method) = method {
+        job = job.env("DESI_GPU_MAP_METHOD", method);
+    }
+    for arg in case.plugstack {
+        let (key, value) = arg.split_once('=').expect("a key=value plugstack argument");
+        job = job.env(&format!("DESI_GPU_MAP_{}", key.to_uppercase()), value);
+    }
+    job
+}
+
+/// The shared layout tables through the task prolog, with no plugin in
+/// plugstack.conf: the plugin's rows, task for task.
+#[test]
+fn the_prolog_gives_the_plugins_rows_without_the_plugin() {
+    for case in EVERY_LAYOUT.iter().chain(PARTIAL_AND_ROTATE) {
+        let _c = without_the_plugin();
+        let _held = case.held.map(|(node, gres)| hold(node, gres));
+        through_prolog(case)
+            .probe(probe::GPU)
+            .ok()
+            .rows_are(case.rows);
+    }
+}
+
+#[test]
+fn the_application_is_the_task_with_its_own_parent_and_exit_code() {
+    let _c = without_the_plugin();
+    // Nothing wraps the application: slurmstepd is its parent, and its
+    // exit code is srun's.
+    with_prolog("-w n1 -n2 --gpus-per-node=4")
+        .env("DESI_GPU_MAP_METHOD", "roundrobin")
+        .probe(r#"echo "T $SLURM_PROCID $CUDA_VISIBLE_DEVICES $DESI_GPU_MAPPED $(cat /proc/$PPID/comm)"; exit 3"#)
+        .run()
+        .exits(3)
+        .rows_are(&["0 0 1 slurmstepd", "1 1 1 slurmstepd"]);
+}
+
+#[test]
+fn a_bad_method_or_value_is_said_once_per_task_and_the_task_runs_unchanged() {
+    let _c = without_the_plugin();
+    for (name, value, says) in [
+        ("DESI_GPU_MAP_METHOD", "nearest", "invalid --method \"nearest\""),
+        ("DESI_GPU_MAP_VISIBLE", "all", "(from $DESI_GPU_MAP_VISIBLE)"),
+    ] {
+        let out = with_prolog("-w n1 -n2 --gpus-per-node=2")
+            .env("DESI_GPU_MAP_METHOD", "contiguous")
+            .env(name, value)
+            .probe(probe::GPU)
+            .ok()
+            .rows_are(&["0 n1 0 0,1 unset", "1 n1 1 0,1 unset"]);
+        let stdout = out.stdout();
+        let said: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.starts_with("desi-gpu-map: "))
+            .collect();
+        assert_eq!(said.len(), 2, "one line per task\n{out}");
+        assert!(
+            said.iter()
+                .all(|l| l.contains(says) && l.ends_with("the task runs unchanged")),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn the_prolog_changes_nothing_where_the_plugin_mapped_the_step() {
+    let _c = setup("required", &[]);
+    // The plugin maps contiguously; the prolog, asked for roundrobin,
+    // stands aside.
+    with_prolog("-w n1 -n4 --gres=gpu:2 --desi-gpu-map=contiguous")
+        .env("DESI_GPU_MAP_METHOD", "roundrobin")
+        .probe(r#"echo "T $SLURM_PROCID $CUDA_VISIBLE_DEVICES $DESI_GPU_MAPPED""#)
+        .ok()
+        .rows_are(&["0 0 1", "1 0 1", "2 1 1", "3 1 1"]);
+}
+
+#[test]
+fn on_a_step_without_gpus_the_prolog_changes_nothing_and_says_nothing() {
+    let _c = without_the_plugin();
+    let out = with_prolog("-w n1 -n2")
+        .env("DESI_GPU_MAP_METHOD", "contiguous")
+        .probe(r#"echo "T $SLURM_PROCID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAPPED-unset}""#)
+        .ok()
+        .rows_are(&["0 unset unset", "1 unset unset"]);
+    assert!(!out.stdout().contains("desi-gpu-map:"), "{out}");
+}
+
+#[test]
+fn where_slurm_binds_each_task_the_prolog_keeps_slurms_binding() {
+    let _c = without_the_plugin();
+    with_prolog("-w n1 -n2 --gpus-per-node=4 --gpu-bind=single:1")
+        .env("DESI_GPU_MAP_METHOD", "roundrobin")
+        .probe(probe::GPU)
+        .ok()
+        .rows_are(&["0 n1 0 0 unset", "1 n1 1 1 unset"]);
+}

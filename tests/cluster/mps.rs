@@ -373,26 +373,31 @@ fn mps_auto_serves_steps_whose_tasks_outnumber_their_gpus() {
 
 // ------------------------------------------------------------ teardown
 
-/// Runs a job of ALICE's with two steps that sleep under MPS, the
-/// plugin's and exec's, with sbatch's `words` too, waits for their
-/// daemons, ends the job with `end`, and checks nothing is left.
+/// Runs a job of ALICE's with three steps that sleep under MPS, the
+/// plugin's, exec's and the task prolog's, with sbatch's `words` too and
+/// `desi-gpu-map` as every step's task epilog (as a batch script sets it
+/// once), waits for their daemons, ends the job with `end`, and checks
+/// nothing is left, with no sweep.
 fn teardown_after(what: &str, words: &str, end: impl FnOnce(&str)) {
     clear_what_others_left();
     let steps = format!(
         "srun --overlap -n1 --gpus-per-node=1 --desi-gpu-map=contiguous,mps sleep 300 & \
-         srun --overlap -n2 --gpus-per-node=2 {} sleep 300 & wait",
-        exec_mps("contiguous,mps")
+         srun --overlap -n2 --gpus-per-node=2 {} sleep 300 & \
+         srun --overlap -n2 --gpus-per-node=2 --task-prolog={} sleep 300 & wait",
+        exec_mps("contiguous,mps"),
+        bin()
     );
-    let job = held(
-        sbatch(&format!(
-            "--parsable -o /dev/null -w n1 -n2 --gpus-per-node=2 {words} --wrap"
-        ))
-        .user(ALICE)
-        .arg(steps),
-    );
+    let job = sbatch(&format!(
+        "--parsable -o /dev/null -w n1 -n2 --gpus-per-node=2 {words} --wrap"
+    ))
+    .user(ALICE)
+    .env("SLURM_TASK_EPILOG", &bin())
+    .arg(steps);
+    let job = held(prolog_asks(job, "contiguous,mps"));
     assert!(
-        wait_for(30, || daemons().len() == 2 && keepers().len() == 1),
-        "{what}: the plugin's and exec's daemons did not both start; daemons {:?}, keepers {:?}",
+        wait_for(30, || daemons().len() == 3 && keepers().len() == 2),
+        "{what}: the plugin's, exec's and the prolog's daemons did not all start; daemons \
+         {:?}, keepers {:?}",
         daemons(),
         keepers()
     );
@@ -401,7 +406,7 @@ fn teardown_after(what: &str, words: &str, end: impl FnOnce(&str)) {
         wait_for(150, || job_done(&job.0)),
         "{what}: the job never ended"
     );
-    assert_nothing_left(what);
+    assert_nothing_left_unswept(what);
 }
 
 #[test]
@@ -419,10 +424,14 @@ fn teardown_after_a_slurmd_restart_during_the_step() {
         cluster(&["restart-node", "n1"]);
         assert_eq!(
             daemons().len(),
-            2,
+            3,
             "the steps' daemons outlive slurmd's restart"
         );
-        assert_eq!(keepers().len(), 1, "exec's keeper outlives it too");
+        assert_eq!(
+            keepers().len(),
+            2,
+            "exec's and the prolog's keepers outlive it too"
+        );
         client("scancel", job).ok();
     });
 }
@@ -863,7 +872,10 @@ fn prolog_keeps_the_daemon_until_the_last_task_even_if_task_0_is_killed() {
     let job = srun("-n3 -w n1 --gpus-per-node=2")
         .user(ALICE)
         .args(&prolog_and_epilog());
-    let out = prolog_asks(job, "roundrobin,mps").probe(&probe).run().fails();
+    let out = prolog_asks(job, "roundrobin,mps")
+        .probe(&probe)
+        .run()
+        .fails();
     let rows = out.rows();
     assert_eq!(rows.lines().count(), 2, "{out}");
     assert!(

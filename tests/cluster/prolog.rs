@@ -83,8 +83,16 @@ fn the_application_is_the_task_with_its_own_parent_and_exit_code() {
 fn a_bad_method_or_value_is_said_once_per_task_and_the_task_runs_unchanged() {
     let _c = without_the_plugin();
     for (name, value, says) in [
-        ("DESI_GPU_MAP_METHOD", "nearest", "invalid --method \"nearest\""),
-        ("DESI_GPU_MAP_VISIBLE", "all", "(from $DESI_GPU_MAP_VISIBLE)"),
+        (
+            "DESI_GPU_MAP_METHOD",
+            "nearest",
+            "invalid --method \"nearest\"",
+        ),
+        (
+            "DESI_GPU_MAP_VISIBLE",
+            "all",
+            "(from $DESI_GPU_MAP_VISIBLE)",
+        ),
     ] {
         let out = with_prolog("-w n1 -n2 --gpus-per-node=2")
             .env("DESI_GPU_MAP_METHOD", "contiguous")
@@ -137,4 +145,16 @@ fn where_slurm_binds_each_task_the_prolog_keeps_slurms_binding() {
         .probe(probe::GPU)
         .ok()
         .rows_are(&["0 n1 0 0 unset", "1 n1 1 1 unset"]);
+}
+
+#[test]
+fn where_the_plugin_is_installed_but_not_asked_the_prolog_maps() {
+    // The plugin, not asked, clears a mapped task's flags but leaves the
+    // method: it is the user's, for the prolog.
+    let _c = setup("required", &[]);
+    with_prolog("-w n1 -n4 --gres=gpu:2")
+        .env("DESI_GPU_MAP_METHOD", "roundrobin")
+        .probe(r#"echo "T $SLURM_PROCID $CUDA_VISIBLE_DEVICES $DESI_GPU_MAPPED""#)
+        .ok()
+        .rows_are(&["0 0 1", "1 1 1", "2 0 1", "3 1 1"]);
 }

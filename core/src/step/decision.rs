@@ -3,6 +3,7 @@
 
 use super::aside::{stale_names, Aside, Unmapped};
 use super::map::{GpuCpus, StepMap};
+use crate::env;
 
 /// What the plugin does for a step on this node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,11 +50,12 @@ impl StepPlan {
         })
     }
 
-    /// Stands aside silently.
+    /// Stands aside silently, where the plugin was not asked to map. The
+    /// method stays: `DESI_GPU_MAP_METHOD` is also what the user sets for
+    /// exec and the task prolog, which may then map the step themselves.
     pub fn quiet(flag: &str) -> StepPlan {
-        StepPlan::Unmapped(Unmapped {
-            why: None,
-            clear: stale_names(flag),
-        })
+        let mut clear = stale_names(flag);
+        clear.retain(|name| name != env::METHOD);
+        StepPlan::Unmapped(Unmapped { why: None, clear })
     }
 }

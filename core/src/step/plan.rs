@@ -305,11 +305,11 @@ mod tests {
         let config = Config::default();
         let (p, calls) = plan_with(&config, Choice::Off, &SLURM_4, Ok(vec![]));
         let u = quiet(p);
+        // The method stays: it is the user's, for exec and the task prolog.
         assert_eq!(
             u.clear,
             [
                 "DESI_GPU_MAPPED",
-                "DESI_GPU_MAP_METHOD",
                 "DESI_GPU_MAP_NODE_GPUS",
                 "DESI_GPU_MAP_STEP",
                 "DESI_GPU_MAP_MPS",

@@ -93,6 +93,18 @@ fn ranks_through(option: Option<&str>, through: &str, method: &str, honour: bool
 
 /// [`ranks_through`] as `user`.
 fn ranks_as(user: &str, option: Option<&str>, through: &str, method: &str, honour: bool) -> Ran {
+    ranks_in(user, option, through, method, honour, |job| job)
+}
+
+/// [`ranks_as`], with `more` done to the step's srun (the task prolog).
+fn ranks_in(
+    user: &str,
+    option: Option<&str>,
+    through: &str,
+    method: &str,
+    honour: bool,
+    more: impl FnOnce(Job) -> Job,
+) -> Ran {
     let script = format!(
         "exec {through} /usr/bin/python3 {}/tests/desi/ranks.py {method}{}",
         repo().display(),
@@ -103,7 +115,7 @@ fn ranks_as(user: &str, option: Option<&str>, through: &str, method: &str, honou
         repo().join("tests/fakes/python").display(),
         desispec()
     );
-    let mut job = srun(EIGHT_ON_N1).user(user).env("PYTHONPATH", &path);
+    let mut job = more(srun(EIGHT_ON_N1)).user(user).env("PYTHONPATH", &path);
     for (name, value) in LOOPBACK {
         job = job.env(name, value);
     }
@@ -201,6 +213,45 @@ fn exec_with_mps_keeps_every_rank_on_its_gpu_as_a_client_of_one_daemon() {
             .collect();
         let want: Vec<&str> = want.iter().map(String::as_str).collect();
         ran.rows_are(&want);
+    }
+}
+
+#[test]
+fn the_task_prolog_keeps_every_rank_on_its_gpu_with_mps_and_nothing_wrapped() {
+    // As DESI's batch scripts would with contrib/desispec's batch writer:
+    // desi-gpu-map as the task prolog and epilog, the method in
+    // DESI_GPU_MAP_METHOD, and the ranks' command unchanged.
+    let _c = setup("required", &[]);
+    cluster(&["plugin", "off"]);
+    let control = format!("{}/mps/bin/nvidia-cuda-mps-control", state_dir());
+    let hooks = format!("--task-prolog={b} --task-epilog={b}", b = bin());
+    for (map, want_gpu) in [
+        ("contiguous", None),
+        ("contiguous,mps", Some(())),
+    ] {
+        for method in ["round-robin", "contiguous"] {
+            let ran = ranks_in(USERS[0].0, None, "", method, false, |job| {
+                job.args(&hooks)
+                    .env("DESI_GPU_MAP_METHOD", map)
+                    .env("DESI_GPU_MAP_NVML", &fake_nvml())
+                    .env("DESI_GPU_MAP_MPS_CONTROL", &control)
+            });
+            match want_gpu {
+                None => {
+                    ran.rows_are(&SINGLE_CONTIGUOUS);
+                }
+                Some(()) => {
+                    let want: Vec<String> = (0..8)
+                        .map(|rank| {
+                            let gpu = format!("GPU-fake-n1-{}", rank / 2);
+                            format!("{rank} n1 {rank} {gpu} 0 {gpu} 1")
+                        })
+                        .collect();
+                    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+                    ran.rows_are(&want);
+                }
+            }
+        }
     }
 }
 

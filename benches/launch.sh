@@ -12,6 +12,8 @@
 #            kernel tree (kernel_root=); tasks unbound (task/none)
 #   exec     no plugin; each task started as desi-gpu-map exec --method
 #            contiguous -- true (the command for sites without the plugin)
+#   prolog   no plugin; desi-gpu-map as the task prolog and epilog
+#            (DESI_GPU_MAP_METHOD=contiguous), the task itself unwrapped
 # Usage: benches/launch.sh [ROUNDS]   (default 15 rounds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,9 +49,10 @@ step() {
         slurm) bash "$harness" plugin off >/dev/null; args+=(--gpu-bind=map_gpu:0,1,2,3) ;;
         closest) bash "$harness" plugin required "$so" "kernel_root=$work/kernel" >/dev/null; args+=(--desi-gpu-map=closest) ;;
         exec) bash "$harness" plugin off >/dev/null; args+=("$bin" exec --method contiguous --) ;;
+        prolog) bash "$harness" plugin off >/dev/null; args+=(--task-prolog="$bin" --task-epilog="$bin") ;;
     esac
     t0=$(date +%s%N)
-    srun "${args[@]}" true
+    DESI_GPU_MAP_METHOD=contiguous srun "${args[@]}" true
     t1=$(date +%s%N)
     echo $(((t1 - t0) / 1000000))
 }
@@ -64,7 +67,7 @@ results=$work/results
 salloc -N2 --ntasks-per-node=32 -w 'n[1-2]' --gpus-per-node=4 bash -c "
     for r in \$(seq $rounds); do
         for n in 8 32 64; do
-            for v in none plugin wrapper slurm closest exec; do
+            for v in none plugin wrapper slurm closest exec prolog; do
                 echo \"\$n \$v \$(step \$v \$n)\" >>'$results'
             done
         done
@@ -72,18 +75,18 @@ salloc -N2 --ntasks-per-node=32 -w 'n[1-2]' --gpus-per-node=4 bash -c "
 
 echo "launch time of one srun step, median of $rounds interleaved rounds (ms), 2 nodes, 4 GPUs each"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
-printf '%6s %8s %8s %8s %8s %8s %8s %12s %13s %13s %11s %13s\n' tasks none plugin wrapper slurm closest exec \
-    plugin/none wrapper/none closest/none exec/none exec/wrapper
+printf '%6s %8s %8s %8s %8s %8s %8s %8s %12s %13s %13s %11s %13s %13s\n' tasks none plugin wrapper slurm closest exec prolog \
+    plugin/none wrapper/none closest/none exec/none exec/wrapper prolog/none
 for n in 8 32 64; do
     declare -A med=()
-    for v in none plugin wrapper slurm closest exec; do
+    for v in none plugin wrapper slurm closest exec prolog; do
         med[$v]=$(awk -v n="$n" -v v="$v" '$1 == n && $2 == v {print $3}' "$results" | median)
     done
-    printf '%6s %8s %8s %8s %8s %8s %8s %12s %13s %13s %11s %13s\n' "$n" "${med[none]}" "${med[plugin]}" \
-        "${med[wrapper]}" "${med[slurm]}" "${med[closest]}" "${med[exec]}" \
+    printf '%6s %8s %8s %8s %8s %8s %8s %8s %12s %13s %13s %11s %13s %13s\n' "$n" "${med[none]}" "${med[plugin]}" \
+        "${med[wrapper]}" "${med[slurm]}" "${med[closest]}" "${med[exec]}" "${med[prolog]}" \
         "$(ratio "${med[plugin]}" "${med[none]}")" "$(ratio "${med[wrapper]}" "${med[none]}")" \
         "$(ratio "${med[closest]}" "${med[none]}")" "$(ratio "${med[exec]}" "${med[none]}")" \
-        "$(ratio "${med[exec]}" "${med[wrapper]}")"
+        "$(ratio "${med[exec]}" "${med[wrapper]}")" "$(ratio "${med[prolog]}" "${med[none]}")"
 done
 
 # Time inside the plugin's own hooks, per method, from slurmd's debug log

@@ -16,6 +16,10 @@
 #               node's first task starts a keeper that makes the directory
 #               and the daemon, answers each task, and stops both after the
 #               node's last task
+#   prologmps   srun --task-prolog=desi-gpu-map --task-epilog=desi-gpu-map
+#               true with DESI_GPU_MAP_METHOD=contiguous,mps, in a step the
+#               plugin leaves alone: exec's keeper, started from the task
+#               prolog, ended by the last task's epilog before the step ends
 #   wrapper     srun bash benches/desi_mps_wrapper.sh true, a copy of
 #               DESI's production desi_mps_wrapper (fixed /tmp/nvidia-mps,
 #               local rank 0 starts the daemon, every task sleeps 1 s, rank 0
@@ -43,7 +47,7 @@ for d in /tmp/nvidia-mps /tmp/nvidia-log; do
 done
 work=$(runuser -u "$user" -- mktemp -d /tmp/dgm-mps-bench.XXXXXX)
 results=$work/results
-variants='contiguous mps execmps byhand wrapper'
+variants='contiguous mps execmps prologmps byhand wrapper'
 cat >"$work/step.sh" <<'STEP'
 # One timed step inside the allocation: VARIANT NTASKS -> milliseconds.
 variant=$1 n=$2
@@ -54,6 +58,11 @@ case $variant in
     execmps)
         srun -n"$n" --overlap "$BIN" exec --method contiguous,mps \
             --mps-control "$CONTROL" --nvml "$NVML" -- true
+        ;;
+    prologmps)
+        DESI_GPU_MAP_METHOD=contiguous,mps DESI_GPU_MAP_MPS_CONTROL="$CONTROL" \
+            DESI_GPU_MAP_NVML="$NVML" srun -n"$n" --overlap --task-prolog="$BIN" \
+            --task-epilog="$BIN" true
         ;;
     wrapper) srun -n"$n" --overlap bash "$WRAPPER" true ;;
     byhand)
@@ -82,17 +91,17 @@ runuser -u "$user" -- env SLURM_CONF="$SLURM_CONF" CONTROL="$control" NVML="$nvm
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 echo "launch time of one srun step under MPS, median of $rounds interleaved rounds (ms), 1 node, 4 GPUs"
-row='%6s %11s %8s %8s %8s %8s %15s %11s %12s %16s\n'
-printf "$row" tasks $variants mps/contiguous mps/byhand execmps/mps execmps/wrapper
+row='%6s %11s %8s %8s %10s %8s %8s %15s %11s %12s %16s %18s\n'
+printf "$row" tasks $variants mps/contiguous mps/byhand execmps/mps execmps/wrapper prologmps/wrapper
 for n in 8 32; do
     declare -A med=()
     for v in $variants; do
         med[$v]=$(awk -v n="$n" -v v="$v" '$1 == n && $2 == v {print $3}' "$results" | median)
     done
-    printf "$row" "$n" "${med[contiguous]}" "${med[mps]}" "${med[execmps]}" "${med[byhand]}" \
-        "${med[wrapper]}" "$(ratio "${med[mps]}" "${med[contiguous]}")" \
+    printf "$row" "$n" "${med[contiguous]}" "${med[mps]}" "${med[execmps]}" "${med[prologmps]}" \
+        "${med[byhand]}" "${med[wrapper]}" "$(ratio "${med[mps]}" "${med[contiguous]}")" \
         "$(ratio "${med[mps]}" "${med[byhand]}")" "$(ratio "${med[execmps]}" "${med[mps]}")" \
-        "$(ratio "${med[execmps]}" "${med[wrapper]}")"
+        "$(ratio "${med[execmps]}" "${med[wrapper]}")" "$(ratio "${med[prologmps]}" "${med[wrapper]}")"
 done
 left=$(find /tmp -maxdepth 1 -name 'desi-gpu-map-mps.*' -newer "$work/step.sh" | wc -l)
 echo "MPS directories this run left under /tmp: $left"

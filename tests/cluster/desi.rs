@@ -190,6 +190,17 @@ fn exec_keeps_every_rank_on_its_gpu_without_the_plugin() {
     }
 }
 
+/// The 8 ranks under contiguous,mps: each on its GPU, named by UUID;
+/// desispec counts one device and selects it.
+fn mps_rows() -> Vec<String> {
+    (0..8)
+        .map(|rank| {
+            let gpu = format!("GPU-fake-n1-{}", rank / 2);
+            format!("{rank} n1 {rank} {gpu} 0 {gpu} 1")
+        })
+        .collect()
+}
+
 #[test]
 fn exec_with_mps_keeps_every_rank_on_its_gpu_as_a_client_of_one_daemon() {
     // As DESI's batch scripts would run it: `exec --method contiguous,mps`
@@ -205,14 +216,7 @@ fn exec_with_mps_keeps_every_rank_on_its_gpu_as_a_client_of_one_daemon() {
     );
     for method in ["round-robin", "contiguous"] {
         let ran = ranks_as(USERS[0].0, None, &exec, method, false);
-        let want: Vec<String> = (0..8)
-            .map(|rank| {
-                let gpu = format!("GPU-fake-n1-{}", rank / 2);
-                format!("{rank} n1 {rank} {gpu} 0 {gpu} 1")
-            })
-            .collect();
-        let want: Vec<&str> = want.iter().map(String::as_str).collect();
-        ran.rows_are(&want);
+        ran.rows_are(&mps_rows().iter().map(String::as_str).collect::<Vec<_>>());
     }
 }
 
@@ -225,10 +229,7 @@ fn the_task_prolog_keeps_every_rank_on_its_gpu_with_mps_and_nothing_wrapped() {
     cluster(&["plugin", "off"]);
     let control = format!("{}/mps/bin/nvidia-cuda-mps-control", state_dir());
     let hooks = format!("--task-prolog={b} --task-epilog={b}", b = bin());
-    for (map, want_gpu) in [
-        ("contiguous", None),
-        ("contiguous,mps", Some(())),
-    ] {
+    for (map, want_gpu) in [("contiguous", None), ("contiguous,mps", Some(()))] {
         for method in ["round-robin", "contiguous"] {
             let ran = ranks_in(USERS[0].0, None, "", method, false, |job| {
                 job.args(&hooks)
@@ -241,14 +242,7 @@ fn the_task_prolog_keeps_every_rank_on_its_gpu_with_mps_and_nothing_wrapped() {
                     ran.rows_are(&SINGLE_CONTIGUOUS);
                 }
                 Some(()) => {
-                    let want: Vec<String> = (0..8)
-                        .map(|rank| {
-                            let gpu = format!("GPU-fake-n1-{}", rank / 2);
-                            format!("{rank} n1 {rank} {gpu} 0 {gpu} 1")
-                        })
-                        .collect();
-                    let want: Vec<&str> = want.iter().map(String::as_str).collect();
-                    ran.rows_are(&want);
+                    ran.rows_are(&mps_rows().iter().map(String::as_str).collect::<Vec<_>>());
                 }
             }
         }

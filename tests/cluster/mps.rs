@@ -725,20 +725,15 @@ fn exec_gives_the_plugins_shares_and_says_why_it_runs_without_mps_once() {
     assert_nothing_left("exec's shares and a missing control daemon");
 }
 
-#[test]
-fn exec_keeps_the_daemon_until_the_last_task_even_if_task_0_is_killed() {
-    let _c = exec_setup();
-    clear_what_others_left();
+/// Runs `job` (3 tasks on n1's 2 GPUs under roundrobin,mps), whose local
+/// task 0 is SIGKILLed while the others wait: the daemon still answers
+/// them.
+fn served_after_task_0_is_killed(job: Job) {
     let probe = format!(
         "if [ $SLURM_LOCALID = 0 ]; then sleep 0.5; kill -KILL $$; fi; sleep 2; {}",
         task()
     );
-    let out = srun("-n3 -w n1 --gpus-per-node=2")
-        .user(ALICE)
-        .args(&exec_mps("roundrobin,mps"))
-        .probe(&probe)
-        .run()
-        .fails();
+    let out = job.probe(&probe).run().fails();
     let rows = out.rows();
     assert_eq!(rows.lines().count(), 2, "{out}");
     assert!(
@@ -746,6 +741,16 @@ fn exec_keeps_the_daemon_until_the_last_task_even_if_task_0_is_killed() {
             .all(|r| r.ends_with(&format!(" 1 unset 100.0 700:{ALICE}"))),
         "the daemon answers after local task 0 was killed:\n{out}"
     );
+}
+
+#[test]
+fn exec_keeps_the_daemon_until_the_last_task_even_if_task_0_is_killed() {
+    let _c = exec_setup();
+    clear_what_others_left();
+    let job = srun("-n3 -w n1 --gpus-per-node=2")
+        .user(ALICE)
+        .args(&exec_mps("roundrobin,mps"));
+    served_after_task_0_is_killed(job);
     assert_nothing_left("a SIGKILLed task 0");
 }
 
@@ -865,24 +870,10 @@ fn prolog_runs_execs_daemon_one_per_node_and_its_epilog_ends_it() {
 fn prolog_keeps_the_daemon_until_the_last_task_even_if_task_0_is_killed() {
     let _c = exec_setup();
     clear_what_others_left();
-    let probe = format!(
-        "if [ $SLURM_LOCALID = 0 ]; then sleep 0.5; kill -KILL $$; fi; sleep 2; {}",
-        task()
-    );
     let job = srun("-n3 -w n1 --gpus-per-node=2")
         .user(ALICE)
         .args(&prolog_and_epilog());
-    let out = prolog_asks(job, "roundrobin,mps")
-        .probe(&probe)
-        .run()
-        .fails();
-    let rows = out.rows();
-    assert_eq!(rows.lines().count(), 2, "{out}");
-    assert!(
-        rows.lines()
-            .all(|r| r.ends_with(&format!(" 1 unset 100.0 700:{ALICE}"))),
-        "the daemon answers after local task 0 was killed:\n{out}"
-    );
+    served_after_task_0_is_killed(prolog_asks(job, "roundrobin,mps"));
     assert_nothing_left_unswept("a SIGKILLed task 0");
 }
 

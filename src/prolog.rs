@@ -105,3 +105,14 @@ pub fn epilog() -> ExitCode {
     }
     ExitCode::SUCCESS
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_said_is_one_print_line_for_slurmstepd() {
+        assert_eq!(print("a\nb"), "print desi-gpu-map: a b");
+        assert_eq!(print("x").lines().count(), 1);
+    }
+}

@@ -46,7 +46,9 @@ const CRATES: &[Crate] = &[
     },
     Crate {
         src: "src",
-        layers: &["edge", "json", "args", "plan", "show", "exec", "manpage"],
+        layers: &[
+            "edge", "json", "args", "plan", "show", "task", "exec", "prolog", "manpage",
+        ],
     },
     Crate {
         src: "spank/src",

@@ -113,7 +113,7 @@ fn render_page() -> String {
                 bold("DESI_GPU_MAP_METHOD"),
                 roman(" (default contiguous) and exec's options from the variables named under "),
                 bold("exec"),
-                roman(", and prints the task's variables as export and unset lines. It always exits 0: a bad value prints one line, on the task's standard output, that names it, and the task runs unchanged. The epilog tells the step's MPS keeper that its task ended; after the node's last task it waits, within the 5 seconds slurmstepd gives it, until the daemon is stopped and its directory removed. Slurm takes one task prolog and one task epilog per step: one of the user's own replaces this."),
+                roman(", and prints the task's variables as export and unset lines. It always exits 0: a bad value prints one line, on the task's standard output, that names it, and the task runs unchanged. The epilog tells the step's MPS keeper that its task ended; after the node's last task it waits, within the 5 seconds slurmstepd gives it, until the daemon is stopped and its directory removed. It matters only with mps, and slurmstepd charges any task epilog about a second per task per node at the step's end. Slurm takes one task prolog and one task epilog per step: one of the user's own replaces this."),
             ])
             .control("SH", ["EXIT STATUS"])
             .text([roman(

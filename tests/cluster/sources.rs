@@ -266,11 +266,12 @@ fn a_site_default_is_silent_on_cpu_only_steps() {
 fn a_step_nested_in_a_mapped_task_drops_the_inherited_flag() {
     let _c = setup("required", &[]);
     // The outer task is mapped (GPU 0, flag set); the inner srun, without
-    // the option, must not claim a mapping it did not get.
-    let ran = srun("-N1 -n1 -w n1 --gpus-per-node=4 --desi-gpu-map=contiguous")
+    // the option, must not claim a mapping it did not get. The method stays:
+    // it is also the user's, for exec and the task prolog.
+    srun("-N1 -n1 -w n1 --gpus-per-node=4 --desi-gpu-map=contiguous")
         .probe(&format!("srun --overlap -n1 bash -c '{}'", probe::FULL))
-        .ok();
-    assert_no_flag(&ran);
+        .ok()
+        .rows_are(&["0 n1 0 0,1,2,3 unset contiguous unset"]);
 }
 
 #[test]
@@ -284,9 +285,11 @@ fn a_flag_in_the_users_environment_is_removed_where_nothing_is_mapped() {
             .env("DESI_GPU_MAP_NODE_GPUS", "4")
             .probe(probe::FULL)
             .run()
+            // The flag and the GPU count go; the method is the user's (for
+            // exec and the task prolog) and stays.
             .rows_are(&[
-                "0 n1 0 0,1,2,3 unset unset unset",
-                "1 n1 1 0,1,2,3 unset unset unset",
+                "0 n1 0 0,1,2,3 unset contiguous unset",
+                "1 n1 1 0,1,2,3 unset contiguous unset",
             ]);
     }
 }

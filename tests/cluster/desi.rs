@@ -228,11 +228,18 @@ fn the_task_prolog_keeps_every_rank_on_its_gpu_with_mps_and_nothing_wrapped() {
     let _c = setup("required", &[]);
     cluster(&["plugin", "off"]);
     let control = format!("{}/mps/bin/nvidia-cuda-mps-control", state_dir());
+    // The epilog only with MPS, whose end it is for: slurmstepd waits about
+    // a second for each task's epilog.
+    let prolog = format!("--task-prolog={}", bin());
     let hooks = format!("--task-prolog={b} --task-epilog={b}", b = bin());
     for (map, want_gpu) in [("contiguous", None), ("contiguous,mps", Some(()))] {
+        let hooks = match want_gpu {
+            None => &prolog,
+            Some(()) => &hooks,
+        };
         for method in ["round-robin", "contiguous"] {
             let ran = ranks_in(USERS[0].0, None, "", method, false, |job| {
-                job.args(&hooks)
+                job.args(hooks)
                     .env("DESI_GPU_MAP_METHOD", map)
                     .env("DESI_GPU_MAP_NVML", &fake_nvml())
                     .env("DESI_GPU_MAP_MPS_CONTROL", &control)

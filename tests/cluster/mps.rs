@@ -877,13 +877,16 @@ fn prolog_keeps_the_daemon_until_the_last_task_even_if_task_0_is_killed() {
     assert_nothing_left_unswept("a SIGKILLed task 0");
 }
 
+/// One task a sequential step: slurmstepd waits about a second for each
+/// task's epilog (docs/performance.md), and the race this checks is the
+/// step's last task's.
 #[test]
 fn prolog_leaves_nothing_after_20_sequential_and_8_concurrent_steps() {
     let _c = exec_setup();
     clear_what_others_left();
     let hooks = prolog_and_epilog();
     let script = format!(
-        "for i in $(seq 20); do srun --overlap -n2 --gpus-per-node=2 {hooks} true || echo failed; done; \
+        "for i in $(seq 20); do srun --overlap -n1 --gpus-per-node=2 {hooks} true || echo failed; done; \
          for i in $(seq 8); do srun --overlap -n1 --gpus-per-node=1 {hooks} bash -c '{}' & done; wait",
         task().replace('\'', "'\\''")
     );

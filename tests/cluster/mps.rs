@@ -904,13 +904,14 @@ fn prolog_leaves_nothing_after_20_sequential_and_8_concurrent_steps() {
 fn exec_with_the_task_epilog_ends_deterministically() {
     let _c = exec_setup();
     clear_what_others_left();
-    let out = srun(TWO_NODES_EIGHT_TASKS)
+    // Two tasks: slurmstepd waits about a second for each task's epilog.
+    let out = srun("-n2 -w n1 --gpus-per-node=2")
         .user(ALICE)
         .env("SLURM_TASK_EPILOG", &bin())
         .args(&exec_mps("contiguous,mps"))
         .probe(&task())
         .ok();
-    assert_one_daemon_per_node_serves_all(&out);
+    assert_two_on_n1_served(&out, "exec under the task epilog");
     assert_nothing_left_unswept("exec's normal end");
 }
 

@@ -1,6 +1,11 @@
 //! desi-gpu-map(1) is generated from the command line in src/args.rs and
 //! committed as packaging/man/desi-gpu-map.1. This test fails when the two
 //! drift apart; `make man` (UPDATE_MAN=1) rewrites the committed page.
+//! Test code only (here and at its `mod` line in main.rs): no binary
+//! holds it, so its `expect`s are the test's own assertions, and the
+//! plugin never links any of it.
+
+#![cfg(test)]
 
 use crate::args as cli;
 

@@ -18,10 +18,13 @@
 //!
 //! Fails, never skips, when PyPI, desispec, `patch` or python3 is missing.
 
+#[path = "desi/installed.rs"]
+mod installed;
+
+use installed::installed;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
 const GPU_PATCH: &str = "contrib/desispec/0001-gpu-honour-DESI_GPU_MAPPED.patch";
 const BATCH_PATCH: &str = "contrib/desispec/0002-batch_writer-desi-gpu-map-task-prolog.patch";
@@ -68,30 +71,6 @@ fn show(out: &Output) -> String {
         text(&out.stdout),
         text(&out.stderr)
     )
-}
-
-/// Where `tests/desi/fetch.sh` installed desispec 0.70.0 and desiutil
-/// 4.0.1 (it needs PyPI once, as root).
-fn installed() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(repo().join("tests/desi/fetch.sh"))
-            .output()
-            .expect("run tests/desi/fetch.sh");
-        assert!(
-            out.status.success(),
-            "tests/desi/fetch.sh failed:\n{}",
-            show(&out)
-        );
-        let dir = PathBuf::from(text(&out.stdout).trim());
-        assert!(
-            dir.join("desispec/gpu.py").is_file(),
-            "fetch.sh printed {}, which has no desispec/gpu.py",
-            dir.display()
-        );
-        dir
-    })
 }
 
 /// A scratch directory, removed when dropped.

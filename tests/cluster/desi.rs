@@ -23,7 +23,9 @@
 //! by hand.
 
 use crate::common::*;
-use std::sync::OnceLock;
+
+#[path = "../desi/installed.rs"]
+mod installed;
 
 /// 8 ranks on n1's 4 GPUs, started by Slurm's PMIx as one MPI world (one
 /// node only: two slurmd on one host cannot share PMIx's directories).
@@ -43,20 +45,8 @@ const LOOPBACK: [(&str, &str); 5] = [
 ];
 
 /// Where `tests/desi/fetch.sh` installed desispec and desiutil.
-fn desispec() -> &'static str {
-    static DIR: OnceLock<String> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let out = std::process::Command::new("bash")
-            .arg(repo().join("tests/desi/fetch.sh"))
-            .output()
-            .expect("run tests/desi/fetch.sh");
-        assert!(
-            out.status.success(),
-            "tests/desi/fetch.sh failed:\n{}",
-            show(&out)
-        );
-        text(&out.stdout).trim().to_string()
-    })
+fn desispec() -> String {
+    installed::installed().display().to_string()
 }
 
 /// Removes the PMIx directories a failed launch leaves in /tmp

@@ -465,6 +465,14 @@ fn mirrors() -> Vec<(String, String)> {
 /// `--option=` would not: it is taken out of this process's environment
 /// before the command line is read (the process is one thread here).
 pub fn drop_empty_mirrors() {
+    // The command line's table is built only where some variable of ours
+    // is empty: not on every start of exec, the keeper or the prolog.
+    let empty_own = std::env::vars_os().any(|(name, value)| {
+        value.is_empty() && name.to_string_lossy().starts_with(env::OWN_PREFIX)
+    });
+    if !empty_own {
+        return;
+    }
     for (_, var) in mirrors() {
         if std::env::var_os(&var).is_some_and(|v| v.is_empty()) {
             std::env::remove_var(&var);

@@ -18,6 +18,7 @@ use desi_gpu_map_host::mps::keeper;
 use desi_gpu_map_host::nvml::ask_within;
 use desi_gpu_map_host::process::launch_ancestry;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 /// The core's decision for this task, from what its own process knows
 /// and `args` (exec's options, or the variables that mirror them); or why
@@ -83,7 +84,7 @@ fn mps_control(args: &ExecArgs) -> Option<PathBuf> {
 /// the keeper (the node's first task to get here starts it).
 pub fn join_mps(mapping: &mut Mapping) {
     if let Some((daemon, local_id)) = mapping.daemon_to_join() {
-        let joined = keeper::join(daemon, cpus::slurmstepd_above(), local_id);
+        let joined = keeper::join(daemon, stepd(), local_id);
         mapping.joined(joined);
     }
 }
@@ -101,11 +102,18 @@ pub fn apply(
         .flatten();
     let stepd = mapping
         .needs_stepd_cpus()
-        .then(cpus::slurmstepd_above)
+        .then(stepd)
         .flatten()
         .and_then(|pid| cpus::allowed(&pid.to_string()));
     let outcome = mapping.outcome(own, stepd);
     carry_out(&outcome, &mapping.node, unset, set)
+}
+
+/// The step's slurmstepd above this process, read from `/proc` once: the
+/// keeper and `closest` both ask for it.
+fn stepd() -> Option<u32> {
+    static STEPD: OnceLock<Option<u32>> = OnceLock::new();
+    *STEPD.get_or_init(cpus::slurmstepd_above)
 }
 
 /// The task's own process as the core's node: its environment, the

@@ -61,6 +61,7 @@ fn main() {
             bind_type: Some("mask_cpu:"),
             bind_list: Some(&list),
         },
+        container: Default::default(),
     };
     let inputs: Vec<TaskInputs> = (0..tasks).map(task).collect();
     let mut per_node = Vec::with_capacity(rounds);

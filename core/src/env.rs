@@ -41,6 +41,16 @@ pub const PER_TASK_REQUESTS: [&str; 4] = [
 /// Those of them that may ask for no binding (`none`).
 pub const BIND_REQUESTS: [&str; 2] = ["SLURM_GPU_BIND", "SLURM_TRES_BIND"];
 
+/// The packaged plugstack snippet's file name. Slurm expands `include
+/// DIR/*.conf` in glob(3)'s sorted order and calls plugins in that order:
+/// `zz-` sorts after `pyxis.conf`, so the plugin sees what pyxis set.
+pub const SNIPPET: &str = "zz-desi-gpu-map.conf";
+
+/// SPANK plugins that move each task into a container, with the options
+/// that make a step use one: pyxis (NVIDIA's, over enroot).
+pub const CONTAINER_PLUGINS: [(&str, &[&str]); 1] =
+    [("pyxis", &["container-image", "container-name"])];
+
 /// The flag set to `1` in every mapped task, unless the site names another
 /// (plugstack `flag=`).
 pub const DEFAULT_FLAG: &str = "DESI_GPU_MAPPED";

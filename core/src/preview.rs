@@ -330,6 +330,7 @@ fn node_rows(
                 bind_type,
                 bind_list,
             },
+            container: Default::default(),
         };
         let got = assign_in(&map, &task, &shared)?;
         rows.push(Row {

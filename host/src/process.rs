@@ -151,6 +151,13 @@ pub fn launch_ancestry(watched: &[&str]) -> Ancestry {
     ancestry
 }
 
+/// This process's mount namespace (the inode of `/proc/self/ns/mnt`): a
+/// plugin that moved the task into a container's changed it.
+pub fn mount_namespace() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self/ns/mnt").ok().map(|m| m.ino())
+}
+
 /// `pid`'s command name (`/proc/PID/comm`).
 pub fn comm(pid: u32) -> Option<String> {
     let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;

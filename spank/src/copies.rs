@@ -63,6 +63,33 @@ unsafe extern "C" fn collect(
 /// The address of the object's `plugin_name` when the object is a SPANK
 /// plugin named like this one (a copy of it).
 fn plugin_in(path: &CStr) -> Option<*const c_void> {
+    let ours = CStr::from_bytes_until_nul(&plugin_name).ok()?;
+    spank_plugin(path, |name, theirs| (theirs == ours).then_some(name))
+}
+
+/// The names of the SPANK plugins loaded after this copy, in
+/// plugstack.conf's order (pyxis's is "pyxis"): their hooks run after
+/// this one's.
+pub fn loaded_after() -> Vec<String> {
+    let ours: *const c_void = plugin_name.as_ptr().cast();
+    let mut after = Vec::new();
+    let mut seen = false;
+    for path in loaded_objects() {
+        let found = spank_plugin(&path, |at, name| {
+            Some((at, name.to_string_lossy().into_owned()))
+        });
+        match found {
+            Some((at, _)) if at == ours => seen = true,
+            Some((_, name)) if seen => after.push(name),
+            _ => {}
+        }
+    }
+    after
+}
+
+/// What `read` makes of the object at `path` when it is a SPANK plugin
+/// already loaded: the address of its `plugin_name`, and the name.
+fn spank_plugin<T>(path: &CStr, read: impl FnOnce(*const c_void, &CStr) -> Option<T>) -> Option<T> {
     // SAFETY: RTLD_NOLOAD only looks up an object that is already loaded (it
     // runs no constructor); the handle is closed below, which only drops
     // the reference taken here.
@@ -70,25 +97,22 @@ fn plugin_in(path: &CStr) -> Option<*const c_void> {
     if handle.is_null() {
         return None;
     }
-    let found = named_like_us(handle);
-    // SAFETY: `handle` came from dlopen above and is closed once.
-    unsafe { libc::dlclose(handle) };
-    found
-}
-
-fn named_like_us(handle: *mut c_void) -> Option<*const c_void> {
     let symbol = |name: &CStr| {
         // SAFETY: `handle` is a live dlopen handle and `name` a C string.
         unsafe { libc::dlsym(handle, name.as_ptr()) }
     };
     let name = symbol(c"plugin_name");
-    if name.is_null() || symbol(c"slurm_spank_init").is_null() {
-        return None;
-    }
-    // SAFETY: a SPANK plugin's `plugin_name` is a NUL-terminated char array
-    // (Slurm's plugin ABI: Slurm reads it as a C string too), in an object
-    // that stays loaded while this copy is (plugstack.conf's stack).
-    let theirs = unsafe { CStr::from_ptr(name.cast::<c_char>()) };
-    let ours = CStr::from_bytes_until_nul(&plugin_name).ok()?;
-    (theirs == ours).then_some(name.cast_const())
+    let found = if name.is_null() || symbol(c"slurm_spank_init").is_null() {
+        None
+    } else {
+        // SAFETY: a SPANK plugin's `plugin_name` is a NUL-terminated char
+        // array (Slurm's plugin ABI: Slurm reads it as a C string too), in
+        // an object that stays loaded while this copy is (plugstack.conf's
+        // stack); it is read before the handle is closed.
+        let theirs = unsafe { CStr::from_ptr(name.cast::<c_char>()) };
+        read(name.cast_const(), theirs)
+    };
+    // SAFETY: `handle` came from dlopen above and is closed once.
+    unsafe { libc::dlclose(handle) };
+    found
 }

@@ -83,8 +83,11 @@ pub(crate) struct DesiGpuMap {
     aside: bool,
     /// The step's MPS daemon on this node, while it serves.
     daemon: Option<mps::Served>,
+    /// What `user_init` found of container plugins, for each task.
+    beside: task::Beside,
     post_opt_calls: u32,
     user_init_calls: u32,
+    task_init_privileged_calls: u32,
     task_init_calls: u32,
     task_exit_calls: u32,
 }
@@ -304,12 +307,28 @@ unsafe impl Plugin for DesiGpuMap {
         let started = Instant::now();
         let mut plan = node::plan(spank, self.config(), self.request.as_ref());
         self.start_mps(spank, &mut plan);
+        if let StepPlan::Map(_) = plan {
+            self.beside = task::Beside::found(spank);
+        }
         let took = started.elapsed().as_micros();
         log::debug!("user_init took {took} us ({})", plan.kind());
         if let StepPlan::Map(map) = &plan {
             log::debug!("GPU lists written for {}", map.rendering.vendor.name());
         }
         self.plan = Some(plan);
+        Ok(())
+    }
+
+    /// In the task, before any plugin's `task_init`: where the task is now,
+    /// which a container plugin that runs first changes (pyxis).
+    fn task_init_privileged(&mut self, _spank: &mut SpankHandle) -> HookResult {
+        let line = line_of(self.lines.len(), &mut self.task_init_privileged_calls);
+        if self.aside || line != self.acting() {
+            return Ok(());
+        }
+        if let Some(StepPlan::Map(_)) = self.plan {
+            self.beside.before_task_init();
+        }
         Ok(())
     }
 
@@ -321,7 +340,7 @@ unsafe impl Plugin for DesiGpuMap {
         let cpu = thread_cpu();
         let kind = self.plan.as_ref().map_or("no plan", StepPlan::kind);
         if let Some(plan) = &self.plan {
-            task::apply(spank, plan);
+            task::apply(spank, plan, &self.beside);
         }
         log::debug!(
             "task_init took {} us ({kind}), thread cpu {} us",

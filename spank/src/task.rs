@@ -2,22 +2,79 @@
 
 use desi_gpu_map_core::cpuset::{CpuSet, MAX_CPUS};
 use desi_gpu_map_core::env;
+use desi_gpu_map_core::mps::Mps;
 use desi_gpu_map_core::step::{
-    carry_out, task_outcome, unreadable_task, StepPlan, TaskCpus, TaskInputs, TaskOutcome,
+    asked_after, carry_out, task_outcome, unreadable_task, Container, StepPlan, TaskCpus,
+    TaskInputs, TaskOutcome,
 };
+use desi_gpu_map_host::process::mount_namespace;
 use slurm_spank::SpankHandle;
 use std::io::Write;
 
-pub fn apply(spank: &SpankHandle, plan: &StepPlan) {
+pub fn apply(spank: &SpankHandle, plan: &StepPlan, beside: &Beside) {
     if *plan == StepPlan::Untouched {
         return;
     }
     let node = node_name(spank);
     let outcome = match task_inputs(spank, plan.needs_task_cpus()) {
-        Ok(ids) => task_outcome(plan, &ids.with_node(&node)),
+        Ok(ids) => {
+            let mut task = ids.with_node(&node);
+            task.container = beside.container(plan);
+            task_outcome(plan, &task)
+        }
         Err(e) => unreadable_task(plan, &node, &e),
     };
     apply_outcome(spank, &outcome, &node);
+}
+
+/// What the plugin found of container plugins beside it (core:
+/// [`Container`]): in `user_init`, and in the task before any plugin's
+/// `task_init`.
+#[derive(Debug, Default)]
+pub struct Beside {
+    /// The task's mount namespace before any plugin's `task_init`: a task
+    /// in another at this plugin's was moved into a container by a plugin
+    /// that ran first. (Slurm's own job container, where there is one, is
+    /// joined before.)
+    mount_ns: Option<u64>,
+    /// A container plugin that runs after this one, which the step asks.
+    after: Option<&'static str>,
+}
+
+impl Beside {
+    pub fn found(spank: &SpankHandle) -> Beside {
+        let env = |name: &str| spank.getenv_lossy(name).ok().flatten();
+        Beside {
+            mount_ns: None,
+            after: asked_after(&crate::copies::loaded_after(), &env),
+        }
+    }
+
+    /// Called in `task_init_privileged`, which every plugin's runs before
+    /// any plugin's `task_init`.
+    pub fn before_task_init(&mut self) {
+        self.mount_ns = mount_namespace();
+    }
+
+    /// Where a container plugin stands to this task, which is in its own
+    /// mount namespace now (after the plugins before this one ran).
+    fn container(&self, plan: &StepPlan) -> Container<'static> {
+        if let Some(plugin) = self.after {
+            return Container::After { plugin };
+        }
+        let moved = self.mount_ns.is_some() && mount_namespace() != self.mount_ns;
+        if !moved {
+            return Container::None;
+        }
+        let pipe_seen = match plan {
+            StepPlan::Map(map) => match &map.mps {
+                Mps::Serving(d) => d.pipe().is_dir(),
+                _ => true,
+            },
+            _ => true,
+        };
+        Container::Entered { pipe_seen }
+    }
 }
 
 /// The task's ids, read from Slurm; the node name is filled in after.
@@ -48,6 +105,7 @@ impl TaskIds {
                 bind_type: self.bind_type.as_deref(),
                 bind_list: self.bind_list.as_deref(),
             },
+            container: Default::default(),
         }
     }
 }

@@ -126,6 +126,17 @@ fn mps_dirs() -> Vec<String> {
     dirs
 }
 
+/// What the steps' directories hold, for a failure's message.
+fn inside_mps_dirs() -> String {
+    let tmp = format!("{}/tmp", slurm_root().unwrap_or_default());
+    let dirs: Vec<String> = mps_dirs().iter().map(|d| format!("{tmp}/{d}")).collect();
+    let out = std::process::Command::new("find")
+        .args(&dirs)
+        .args(["-printf", "%p %y %TT\n"])
+        .output();
+    out.map(|o| text(&o.stdout)).unwrap_or_default()
+}
+
 /// Waits up to `secs` for `done`.
 fn wait_for(secs: u64, mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -301,6 +312,7 @@ fn assert_one_daemon_per_node_serves_all(out: &Ran) {
 fn one_daemon_per_step_per_node_as_the_user_serves_every_task() {
     let _c = mps_setup(&[]);
     clear_what_others_left();
+    let _busy = Burner::on_every_core();
     let out = alice_step(&format!(
         "{TWO_NODES_EIGHT_TASKS} --desi-gpu-map=contiguous,mps"
     ))
@@ -376,8 +388,8 @@ fn mps_auto_serves_steps_whose_tasks_outnumber_their_gpus() {
 /// Runs a job of ALICE's with three steps that sleep under MPS, the
 /// plugin's, exec's and the task prolog's, with sbatch's `words` too and
 /// `desi-gpu-map` as every step's task epilog (as a batch script sets it
-/// once), waits for their daemons, ends the job with `end`, and checks
-/// nothing is left, with no sweep.
+/// once), waits for their daemons, ends the job with `end` under a
+/// [`Burner`], and checks nothing is left, with no sweep.
 fn teardown_after(what: &str, words: &str, end: impl FnOnce(&str)) {
     clear_what_others_left();
     let steps = format!(
@@ -401,6 +413,7 @@ fn teardown_after(what: &str, words: &str, end: impl FnOnce(&str)) {
         daemons(),
         keepers()
     );
+    let _busy = Burner::on_every_core();
     end(&job.0);
     assert!(
         wait_for(150, || job_done(&job.0)),
@@ -447,6 +460,7 @@ fn teardown_after_the_time_limit() {
 fn teardown_after_a_crashing_task() {
     let _c = mps_setup(&[]);
     clear_what_others_left();
+    let _busy = Burner::on_every_core();
     srun(TWO_ON_N1)
         .user(ALICE)
         .probe("[ $SLURM_LOCALID = 1 ] && kill -SEGV $$; sleep 1")
@@ -655,6 +669,7 @@ fn exec_setup() -> MutexGuard<'static, ()> {
 fn exec_runs_the_plugins_daemon_one_per_node_for_every_task() {
     let _c = exec_setup();
     clear_what_others_left();
+    let _busy = Burner::on_every_core();
     let out = srun(TWO_NODES_EIGHT_TASKS)
         .user(ALICE)
         .args(&exec_mps("contiguous,mps"))
@@ -726,9 +741,10 @@ fn exec_gives_the_plugins_shares_and_says_why_it_runs_without_mps_once() {
 }
 
 /// Runs `job` (3 tasks on n1's 2 GPUs under roundrobin,mps), whose local
-/// task 0 is SIGKILLed while the others wait: the daemon still answers
-/// them.
+/// task 0 is SIGKILLed while the others wait, under a [`Burner`]: the
+/// daemon still answers them.
 fn served_after_task_0_is_killed(job: Job) {
+    let _busy = Burner::on_every_core();
     let probe = format!(
         "if [ $SLURM_LOCALID = 0 ]; then sleep 0.5; kill -KILL $$; fi; sleep 2; {}",
         task()
@@ -758,6 +774,7 @@ fn exec_keeps_the_daemon_until_the_last_task_even_if_task_0_is_killed() {
 fn exec_leaves_nothing_after_20_sequential_and_8_concurrent_steps() {
     let _c = exec_setup();
     clear_what_others_left();
+    let _busy = Burner::on_every_core();
     let exec = exec_mps("contiguous,mps");
     let script = format!(
         "for i in $(seq 20); do srun --overlap -n2 --gpus-per-node=2 {exec} true || echo failed; done; \
@@ -831,9 +848,10 @@ fn assert_nothing_left_unswept(after: &str) {
     });
     if !clean {
         let left = format!(
-            "daemons {:?}, directories {:?}, keepers {:?}",
+            "daemons {:?}, directories {:?} (holding {:?}), keepers {:?}",
             daemons(),
             mps_dirs(),
+            inside_mps_dirs(),
             keepers()
         );
         clear_what_others_left();
@@ -858,6 +876,7 @@ fn prolog_asks(job: Job, method: &str) -> Job {
 fn prolog_runs_execs_daemon_one_per_node_and_its_epilog_ends_it() {
     let _c = exec_setup();
     clear_what_others_left();
+    let _busy = Burner::on_every_core();
     let job = srun(TWO_NODES_EIGHT_TASKS)
         .user(ALICE)
         .args(&prolog_and_epilog());
@@ -884,6 +903,7 @@ fn prolog_keeps_the_daemon_until_the_last_task_even_if_task_0_is_killed() {
 fn prolog_leaves_nothing_after_20_sequential_and_8_concurrent_steps() {
     let _c = exec_setup();
     clear_what_others_left();
+    let _busy = Burner::on_every_core();
     let hooks = prolog_and_epilog();
     let script = format!(
         "for i in $(seq 20); do srun --overlap -n1 --gpus-per-node=2 {hooks} true || echo failed; done; \
@@ -904,6 +924,7 @@ fn prolog_leaves_nothing_after_20_sequential_and_8_concurrent_steps() {
 fn exec_with_the_task_epilog_ends_deterministically() {
     let _c = exec_setup();
     clear_what_others_left();
+    let _busy = Burner::on_every_core();
     // Two tasks: slurmstepd waits about a second for each task's epilog.
     let out = srun("-n2 -w n1 --gpus-per-node=2")
         .user(ALICE)

@@ -56,6 +56,12 @@ pub enum NoMps {
     NoUuids(String),
     /// The front end could not start the daemon, or reach it: why.
     NotStarted(String),
+    /// The task is in a container that does not see the daemon's pipe
+    /// directory, inside `base`.
+    NotInContainer {
+        pipe: PathBuf,
+        base: PathBuf,
+    },
 }
 
 impl fmt::Display for NoMps {
@@ -130,6 +136,14 @@ impl fmt::Display for NoMps {
                  could reach another job's GPUs wherever devices are not constrained"
             ),
             NoMps::NotStarted(why) => write!(f, "{why}"),
+            NoMps::NotInContainer { pipe, base } => write!(
+                f,
+                "the container does not see the MPS pipe directory {}; mount {} into it \
+                 (pyxis: --container-mounts={}; enroot: a line in a mounts.d file)",
+                pipe.display(),
+                base.display(),
+                base.display()
+            ),
         }
     }
 }

@@ -579,3 +579,33 @@ fn another_hosts_daemon_is_never_this_steps() {
         [env::MPS_SHARE, env::MPS_PIPE, env::MPS, env::MPS_HOST].map(String::from)
     );
 }
+
+#[test]
+fn a_container_that_cannot_see_the_pipe_runs_its_tasks_without_mps_and_says_so() {
+    use crate::step::Container;
+    let (plan, _) = plan_mps_with(&[], true, &SLURM_4, places(), Some(USER));
+    let Mps::Start(d) = mps_of(&plan) else {
+        panic!("{plan:?}")
+    };
+    let mut map = mapped(plan);
+    map.mps_started(*d);
+    let plan = StepPlan::Map(map);
+    let mut t = task(0, 6, Some("0,1,2,3"));
+    t.container = Container::Entered { pipe_seen: false };
+    let out = task_outcome(&plan, &t);
+    assert_eq!(get(&out, env::MPS_PIPE), None);
+    assert_eq!(get(&out, env::CUDA), Some("GPU-u0"), "still bound, by UUID");
+    assert_eq!(get(&out, env::DEFAULT_FLAG), Some("1"));
+    let dir = "/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc";
+    assert_eq!(
+        out.say,
+        [format!(
+            "desi-gpu-map: node n1: the container does not see the MPS pipe directory \
+             {dir}/pipe; mount /tmp into it (pyxis: --container-mounts=/tmp; enroot: a line \
+             in a mounts.d file); running without MPS"
+        )]
+    );
+    t.container = Container::Entered { pipe_seen: true };
+    let out = task_outcome(&plan, &t);
+    assert_eq!(get(&out, env::MPS_PIPE), Some(&*format!("{dir}/pipe")));
+}

@@ -260,6 +260,7 @@ fn task_env(
             cuda: cuda.as_deref(),
             tres_bind: None,
             cpus: TaskCpus::default(),
+            container: Default::default(),
         },
     );
     assert!(!out.set.is_empty(), "{:?}", out.say);

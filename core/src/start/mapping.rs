@@ -96,6 +96,7 @@ impl Mapping {
                 bind_type: self.bind_type.as_deref(),
                 bind_list: self.bind_list.as_deref(),
             },
+            container: Default::default(),
         };
         task_outcome(&self.plan, &task)
     }

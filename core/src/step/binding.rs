@@ -50,7 +50,9 @@ fn per_task(tres_bind: &str) -> Option<String> {
 
 /// Says why Slurm's own per-task binding applies to this task, if it does.
 /// slurmstepd binds after `user_init`, so only the task's environment
-/// shows it: `SLURMD_TRES_BIND`, or a list that differs from the step's.
+/// shows it: `SLURMD_TRES_BIND`, or a list that differs from the step's
+/// (unless a container plugin that ran first put its image's there:
+/// [`super::container`]).
 /// `--gpu-bind=none` binds nothing (`gpu:none` from 22.05 and 23.02, which
 /// also remove the list from each task; `gres/gpu:none` from 23.11, which
 /// keep it): the step's list, as Slurm allocated it, is then mapped.
@@ -58,7 +60,8 @@ pub(super) fn slurm_bound_task(map: &StepMap, task: &TaskInputs) -> Option<Strin
     if let Some(bind) = task.tres_bind {
         return per_task(bind);
     }
-    if map.listed.step_cuda() == task.cuda {
+    // A container plugin that ran first put its image's list there.
+    if map.listed.step_cuda() == task.cuda || task.container.entered() {
         return None;
     }
     Some(format!(

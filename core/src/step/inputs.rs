@@ -1,6 +1,7 @@
 //! One task as a front end knows it: where it runs, its ids, its
 //! environment's lists, and its CPUs.
 
+use super::container::Container;
 use crate::cpuset::CpuSet;
 
 /// One task, as slurmstepd sees it in `task_init`, or as the task itself
@@ -16,6 +17,8 @@ pub struct TaskInputs<'a> {
     pub tres_bind: Option<&'a str>,
     /// The task's CPUs, for `closest`.
     pub cpus: TaskCpus<'a>,
+    /// A container plugin beside the plugin's, if any.
+    pub container: Container<'a>,
 }
 
 /// What a task knows of CPUs in `task_init`: slurmstepd has bound it

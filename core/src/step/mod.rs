@@ -13,6 +13,8 @@
 //!   kept as [`Listed`];
 //! - `given`: where a process no srun step placed finds its GPUs;
 //! - `binding`: when Slurm's own per-task binding wins;
+//! - `container`: a container plugin beside the plugin's (pyxis), run
+//!   before or after it;
 //! - `locate`: where a `closest` step's GPUs sit;
 //! - `plan`: the pass from the step's facts to its plan;
 //! - `decision`: the plan itself ([`StepPlan`]);
@@ -32,6 +34,7 @@
 
 mod aside;
 mod binding;
+mod container;
 mod decision;
 mod given;
 mod ids;
@@ -48,6 +51,7 @@ pub(crate) mod testing;
 
 pub use aside::{Aside, Unmapped};
 pub use binding::slurm_bound_here;
+pub use container::{asked_after, Container};
 pub use decision::StepPlan;
 pub use given::Given;
 pub use ids::{is_special_step, parse_step_id, special_step_name, step_tag, StepIdentity};

@@ -312,7 +312,12 @@ pub fn map_task(map: &StepMap, task: &TaskInputs) -> TaskOutcome {
 
 /// The variables a mapped task gets, and its `verbose` lines.
 fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> TaskOutcome {
+    let mps = task.container.mps(&map.mps);
     let mut say = Vec::new();
+    if task.local_id == 0 {
+        let line = task.container.line(map, task.cuda);
+        say.extend(line.map(|why| aside_line(task.node, &why)));
+    }
     // A `closest` step that fell back says so once per node, verbose or not.
     if let (GpuCpus::Fallback(why), 0) = (&map.near, task.local_id) {
         say.push(aside_line(task.node, &why.to_string()));
@@ -322,29 +327,36 @@ fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> Tas
         say.push(aside_line(task.node, &unbound_line(c)));
     }
     if task.local_id == 0 {
-        if let Some(line) = mps_line(&map.mps, map.verbose) {
+        if let Some(line) = mps_line(&mps, map.verbose) {
             say.push(aside_line(task.node, &line));
         }
     }
     if map.verbose {
-        say.push(verbose_line(map, task, assignment));
+        say.push(verbose_line(map, &mps, task, assignment));
         if task.local_id == 0 {
             say.extend(map.notes.iter().map(|n| aside_line(task.node, n)));
         }
     }
-    TaskOutcome {
-        unset: mps_unset(&map.mps, &map.mps_inherited, assignment.position),
-        set: variables(map, assignment),
-        say,
+    let mut unset = mps_unset(&mps, &map.mps_inherited, assignment.position);
+    let mut set = variables_with(map, &mps, assignment);
+    if task.container.withholds_flag() {
+        set.retain(|(name, _)| *name != map.flag);
+        unset.push(map.flag.clone());
     }
+    TaskOutcome { unset, set, say }
 }
 
 /// Every variable a mapped task gets, in the order they are set: the GPU
 /// lists for the node's vendor, then the plugin's own.
 pub fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, String)> {
+    variables_with(map, &map.mps, assignment)
+}
+
+/// [`variables`], with the step's MPS as this task can use it.
+fn variables_with(map: &StepMap, mps: &Mps, assignment: &Assignment) -> Vec<(String, String)> {
     let lists = StepLists::new(map.task_tokens(), map.listed.is_runtimes(), &map.others);
     let mut set = render(&map.rendering, &lists, assignment.position);
-    set.extend(mps_variables(&map.mps, assignment.position));
+    set.extend(mps_variables(mps, assignment.position));
     set.push((env::METHOD.to_string(), map.method_used().to_string()));
     set.push((env::NODE_GPUS.to_string(), map.gpus.len().to_string()));
     if let Some(step) = &map.step {
@@ -356,7 +368,7 @@ pub fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, String)
 }
 
 /// The `verbose` report: one `key=value` line per task.
-fn verbose_line(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> String {
+fn verbose_line(map: &StepMap, mps: &Mps, task: &TaskInputs, assignment: &Assignment) -> String {
     let line = format!(
         "desi-gpu-map: node={} rank={} local={}/{} gpu={} visible={} gpus={} method={} source={}",
         task.node,
@@ -383,7 +395,7 @@ fn verbose_line(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> St
         ),
         None => line,
     };
-    match &map.mps {
+    match mps {
         Mps::Serving(d) => {
             let share = d.shares.get(assignment.position).copied().flatten();
             let share = share.map_or("-".to_string(), |s| s.to_string());
@@ -507,6 +519,7 @@ mod tests {
                 cuda: Some("0,1,2,3"),
                 tres_bind: None,
                 cpus: TaskCpus::default(),
+                container: Default::default(),
             },
         );
         assert_eq!(

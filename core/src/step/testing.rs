@@ -279,6 +279,7 @@ pub(crate) fn task(local_id: usize, local_count: usize, cuda: Option<&str>) -> T
         cuda,
         tres_bind: None,
         cpus: super::TaskCpus::default(),
+        container: Default::default(),
     }
 }
 

@@ -170,21 +170,28 @@ impl Running {
     /// killed: its socket is gone with its directory, so no `quit` can
     /// reach it, and it has no client left. What went wrong, as for `stop`.
     pub fn end_now(mut self) -> Vec<String> {
-        let mut said = Vec::new();
         // First, before anything that reads /proc.
-        if let Err(e) = fs::remove_dir_all(self.daemon.dir()) {
-            said.push(format!(
-                "cannot remove the MPS directory {}: {e}",
-                self.daemon.dir().display()
-            ));
-        }
+        let first = fs::remove_dir_all(self.daemon.dir());
         let servers = self.servers();
         kill_group(&self.child);
         self.wait_until(Instant::now() + self.daemon.timeout);
         for (server, identity) in servers {
             signal_if(server, &identity, Signal::KILL);
         }
-        said
+        // The daemon, alive at the first try, may have written a file
+        // there in between (rmdir then fails, ENOTEMPTY): once more, now
+        // that it is gone.
+        let last = match first {
+            Ok(()) => Ok(()),
+            Err(_) => fs::remove_dir_all(self.daemon.dir()).or_else(gone_already),
+        };
+        match last {
+            Ok(()) => Vec::new(),
+            Err(e) => vec![format!(
+                "cannot remove the MPS directory {}: {e}",
+                self.daemon.dir().display()
+            )],
+        }
     }
 
     /// The daemon's servers, while its pid is still the daemon's
@@ -202,6 +209,14 @@ impl Running {
 
     fn wait_until(&mut self, deadline: Instant) -> bool {
         crate::child::wait_until(&mut self.child, deadline, POLL)
+    }
+}
+
+/// A directory that is not there was removed.
+fn gone_already(e: std::io::Error) -> std::io::Result<()> {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => Ok(()),
+        _ => Err(e),
     }
 }
 

@@ -301,3 +301,40 @@ pub fn mode() -> String {
 pub fn production() -> bool {
     mode() != "plain"
 }
+
+/// A CPU burner: one spinning thread per core of the machine (every node
+/// of the test cluster is on it), from `on_every_core` until dropped. A
+/// busy node is where production steps end; the teardown tests run their
+/// ends under one, since a race that a quiet node wins is lost there.
+pub struct Burner {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Burner {
+    pub fn on_every_core() -> Burner {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let threads = (0..cores)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        Burner { stop, threads }
+    }
+}
+
+impl Drop for Burner {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}

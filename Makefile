@@ -79,10 +79,14 @@ install:
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/desi-gpu-map
 	install -m 0644 packaging/man/desi-gpu-map.1 $(DESTDIR)$(MANDIR)/man1/desi-gpu-map.1
 	install -m 0644 packaging/man/desi_gpu_map.8 $(DESTDIR)$(MANDIR)/man8/desi_gpu_map.8
-	@conf=$(DESTDIR)$(PLUGSTACK_DIR)/desi-gpu-map.conf; \
-	if [ -e "$$conf" ]; then echo "keeping existing $$conf"; else \
-		sed 's|@SLURM_PLUGIN_DIR@|$(SLURM_PLUGIN_DIR)|g' packaging/desi-gpu-map.conf >"$$conf.tmp" && \
-		chmod 0644 "$$conf.tmp" && mv "$$conf.tmp" "$$conf" && echo "installed $$conf"; fi
+# An existing snippet is kept; one of 0.1.0 or earlier, named desi-gpu-map.conf,
+# is renamed (packaging/README.md, "The snippet's name").
+	@conf=$(DESTDIR)$(PLUGSTACK_DIR)/zz-desi-gpu-map.conf; old=$(DESTDIR)$(PLUGSTACK_DIR)/desi-gpu-map.conf; \
+	if [ -e "$$conf" ]; then echo "keeping existing $$conf"; \
+	elif [ -e "$$old" ]; then mv "$$old" "$$conf" && echo "renamed $$old to $$conf, kept as it was (packaging/README.md: The snippet's name)"; else \
+		sed 's|@SLURM_PLUGIN_DIR@|$(SLURM_PLUGIN_DIR)|g' packaging/zz-desi-gpu-map.conf >"$$conf.tmp" && \
+		chmod 0644 "$$conf.tmp" && mv "$$conf.tmp" "$$conf" && echo "installed $$conf"; fi; \
+	if [ -e "$$old" ]; then echo "warning: $$old loads the plugin a second time; move your edits into $$conf and delete it"; fi
 	@if [ -z "$(DESTDIR)" ] && ! grep -qs '^[[:space:]]*include[[:space:]]*$(PLUGSTACK_DIR)/' $(SYSCONFDIR)/slurm/plugstack.conf; then \
 		echo "note: $(SYSCONFDIR)/slurm/plugstack.conf does not include $(PLUGSTACK_DIR)/*.conf; add:"; \
 		echo "  include $(PLUGSTACK_DIR)/*.conf"; fi

@@ -4,8 +4,12 @@
 //! (`tests/cluster/series`). The README, the user guide
 //! (`docs/user-guide.md`), both man pages and the packaging's texts are
 //! checked against those declarations here, so that a name added in code
-//! fails this test until every text that lists such names has it.
+//! fails this test until every text that lists such names has it. So is the
+//! plugstack snippet's file name (`env::SNIPPET`), which the packaging
+//! scripts, the Makefile and the docs each spell out, as they cannot read
+//! Rust.
 
+use desi_gpu_map_core::env::{OLD_SNIPPET, SNIPPET};
 use desi_gpu_map_core::names::names;
 use desi_gpu_map_core::runtime::Vendor;
 use desi_gpu_map_core::settings::option::Choice;
@@ -15,6 +19,11 @@ use std::path::Path;
 fn read(path: &str) -> String {
     let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
     std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The snippet as the repository holds it, named as it is installed.
+fn template() -> String {
+    format!("packaging/{SNIPPET}")
 }
 
 /// A man page as plain text: roff's font escapes and `\-` undone.
@@ -54,7 +63,7 @@ fn methods() -> Vec<&'static str> {
 fn every_method_is_in_every_text_that_lists_methods() {
     let deb = read("packaging/deb/build-deb.sh");
     let rpm = read("packaging/rpm/desi-gpu-map.spec");
-    let conf = read("packaging/desi-gpu-map.conf");
+    let conf = read(&template());
     let man8 = plain_roff(&read("packaging/man/desi_gpu_map.8"));
     let texts = [
         (
@@ -97,7 +106,7 @@ fn every_vendor_is_documented() {
             "desi_gpu_map(8)",
             plain_roff(&read("packaging/man/desi_gpu_map.8")),
         ),
-        ("the snippet", read("packaging/desi-gpu-map.conf")),
+        ("the snippet", read(&template())),
         ("packaging/README.md", read("packaging/README.md")),
     ] {
         let gone = missing(&vendors, &text);
@@ -141,7 +150,7 @@ fn every_plugstack_key_has_its_row_with_its_default() {
 fn every_plugstack_key_is_in_the_man_page_and_the_snippet() {
     let man8 = plain_roff(&read("packaging/man/desi_gpu_map.8"));
     let synopsis = section(&man8, ".SH SYNOPSIS", ".SH DESCRIPTION").join("\n");
-    let conf = read("packaging/desi-gpu-map.conf");
+    let conf = read(&template());
     for key in &KEYS {
         let written = match (key.form)() {
             Some(_) => format!("{}=", key.name),
@@ -188,6 +197,102 @@ fn every_slurm_series_has_its_readme_row() {
         assert!(
             supported.iter().any(|l| l.starts_with(&format!("| {s} |"))),
             "README.md's Supported Slurm has no row for {s}"
+        );
+    }
+}
+
+/// Every text file of the repository, but build outputs and fuzz data, as
+/// (path from the repository root, text); man pages as plain text.
+fn texts() -> Vec<(String, String)> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.expect("directory entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let rel = path.strip_prefix(root).expect("under the root");
+            let rel = rel.to_string_lossy().into_owned();
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            let name = name.unwrap_or_default();
+            if path.is_dir() {
+                let skip = [".git", "target", ".build", "vendor", "corpus", "artifacts"];
+                if !skip.contains(&name.as_str()) && !name.starts_with("target") {
+                    walk(root, &path, out);
+                }
+            } else if let Ok(text) = std::fs::read_to_string(&path) {
+                let man = [".1", ".8"].iter().any(|x| rel.ends_with(x));
+                out.push((rel, if man { plain_roff(&text) } else { text }));
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// Each file name in `text` that ends in the old snippet's name: the new
+/// name, the old one, or another (`90-...`), with the paragraph (lines
+/// between blank ones) it is in.
+fn snippet_names(text: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for paragraph in text.split("\n\n") {
+        for (at, _) in paragraph.match_indices(OLD_SNIPPET) {
+            let before = &paragraph[..at];
+            let start = before
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || "._-".contains(c)))
+                .map_or(0, |i| i + 1);
+            let name = format!("{}{OLD_SNIPPET}", &before[start..]);
+            found.push((name, paragraph.to_string()));
+        }
+    }
+    found
+}
+
+/// The snippet's file name is `env::SNIPPET` wherever it is written. The name
+/// it had up to 0.1.0 appears only where the rename is done or documented: in
+/// a paragraph that says "0.1.0".
+#[test]
+fn every_text_names_the_snippet_as_env_snippet() {
+    assert!(SNIPPET.ends_with(OLD_SNIPPET));
+    // The pyxis reason (packaging/README.md): after pyxis.conf in glob(3)'s
+    // order, in the C locale (bytes) as in any collation that puts digits
+    // and then letters in their usual order.
+    assert!(SNIPPET > "pyxis.conf" && SNIPPET.starts_with(|c: char| c.is_ascii_lowercase()));
+    let texts = texts();
+    assert!(texts.len() > 50, "found only {} texts", texts.len());
+    let mut wrong = Vec::new();
+    for (path, text) in &texts {
+        for (name, paragraph) in snippet_names(text) {
+            let migration = name == OLD_SNIPPET && paragraph.contains("0.1.0");
+            if name != SNIPPET && !migration {
+                wrong.push(format!("{path}: {name} in:\n{paragraph}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "not {SNIPPET}:\n{}", wrong.join("\n\n"));
+    // The texts that install, package, test or document the snippet.
+    for path in [
+        "Makefile",
+        "README.md",
+        "packaging/README.md",
+        "packaging/man/desi_gpu_map.8",
+        "packaging/deb/build-deb.sh",
+        "packaging/deb/preinst",
+        "packaging/deb/postinst",
+        "packaging/deb/postrm",
+        "packaging/rpm/desi-gpu-map.spec",
+        "tests/package/package-tests.sh",
+        "tests/package/deb-smoke.sh",
+    ] {
+        let (_, text) = texts
+            .iter()
+            .find(|(p, _)| p == path)
+            .unwrap_or_else(|| panic!("no {path}"));
+        assert!(
+            snippet_names(text).iter().any(|(n, _)| n == SNIPPET),
+            "{path} does not name the snippet {SNIPPET}"
         );
     }
 }

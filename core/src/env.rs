@@ -199,3 +199,8 @@ pub enum FlagClash {
     /// Its prefix is one that a runtime (or the plugin itself) reads.
     Reserved(String),
 }
+
+/// The plugstack snippet's file name: `zz-` sorts it, so runs the plugin, after pyxis (packaging/README.md).
+pub const SNIPPET: &str = "zz-desi-gpu-map.conf";
+/// The snippet's name up to 0.1.0; the packages and `make install` rename it.
+pub const OLD_SNIPPET: &str = "desi-gpu-map.conf";

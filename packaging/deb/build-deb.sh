@@ -60,7 +60,7 @@ Description: Slurm SPANK plugin binding each task of a job step to a GPU
  Slurm $series.x only.
  The desi-gpu-map command previews a layout and shows a task's binding.
 EOF
-echo /etc/slurm/plugstack.conf.d/desi-gpu-map.conf >"$root/DEBIAN/conffiles"
+echo /etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf >"$root/DEBIAN/conffiles"
 install -m 0755 packaging/deb/preinst packaging/deb/postinst packaging/deb/postrm "$root/DEBIAN/"
 
 deb=$out/desi-gpu-map_${debversion}_$arch.deb

@@ -38,7 +38,7 @@ deb=$(realpath "$deb") # the repo has the same path inside the root
 triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
 so=/usr/lib/$triplet/slurm-wlm/desi_gpu_map.so
 conf_dir=/etc/slurm/plugstack.conf.d
-conf=$conf_dir/desi-gpu-map.conf
+conf=$conf_dir/zz-desi-gpu-map.conf
 
 # Never touch a desi-gpu-map that this script did not install.
 if dpkg -s desi-gpu-map >/dev/null 2>&1; then

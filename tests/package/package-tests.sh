@@ -13,7 +13,7 @@ no() { failed=$((failed + 1)); echo "FAIL $*"; }
 check() { if "${@:2}"; then ok "$1"; else no "$1"; fi; }
 
 bash packaging/apt-need.sh rpmbuild:rpm rpm2archive:rpm2cpio man:man-db groff:groff-base \
-    readelf:binutils /usr/include/slurm/slurm_version.h:libslurm-dev
+    readelf:binutils /usr/include/slurm/slurm_version.h:libslurm-dev /bin/busybox:busybox-static
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -61,6 +61,20 @@ snippet_points_at() {
     active=$(grep -v '^[[:space:]]*\(#\|$\)' "$1")
     [ "$active" = "required $2" ] || { echo "  active lines in $1: $active"; return 1; }
 }
+# The snippet's name up to 0.1.0 and since 0.1.1 (packaging/README.md, "The
+# snippet's name"); tests/names.rs checks both against core/src/env.rs.
+new_name=zz-desi-gpu-map.conf
+old_name=desi-gpu-map.conf
+# only_snippet DIR [TEXT]: DIR's one *.conf is $new_name (holding TEXT); the
+# old name is gone, set aside copies included.
+only_snippet() {
+    local dir=$1 active
+    active=$(cd "$dir" && echo *.conf)
+    [ "$active" = "$new_name" ] || { echo "  active snippets in $dir: $active"; return 1; }
+    [ -z "${2:-}" ] || grep -qF "$2" "$dir/$new_name" || { echo "  $dir/$new_name lacks $2"; return 1; }
+    [ -z "$(cd "$dir" && ls -d "$old_name"* 2>/dev/null)" ] || { echo "  left in $dir:" "$dir/$old_name"*; return 1; }
+}
+edit="# the admin's edit"
 
 # ---------------------------------------------------------------- sources
 check "man pages in packaging/man render without warnings" \
@@ -102,16 +116,114 @@ install_twice() {
     (cd "$d" && find . -type f) >"$tmp/install.list"
     lists "$tmp/install.list" ./usr/bin/desi-gpu-map ".$deb_plugin" \
         ./usr/share/man/man1/desi-gpu-map.1 ./usr/share/man/man8/desi_gpu_map.8 \
-        ./etc/slurm/plugstack.conf.d/desi-gpu-map.conf || return 1
-    conf=$d/etc/slurm/plugstack.conf.d/desi-gpu-map.conf
+        ./etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf || return 1
+    conf=$d/etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf
     snippet_points_at "$conf" "$deb_plugin" || return 1
     echo "# the admin's edit" >>"$conf"
     make -s install DESTDIR="$d" PREFIX=/usr | grep -q "keeping existing" || return 1
     grep -q "the admin's edit" "$conf" || { echo "  make install overwrote the snippet"; return 1; }
 }
 check "make install: default SLURM_PLUGIN_DIR, files, snippet kept on reinstall" install_twice
+# An old make install's snippet, edited, is renamed as it is; beside a new one
+# it is kept, with a warning.
+install_over_old() {
+    local d=$tmp/destdir-old dir out
+    dir=$d/etc/slurm/plugstack.conf.d
+    mkdir -p "$dir"
+    printf 'required /old/desi_gpu_map.so\n%s\n' "$edit" >"$dir/$old_name"
+    out=$(make -s install DESTDIR="$d" PREFIX=/usr)
+    grep -q "^renamed .*/$old_name to .*/$new_name" <<<"$out" || { echo "  said: $out"; return 1; }
+    only_snippet "$dir" "$edit" || return 1
+    grep -q '^required /old/desi_gpu_map.so$' "$dir/$new_name" || return 1
+    echo "required /old/desi_gpu_map.so" >"$dir/$old_name"
+    out=$(make -s install DESTDIR="$d" PREFIX=/usr)
+    grep -q "keeping existing" <<<"$out" && grep -q "warning: .*/$old_name loads the plugin a second time" <<<"$out" ||
+        { echo "  said: $out"; return 1; }
+    grep -qF "$edit" "$dir/$new_name" && [ -e "$dir/$old_name" ]
+}
+check "make install: renames 0.1.0's $old_name, edits kept; never overwrites" install_over_old
 
 # ---------------------------------------------------------------- .deb
+# The rename from 0.1.0's snippet, by dpkg for real but in a root of its own
+# (--root, an empty status file), so that this host's dpkg database and /etc
+# stay untouched: the maintainer scripts run outside a chroot
+# (--force-script-chrootless) with DPKG_ROOT set, which
+# dpkg-maintscript-helper and our scripts honour. The previous version is a
+# stand-in: 0.1.0's version, its snippet as its conffile, and its preinst and
+# postrm (the set-aside dance) with DPKG_ROOT added; no binaries.
+old_deb() {
+    local d=$tmp/old-deb
+    rm -rf "$d" && mkdir -p "$d/DEBIAN" "$d/etc/slurm/plugstack.conf.d" || return 1
+    cp "$tmp/deb/etc/slurm/plugstack.conf.d/$new_name" "$d/etc/slurm/plugstack.conf.d/$old_name" || return 1
+    printf '%s\n' "Package: desi-gpu-map" "Version: 0.1.0+slurm$series" \
+        "Architecture: $(dpkg --print-architecture)" \
+        "Maintainer: desi-gpu-map packagers <root@localhost>" \
+        "Description: desi-gpu-map 0.1.0's snippet only, for package-tests.sh" >"$d/DEBIAN/control"
+    echo "/etc/slurm/plugstack.conf.d/$old_name" >"$d/DEBIAN/conffiles"
+    printf '%s\n' '#!/bin/sh' 'set -e' "conf=\$DPKG_ROOT/etc/slurm/plugstack.conf.d/$old_name" \
+        'case "$1" in install | upgrade)' \
+        '    if [ ! -e "$conf" ] && [ -e "$conf.dpkg-disabled" ]; then mv -f "$conf.dpkg-disabled" "$conf"; fi ;;' \
+        'esac' >"$d/DEBIAN/preinst"
+    printf '%s\n' '#!/bin/sh' 'set -e' "conf=\$DPKG_ROOT/etc/slurm/plugstack.conf.d/$old_name" \
+        'case "$1" in' \
+        '    remove | abort-install | disappear) if [ -e "$conf" ]; then mv -f "$conf" "$conf.dpkg-disabled"; fi ;;' \
+        '    purge) rm -f "$conf" "$conf.dpkg-disabled" ;;' \
+        'esac' >"$d/DEBIAN/postrm"
+    chmod 0755 "$d/DEBIAN/preinst" "$d/DEBIAN/postrm"
+    dpkg-deb --root-owner-group --build "$d" "$tmp/old.deb" >/dev/null
+}
+droot=$tmp/dpkg-root
+fresh_root() {
+    rm -rf "$droot" && mkdir -p "$droot/var/lib/dpkg/info" "$droot/var/lib/dpkg/updates" &&
+        touch "$droot/var/lib/dpkg/status"
+}
+# in_root ARG...: dpkg on the test root; its output goes to a log, shown on failure.
+in_root() {
+    dpkg --root="$droot" --force-script-chrootless --force-depends "$@" >>"$tmp/dpkg-root.log" 2>&1 ||
+        { echo "  dpkg $* failed:"; tail -n 20 "$tmp/dpkg-root.log" | sed 's/^/  /'; return 1; }
+}
+# deb_upgrade edited|unedited: 0.1.0 installed, its snippet edited or not,
+# then this .deb: one snippet, the new name, the edit kept (the package's
+# own as .dpkg-new); dpkg knows the new conffile. dpkg asks nothing (stdin
+# is /dev/null: a question would fail the install).
+deb_upgrade() {
+    local dir=$droot/etc/slurm/plugstack.conf.d dist=$tmp/deb/etc/slurm/plugstack.conf.d/$new_name
+    fresh_root && in_root -i "$tmp/old.deb" || return 1
+    if [ "$1" = edited ]; then echo "$edit" >>"$dir/$old_name"; fi
+    in_root -i "$deb" </dev/null || return 1
+    dpkg-query --admindir="$droot/var/lib/dpkg" -W -f='${Conffiles}\n' desi-gpu-map |
+        grep -q "^ /etc/slurm/plugstack.conf.d/$new_name [0-9a-f]" || { echo "  dpkg does not know $new_name"; return 1; }
+    if [ "$1" = edited ]; then
+        only_snippet "$dir" "$edit" || return 1
+        cmp -s "$dir/$new_name.dpkg-new" "$dist" || { echo "  not the package's: $new_name.dpkg-new"; return 1; }
+    else
+        only_snippet "$dir" || return 1
+        cmp -s "$dir/$new_name" "$dist" || { echo "  not the package's: $new_name"; return 1; }
+        [ ! -e "$dir/$new_name.dpkg-new" ] || { echo "  left: $new_name.dpkg-new"; return 1; }
+    fi
+}
+# After 0.1.0's `dpkg -r` set its edited snippet aside, this .deb puts it back
+# under the new name; its own -r, reinstall and purge then work on that name.
+deb_after_remove() {
+    local dir=$droot/etc/slurm/plugstack.conf.d
+    fresh_root && in_root -i "$tmp/old.deb" || return 1
+    echo "$edit" >>"$dir/$old_name"
+    in_root -r desi-gpu-map || return 1
+    [ -e "$dir/$old_name.dpkg-disabled" ] || { echo "  0.1.0's -r: $(ls "$dir")"; return 1; }
+    in_root -i "$deb" </dev/null && only_snippet "$dir" "$edit" || return 1
+    in_root -r desi-gpu-map || return 1
+    [ -z "$(cd "$dir" && ls -- *.conf 2>/dev/null)" ] && [ -e "$dir/$new_name.dpkg-disabled" ] ||
+        { echo "  after -r: $(ls "$dir")"; return 1; }
+    in_root -i "$deb" </dev/null && only_snippet "$dir" "$edit" || return 1
+    in_root --purge desi-gpu-map || return 1
+    [ -z "$(ls -A "$dir" 2>/dev/null)" ] || { echo "  after --purge: $(ls "$dir")"; return 1; }
+}
+deb_migrations() {
+    old_deb || { no "a stand-in 0.1.0 .deb"; return; }
+    check "deb over 0.1.0 with an edited $old_name: renamed $new_name, edit kept, one snippet" deb_upgrade edited
+    check "deb over 0.1.0 with its own $old_name: $new_name only, the package's" deb_upgrade unedited
+    check "deb after 0.1.0's dpkg -r: the set-aside $old_name back as $new_name; then -r, reinstall, purge" deb_after_remove
+}
 deb=target/package/desi-gpu-map_${version}+slurm${series}_$(dpkg --print-architecture).deb
 rm -f "$deb"
 if bash packaging/deb/build-deb.sh && [ -f "$deb" ]; then
@@ -119,22 +231,83 @@ if bash packaging/deb/build-deb.sh && [ -f "$deb" ]; then
     dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$tmp/deb.list"
     check "dpkg-deb -c lists the plugin, command, man pages and snippet" lists "$tmp/deb.list" \
         "$deb_plugin" /usr/bin/desi-gpu-map /usr/share/man/man1/desi-gpu-map.1.gz \
-        /usr/share/man/man8/desi_gpu_map.8.gz /etc/slurm/plugstack.conf.d/desi-gpu-map.conf
+        /usr/share/man/man8/desi_gpu_map.8.gz /etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf
     check "deb Depends on the Slurm $series series" eval \
         'dpkg-deb -f "$deb" Depends | grep -qF "slurm-wlm-basic-plugins (>= $series~), slurm-wlm-basic-plugins (<< $next~)"'
     check "deb conffiles lists the snippet" eval \
-        'dpkg-deb --ctrl-tarfile "$deb" | tar -xOf - ./conffiles | grep -qxF /etc/slurm/plugstack.conf.d/desi-gpu-map.conf'
+        'dpkg-deb --ctrl-tarfile "$deb" | tar -xOf - ./conffiles | grep -qxF /etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf'
     mkdir -p "$tmp/deb" && dpkg-deb -x "$deb" "$tmp/deb"
     check "deb snippet: one active line, required, naming $deb_plugin" \
-        snippet_points_at "$tmp/deb/etc/slurm/plugstack.conf.d/desi-gpu-map.conf" "$deb_plugin"
+        snippet_points_at "$tmp/deb/etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf" "$deb_plugin"
     check "deb plugin: plugin_version $header_hex" has_version "$tmp/deb$deb_plugin" "$header_hex"
     check "deb man pages render without warnings" eval \
         'renders "$tmp/deb/usr/share/man/man1/desi-gpu-map.1.gz" && renders "$tmp/deb/usr/share/man/man8/desi_gpu_map.8.gz"'
+    deb_migrations
 else
     no "build-deb.sh"
 fi
 
 # ---------------------------------------------------------------- RPM
+# The rename from 0.1.0's snippet, by rpm for real but in a root of its own
+# (--root: its own database), with busybox for the scriptlets' /bin/sh,
+# since rpm runs them chrooted there. The previous version is a stand-in:
+# 0.1.0's version and its snippet as %config(noreplace), no binaries.
+rroot=$tmp/rpm-root
+old_rpm() {
+    local top=$tmp/old-rpm
+    rm -rf "$top" && mkdir -p "$top" || return 1
+    cat >"$top/old.spec" <<EOF
+Name: desi-gpu-map
+Version: 0.1.0
+Release: 1.slurm$series
+Summary: desi-gpu-map 0.1.0's snippet only, for package-tests.sh
+License: BSD-3-Clause
+%description
+desi-gpu-map 0.1.0's snippet only, for package-tests.sh
+%install
+install -D -m 0644 $tmp/rpm/etc/slurm/plugstack.conf.d/$new_name %{buildroot}/etc/slurm/plugstack.conf.d/$old_name
+%files
+%config(noreplace) /etc/slurm/plugstack.conf.d/$old_name
+EOF
+    rpmbuild -bb --define "_topdir $top" "$top/old.spec" >"$top/build.log" 2>&1 ||
+        { tail -n 20 "$top/build.log"; return 1; }
+    old_rpm_file=$(ls "$top"/RPMS/*/desi-gpu-map-0.1.0-*.rpm)
+}
+fresh_rpm_root() {
+    local a
+    rm -rf "$rroot" && mkdir -p "$rroot/bin" "$rroot/var/tmp" "$rroot/tmp" || return 1
+    cp /bin/busybox "$rroot/bin/" || return 1
+    for a in sh mv rm cat md5sum grep echo; do ln -s busybox "$rroot/bin/$a"; done
+    rpm --root "$rroot" --initdb
+}
+# rpm_root ARG...: rpm on the test root; its output goes to a log, shown on failure.
+rpm_root() {
+    rpm --root "$rroot" --nodeps "$@" >>"$tmp/rpm-root.log" 2>&1 ||
+        { echo "  rpm $* failed:"; tail -n 20 "$tmp/rpm-root.log" | sed 's/^/  /'; return 1; }
+}
+# rpm_upgrade edited|unedited: 0.1.0 installed, its snippet edited or not,
+# then rpm -U this RPM: one snippet, the new name, the edit kept (the
+# package's own as .rpmnew).
+rpm_upgrade() {
+    local dir=$rroot/etc/slurm/plugstack.conf.d dist=$tmp/rpm/etc/slurm/plugstack.conf.d/$new_name
+    fresh_rpm_root && rpm_root -i "$old_rpm_file" || return 1
+    if [ "$1" = edited ]; then echo "$edit" >>"$dir/$old_name"; fi
+    rpm_root -U "$rpm" || return 1
+    [ "$(rpm --root "$rroot" -q --qf '%{VERSION}\n' desi-gpu-map)" = "$version" ] || { echo "  not upgraded"; return 1; }
+    if [ "$1" = edited ]; then
+        only_snippet "$dir" "$edit" || return 1
+        cmp -s "$dir/$new_name.rpmnew" "$dist" || { echo "  not the package's: $new_name.rpmnew"; return 1; }
+    else
+        only_snippet "$dir" || return 1
+        cmp -s "$dir/$new_name" "$dist" || { echo "  not the package's: $new_name"; return 1; }
+        [ "$(ls "$dir")" = "$new_name" ] || { echo "  left: $(ls "$dir")"; return 1; }
+    fi
+}
+rpm_migrations() {
+    old_rpm || { no "a stand-in 0.1.0 RPM"; return; }
+    check "rpm -U over 0.1.0 with an edited $old_name: renamed $new_name, edit kept, one snippet" rpm_upgrade edited
+    check "rpm -U over 0.1.0 with its own $old_name: $new_name only, the package's" rpm_upgrade unedited
+}
 rpm=target/package/desi-gpu-map-$version-1.slurm$series.$(rpm --eval '%{_arch}').rpm
 rm -f "$rpm"
 if bash packaging/rpm/build-rpm.sh && [ -f "$rpm" ]; then
@@ -142,16 +315,17 @@ if bash packaging/rpm/build-rpm.sh && [ -f "$rpm" ]; then
     rpm -qlp "$rpm" >"$tmp/rpm.list"
     check "rpm -qlp lists the plugin, command, man pages and snippet" lists "$tmp/rpm.list" \
         /usr/lib64/slurm/desi_gpu_map.so /usr/bin/desi-gpu-map /usr/share/man/man1/desi-gpu-map.1.gz \
-        /usr/share/man/man8/desi_gpu_map.8.gz /etc/slurm/plugstack.conf.d/desi-gpu-map.conf
+        /usr/share/man/man8/desi_gpu_map.8.gz /etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf
     rpm -qp --requires "$rpm" >"$tmp/rpm.requires"
     check "rpm Requires the Slurm $series series: slurm >= $series, < $next" lists "$tmp/rpm.requires" \
         "slurm$(rpm --eval '%{?_isa}') >= $series" "slurm$(rpm --eval '%{?_isa}') < $next"
     check "rpm marks the snippet %config" eval \
-        'rpm -qcp "$rpm" | grep -qxF /etc/slurm/plugstack.conf.d/desi-gpu-map.conf'
+        'rpm -qcp "$rpm" | grep -qxF /etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf'
     mkdir -p "$tmp/rpm" && rpm2archive - <"$rpm" | tar -xzf - -C "$tmp/rpm"
     check "rpm snippet: one active line, required, naming /usr/lib64/slurm/desi_gpu_map.so" \
-        snippet_points_at "$tmp/rpm/etc/slurm/plugstack.conf.d/desi-gpu-map.conf" /usr/lib64/slurm/desi_gpu_map.so
+        snippet_points_at "$tmp/rpm/etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf" /usr/lib64/slurm/desi_gpu_map.so
     check "rpm plugin: plugin_version $header_hex" has_version "$tmp/rpm/usr/lib64/slurm/desi_gpu_map.so" "$header_hex"
+    rpm_migrations
 else
     no "build-rpm.sh"
 fi

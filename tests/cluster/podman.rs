@@ -78,6 +78,15 @@ struct Image;
 impl Image {
     fn import() -> Image {
         let tar = installed().1.clone();
+        // Rootless podman maps the container's ids into these ranges
+        // (useradd gives them to cluster.sh's users).
+        for file in ["/etc/subuid", "/etc/subgid"] {
+            let ranges = std::fs::read_to_string(file).unwrap_or_default();
+            assert!(
+                ranges.lines().any(|l| l.starts_with(&format!("{ALICE}:"))),
+                "{file} has no range for {ALICE}: rootless podman cannot run as her"
+            );
+        }
         let image = Image;
         alice_podman(&["import", &tar, IMAGE]).ok();
         image
@@ -190,7 +199,8 @@ fn with_the_module_each_task_keeps_its_own_gpu_in_the_container() {
         .iter()
         .filter(|c| {
             c.srun.starts_with("-N2 -n8 --ntasks-per-node=4 -w n[1-2]")
-                || c.srun.starts_with("-N2 -n11 --exclusive -w n[1-2] --gpus-per-node=4")
+                || c.srun
+                    .starts_with("-N2 -n11 --exclusive -w n[1-2] --gpus-per-node=4")
         })
         .collect();
     assert_eq!(cases.len(), 4, "the layouts this test names");
@@ -230,4 +240,97 @@ fn with_the_module_env_shows_each_tasks_binding() {
         ],
         "{env}"
     );
+}
+
+/// Under MPS, `T rank node local GPU mps-flag share answer`: `answer` is
+/// the reply of the daemon at `CUDA_MPS_PIPE_DIRECTORY` to
+/// `get_default_active_thread_percentage`, asked with the real control
+/// client CONTROL (`none`: no pipe variable; `nodir`: the directory is
+/// not there).
+const MPS_PROBE: &str = r#"
+a=none
+if [ -n "${CUDA_MPS_PIPE_DIRECTORY-}" ]; then
+  a=nodir
+  if [ -d "$CUDA_MPS_PIPE_DIRECTORY" ]; then
+    for i in $(seq 100); do
+      a=$(echo get_default_active_thread_percentage | CONTROL 2>/dev/null) && [ -n "$a" ] && break
+      a=failed; sleep 0.05
+    done
+  fi
+fi
+echo "T $SLURM_PROCID $(hostname) $SLURM_LOCALID ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAP_MPS-unset} ${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE-unset} $a"
+"#;
+
+/// Where the container finds the control client, which the test binds in
+/// with the host's glibc (the image has none).
+const CONTROL_INSIDE: &str = "/usr/bin/nvidia-cuda-mps-control";
+
+#[test]
+fn under_mps_the_steps_daemon_answers_in_the_container_through_the_modules_bind() {
+    let control = format!("{}/mps/bin/nvidia-cuda-mps-control", state_dir());
+    assert!(
+        std::path::Path::new(&control).is_file(),
+        "{control} is missing: run tests/nvidia/fetch.sh (make nvidia), then cluster.sh up"
+    );
+    let _c = setup("required", &[&format!("mps_control={control}")]);
+    let _image = Image::import();
+    let words = "-n2 -w n1 --gpus-per-node=2 --desi-gpu-map=contiguous,mps";
+    let client = format!("{control}:{CONTROL_INSIDE}:ro");
+    let inside = MPS_PROBE.replace("CONTROL", CONTROL_INSIDE);
+    // extra: podman's words before the image (the client and its glibc).
+    let run = |extra: &[&str]| {
+        srun(words)
+            .user(ALICE)
+            .arg(podman_hpc())
+            .words(&[
+                "run",
+                "--rm",
+                "--uts=host",
+                "-e",
+                "SLURM_PROCID",
+                "-e",
+                "SLURM_LOCALID",
+            ])
+            .words(&[
+                "-v",
+                "/usr/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu:ro",
+                "-v",
+                &client,
+            ])
+            .words(extra)
+            .words(&[IMAGE, "sh", "-c", &inside])
+            .ok()
+    };
+    let served = [
+        "0 n1 0 GPU-fake-n1-0 1 unset 100.0",
+        "1 n1 1 GPU-fake-n1-1 1 unset 100.0",
+    ];
+    // Outside: each task's own GPU, served by the step's daemon.
+    srun(words)
+        .user(ALICE)
+        .probe(&MPS_PROBE.replace("CONTROL", &control))
+        .ok()
+        .rows_are(&served);
+    // The module: the same rows inside, the daemon reached through the
+    // pipe directory it binds.
+    run(&["--desi-gpu-map"]).rows_are(&served);
+    // Without it, nothing of the step.
+    run(&[]).rows_are(&[
+        "0 n1 0 unset unset unset none",
+        "1 n1 1 unset unset unset none",
+    ]);
+    // The variables carried in by hand, without the bind: the task is told
+    // of a pipe directory that is not there in its container.
+    run(&[
+        "-e",
+        "CUDA_VISIBLE_DEVICES",
+        "-e",
+        "DESI_GPU_MAP_MPS",
+        "-e",
+        "CUDA_MPS_PIPE_DIRECTORY",
+    ])
+    .rows_are(&[
+        "0 n1 0 GPU-fake-n1-0 1 unset nodir",
+        "1 n1 1 GPU-fake-n1-1 1 unset nodir",
+    ]);
 }

@@ -22,6 +22,15 @@ ls /usr/lib/*/pmix2/lib/libpmix.so >/dev/null 2>&1 || need+=(libpmix-dev)
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 # tests/contrib.rs applies contrib/'s patches to desispec's tree.
 command -v patch >/dev/null || need+=(patch)
+# tests/cluster/podman.rs (22.05 only): NERSC's podman-hpc (PyPI, in a venv
+# of its own: tests/containers/podman-hpc.sh) over Debian's podman; runc,
+# since crun refuses this machine's hybrid cgroup v1 hierarchies; uidmap
+# for rootless podman (newuidmap); busybox-static for the test image.
+command -v podman >/dev/null || need+=(podman)
+command -v runc >/dev/null || need+=(runc)
+command -v newuidmap >/dev/null || need+=(uidmap)
+[ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1 || need+=(busybox-static)
+/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "deps.sh: missing ${need[*]}; install them as root (apt-get install ${need[*]})" >&2

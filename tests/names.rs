@@ -296,3 +296,54 @@ fn every_text_names_the_snippet_as_env_snippet() {
         );
     }
 }
+
+/// podman-hpc's module (`packaging/podman-hpc/desi-gpu-map.yaml`) carries
+/// into the container every variable that a mapped task may be given: the
+/// GPU lists of every vendor, CUDA's device order, MPS's three, and the
+/// plugin's own (`variables` in core/src/step/task.rs, `mps_variables`),
+/// each named here by its declaration in core/src/env.rs; and it names
+/// nothing that env.rs does not declare.
+#[test]
+fn the_podman_hpc_module_carries_every_variable_a_task_is_given() {
+    use desi_gpu_map_core::env;
+    let yaml = read("packaging/podman-hpc/desi-gpu-map.yaml");
+    let carried: Vec<&str> = yaml
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- --env="))
+        .collect();
+    let mut given = vec![
+        env::CUDA,
+        env::DEVICE_ORDER,
+        // Read by HIP on top of ROCR's list; the plugin never sets it, but
+        // the application must see the task's value.
+        env::HIP,
+        env::MPS_PIPE,
+        env::MPS_LOG,
+        env::MPS_SHARE,
+        env::DEFAULT_FLAG,
+        env::METHOD,
+        env::NODE_GPUS,
+        env::STEP,
+        env::MPS,
+        env::MPS_HOST,
+    ];
+    given.extend(env::OTHER_LISTS);
+    let gone: Vec<&str> = given
+        .iter()
+        .copied()
+        .filter(|n| !carried.contains(n))
+        .collect();
+    assert!(gone.is_empty(), "the podman-hpc module lacks {gone:?}");
+    let declared = read("core/src/env.rs");
+    for name in &carried {
+        assert!(
+            declared.contains(&format!("&str = \"{name}\";")),
+            "the podman-hpc module carries {name}, which core/src/env.rs does not declare"
+        );
+    }
+    assert_eq!(
+        carried.len(),
+        given.len(),
+        "the module names one twice: {carried:?}"
+    );
+}

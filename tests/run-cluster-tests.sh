@@ -13,8 +13,10 @@
 #   only: the installed .deb smoke (tests/package/deb-smoke.sh) and the
 #   suites by subject (SUITES below), closest's task_none_ tests, and on
 #   22.05 only HOST_SUITES: desi (DESI's desispec in real MPI ranks:
-#   Debian's python3-mpi4py) and mpi (exec under mpirun and mpiexec in an
-#   allocation: openmpi-bin, mpich), which the 24.11 and 26.05 roots lack;
+#   Debian's python3-mpi4py), mpi (exec under mpirun and mpiexec in an
+#   allocation: openmpi-bin, mpich) and podman (NERSC's podman-hpc over
+#   Debian's podman: tests/containers/podman-hpc.sh), which the 24.11 and
+#   26.05 roots lack;
 # - n1 with 4 GPUs and n2 with 2 named by count, task/affinity and the
 #   host's real CPU count (DGM_TASK_AFFINITY=1): the rest of closest;
 # - the first cluster's nodes as production GPU sites run Slurm
@@ -34,7 +36,7 @@ harness=tests/cluster/cluster.sh
 SUITES=(methods sources input vendors exec prolog faults mps)
 # The series whose first cluster also runs HOST_SUITES (the host's).
 DESI_SERIES=22.05
-HOST_SUITES=(desi mpi)
+HOST_SUITES=(desi mpi podman)
 # Every module of the cluster binary runs on some cluster: these, closest
 # (on the first two) and production (on the third).
 MODULES=("${SUITES[@]}" "${HOST_SUITES[@]}" closest production)

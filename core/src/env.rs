@@ -45,6 +45,9 @@ pub const BIND_REQUESTS: [&str; 2] = ["SLURM_GPU_BIND", "SLURM_TRES_BIND"];
 /// DIR/*.conf` in glob(3)'s sorted order and calls plugins in that order:
 /// `zz-` sorts after `pyxis.conf`, so the plugin sees what pyxis set.
 pub const SNIPPET: &str = "zz-desi-gpu-map.conf";
+/// The snippet's name up to 0.1.0; the packages and `make install` rename
+/// it (packaging/README.md).
+pub const OLD_SNIPPET: &str = "desi-gpu-map.conf";
 
 /// SPANK plugins that move each task into a container, with the options
 /// that make a step use one: pyxis (NVIDIA's, over enroot).
@@ -199,8 +202,3 @@ pub enum FlagClash {
     /// Its prefix is one that a runtime (or the plugin itself) reads.
     Reserved(String),
 }
-
-/// The plugstack snippet's file name: `zz-` sorts it, so runs the plugin, after pyxis (packaging/README.md).
-pub const SNIPPET: &str = "zz-desi-gpu-map.conf";
-/// The snippet's name up to 0.1.0; the packages and `make install` rename it.
-pub const OLD_SNIPPET: &str = "desi-gpu-map.conf";

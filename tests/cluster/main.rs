@@ -17,6 +17,7 @@ mod input;
 mod methods;
 mod mpi;
 mod mps;
+mod podman;
 mod production;
 mod prolog;
 mod sources;

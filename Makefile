@@ -60,6 +60,7 @@ clean:
 SYSCONFDIR ?= /etc
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man
+DATADIR ?= $(PREFIX)/share/desi-gpu-map
 PLUGSTACK_DIR ?= $(SYSCONFDIR)/slurm/plugstack.conf.d
 # Debian installs shared objects 0644; RPM's strip and dependency scripts want 0755.
 PLUGIN_MODE ?= 0644
@@ -79,6 +80,8 @@ install:
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/desi-gpu-map
 	install -m 0644 packaging/man/desi-gpu-map.1 $(DESTDIR)$(MANDIR)/man1/desi-gpu-map.1
 	install -m 0644 packaging/man/desi_gpu_map.8 $(DESTDIR)$(MANDIR)/man8/desi_gpu_map.8
+# podman-hpc's module, for the site to copy into its modules.d (docs/user-guide.md, Containers).
+	install -D -m 0644 packaging/podman-hpc/desi-gpu-map.yaml $(DESTDIR)$(DATADIR)/podman-hpc/desi-gpu-map.yaml
 # An existing snippet is kept; one of 0.1.0 or earlier, named desi-gpu-map.conf,
 # is renamed (packaging/README.md, "The snippet's name").
 	@conf=$(DESTDIR)$(PLUGSTACK_DIR)/zz-desi-gpu-map.conf; old=$(DESTDIR)$(PLUGSTACK_DIR)/desi-gpu-map.conf; \

@@ -116,6 +116,7 @@ install_twice() {
     (cd "$d" && find . -type f) >"$tmp/install.list"
     lists "$tmp/install.list" ./usr/bin/desi-gpu-map ".$deb_plugin" \
         ./usr/share/man/man1/desi-gpu-map.1 ./usr/share/man/man8/desi_gpu_map.8 \
+        ./usr/share/desi-gpu-map/podman-hpc/desi-gpu-map.yaml \
         ./etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf || return 1
     conf=$d/etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf
     snippet_points_at "$conf" "$deb_plugin" || return 1
@@ -229,8 +230,9 @@ rm -f "$deb"
 if bash packaging/deb/build-deb.sh && [ -f "$deb" ]; then
     ok "build-deb.sh builds $deb"
     dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$tmp/deb.list"
-    check "dpkg-deb -c lists the plugin, command, man pages and snippet" lists "$tmp/deb.list" \
+    check "dpkg-deb -c lists the plugin, command, man pages, podman-hpc module and snippet" lists "$tmp/deb.list" \
         "$deb_plugin" /usr/bin/desi-gpu-map /usr/share/man/man1/desi-gpu-map.1.gz \
+        /usr/share/desi-gpu-map/podman-hpc/desi-gpu-map.yaml \
         /usr/share/man/man8/desi_gpu_map.8.gz /etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf
     check "deb Depends on the Slurm $series series" eval \
         'dpkg-deb -f "$deb" Depends | grep -qF "slurm-wlm-basic-plugins (>= $series~), slurm-wlm-basic-plugins (<< $next~)"'
@@ -313,8 +315,9 @@ rm -f "$rpm"
 if bash packaging/rpm/build-rpm.sh && [ -f "$rpm" ]; then
     ok "build-rpm.sh builds $rpm"
     rpm -qlp "$rpm" >"$tmp/rpm.list"
-    check "rpm -qlp lists the plugin, command, man pages and snippet" lists "$tmp/rpm.list" \
+    check "rpm -qlp lists the plugin, command, man pages, podman-hpc module and snippet" lists "$tmp/rpm.list" \
         /usr/lib64/slurm/desi_gpu_map.so /usr/bin/desi-gpu-map /usr/share/man/man1/desi-gpu-map.1.gz \
+        /usr/share/desi-gpu-map/podman-hpc/desi-gpu-map.yaml \
         /usr/share/man/man8/desi_gpu_map.8.gz /etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf
     rpm -qp --requires "$rpm" >"$tmp/rpm.requires"
     check "rpm Requires the Slurm $series series: slurm >= $series, < $next" lists "$tmp/rpm.requires" \

@@ -22,6 +22,18 @@ ls /usr/lib/*/pmix2/lib/libpmix.so >/dev/null 2>&1 || need+=(libpmix-dev)
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 # tests/contrib.rs applies contrib/'s patches to desispec's tree.
 command -v patch >/dev/null || need+=(patch)
+# tests/containers/build.sh: enroot built with glibc (Debian's makeself for
+# its missing submodule, libbsd-dev for strlcpy), and what enroot runs;
+# image.sh: busybox-static and mksquashfs (squashfs-tools).
+command -v makeself >/dev/null || need+=(makeself)
+[ -f /usr/lib/x86_64-linux-gnu/libbsd.a ] || need+=(libbsd-dev)
+command -v jq >/dev/null || need+=(jq)
+command -v parallel >/dev/null || need+=(parallel)
+command -v mksquashfs >/dev/null || need+=(squashfs-tools)
+command -v zstd >/dev/null || need+=(zstd)
+command -v squashfuse >/dev/null || need+=(squashfuse)
+command -v fuse-overlayfs >/dev/null || need+=(fuse-overlayfs)
+[ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1 || need+=(busybox-static)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "deps.sh: missing ${need[*]}; install them as root (apt-get install ${need[*]})" >&2

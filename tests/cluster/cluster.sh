@@ -72,6 +72,11 @@ usage: cluster.sh COMMAND [ARGS]
   nvml set LINE...          reset, then append LINEs (e.g. fail.n2=init report=2)
   nvml add LINE...          append LINEs to the control file
   nvml lib off|on           hide / restore the fake libnvidia-ml.so.1
+  pyxis SO [before|after] [ARGS...]
+                            put pyxis (spank_pyxis.so, tests/containers/build.sh) in the test
+                            plugstack, before or after (default) the plugin's entry, with
+                            /run/pyxis and an enroot config for unprivileged users
+  pyxis off                 take pyxis out again (down does it too)
   nvml log                  print the fake NVML init log
   nvml clear-log            empty the fake NVML init log
 State dir: $D  (DGM_CLUSTER_DIR)
@@ -719,6 +724,8 @@ do_down() {
         fi
     fi
     rm -f "$D/pids/reapers"
+    # pyxis' runtime dirs (a root's /run/pyxis before its /run is unmounted)
+    pyxis_off
     # the root's mounts, once nothing runs in it
     unmount_root
     # restore what we changed outside the state dir
@@ -814,9 +821,13 @@ cmd_env() {
     echo "export DGM_CLUSTER_MODE=$MODE"
 }
 
+# plugin_snippet: the plugin's plugstack snippet, which `plugin` writes.
+plugin_snippet() { echo "$D/plugstack.conf.d/desi-gpu-map-test.conf"; }
+
 cmd_plugin() {
     require_up
-    local f=$D/plugstack.conf.d/desi-gpu-map-test.conf
+    local f
+    f=$(plugin_snippet)
     [ $# -ge 1 ] || die "usage: cluster.sh plugin required|optional SO_PATH [ARGS...] | plugin off"
     case "$1" in
         off)
@@ -830,6 +841,92 @@ cmd_plugin() {
     mkdir -p "$D/plugstack.conf.d"
     echo "$*" >"$f.tmp"
     mv -f "$f.tmp" "$f"
+}
+
+# ---------------------------------------------------------------- pyxis
+# pyxis and enroot (tests/containers/build.sh) run where the series'
+# slurmstepd runs: on the host, or inside the root. Everything made here is
+# recorded in pids/ and undone by `pyxis off` and `down`.
+PYXIS_SNIPPETS=(00-pyxis.conf zz-pyxis.conf)
+# enroot's per-user dirs, as enroot sees them (in the root for a series
+# that runs there); 1777 so that every test user makes its own.
+ENROOT_BASE=/tmp/enroot-run
+ENROOT_DROPIN=/etc/enroot/enroot.conf.d/desi-gpu-map-test.conf
+
+# pyxis SO [before|after] [ARGS...]: pyxis' plugstack line, in a snippet
+# whose name sorts (glob(3), which Slurm's `include` uses, sorts in the C
+# locale here) before or after the plugin's own snippet.
+cmd_pyxis() {
+    need_root
+    require_up
+    [ $# -ge 1 ] || die "usage: cluster.sh pyxis SO [before|after] [ARGS...] | pyxis off"
+    if [ "$1" = off ]; then
+        pyxis_off
+        return 0
+    fi
+    local so=$1 order=after snippet
+    shift
+    case "${1:-}" in before | after) order=$1; shift ;; esac
+    [ -f "$so" ] || die "no $so (build it with tests/containers/build.sh SERIES [ROOT])"
+    [ -x "$ROOT/usr/local/bin/enroot" ] || die "no enroot in ${ROOT:-/}/usr/local/bin (tests/containers/build.sh installs it)"
+    case $order in before) snippet=${PYXIS_SNIPPETS[0]} ;; after) snippet=${PYXIS_SNIPPETS[1]} ;; esac
+    # The plugin's snippet name is cmd_plugin's; check that the chosen
+    # name really sorts on the asked side of it.
+    local first
+    first=$(printf '%s\n' "$snippet" "$(basename "$(plugin_snippet)")" | LC_ALL=C sort | head -n 1)
+    if { [ $order = before ] && [ "$first" != "$snippet" ]; } || { [ $order = after ] && [ "$first" = "$snippet" ]; }; then
+        die "pyxis' snippet $snippet would not sort $order $(basename "$(plugin_snippet)"): rename PYXIS_SNIPPETS"
+    fi
+    pyxis_runtime
+    rm -f "${PYXIS_SNIPPETS[@]/#/$D/plugstack.conf.d/}"
+    echo "required $so $*" >"$D/plugstack.conf.d/$snippet.tmp"
+    mv -f "$D/plugstack.conf.d/$snippet.tmp" "$D/plugstack.conf.d/$snippet"
+}
+
+# pyxis_runtime: what pyxis and enroot need at run time, made once:
+# /run/pyxis (pyxis' runtime_path, where slurmstepd makes a dir per uid;
+# a root's /run is the cluster's tmpfs), and an enroot drop-in that puts
+# each user's runtime, cache and data under ENROOT_BASE, per node: the
+# nodes share /tmp, and a step's container has one name on every node.
+pyxis_runtime() {
+    if [ ! -d "$ROOT/run/pyxis" ]; then
+        mkdir -p "$ROOT/run/pyxis"
+        touch "$D/pids/created-run-pyxis"
+    fi
+    if [ ! -e "$D/pids/created-enroot-base" ]; then
+        [ ! -e "$ROOT$ENROOT_BASE" ] || die "$ROOT$ENROOT_BASE exists and is not ours; remove it"
+        mkdir -p "$ROOT$ENROOT_BASE"
+        chmod 1777 "$ROOT$ENROOT_BASE"
+        touch "$D/pids/created-enroot-base"
+    fi
+    mkdir -p "$(dirname "$ROOT$ENROOT_DROPIN")"
+    cat >"$ROOT$ENROOT_DROPIN" <<EOF
+# tests/cluster/cluster.sh pyxis: removed by pyxis off and down
+ENROOT_RUNTIME_PATH $ENROOT_BASE/user-\$(id -u)/\$(hostname)/run
+ENROOT_CACHE_PATH   $ENROOT_BASE/user-\$(id -u)/\$(hostname)/cache
+ENROOT_DATA_PATH    $ENROOT_BASE/user-\$(id -u)/\$(hostname)/data
+EOF
+    echo "$ROOT$ENROOT_DROPIN" >"$D/pids/created-enroot-dropin"
+}
+
+# pyxis_off: undo cmd_pyxis; safe to repeat, and after a failed `up`.
+pyxis_off() {
+    [ -d "$D/pids" ] || return 0
+    rm -f "${PYXIS_SNIPPETS[@]/#/$D/plugstack.conf.d/}"
+    if [ -e "$D/pids/created-enroot-dropin" ]; then
+        rm -f "$(cat "$D/pids/created-enroot-dropin")"
+        rm -f "$D/pids/created-enroot-dropin"
+    fi
+    if [ -e "$D/pids/created-enroot-base" ]; then
+        # Containers a failed step left: files the users made, some read-only.
+        chmod -R u+w "$ROOT$ENROOT_BASE" 2>/dev/null || true
+        rm -rf "$ROOT$ENROOT_BASE"
+        rm -f "$D/pids/created-enroot-base"
+    fi
+    if [ -e "$D/pids/created-run-pyxis" ]; then
+        rm -rf "$ROOT/run/pyxis"
+        rm -f "$D/pids/created-run-pyxis"
+    fi
 }
 
 cmd_plugstack_include() {
@@ -955,6 +1052,7 @@ main() {
         resume) cmd_resume "$@" ;;
         status) cmd_status ;;
         nvml) cmd_nvml "$@" ;;
+        pyxis) cmd_pyxis "$@" ;;
         hide) cmd_hide "$@" ;;
         unhide) cmd_unhide "$@" ;;
         -h | --help | help) usage ;;

@@ -561,7 +561,10 @@ start_slurmctld() {
 # start_slurmd NAME: start one node in its own UTS and mount namespaces (the
 # latter so that `hide` can make a file vanish on this node alone), record
 # pid and namespace. In a root, the node also gets its own /run/slurm: every
-# slurmd of 23.11+ listens on /run/slurm/sack.socket (auth/slurm).
+# slurmd of 23.11+ listens on /run/slurm/sack.socket (auth/slurm). There
+# the root becomes the node's real root (pivot_root, then the host's tree
+# detached), not a chroot: the kernel refuses a chrooted process a user
+# namespace (EPERM), which enroot needs under pyxis (tests/cluster/pyxis.rs).
 start_slurmd() {
     local name=$1 pid i ns
     if [ -n "$ROOT" ]; then
@@ -570,7 +573,9 @@ start_slurmd() {
             unshare --uts --mount --propagation private bash -c 'hostname "$1" &&
                 mount -t tmpfs -o mode=0755,size=1m dgm-run-slurm "$3/run/slurm" &&
                 if [ "$4" -gt 0 ]; then . "$5" && private_dev "$3/dev" "$4"; fi &&
-                exec chroot "$3" /usr/sbin/slurmd -D -N "$1" -f "$2"' \
+                mount --rbind "$3" "$3" && cd "$3" && pivot_root . mnt &&
+                cd / && umount -l /mnt &&
+                exec /usr/sbin/slurmd -D -N "$1" -f "$2"' \
             bash "$name" "$D/slurm.conf" "$ROOT" "$(dev_gpus "$name")" "$SCRIPT_DIR/private-dev.sh"
     else
         launch "$D/pids/slurmd-$name.pid" "$D/log/slurmd-$name.stderr" \
@@ -1023,7 +1028,8 @@ cmd_hide() {
     case "$2" in "$D"/?*) ;; *) die "hide: $2 is not under $D" ;; esac
     pid=$(cat "$D/pids/slurmd-$1.pid" 2>/dev/null) || die "no node $1"
     pid_is "$pid" slurmd || die "slurmd $1 is not running"
-    nsenter -t "$pid" -m mount -t tmpfs -o size=1m dgm-hidden "$ROOT$2"
+    # The node's mount namespace has the root (if any) as its own root.
+    nsenter -t "$pid" -m mount -t tmpfs -o size=1m dgm-hidden "$2"
 }
 
 # unhide nI DIR: undo `hide`.
@@ -1034,7 +1040,7 @@ cmd_unhide() {
     local pid
     pid=$(cat "$D/pids/slurmd-$1.pid" 2>/dev/null) || die "no node $1"
     pid_is "$pid" slurmd || die "slurmd $1 is not running"
-    nsenter -t "$pid" -m umount "$ROOT$2"
+    nsenter -t "$pid" -m umount "$2"
 }
 
 main() {

@@ -19,5 +19,6 @@ mod mpi;
 mod mps;
 mod production;
 mod prolog;
+mod pyxis;
 mod sources;
 mod vendors;

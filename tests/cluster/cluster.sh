@@ -9,9 +9,11 @@
 # -f <statedir>/slurm.conf and clients need SLURM_CONF (see `cluster.sh env`).
 #
 # With DGM_SLURM_ROOT=DIR (a Debian root from slurm-root.sh) the cluster runs
-# that root's Slurm: daemons and clients run under `chroot DIR`, with /proc,
-# /sys, /dev, /etc/hosts, the state dir and the repo bound into it at the
-# same paths, a tmpfs on its /run, and auth/slurm instead of munge (see
+# that root's Slurm: slurmctld and clients run under `chroot DIR`, each
+# slurmd with DIR as its real root (pivot_root: enroot under pyxis needs a
+# user namespace, which the kernel refuses in a chroot), with /proc, /sys,
+# /dev, /etc/hosts, the state dir and the repo bound into it at the same
+# paths, a tmpfs on its /run, and auth/slurm instead of munge (see
 # README.md here). `down` undoes every mount.
 #
 # With DGM_PRODUCTION=1 at `up` the cluster runs as production GPU sites

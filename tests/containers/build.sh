@@ -23,7 +23,7 @@ out=$repo/target/containers
 ENROOT=enroot-4.1.2 PYXIS=pyxis-0.24.0 ENROOT_VERSION=4.1.2
 
 die() { echo "build.sh: $*" >&2; exit 1; }
-[ $# -ge 1 ] && [ $# -le 2 ] || die "usage: build.sh SERIES [ROOT]"
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then die "usage: build.sh SERIES [ROOT]"; fi
 series=$1 root=${2:-}
 [[ "$series" =~ ^[0-9]+\.[0-9]+$ ]] || die "SERIES must look like 22.05 (got '$series')"
 [ -z "$root" ] || [ -x "$root/usr/sbin/slurmd" ] || die "$root is not a Slurm root (tests/cluster/slurm-root.sh)"
@@ -54,7 +54,7 @@ unpack() {
 # baked in (it reads @sysconfdir@/enroot.conf).
 enroot_cppflags="-D_GNU_SOURCE -include bsd/string.h"
 enroot_flags=(FORCE_GLIBC=1 prefix=/usr/local sysconfdir=/etc
-    LDFLAGS=-Wl,-znow LDLIBS="-l:libbsd.a -l:libmd.a")
+    "LDFLAGS=-Wl,-znow" "LDLIBS=-l:libbsd.a -l:libmd.a")
 edir=$out/enroot
 stage=$edir/stage
 estamp=$(sha256sum "$third/$ENROOT.tar.gz" | cut -c1-16)

@@ -13,8 +13,10 @@ set -euo pipefail
 [ $# = 1 ] || { echo "usage: image.sh OUTDIR" >&2; exit 2; }
 out=$1
 busybox=/bin/busybox
-[ -x "$busybox" ] && "$busybox" --list | grep -qx sh ||
-    { echo "image.sh: $busybox is missing: run tests/deps.sh (busybox-static)" >&2; exit 1; }
+if ! [ -x "$busybox" ] || ! "$busybox" --list | grep -qx sh; then
+    echo "image.sh: $busybox is missing: run tests/deps.sh (busybox-static)" >&2
+    exit 1
+fi
 # busybox-static, not Debian's dynamic busybox: the image holds no libc.
 ! ldd "$busybox" >/dev/null 2>&1 || { echo "image.sh: $busybox is dynamic; install busybox-static" >&2; exit 1; }
 command -v mksquashfs >/dev/null || { echo "image.sh: mksquashfs is missing: run tests/deps.sh (squashfs-tools)" >&2; exit 1; }

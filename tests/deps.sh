@@ -31,6 +31,17 @@ command -v runc >/dev/null || need+=(runc)
 command -v newuidmap >/dev/null || need+=(uidmap)
 [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1 || need+=(busybox-static)
 /usr/bin/python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
+# tests/containers/build.sh: enroot built with glibc (Debian's makeself for
+# its missing submodule, libbsd-dev for strlcpy), and what enroot runs;
+# image.sh: busybox-static and mksquashfs (squashfs-tools).
+command -v makeself >/dev/null || need+=(makeself)
+[ -f /usr/lib/x86_64-linux-gnu/libbsd.a ] || need+=(libbsd-dev)
+command -v jq >/dev/null || need+=(jq)
+command -v parallel >/dev/null || need+=(parallel)
+command -v mksquashfs >/dev/null || need+=(squashfs-tools)
+command -v zstd >/dev/null || need+=(zstd)
+command -v squashfuse >/dev/null || need+=(squashfuse)
+command -v fuse-overlayfs >/dev/null || need+=(fuse-overlayfs)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "deps.sh: missing ${need[*]}; install them as root (apt-get install ${need[*]})" >&2

@@ -33,7 +33,7 @@ cd "$(dirname "$0")/.."
 harness=tests/cluster/cluster.sh
 # The suites by subject (modules of tests/cluster/main.rs) that run on the
 # first cluster, in this order.
-SUITES=(methods sources input vendors exec prolog faults mps)
+SUITES=(methods sources input vendors exec prolog faults mps pyxis)
 # The series whose first cluster also runs HOST_SUITES (the host's).
 DESI_SERIES=22.05
 HOST_SUITES=(desi mpi podman)
@@ -84,7 +84,8 @@ results() { awk -v name="$1" '/^suite / {on = name == "" || $2 == name ":"} on &
 # phase WORDS LOG: the seconds that LOG's "series S: WORDS N s" line gives.
 phase() { sed -n "s/^series [0-9.]*: $1 \(in \)\{0,1\}\([0-9]*\) s.*/\2/p" "$2" | tail -n 1; }
 
-# prepare SERIES: builds the plugin and the .deb for it; sets root, so, deb, version.
+# prepare SERIES: builds the plugin and the .deb for it, and pyxis and
+# enroot (tests/containers/build.sh); sets root, so, deb, version, pyxis_so.
 prepare() {
     local s=$1 suite
     suite=$(suite_of "$s")
@@ -106,6 +107,8 @@ prepare() {
         *) echo "Debian's $suite now ships Slurm $version, not $s: update tests/cluster/series" >&2; return 1 ;;
     esac
     deb=$(ls -t "$PWD"/target/package/desi-gpu-map_*+slurm"$s"_*.deb | head -n 1)
+    # pyxis against this series' headers; enroot on the host and in the root.
+    pyxis_so=$(bash tests/containers/build.sh "$s" "$root")
 }
 
 # run_series SERIES: everything for one series (run as `$0 --one SERIES`, so
@@ -114,8 +117,8 @@ run_series() {
     s=$1 # global, as t0: the EXIT trap reads them
     t0=$(date +%s)
     prepare "$s"
-    export DGM_SLURM_ROOT=$root DGM_SLURM_SERIES=$s DGM_PLUGIN_SO=$so
-    echo "series $s: Slurm $version${root:+ in $root}; plugin $so; package $deb"
+    export DGM_SLURM_ROOT=$root DGM_SLURM_SERIES=$s DGM_PLUGIN_SO=$so DGM_PYXIS_SO=$pyxis_so
+    echo "series $s: Slurm $version${root:+ in $root}; plugin $so; package $deb; pyxis $pyxis_so"
     echo "series $s: prepared in $(($(date +%s) - t0)) s"
     if [ -n "${DGM_CLUSTER_LOCK:-}" ]; then
         t0=$(date +%s)

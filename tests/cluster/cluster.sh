@@ -9,9 +9,11 @@
 # -f <statedir>/slurm.conf and clients need SLURM_CONF (see `cluster.sh env`).
 #
 # With DGM_SLURM_ROOT=DIR (a Debian root from slurm-root.sh) the cluster runs
-# that root's Slurm: daemons and clients run under `chroot DIR`, with /proc,
-# /sys, /dev, /etc/hosts, the state dir and the repo bound into it at the
-# same paths, a tmpfs on its /run, and auth/slurm instead of munge (see
+# that root's Slurm: slurmctld and clients run under `chroot DIR`, each
+# slurmd with DIR as its real root (pivot_root: enroot under pyxis needs a
+# user namespace, which the kernel refuses in a chroot), with /proc, /sys,
+# /dev, /etc/hosts, the state dir and the repo bound into it at the same
+# paths, a tmpfs on its /run, and auth/slurm instead of munge (see
 # README.md here). `down` undoes every mount.
 #
 # With DGM_PRODUCTION=1 at `up` the cluster runs as production GPU sites
@@ -72,6 +74,11 @@ usage: cluster.sh COMMAND [ARGS]
   nvml set LINE...          reset, then append LINEs (e.g. fail.n2=init report=2)
   nvml add LINE...          append LINEs to the control file
   nvml lib off|on           hide / restore the fake libnvidia-ml.so.1
+  pyxis SO [before|after] [ARGS...]
+                            put pyxis (spank_pyxis.so, tests/containers/build.sh) in the test
+                            plugstack, before or after (default) the plugin's entry, with
+                            /run/pyxis and an enroot config for unprivileged users
+  pyxis off                 take pyxis out again (down does it too)
   nvml log                  print the fake NVML init log
   nvml clear-log            empty the fake NVML init log
 State dir: $D  (DGM_CLUSTER_DIR)
@@ -556,7 +563,10 @@ start_slurmctld() {
 # start_slurmd NAME: start one node in its own UTS and mount namespaces (the
 # latter so that `hide` can make a file vanish on this node alone), record
 # pid and namespace. In a root, the node also gets its own /run/slurm: every
-# slurmd of 23.11+ listens on /run/slurm/sack.socket (auth/slurm).
+# slurmd of 23.11+ listens on /run/slurm/sack.socket (auth/slurm). There
+# the root becomes the node's real root (pivot_root, then the host's tree
+# detached), not a chroot: the kernel refuses a chrooted process a user
+# namespace (EPERM), which enroot needs under pyxis (tests/cluster/pyxis.rs).
 start_slurmd() {
     local name=$1 pid i ns
     if [ -n "$ROOT" ]; then
@@ -565,7 +575,9 @@ start_slurmd() {
             unshare --uts --mount --propagation private bash -c 'hostname "$1" &&
                 mount -t tmpfs -o mode=0755,size=1m dgm-run-slurm "$3/run/slurm" &&
                 if [ "$4" -gt 0 ]; then . "$5" && private_dev "$3/dev" "$4"; fi &&
-                exec chroot "$3" /usr/sbin/slurmd -D -N "$1" -f "$2"' \
+                mount --rbind "$3" "$3" && cd "$3" && pivot_root . mnt &&
+                cd / && umount -l /mnt &&
+                exec /usr/sbin/slurmd -D -N "$1" -f "$2"' \
             bash "$name" "$D/slurm.conf" "$ROOT" "$(dev_gpus "$name")" "$SCRIPT_DIR/private-dev.sh"
     else
         launch "$D/pids/slurmd-$name.pid" "$D/log/slurmd-$name.stderr" \
@@ -719,6 +731,8 @@ do_down() {
         fi
     fi
     rm -f "$D/pids/reapers"
+    # pyxis' runtime dirs (a root's /run/pyxis before its /run is unmounted)
+    pyxis_off
     # the root's mounts, once nothing runs in it
     unmount_root
     # restore what we changed outside the state dir
@@ -814,9 +828,13 @@ cmd_env() {
     echo "export DGM_CLUSTER_MODE=$MODE"
 }
 
+# plugin_snippet: the plugin's plugstack snippet, which `plugin` writes.
+plugin_snippet() { echo "$D/plugstack.conf.d/desi-gpu-map-test.conf"; }
+
 cmd_plugin() {
     require_up
-    local f=$D/plugstack.conf.d/desi-gpu-map-test.conf
+    local f
+    f=$(plugin_snippet)
     [ $# -ge 1 ] || die "usage: cluster.sh plugin required|optional SO_PATH [ARGS...] | plugin off"
     case "$1" in
         off)
@@ -830,6 +848,92 @@ cmd_plugin() {
     mkdir -p "$D/plugstack.conf.d"
     echo "$*" >"$f.tmp"
     mv -f "$f.tmp" "$f"
+}
+
+# ---------------------------------------------------------------- pyxis
+# pyxis and enroot (tests/containers/build.sh) run where the series'
+# slurmstepd runs: on the host, or inside the root. Everything made here is
+# recorded in pids/ and undone by `pyxis off` and `down`.
+PYXIS_SNIPPETS=(00-pyxis.conf zz-pyxis.conf)
+# enroot's per-user dirs, as enroot sees them (in the root for a series
+# that runs there); 1777 so that every test user makes its own.
+ENROOT_BASE=/tmp/enroot-run
+ENROOT_DROPIN=/etc/enroot/enroot.conf.d/desi-gpu-map-test.conf
+
+# pyxis SO [before|after] [ARGS...]: pyxis' plugstack line, in a snippet
+# whose name sorts (glob(3), which Slurm's `include` uses, sorts in the C
+# locale here) before or after the plugin's own snippet.
+cmd_pyxis() {
+    need_root
+    require_up
+    [ $# -ge 1 ] || die "usage: cluster.sh pyxis SO [before|after] [ARGS...] | pyxis off"
+    if [ "$1" = off ]; then
+        pyxis_off
+        return 0
+    fi
+    local so=$1 order=after snippet
+    shift
+    case "${1:-}" in before | after) order=$1; shift ;; esac
+    [ -f "$so" ] || die "no $so (build it with tests/containers/build.sh SERIES [ROOT])"
+    [ -x "$ROOT/usr/local/bin/enroot" ] || die "no enroot in ${ROOT:-/}/usr/local/bin (tests/containers/build.sh installs it)"
+    case $order in before) snippet=${PYXIS_SNIPPETS[0]} ;; after) snippet=${PYXIS_SNIPPETS[1]} ;; esac
+    # The plugin's snippet name is cmd_plugin's; check that the chosen
+    # name really sorts on the asked side of it.
+    local first
+    first=$(printf '%s\n' "$snippet" "$(basename "$(plugin_snippet)")" | LC_ALL=C sort | head -n 1)
+    if { [ $order = before ] && [ "$first" != "$snippet" ]; } || { [ $order = after ] && [ "$first" = "$snippet" ]; }; then
+        die "pyxis' snippet $snippet would not sort $order $(basename "$(plugin_snippet)"): rename PYXIS_SNIPPETS"
+    fi
+    pyxis_runtime
+    rm -f "${PYXIS_SNIPPETS[@]/#/$D/plugstack.conf.d/}"
+    echo "required $so $*" >"$D/plugstack.conf.d/$snippet.tmp"
+    mv -f "$D/plugstack.conf.d/$snippet.tmp" "$D/plugstack.conf.d/$snippet"
+}
+
+# pyxis_runtime: what pyxis and enroot need at run time, made once:
+# /run/pyxis (pyxis' runtime_path, where slurmstepd makes a dir per uid;
+# a root's /run is the cluster's tmpfs), and an enroot drop-in that puts
+# each user's runtime, cache and data under ENROOT_BASE, per node: the
+# nodes share /tmp, and a step's container has one name on every node.
+pyxis_runtime() {
+    if [ ! -d "$ROOT/run/pyxis" ]; then
+        mkdir -p "$ROOT/run/pyxis"
+        touch "$D/pids/created-run-pyxis"
+    fi
+    if [ ! -e "$D/pids/created-enroot-base" ]; then
+        [ ! -e "$ROOT$ENROOT_BASE" ] || die "$ROOT$ENROOT_BASE exists and is not ours; remove it"
+        mkdir -p "$ROOT$ENROOT_BASE"
+        chmod 1777 "$ROOT$ENROOT_BASE"
+        touch "$D/pids/created-enroot-base"
+    fi
+    mkdir -p "$(dirname "$ROOT$ENROOT_DROPIN")"
+    cat >"$ROOT$ENROOT_DROPIN" <<EOF
+# tests/cluster/cluster.sh pyxis: removed by pyxis off and down
+ENROOT_RUNTIME_PATH $ENROOT_BASE/user-\$(id -u)/\$(hostname)/run
+ENROOT_CACHE_PATH   $ENROOT_BASE/user-\$(id -u)/\$(hostname)/cache
+ENROOT_DATA_PATH    $ENROOT_BASE/user-\$(id -u)/\$(hostname)/data
+EOF
+    echo "$ROOT$ENROOT_DROPIN" >"$D/pids/created-enroot-dropin"
+}
+
+# pyxis_off: undo cmd_pyxis; safe to repeat, and after a failed `up`.
+pyxis_off() {
+    [ -d "$D/pids" ] || return 0
+    rm -f "${PYXIS_SNIPPETS[@]/#/$D/plugstack.conf.d/}"
+    if [ -e "$D/pids/created-enroot-dropin" ]; then
+        rm -f "$(cat "$D/pids/created-enroot-dropin")"
+        rm -f "$D/pids/created-enroot-dropin"
+    fi
+    if [ -e "$D/pids/created-enroot-base" ]; then
+        # Containers a failed step left: files the users made, some read-only.
+        chmod -R u+w "$ROOT$ENROOT_BASE" 2>/dev/null || true
+        rm -rf "$ROOT$ENROOT_BASE"
+        rm -f "$D/pids/created-enroot-base"
+    fi
+    if [ -e "$D/pids/created-run-pyxis" ]; then
+        rm -rf "$ROOT/run/pyxis"
+        rm -f "$D/pids/created-run-pyxis"
+    fi
 }
 
 cmd_plugstack_include() {
@@ -926,7 +1030,8 @@ cmd_hide() {
     case "$2" in "$D"/?*) ;; *) die "hide: $2 is not under $D" ;; esac
     pid=$(cat "$D/pids/slurmd-$1.pid" 2>/dev/null) || die "no node $1"
     pid_is "$pid" slurmd || die "slurmd $1 is not running"
-    nsenter -t "$pid" -m mount -t tmpfs -o size=1m dgm-hidden "$ROOT$2"
+    # The node's mount namespace has the root (if any) as its own root.
+    nsenter -t "$pid" -m mount -t tmpfs -o size=1m dgm-hidden "$2"
 }
 
 # unhide nI DIR: undo `hide`.
@@ -937,7 +1042,7 @@ cmd_unhide() {
     local pid
     pid=$(cat "$D/pids/slurmd-$1.pid" 2>/dev/null) || die "no node $1"
     pid_is "$pid" slurmd || die "slurmd $1 is not running"
-    nsenter -t "$pid" -m umount "$ROOT$2"
+    nsenter -t "$pid" -m umount "$2"
 }
 
 main() {
@@ -955,6 +1060,7 @@ main() {
         resume) cmd_resume "$@" ;;
         status) cmd_status ;;
         nvml) cmd_nvml "$@" ;;
+        pyxis) cmd_pyxis "$@" ;;
         hide) cmd_hide "$@" ;;
         unhide) cmd_unhide "$@" ;;
         -h | --help | help) usage ;;

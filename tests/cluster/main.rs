@@ -20,5 +20,6 @@ mod mps;
 mod podman;
 mod production;
 mod prolog;
+mod pyxis;
 mod sources;
 mod vendors;

@@ -21,6 +21,10 @@ root=$cache/$suite
 
 # Slurm and what tests/package/deb-smoke.sh runs inside the root (man).
 packages=slurm-wlm,libslurm-dev,man-db,groff-base
+# What enroot runs (tests/containers/build.sh installs enroot itself here:
+# the series' slurmstepd, and so pyxis and enroot, run in the root); its
+# 10-shadow hook runs grpck and pwck (passwd), which sid's minimal root lacks.
+packages=$packages,jq,parallel,squashfs-tools,zstd,squashfuse,fuse-overlayfs,passwd
 components=main
 # Slurm's gpu/nvml plugin (gres.conf AutoDetect=nvml, tests/cluster/autodetect.sh)
 # is in contrib, built for these suites only (not bookworm's 22.05).

@@ -49,10 +49,9 @@ pub const SNIPPET: &str = "zz-desi-gpu-map.conf";
 /// it (packaging/README.md).
 pub const OLD_SNIPPET: &str = "desi-gpu-map.conf";
 
-/// SPANK plugins that move each task into a container, with the options
-/// that make a step use one: pyxis (NVIDIA's, over enroot).
-pub const CONTAINER_PLUGINS: [(&str, &[&str]); 1] =
-    [("pyxis", &["container-image", "container-name"])];
+/// SPANK plugins that move each task into a container, by `plugin_name`:
+/// pyxis (NVIDIA's, over enroot).
+pub const CONTAINER_PLUGINS: [&str; 1] = ["pyxis"];
 
 /// The flag set to `1` in every mapped task, unless the site names another
 /// (plugstack `flag=`).

@@ -1,5 +1,5 @@
 //! The symbols Slurm looks up in the `.so`: the plugin's identity and the
-//! six hooks it implements.
+//! seven hooks it implements.
 //!
 //! slurm-spank's `SPANK_PLUGIN!` exports every SPANK hook. Slurm calls each
 //! hook it finds, in every task, and forks a `slurmstepd spank prolog` and
@@ -51,6 +51,7 @@ hooks! {
     slurm_spank_init => init,
     slurm_spank_init_post_opt => init_post_opt,
     slurm_spank_user_init => user_init,
+    slurm_spank_task_init_privileged => task_init_privileged,
     slurm_spank_task_init => task_init,
     slurm_spank_task_exit => task_exit,
     slurm_spank_exit => exit,

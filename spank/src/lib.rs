@@ -308,7 +308,7 @@ unsafe impl Plugin for DesiGpuMap {
         let mut plan = node::plan(spank, self.config(), self.request.as_ref());
         self.start_mps(spank, &mut plan);
         if let StepPlan::Map(_) = plan {
-            self.beside = task::Beside::found(spank);
+            self.beside = task::Beside::found();
         }
         let took = started.elapsed().as_micros();
         log::debug!("user_init took {took} us ({})", plan.kind());

@@ -4,8 +4,8 @@ use desi_gpu_map_core::cpuset::{CpuSet, MAX_CPUS};
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::mps::Mps;
 use desi_gpu_map_core::step::{
-    asked_after, carry_out, task_outcome, unreadable_task, Container, StepPlan, TaskCpus,
-    TaskInputs, TaskOutcome,
+    carry_out, container_plugin_after, task_outcome, unreadable_task, Container, StepPlan,
+    TaskCpus, TaskInputs, TaskOutcome,
 };
 use desi_gpu_map_host::process::mount_namespace;
 use slurm_spank::SpankHandle;
@@ -37,16 +37,15 @@ pub struct Beside {
     /// that ran first. (Slurm's own job container, where there is one, is
     /// joined before.)
     mount_ns: Option<u64>,
-    /// A container plugin that runs after this one, which the step asks.
+    /// A container plugin that runs after this one.
     after: Option<&'static str>,
 }
 
 impl Beside {
-    pub fn found(spank: &SpankHandle) -> Beside {
-        let env = |name: &str| spank.getenv_lossy(name).ok().flatten();
+    pub fn found() -> Beside {
         Beside {
             mount_ns: None,
-            after: asked_after(&crate::copies::loaded_after(), &env),
+            after: container_plugin_after(&crate::copies::loaded_after()),
         }
     }
 

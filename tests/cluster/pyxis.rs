@@ -31,10 +31,11 @@ const USER: &str = USERS[0].0;
 /// Where pyxis runs relative to this plugin in plugstack.conf.
 #[derive(Clone, Copy, Debug)]
 enum Order {
-    /// This plugin's `task_init` first, then pyxis' (the order of the
-    /// packaged snippets' names, `desi-gpu-map.conf` < `pyxis.conf`).
+    /// This plugin's `task_init` first, then pyxis' (a snippet named to
+    /// sort before `pyxis.conf`, as 0.1.0's `desi-gpu-map.conf` did).
     PluginThenPyxis,
-    /// pyxis' `task_init` first: this plugin's runs inside the container.
+    /// pyxis' `task_init` first, the packaged order (`zz-desi-gpu-map.conf`
+    /// sorts after `pyxis.conf`): this plugin's runs inside the container.
     PyxisThenPlugin,
 }
 
@@ -187,23 +188,62 @@ fn check_case(case: &Case, order: Order, image: &str) {
     );
 }
 
-/// The shared layout tables in the plain image, pyxis after this plugin:
-/// every task's row as without a container (enroot hands the container none
-/// of the caller's variables, so pyxis copies back no GPU list).
-#[test]
-fn plain_image_plugin_then_pyxis_keeps_every_layouts_rows() {
-    let image = image("plain");
-    for case in EVERY_LAYOUT.iter().chain(PARTIAL_AND_ROTATE) {
-        check_case(case, Order::PluginThenPyxis, &image);
-    }
-}
-
-/// The same with pyxis first: this plugin maps inside the container.
+/// The shared layout tables in the plain image, pyxis first (the packaged
+/// order: `zz-desi-gpu-map.conf` sorts after `pyxis.conf`): this plugin
+/// maps inside the container, every task's row as without one.
 #[test]
 fn plain_image_pyxis_then_plugin_keeps_every_layouts_rows() {
     let image = image("plain");
     for case in EVERY_LAYOUT.iter().chain(PARTIAL_AND_ROTATE) {
         check_case(case, Order::PyxisThenPlugin, &image);
+    }
+}
+
+/// `rows` as a step whose flag was withheld has them.
+fn unflagged(rows: &[&str]) -> Vec<String> {
+    rows.iter()
+        .map(|r| match r.strip_suffix(" 1") {
+            Some(bound) => format!("{bound} unset"),
+            None => r.to_string(),
+        })
+        .collect()
+}
+
+/// The nodes of `rows` with a bound task: each says a container's line once.
+fn bound_nodes(rows: &[&str]) -> usize {
+    let mut nodes: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.ends_with(" 1"))
+        .filter_map(|r| r.split(' ').nth(1))
+        .collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes.len()
+}
+
+/// pyxis after this plugin, which cannot see what the image will set: each
+/// task is bound as without a container, but not flagged, and each node
+/// says why once, naming the order to fix.
+#[test]
+fn plugin_before_pyxis_binds_withholds_the_flag_and_says_why() {
+    let image = image("plain");
+    for case in EVERY_LAYOUT {
+        let _p = with_pyxis(Order::PluginThenPyxis, case.plugstack);
+        let _held = case.held.map(|(node, gres)| hold(node, gres));
+        let ran = in_image(case.srun, &image).ok();
+        ran_in_the_image(&ran);
+        no_containers_left(&ran);
+        let want = unflagged(case.rows);
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        let ran = ran.rows_are(&want);
+        let said = ran
+            .said()
+            .iter()
+            .filter(|l| {
+                l.contains("pyxis runs after desi-gpu-map") && l.contains("zz-desi-gpu-map.conf")
+            })
+            .count();
+        assert_eq!(said, bound_nodes(case.rows), "one line per node: {ran}");
     }
 }
 
@@ -225,7 +265,8 @@ fn plain_image_without_the_option_keeps_slurms_list() {
 /// The image's `CUDA_VISIBLE_DEVICES` with the user's
 /// `--container-env=CUDA_VISIBLE_DEVICES`, which pyxis does not overwrite:
 /// the binding holds in both orders (pyxis first: it leaves Slurm's list,
-/// which this plugin then maps).
+/// which this plugin then maps; pyxis last: flagged only in that order, as
+/// this plugin cannot see the user's `--container-env`).
 #[test]
 fn sets_gpu_image_with_container_env_keeps_the_binding() {
     let image = image("sets-gpu");
@@ -239,85 +280,130 @@ fn sets_gpu_image_with_container_env_keeps_the_binding() {
             .ok();
             ran_in_the_image(&ran);
             no_containers_left(&ran);
-            ran.rows_are(case.rows);
+            match order {
+                Order::PyxisThenPlugin => ran.rows_are(case.rows),
+                Order::PluginThenPyxis => {
+                    let want = unflagged(case.rows);
+                    ran.rows_are(&want.iter().map(String::as_str).collect::<Vec<_>>())
+                }
+            };
         }
     }
 }
 
-/// What a task's row may be when the image sets `CUDA_VISIBLE_DEVICES`:
-/// the binding held (`want`, flag 1), or no flag at all with a line from
-/// the plugin that says why. Never the flag over a list the plugin did not
-/// give. Returns the rows that lost their binding.
-#[track_caller]
-fn held_or_unflagged(ran: &Ran, want: &[&str]) -> usize {
-    let got = ran.rows();
-    let got: Vec<&str> = got.lines().collect();
-    assert_eq!(got.len(), want.len(), "one row per task: {ran}");
-    let mut lost = 0;
-    for (got, want) in got.iter().zip(want) {
-        if got == want {
-            continue;
-        }
-        lost += 1;
-        let words: Vec<&str> = got.split(' ').collect();
-        assert_eq!(
-            words.get(4),
-            Some(&"unset"),
-            "task {}: DESI_GPU_MAPPED=1 over CUDA_VISIBLE_DEVICES={}, which the plugin did not \
-             give (its binding: {want:?}): {ran}",
-            words[0],
-            words.get(3).unwrap_or(&"?"),
-        );
-    }
-    if lost > 0 {
-        assert!(
-            !ran.said().is_empty(),
-            "{lost} tasks lost their binding and the plugin said nothing: {ran}"
-        );
-    }
-    lost
-}
-
-/// EXPECTED TO FAIL until the plugin detects a container plugin's
-/// overwrite. pyxis after this plugin, an image that sets
-/// `CUDA_VISIBLE_DEVICES`: measured with pyxis 0.24.0 on 22.05, every task
-/// sees `all-from-image` with `DESI_GPU_MAPPED=1`, a flag that claims a
-/// binding the task no longer has. Right: the binding held, or no flag and
-/// a line that says why.
+/// pyxis first (the packaged order), an image that sets
+/// `CUDA_VISIBLE_DEVICES`, which pyxis copies over Slurm's list: this
+/// plugin binds each task from Slurm's list over it, flags it, and each
+/// node says so once (measured before the fix: every task saw
+/// `all-from-image`, unflagged, and the plugin blamed Slurm).
 #[test]
-fn sets_gpu_image_plugin_then_pyxis_never_flags_a_lost_binding() {
+fn an_images_gpu_list_after_pyxis_is_bound_over_and_said_once_per_node() {
+    let image = image("sets-gpu");
+    for case in &EVERY_LAYOUT[..3] {
+        let _p = with_pyxis(Order::PyxisThenPlugin, &[]);
+        let ran = in_image(case.srun, &image).ok();
+        ran_in_the_image(&ran);
+        no_containers_left(&ran);
+        let ran = ran.rows_are(case.rows).never_says("Slurm narrowed");
+        let said = ran
+            .said()
+            .iter()
+            .filter(|l| {
+                l.contains(
+                    "the container's environment set CUDA_VISIBLE_DEVICES to \"all-from-image\"",
+                ) && l.contains("binding each task from Slurm's list over it")
+            })
+            .count();
+        assert_eq!(said, bound_nodes(case.rows), "one line per node: {ran}");
+    }
+}
+
+/// pyxis after this plugin, an image that sets `CUDA_VISIBLE_DEVICES`: the
+/// image's list replaces the binding after this plugin's `task_init`, so no
+/// task may be flagged (measured before the fix: every task saw
+/// `all-from-image` with `DESI_GPU_MAPPED=1`), and each node says why.
+#[test]
+fn an_images_gpu_list_before_pyxis_is_never_flagged() {
     let image = image("sets-gpu");
     for case in &EVERY_LAYOUT[..2] {
         let _p = with_pyxis(Order::PluginThenPyxis, &[]);
         let ran = in_image(case.srun, &image).ok();
         ran_in_the_image(&ran);
         no_containers_left(&ran);
-        held_or_unflagged(&ran, case.rows);
+        let rows = ran.rows();
+        assert!(
+            rows.lines().all(|r| r.ends_with(" all-from-image unset")),
+            "the image's list, never flagged: {ran}"
+        );
+        let said = ran
+            .said()
+            .iter()
+            .filter(|l| l.contains("pyxis runs after desi-gpu-map"))
+            .count();
+        assert_eq!(said, bound_nodes(case.rows), "one line per node: {ran}");
     }
 }
 
-/// EXPECTED TO FAIL until the plugin tells a container plugin's overwrite
-/// from Slurm's own per-task binding. pyxis first, an image that sets
-/// `CUDA_VISIBLE_DEVICES`: measured with pyxis 0.24.0 on 22.05, every task
-/// sees `all-from-image` with no flag, and the plugin says "Slurm narrowed
-/// CUDA_VISIBLE_DEVICES per task (now "all-from-image"); keeping Slurm's
-/// binding": Slurm did not, and no binding of Slurm's is kept. Right: the
-/// binding held, or no flag and a line that does not blame Slurm.
+/// The real control daemon, as cluster.sh copied it.
+fn control() -> String {
+    format!("{}/mps/bin/nvidia-cuda-mps-control", state_dir())
+}
+
+/// Each task's row, and `M rank PIPE seen|unseen`: its MPS pipe directory
+/// and whether the container sees it.
+fn mps_probe() -> String {
+    format!(
+        r#"{}; p=${{CUDA_MPS_PIPE_DIRECTORY-unset}}; if [ -d "$p" ]; then s=seen; else s=unseen; fi; echo "M $SLURM_PROCID $p $s""#,
+        probe::GPU
+    )
+}
+
+/// A step under MPS in the plain image, pyxis first: enroot mounts a fresh
+/// `/tmp`, where the daemon's pipe directory is not, so the tasks run
+/// bound without MPS and the node says which directory to mount; with
+/// `--container-mounts=/tmp` they are served, the pipe seen inside.
 #[test]
-fn sets_gpu_image_pyxis_then_plugin_keeps_the_binding_or_says_why() {
-    let image = image("sets-gpu");
-    for case in &EVERY_LAYOUT[..2] {
-        let _p = with_pyxis(Order::PyxisThenPlugin, &[]);
-        let ran = in_image(case.srun, &image).ok();
-        ran_in_the_image(&ran);
-        no_containers_left(&ran);
-        if held_or_unflagged(&ran, case.rows) > 0 {
-            assert!(
-                !ran.stderr().contains("Slurm narrowed"),
-                "the image set CUDA_VISIBLE_DEVICES, not Slurm: {ran}"
-            );
-        }
-    }
+fn mps_inside_pyxis_is_served_where_its_pipe_is_mounted_and_said_where_not() {
+    let image = image("plain");
+    let control = format!("mps_control={}", control());
+    let _p = with_pyxis(Order::PyxisThenPlugin, &[&control]);
+    let words = format!(
+        "--container-image={image} -N1 -n2 -w n1 --gpus-per-node=2 --desi-gpu-map=contiguous,mps"
+    );
+    let ran = srun(&words)
+        .user(USER)
+        .words(&["sh", "-c", &mps_probe()])
+        .ok()
+        .rows_are(&["0 n1 0 GPU-fake-n1-0 1", "1 n1 1 GPU-fake-n1-1 1"]);
+    assert!(
+        ran.lines("M ").iter().all(|l| l.ends_with(" unset unseen")),
+        "no pipe where the container does not see it: {ran}"
+    );
+    let said: Vec<String> = ran
+        .said()
+        .into_iter()
+        .filter(|l| l.contains("the container does not see the MPS pipe directory"))
+        .collect();
+    assert_eq!(said.len(), 1, "said once on the node: {ran}");
+    assert!(
+        said[0].contains("--container-mounts=/tmp") && said[0].ends_with("running without MPS"),
+        "{ran}"
+    );
+    let ran = srun(&format!("--container-mounts=/tmp {words}"))
+        .user(USER)
+        .words(&["sh", "-c", &mps_probe()])
+        .ok()
+        .rows_are(&["0 n1 0 GPU-fake-n1-0 1", "1 n1 1 GPU-fake-n1-1 1"])
+        .never_says("does not see");
+    let pipes = ran.lines("M ");
+    assert_eq!(pipes.len(), 2, "{ran}");
+    assert!(
+        pipes
+            .iter()
+            .all(|l| l.contains("/tmp/desi-gpu-map-mps.") && l.ends_with("/pipe seen")),
+        "served, the pipe seen inside: {ran}"
+    );
+    no_containers_left(&ran);
 }
 
 /// The harness' own promise: `pyxis off` (and `down`) leave nothing of

@@ -28,25 +28,20 @@ pub enum Container<'a> {
     /// that plugin left, and `pipe_seen` says whether the step's MPS pipe
     /// directory is in the task's view.
     Entered { pipe_seen: bool },
-    /// `plugin`, a container plugin that this step asks for (its option is
-    /// set), runs after this one and may replace the task's lists.
+    /// `plugin`, a container plugin, runs after this one and may replace
+    /// the task's lists, in a step that runs in its container.
     After { plugin: &'a str },
 }
 
-/// The container plugin this step asks for (its option's environment form
-/// is set: srun and sbatch export it) that runs after this plugin, among
-/// the SPANK plugins `after` it in plugstack.conf's order.
-pub fn asked_after(after: &[String], env: &dyn Fn(&str) -> Option<String>) -> Option<&'static str> {
-    env::CONTAINER_PLUGINS
+/// The first container plugin among the SPANK plugins loaded `after` this
+/// one (plugstack.conf's order). Whether a step uses it cannot be known
+/// here: its option's value reaches only its own callback, and its
+/// environment form is not in the tasks' environment under srun.
+pub fn container_plugin_after(after: &[String]) -> Option<&'static str> {
+    after
         .iter()
-        .filter(|(plugin, _)| after.iter().any(|a| a == plugin))
-        .find(|(plugin, options)| {
-            options.iter().any(|option| {
-                let form = format!("SLURM_SPANK__SLURM_SPANK_OPTION_{plugin}_{option}");
-                env(&form.replace('-', "_")).is_some_and(|v| !v.is_empty())
-            })
-        })
-        .map(|(plugin, _)| *plugin)
+        .find_map(|name| env::CONTAINER_PLUGINS.iter().find(|p| *p == name))
+        .copied()
 }
 
 impl Container<'_> {
@@ -93,10 +88,11 @@ impl Container<'_> {
                 )
             }
             Container::After { plugin } => format!(
-                "{plugin} runs after desi-gpu-map (plugstack.conf's order) and copies its \
-                 container's environment into each task, which may replace this binding: \
-                 tasks are bound but not flagged {}; load desi-gpu-map after {plugin} (the \
-                 packaged snippet's name, {}, sorts after {plugin}.conf)",
+                "{plugin} runs after desi-gpu-map (plugstack.conf's order): in a step in its \
+                 container it copies the container's environment into each task, which may \
+                 replace this binding, so tasks are bound but not flagged {}; load \
+                 desi-gpu-map after {plugin} (the packaged snippet's name, {}, sorts after \
+                 {plugin}.conf)",
                 map.flag,
                 env::SNIPPET
             ),
@@ -107,7 +103,7 @@ impl Container<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{asked_after, Container};
+    use super::{container_plugin_after, Container};
     use crate::env;
     use crate::step::testing::*;
     use crate::step::*;
@@ -180,20 +176,11 @@ mod tests {
     }
 
     #[test]
-    fn a_container_plugin_counts_after_this_one_only_where_the_step_asks_it() {
+    fn a_container_plugin_counts_where_it_is_loaded_after_this_one() {
         let after = ["other".to_string(), "pyxis".to_string()];
-        let image = |name: &str| {
-            (name == "SLURM_SPANK__SLURM_SPANK_OPTION_pyxis_container_image")
-                .then(|| "/img.sqsh".to_string())
-        };
-        assert_eq!(asked_after(&after, &image), Some("pyxis"));
-        assert_eq!(asked_after(&after, &|_| None), None, "not asked");
-        assert_eq!(asked_after(&after[..1], &image), None, "pyxis runs first");
-        let named = |name: &str| {
-            (name == "SLURM_SPANK__SLURM_SPANK_OPTION_pyxis_container_name")
-                .then(|| "mine".to_string())
-        };
-        assert_eq!(asked_after(&after, &named), Some("pyxis"));
+        assert_eq!(container_plugin_after(&after), Some("pyxis"));
+        assert_eq!(container_plugin_after(&after[..1]), None);
+        assert_eq!(container_plugin_after(&[]), None);
     }
 
     #[test]

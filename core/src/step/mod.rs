@@ -51,7 +51,7 @@ pub(crate) mod testing;
 
 pub use aside::{Aside, Unmapped};
 pub use binding::slurm_bound_here;
-pub use container::{asked_after, Container};
+pub use container::{container_plugin_after, Container};
 pub use decision::StepPlan;
 pub use given::Given;
 pub use ids::{is_special_step, parse_step_id, special_step_name, step_tag, StepIdentity};

@@ -247,6 +247,22 @@ fn plugin_before_pyxis_binds_withholds_the_flag_and_says_why() {
     }
 }
 
+/// `closest` inside pyxis's container, pyxis first: the rows and the
+/// plugin's lines are those of the same step without a container (this
+/// cluster binds no CPUs, so `closest` says once per node that it places the
+/// tasks contiguously, inside as outside).
+#[test]
+fn closest_inside_pyxis_maps_and_says_as_without_a_container() {
+    let image = image("plain");
+    let _p = with_pyxis(Order::PyxisThenPlugin, &[]);
+    let words = "-N2 -n8 --ntasks-per-node=4 -w n[1-2] --gpus-per-node=4 --desi-gpu-map=closest";
+    let outside = step(words).ok().rows_are(&EIGHT_ONE_GPU_EACH);
+    let inside = in_image(words, &image).ok().rows_are(&EIGHT_ONE_GPU_EACH);
+    ran_in_the_image(&inside);
+    no_containers_left(&inside);
+    assert_eq!(inside.said(), outside.said(), "inside: {inside}\noutside: {outside}");
+}
+
 /// Steps that ask for no mapping, in the plain image: Slurm's list, no
 /// flag, in both orders.
 #[test]

@@ -260,7 +260,11 @@ fn closest_inside_pyxis_maps_and_says_as_without_a_container() {
     let inside = in_image(words, &image).ok().rows_are(&EIGHT_ONE_GPU_EACH);
     ran_in_the_image(&inside);
     no_containers_left(&inside);
-    assert_eq!(inside.said(), outside.said(), "inside: {inside}\noutside: {outside}");
+    assert_eq!(
+        inside.said(),
+        outside.said(),
+        "inside: {inside}\noutside: {outside}"
+    );
 }
 
 /// Steps that ask for no mapping, in the plain image: Slurm's list, no

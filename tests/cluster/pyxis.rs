@@ -221,6 +221,18 @@ fn bound_nodes(rows: &[&str]) -> usize {
     nodes.len()
 }
 
+/// Each node with a bound task said a line holding every one of `parts`
+/// once, and no other node did.
+#[track_caller]
+fn said_once_per_node(ran: &Ran, rows: &[&str], parts: &[&str]) {
+    let said = ran
+        .said()
+        .iter()
+        .filter(|l| parts.iter().all(|p| l.contains(p)))
+        .count();
+    assert_eq!(said, bound_nodes(rows), "one line per node: {ran}");
+}
+
 /// pyxis after this plugin, which cannot see what the image will set: each
 /// task is bound as without a container, but not flagged, and each node
 /// says why once, naming the order to fix.
@@ -236,14 +248,11 @@ fn plugin_before_pyxis_binds_withholds_the_flag_and_says_why() {
         let want = unflagged(case.rows);
         let want: Vec<&str> = want.iter().map(String::as_str).collect();
         let ran = ran.rows_are(&want);
-        let said = ran
-            .said()
-            .iter()
-            .filter(|l| {
-                l.contains("pyxis runs after desi-gpu-map") && l.contains("zz-desi-gpu-map.conf")
-            })
-            .count();
-        assert_eq!(said, bound_nodes(case.rows), "one line per node: {ran}");
+        said_once_per_node(
+            &ran,
+            case.rows,
+            &["pyxis runs after desi-gpu-map", "zz-desi-gpu-map.conf"],
+        );
     }
 }
 
@@ -325,16 +334,14 @@ fn an_images_gpu_list_after_pyxis_is_bound_over_and_said_once_per_node() {
         ran_in_the_image(&ran);
         no_containers_left(&ran);
         let ran = ran.rows_are(case.rows).never_says("Slurm narrowed");
-        let said = ran
-            .said()
-            .iter()
-            .filter(|l| {
-                l.contains(
-                    "the container's environment set CUDA_VISIBLE_DEVICES to \"all-from-image\"",
-                ) && l.contains("binding each task from Slurm's list over it")
-            })
-            .count();
-        assert_eq!(said, bound_nodes(case.rows), "one line per node: {ran}");
+        said_once_per_node(
+            &ran,
+            case.rows,
+            &[
+                "the container's environment set CUDA_VISIBLE_DEVICES to \"all-from-image\"",
+                "binding each task from Slurm's list over it",
+            ],
+        );
     }
 }
 
@@ -355,12 +362,7 @@ fn an_images_gpu_list_before_pyxis_is_never_flagged() {
             rows.lines().all(|r| r.ends_with(" all-from-image unset")),
             "the image's list, never flagged: {ran}"
         );
-        let said = ran
-            .said()
-            .iter()
-            .filter(|l| l.contains("pyxis runs after desi-gpu-map"))
-            .count();
-        assert_eq!(said, bound_nodes(case.rows), "one line per node: {ran}");
+        said_once_per_node(&ran, case.rows, &["pyxis runs after desi-gpu-map"]);
     }
 }
 

@@ -2,8 +2,8 @@
 //! committed as packaging/man/desi-gpu-map.1. This test fails when the two
 //! drift apart; `make man` (UPDATE_MAN=1) rewrites the committed page.
 //! Test code only (here and at its `mod` line in main.rs): no binary
-//! holds it, so its `expect`s are the test's own assertions, and the
-//! plugin never links any of it.
+//! holds it, and the plugin never links any of it. What can fail is an
+//! error value that the test returns.
 
 #![cfg(test)]
 
@@ -12,6 +12,7 @@ use crate::args as cli;
 use clap::CommandFactory;
 use clap_mangen::Man;
 use roff::{bold, roman, Roff};
+use std::error::Error;
 use std::path::Path;
 
 const PAGE: &str = "packaging/man/desi-gpu-map.1";
@@ -21,28 +22,30 @@ const PREAMBLE: &str = ".ie \\n(.g .ds Aq \\(aq\n.el .ds Aq '\n";
 
 type Render = fn(&Man, &mut dyn std::io::Write) -> std::io::Result<()>;
 
+type Rendered = Result<String, Box<dyn Error>>;
+
 /// One clap_mangen section without the preamble and, if `body_only`, without
 /// its `.SH` heading, so that sections of subcommands nest under ours.
-fn section(man: &Man, render: Render, body_only: bool) -> String {
+fn section(man: &Man, render: Render, body_only: bool) -> Rendered {
     let mut out = Vec::new();
-    render(man, &mut out).expect("render to memory");
-    let text = String::from_utf8(out).expect("roff is UTF-8");
+    render(man, &mut out)?;
+    let text = String::from_utf8(out)?;
     let text = text.strip_prefix(PREAMBLE).unwrap_or(&text).to_string();
-    match text.split_once('\n') {
+    Ok(match text.split_once('\n') {
         Some((first, rest)) if body_only && first.starts_with(".SH") => rest.to_string(),
         _ => text,
-    }
+    })
 }
 
 /// Our own text, escaped by the same roff writer (its preamble removed).
-fn ours(roff: &Roff) -> String {
+fn ours(roff: &Roff) -> Rendered {
     let mut out = Vec::new();
-    roff.to_writer(&mut out).expect("render to memory");
-    let text = String::from_utf8(out).expect("roff is UTF-8");
-    text.strip_prefix(PREAMBLE).unwrap_or(&text).to_string()
+    roff.to_writer(&mut out)?;
+    let text = String::from_utf8(out)?;
+    Ok(text.strip_prefix(PREAMBLE).unwrap_or(&text).to_string())
 }
 
-fn render_page() -> String {
+fn render_page() -> Rendered {
     let mut cmd = cli::Cli::command();
     cmd.build();
     let top = Man::new(cmd.clone());
@@ -59,13 +62,13 @@ fn render_page() -> String {
         ".TH DESI-GPU-MAP 1 \"\" \"desi-gpu-map {}\" \"User Commands\"\n",
         cmd.get_version().unwrap_or_default()
     );
-    page += &section(&top, Man::render_name_section, false);
-    page += &section(&top, Man::render_synopsis_section, false);
+    page += &section(&top, Man::render_name_section, false)?;
+    page += &section(&top, Man::render_synopsis_section, false)?;
     for (_, man) in &subs {
         page += ".br\n";
-        page += &section(man, Man::render_synopsis_section, true);
+        page += &section(man, Man::render_synopsis_section, true)?;
     }
-    page += &section(&top, Man::render_description_section, false);
+    page += &section(&top, Man::render_description_section, false)?;
     page += &ours(Roff::new().control("PP", []).text([
         roman("The tasks of a job step are bound to GPUs by the "),
         bold("desi_gpu_map"),
@@ -80,15 +83,15 @@ fn render_page() -> String {
         roman(" needs no Slurm and previews the binding each task would get, and "),
         bold("show"),
         roman(", run inside a task, reports the binding the task got."),
-    ]));
-    page += &section(&top, Man::render_options_section, false);
+    ]))?;
+    page += &section(&top, Man::render_options_section, false)?;
     page += ".SH COMMANDS\n";
     for (sub, man) in &subs {
         let mut head = Roff::new();
         head.control("SS", [format!("desi-gpu-map {}", sub.get_name()).as_str()]);
-        page += &ours(&head);
-        page += &section(man, Man::render_description_section, true);
-        page += &section(man, Man::render_options_section, true);
+        page += &ours(&head)?;
+        page += &section(man, Man::render_description_section, true)?;
+        page += &section(man, Man::render_options_section, true)?;
         if let Some(after) = sub.get_after_long_help().or_else(|| sub.get_after_help()) {
             // Examples keep their lines and indentation: no-fill mode.
             let mut roff = Roff::new();
@@ -97,7 +100,7 @@ fn render_page() -> String {
                 roff.text([roman(line)]);
             }
             roff.control("fi", []);
-            page += &ours(&roff);
+            page += &ours(&roff)?;
         }
     }
     page += &ours(
@@ -137,23 +140,24 @@ fn render_page() -> String {
                 bold("spank"),
                 roman("(8)"),
             ]),
-    );
-    page += &section(&top, Man::render_version_section, false);
-    page
+    )?;
+    page += &section(&top, Man::render_version_section, false)?;
+    Ok(page)
 }
 
 #[test]
-fn committed_man_page_matches_the_cli() {
+fn committed_man_page_matches_the_cli() -> Result<(), Box<dyn Error>> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(PAGE);
-    let page = render_page();
+    let page = render_page()?;
     if std::env::var_os("UPDATE_MAN").is_some_and(|v| v == "1") {
-        std::fs::write(&path, &page).expect("write the man page");
+        std::fs::write(&path, &page)?;
         eprintln!("wrote {}", path.display());
-        return;
+        return Ok(());
     }
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == page,
         "{PAGE} is out of date with src/args.rs; run `make man` and commit it"
     );
+    Ok(())
 }

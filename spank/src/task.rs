@@ -17,11 +17,7 @@ pub fn apply(spank: &SpankHandle, plan: &StepPlan, beside: &Beside) {
     }
     let node = node_name(spank);
     let outcome = match task_inputs(spank, plan.needs_task_cpus()) {
-        Ok(ids) => {
-            let mut task = ids.with_node(&node);
-            task.container = beside.container(plan);
-            task_outcome(plan, &task)
-        }
+        Ok(ids) => task_outcome(plan, &ids.with_node(&node, beside.container(plan))),
         Err(e) => unreadable_task(plan, &node, &e),
     };
     apply_outcome(spank, &outcome, &node);
@@ -76,7 +72,8 @@ impl Beside {
     }
 }
 
-/// The task's ids, read from Slurm; the node name is filled in after.
+/// The task's ids, read from Slurm; the node name and the container are
+/// filled in after.
 struct TaskIds {
     local_id: usize,
     local_count: usize,
@@ -90,7 +87,7 @@ struct TaskIds {
 }
 
 impl TaskIds {
-    fn with_node<'a>(&'a self, node: &'a str) -> TaskInputs<'a> {
+    fn with_node<'a>(&'a self, node: &'a str, container: Container<'a>) -> TaskInputs<'a> {
         TaskInputs {
             node,
             local_id: self.local_id,
@@ -104,7 +101,7 @@ impl TaskIds {
                 bind_type: self.bind_type.as_deref(),
                 bind_list: self.bind_list.as_deref(),
             },
-            container: Default::default(),
+            container,
         }
     }
 }

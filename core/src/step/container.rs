@@ -4,7 +4,7 @@
 //! namespaces (`slurm_spank_task_init` in pyxis's `pyxis_slurmstepd.c`).
 //! SPANK calls plugins in plugstack order, so which runs first decides:
 //!
-//! - run after it (the packaged `90-` snippet name), the plugin finds an
+//! - run after it (the packaged snippet's name, `env::SNIPPET`), it finds an
 //!   image's GPU list in place of Slurm's, and binds from Slurm's over it;
 //!   a step's MPS pipe directory counts only where the container sees it;
 //! - run before it, the plugin cannot see what the image will set: it binds,

@@ -25,7 +25,6 @@
 
 use crate::common::layouts::{Case, EVERY_LAYOUT};
 use crate::common::*;
-use std::process::Command;
 use std::sync::OnceLock;
 
 const ALICE: &str = USERS[0].0;
@@ -38,16 +37,9 @@ const IMAGE: &str = "localhost/dgm-busybox";
 fn installed() -> &'static (String, String) {
     static INSTALLED: OnceLock<(String, String)> = OnceLock::new();
     INSTALLED.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(repo().join("tests/containers/podman-hpc.sh"))
-            .output()
-            .expect("run tests/containers/podman-hpc.sh");
-        assert!(
-            out.status.success(),
-            "tests/containers/podman-hpc.sh failed:\n{}",
-            show(&out)
-        );
-        let wrapper = text(&out.stdout).trim().to_string();
+        let wrapper = script("tests/containers/podman-hpc.sh", &[])
+            .trim()
+            .to_string();
         let tar = std::path::Path::new(&wrapper)
             .with_file_name("image.tar")
             .display()

@@ -172,15 +172,23 @@ fn no_containers_left(after: &Ran) {
     assert!(left.is_empty(), "pyxis left {left:?} after: {after}");
 }
 
+/// [`in_image`], run as it must: every task inside the image, and no
+/// container left after it.
+#[track_caller]
+fn ran_inside(words: &str, image: &str) -> Ran {
+    let ran = in_image(words, image).ok();
+    ran_in_the_image(&ran);
+    no_containers_left(&ran);
+    ran
+}
+
 /// A case's words and rows in the image, after the same step without a
 /// container: both give the table's rows.
 fn check_case(case: &Case, order: Order, image: &str) {
     let _p = with_pyxis(order, case.plugstack);
     let _held = case.held.map(|(node, gres)| hold(node, gres));
     step(case.srun).ok().rows_are(case.rows);
-    let ran = in_image(case.srun, image).ok();
-    ran_in_the_image(&ran);
-    no_containers_left(&ran);
+    let ran = ran_inside(case.srun, image);
     let ran = ran.rows_are(case.rows);
     assert!(
         !ran.stderr().contains("desi-gpu-map:"),
@@ -242,9 +250,7 @@ fn plugin_before_pyxis_binds_withholds_the_flag_and_says_why() {
     for case in EVERY_LAYOUT {
         let _p = with_pyxis(Order::PluginThenPyxis, case.plugstack);
         let _held = case.held.map(|(node, gres)| hold(node, gres));
-        let ran = in_image(case.srun, &image).ok();
-        ran_in_the_image(&ran);
-        no_containers_left(&ran);
+        let ran = ran_inside(case.srun, &image);
         let want = unflagged(case.rows);
         let want: Vec<&str> = want.iter().map(String::as_str).collect();
         let ran = ran.rows_are(&want);
@@ -266,9 +272,7 @@ fn closest_inside_pyxis_maps_and_says_as_without_a_container() {
     let _p = with_pyxis(Order::PyxisThenPlugin, &[]);
     let words = "-N2 -n8 --ntasks-per-node=4 -w n[1-2] --gpus-per-node=4 --desi-gpu-map=closest";
     let outside = step(words).ok().rows_are(&EIGHT_ONE_GPU_EACH);
-    let inside = in_image(words, &image).ok().rows_are(&EIGHT_ONE_GPU_EACH);
-    ran_in_the_image(&inside);
-    no_containers_left(&inside);
+    let inside = ran_inside(words, &image).rows_are(&EIGHT_ONE_GPU_EACH);
     assert_eq!(
         inside.said(),
         outside.said(),
@@ -283,11 +287,8 @@ fn plain_image_without_the_option_keeps_slurms_list() {
     let image = image("plain");
     for order in ORDERS {
         let _p = with_pyxis(order, &[]);
-        let ran = in_image("-N1 -n2 -w n1 --gpus-per-node=4", &image)
-            .ok()
+        ran_inside("-N1 -n2 -w n1 --gpus-per-node=4", &image)
             .rows_are(&["0 n1 0 0,1,2,3 unset", "1 n1 1 0,1,2,3 unset"]);
-        ran_in_the_image(&ran);
-        no_containers_left(&ran);
     }
 }
 
@@ -302,13 +303,10 @@ fn sets_gpu_image_with_container_env_keeps_the_binding() {
     for order in ORDERS {
         for case in &EVERY_LAYOUT[..2] {
             let _p = with_pyxis(order, &[]);
-            let ran = in_image(
+            let ran = ran_inside(
                 &format!("--container-env=CUDA_VISIBLE_DEVICES {}", case.srun),
                 &image,
-            )
-            .ok();
-            ran_in_the_image(&ran);
-            no_containers_left(&ran);
+            );
             match order {
                 Order::PyxisThenPlugin => ran.rows_are(case.rows),
                 Order::PluginThenPyxis => {
@@ -330,9 +328,7 @@ fn an_images_gpu_list_after_pyxis_is_bound_over_and_said_once_per_node() {
     let image = image("sets-gpu");
     for case in &EVERY_LAYOUT[..3] {
         let _p = with_pyxis(Order::PyxisThenPlugin, &[]);
-        let ran = in_image(case.srun, &image).ok();
-        ran_in_the_image(&ran);
-        no_containers_left(&ran);
+        let ran = ran_inside(case.srun, &image);
         let ran = ran.rows_are(case.rows).never_says("Slurm narrowed");
         said_once_per_node(
             &ran,
@@ -354,9 +350,7 @@ fn an_images_gpu_list_before_pyxis_is_never_flagged() {
     let image = image("sets-gpu");
     for case in &EVERY_LAYOUT[..2] {
         let _p = with_pyxis(Order::PluginThenPyxis, &[]);
-        let ran = in_image(case.srun, &image).ok();
-        ran_in_the_image(&ran);
-        no_containers_left(&ran);
+        let ran = ran_inside(case.srun, &image);
         let rows = ran.rows();
         assert!(
             rows.lines().all(|r| r.ends_with(" all-from-image unset")),

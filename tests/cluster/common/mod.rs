@@ -81,14 +81,20 @@ pub fn show(out: &Output) -> String {
 
 /// Runs the harness; a failure here fails the test.
 pub fn cluster(args: &[&str]) -> String {
+    script("tests/cluster/cluster.sh", args)
+}
+
+/// Runs one of the repository's bash scripts (`path` from its root) and
+/// returns its standard output; a failure here fails the test.
+pub fn script(path: &str, args: &[&str]) -> String {
     let out = Command::new("bash")
-        .arg(repo().join("tests/cluster/cluster.sh"))
+        .arg(repo().join(path))
         .args(args)
         .output()
-        .expect("run cluster.sh");
+        .unwrap_or_else(|e| panic!("run {path}: {e}"));
     assert!(
         out.status.success(),
-        "cluster.sh {args:?} failed:\n{}",
+        "{path} {args:?} failed:\n{}",
         show(&out)
     );
     text(&out.stdout)

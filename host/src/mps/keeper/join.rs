@@ -4,12 +4,14 @@
 //! answer.
 
 use super::meet::{Answer, Ended, Request, KEEPER_COMMAND, SOCKET};
+use super::reach::{self, Unreached};
 use crate::failure::Failure;
 use crate::process::command_lines_of;
 use crate::run::POLL;
 use desi_gpu_map_core::mps::Daemon;
 use desi_gpu_map_core::text::quote;
 use rustix::net::sockopt::socket_peercred;
+use rustix::net::SocketAddrUnix;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::linux::net::SocketAddrExt;
@@ -56,25 +58,29 @@ enum Met {
 
 /// Meets the keeper at its abstract name, starting it where no task did.
 fn by_name(daemon: &Daemon, stepd: Option<u32>, deadline: Instant) -> Met {
-    let name = match SocketAddr::from_abstract_name(daemon.stem.as_bytes()) {
-        Ok(name) => name,
-        Err(e) => {
-            let why = Failure::os("cannot name the MPS keeper's socket", e);
-            return Met::Answered(Err(why));
-        }
+    let (name, addr) = match names(daemon) {
+        Ok(names) => names,
+        Err(why) => return Met::Answered(Err(why)),
     };
     let mut bound_since: Option<Instant> = None;
     loop {
-        match UnixStream::connect_addr(&name) {
+        match reach::connect(&addr, Instant::now() + SQUAT_GRACE) {
             Ok(stream) => return theirs_or_answer(stream, daemon, deadline),
-            Err(e) if e.kind() != ErrorKind::ConnectionRefused => {
+            Err(Unreached::Full(waited)) => {
+                return Met::Taken(format!(
+                    "a socket whose queue stayed full for {} ms holds the name @{}",
+                    waited.as_millis(),
+                    daemon.stem
+                ))
+            }
+            Err(Unreached::Failed(e)) => {
                 let why = Failure::os(
                     format_args!("cannot reach the MPS keeper @{}", daemon.stem),
                     e,
                 );
                 return Met::Answered(Err(why));
             }
-            Err(_) => {}
+            Err(Unreached::Refused) => {}
         }
         // No keeper yet: this task starts one, unless another just bound
         // the name, whose keeper answers the next connect.
@@ -106,6 +112,19 @@ fn by_name(daemon: &Daemon, stepd: Option<u32>, deadline: Instant) -> Met {
             return Met::Answered(Err(no_answer(daemon)));
         }
     }
+}
+
+/// The keeper's abstract name, to bind and to connect to.
+fn names(daemon: &Daemon) -> Result<(SocketAddr, SocketAddrUnix), Failure> {
+    let stem = daemon.stem.as_bytes();
+    SocketAddr::from_abstract_name(stem)
+        .and_then(|name| Ok((name, SocketAddrUnix::new_abstract_name(stem)?)))
+        .map_err(|e| {
+            Failure::os(
+                format_args!("cannot name the MPS keeper's socket @{}", daemon.stem),
+                e,
+            )
+        })
 }
 
 /// The keeper's answer where the job's user holds the name; else who does.
@@ -141,17 +160,10 @@ fn by_directory(
 ) -> Result<Daemon, Failure> {
     let mut started = false;
     loop {
-        let dirs = keepers_bases(daemon).into_iter().flat_map(|base| {
-            keepers_dirs(&Daemon {
-                base,
-                ..daemon.clone()
-            })
-        });
-        for dir in dirs {
-            if let Ok(stream) = UnixStream::connect(dir.join(SOCKET)) {
-                return answer(stream, daemon, deadline)
-                    .map_err(|why| why.then(format_args!(" ({who})")));
-            }
+        if let Some(stream) = in_directory(daemon, deadline) {
+            return stream
+                .and_then(|stream| answer(stream, daemon, deadline))
+                .map_err(|why| why.then(format_args!(" ({who})")));
         }
         if first && !started {
             start_keeper(None, daemon, stepd).map_err(|why| why.then(format_args!(" ({who})")))?;
@@ -167,6 +179,37 @@ fn by_directory(
         }
         std::thread::sleep(POLL * 10);
     }
+}
+
+/// The first keeper's socket of the step's directories that takes a
+/// connection by `deadline`; an error where one's queue stays full until
+/// then; None where no keeper listens in any.
+fn in_directory(daemon: &Daemon, deadline: Instant) -> Option<Result<UnixStream, Failure>> {
+    let dirs = keepers_bases(daemon).into_iter().flat_map(|base| {
+        keepers_dirs(&Daemon {
+            base,
+            ..daemon.clone()
+        })
+    });
+    for dir in dirs {
+        let socket = dir.join(SOCKET);
+        let Ok(addr) = SocketAddrUnix::new(&socket) else {
+            continue;
+        };
+        match reach::connect(&addr, deadline) {
+            Ok(stream) => return Some(Ok(stream)),
+            Err(Unreached::Full(waited)) => {
+                return Some(Err(Failure::new(format!(
+                    "the MPS keeper's socket {} took no connection in {} ms: its queue stayed \
+                     full",
+                    socket.display(),
+                    waited.as_millis()
+                ))))
+            }
+            Err(Unreached::Refused | Unreached::Failed(_)) => {}
+        }
+    }
+    None
 }
 
 /// Where the step's keeper may have made its directory: this task's base,
@@ -266,25 +309,24 @@ fn ask(stream: UnixStream, request: Request, deadline: Instant) -> std::io::Resu
 /// and remove its directory. No keeper: [`Ended::Done`].
 pub fn task_ended(daemon: &Daemon, deadline: Instant) -> Result<Ended, Failure> {
     let daemon = daemon.kept();
-    let stream = match SocketAddr::from_abstract_name(daemon.stem.as_bytes())
-        .and_then(|name| UnixStream::connect_addr(&name))
-    {
-        Ok(stream) => stream,
-        Err(_) => {
-            let dirs = keepers_dirs(&daemon);
-            match dirs
-                .iter()
-                .find_map(|d| UnixStream::connect(d.join(SOCKET)).ok())
-            {
-                Some(stream) => stream,
-                None => return Ok(Ended::Done),
-            }
-        }
+    // The name first, where the job's user holds it and it takes the
+    // connection soon; else the keeper's directory.
+    let named = names(&daemon).ok().and_then(|(_, addr)| {
+        let stream = reach::connect(&addr, deadline.min(Instant::now() + SQUAT_GRACE)).ok()?;
+        let (uid, _) = peer(&stream).ok()?;
+        (uid == rustix::process::getuid().as_raw()).then_some(stream)
+    });
+    let stream = match named {
+        Some(stream) => stream,
+        None => match in_directory(&daemon, deadline) {
+            Some(stream) => stream?,
+            None => return Ok(Ended::Done),
+        },
     };
     let (uid, pid) = peer(&stream)?;
     if uid != rustix::process::getuid().as_raw() {
         return Err(Failure::new(format!(
-            "the MPS keeper's socket @{} is held by uid {uid} (pid {pid}), not by the job's \
+            "the MPS keeper's socket for @{} is held by uid {uid} (pid {pid}), not by the job's \
              user",
             daemon.stem
         )));
@@ -416,5 +458,247 @@ mod tests {
         .unwrap();
         assert_eq!(keepers_dirs(&daemon), vec![ours]);
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A step no other test or process uses: its plan's daemon, in a base
+    /// of its own.
+    fn unique_step() -> Daemon {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let stem = format!("dgm-join-test.{}.{n}", std::process::id());
+        let base = std::env::temp_dir().join(&stem);
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        Daemon {
+            base,
+            stem,
+            timeout: Duration::from_secs(1),
+            ..Daemon::default()
+        }
+    }
+
+    /// A listener of `listen(0)` at `addr` and what fills its queue.
+    fn full(addr: &SocketAddrUnix) -> (OwnedFd, Vec<UnixStream>) {
+        let fd = rustix::net::socket_with(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::STREAM,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        rustix::net::bind(&fd, addr).unwrap();
+        rustix::net::listen(&fd, 0).unwrap();
+        let mut queued = Vec::new();
+        while let Ok(stream) = reach::connect(addr, Instant::now()) {
+            queued.push(stream);
+            assert!(queued.len() < 64, "a queue of listen(0) never fills");
+        }
+        (fd, queued)
+    }
+
+    /// Another user's process (uid 65534, as root can start it) holding
+    /// the name `name` with a listener of `backlog` that accepts nothing,
+    /// its queue filled where `fill`: killed by its pid when dropped.
+    struct Squatter(std::process::Child);
+
+    const SQUAT: &str = "import socket, sys, time
+n = b'\\0' + sys.argv[1].encode()
+s = socket.socket(socket.AF_UNIX); s.bind(n); s.listen(int(sys.argv[2]))
+q = []
+while sys.argv[3] == 'fill':
+    c = socket.socket(socket.AF_UNIX); c.setblocking(False)
+    try: c.connect(n)
+    except BlockingIOError: break
+    q.append(c)
+print('ready', flush=True)
+time.sleep(300)
+";
+
+    impl Squatter {
+        fn new(name: &str, backlog: u32, fill: bool) -> Squatter {
+            let fill = if fill { "fill" } else { "" };
+            let mut child = Command::new("/usr/bin/python3")
+                .args(["-c", SQUAT, name, &backlog.to_string(), fill])
+                .uid(65534)
+                .current_dir("/")
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("run python3 as uid 65534");
+            let mut line = String::new();
+            let out = child.stdout.take().unwrap();
+            let squatter = Squatter(child);
+            BufReader::new(out).read_line(&mut line).unwrap();
+            assert_eq!(line.trim(), "ready");
+            squatter
+        }
+    }
+
+    impl Drop for Squatter {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// Root can run another user's squatter; anyone else cannot.
+    fn root() -> bool {
+        let root = rustix::process::getuid().is_root();
+        if !root {
+            eprintln!("another user's squatter needs root: that case is left out");
+        }
+        root
+    }
+
+    /// `f`'s result and how long it took, which must be under `secs`: a
+    /// call that waits for ever fails the test rather than hanging it.
+    fn within<T: Send + 'static>(
+        secs: u64,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> (T, Duration) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let started = Instant::now();
+        std::thread::spawn(move || tx.send(f()));
+        let out = rx
+            .recv_timeout(Duration::from_secs(secs))
+            .unwrap_or_else(|e| panic!("no end within {secs} s: {e}"));
+        (out, started.elapsed())
+    }
+
+    /// What [`by_name`] says, as text.
+    fn met(daemon: &Daemon) -> (String, Duration) {
+        let daemon = daemon.clone();
+        within(10, move || {
+            let deadline = Instant::now() + daemon.timeout + ANSWER_MARGIN;
+            match by_name(&daemon, None, deadline) {
+                Met::Taken(who) => format!("taken: {who}"),
+                Met::Answered(answer) => format!("answered: {answer:?}"),
+            }
+        })
+    }
+
+    #[test]
+    fn a_name_that_takes_no_connection_is_taken_within_the_grace() {
+        // The job's user's own listener whose queue stays full.
+        let daemon = unique_step().kept();
+        let (_, addr) = names(&daemon).unwrap();
+        let held = full(&addr);
+        let (said, took) = met(&daemon);
+        assert!(
+            said.starts_with("taken: a socket whose queue stayed full"),
+            "{said}"
+        );
+        assert!(took < Duration::from_secs(3), "{took:?}");
+        drop(held);
+        if !root() {
+            return;
+        }
+        // Another user's: its queue filled, or not.
+        for fill in [true, false] {
+            let daemon = unique_step().kept();
+            let squatter = Squatter::new(&daemon.stem, if fill { 0 } else { 4 }, fill);
+            let (said, took) = met(&daemon);
+            let who = match fill {
+                true => "taken: a socket whose queue stayed full",
+                false => "taken: another user's process (uid 65534",
+            };
+            assert!(said.starts_with(who), "{said}");
+            assert!(took < Duration::from_secs(3), "{took:?}");
+            drop(squatter);
+            std::fs::remove_dir_all(&daemon.base).unwrap();
+        }
+    }
+
+    /// A keeper's directory of `daemon`'s step in its base, and a keeper
+    /// there that answers one `ended` with `done` (until 10 s): what it
+    /// was asked.
+    fn keeper_in_directory(daemon: &Daemon) -> std::thread::JoinHandle<String> {
+        let dir = daemon.kept().with_token(0xab).dir();
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let listener = UnixListener::bind(dir.join(SOCKET)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            let until = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < until {
+                let Ok((stream, _)) = listener.accept() else {
+                    std::thread::sleep(POLL);
+                    continue;
+                };
+                stream.set_nonblocking(false).unwrap();
+                let mut line = String::new();
+                BufReader::new(&stream).read_line(&mut line).unwrap();
+                (&stream).write_all(Ended::Done.line().as_bytes()).unwrap();
+                return line;
+            }
+            String::from("never asked")
+        })
+    }
+
+    #[test]
+    fn the_epilog_tells_the_keeper_in_its_directory_where_the_name_is_not_the_users() {
+        // The job's user's own listener whose queue stays full, and
+        // another user's, filled or not.
+        let squats: &[Option<bool>] = match root() {
+            true => &[None, Some(true), Some(false)],
+            false => &[None],
+        };
+        for squat in squats {
+            let daemon = unique_step();
+            let kept = daemon.kept();
+            let (_, addr) = names(&kept).unwrap();
+            let own = squat.is_none().then(|| full(&addr));
+            let theirs =
+                squat.map(|fill| Squatter::new(&kept.stem, if fill { 0 } else { 4 }, fill));
+            let keeper = keeper_in_directory(&daemon);
+            let told = daemon.clone();
+            let (ended, took) = within(10, move || {
+                task_ended(&told, Instant::now() + Duration::from_millis(4500))
+            });
+            assert_eq!(
+                ended.map_err(|e| e.to_string()),
+                Ok(Ended::Done),
+                "{squat:?}"
+            );
+            assert!(took < Duration::from_secs(3), "{squat:?}: {took:?}");
+            assert_eq!(keeper.join().unwrap(), "ended\n", "{squat:?}");
+            drop((own, theirs));
+            std::fs::remove_dir_all(&daemon.base).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_keepers_directory_socket_that_stays_full_is_named_at_the_deadline() {
+        let daemon = unique_step();
+        let dir = daemon.kept().with_token(0xcd).dir();
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let socket = dir.join(SOCKET);
+        let held = full(&SocketAddrUnix::new(&socket).unwrap());
+        let joining = daemon.kept();
+        let (joined, took) = within(10, move || {
+            let deadline = Instant::now() + Duration::from_millis(300);
+            by_directory(&joining, None, false, deadline, "squatted").map_err(|e| e.to_string())
+        });
+        let why = joined.unwrap_err();
+        let want = format!(
+            "the MPS keeper's socket {} took no connection in ",
+            socket.display()
+        );
+        assert!(
+            why.starts_with(&want) && why.ends_with(" (squatted)"),
+            "{why}"
+        );
+        assert!(took < Duration::from_secs(3), "{took:?}");
+        let told = daemon.clone();
+        let (ended, took) = within(10, move || {
+            task_ended(&told, Instant::now() + Duration::from_millis(300))
+                .map_err(|e| e.to_string())
+        });
+        assert!(ended.unwrap_err().starts_with(&want));
+        assert!(took < Duration::from_secs(3), "{took:?}");
+        drop(held);
+        std::fs::remove_dir_all(&daemon.base).unwrap();
     }
 }

@@ -22,7 +22,11 @@
 //!   which only the job's user can reach (mode 0700) and no one else can
 //!   make: where another user holds the name, the node's local task 0
 //!   starts the keeper without it, and every task finds the keeper by its
-//!   directory, a directory of the job's user's own (`join`).
+//!   directory, a directory of the job's user's own (`join`). A listener
+//!   that accepts nothing fills its queue, and a connect to it would wait
+//!   for ever: every connect to a keeper's socket is bounded (`reach`), a
+//!   name whose queue stays full counts as another user's, and a task
+//!   epilog tells the keeper by its directory too.
 //! - Each end proves its peer is the job's user (`SO_PEERCRED`), and the
 //!   keeper takes only tasks of its own slurmstepd.
 //! - The keeper holds a pidfd of every task that joined and of every
@@ -51,12 +55,14 @@
 //!   started it, and holds none of that task's descriptors.
 
 //! - `join`: a task's side: meet, start the keeper if none runs, and ask.
+//! - `reach`: a connect to a keeper's socket that never waits past a bound.
 //! - `serve`: the keeper's process.
 //! - `sweep`: directories a killed keeper left.
 //! - `tally`: when the node's tasks are all gone.
 
 mod join;
 mod meet;
+mod reach;
 mod serve;
 mod sweep;
 mod tally;

@@ -1,8 +1,8 @@
 //! The command line, shared with the man page generator. Values are parsed
 //! straight into the core's types, by the core's own names.
 
-use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::error::ErrorKind;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Arg, Args, Parser, Subcommand};
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::launch::LAUNCHERS;
@@ -86,7 +86,7 @@ pub struct ExecArgs {
         long,
         env = env::NVML_OPTION,
         default_value = "auto",
-        value_parser = CoreValue::<NvmlSource>::new("--nvml", nvml_forms)
+        value_parser = core_value::<NvmlSource>(nvml_forms)
     )]
     pub nvml: NvmlSource,
     #[arg(
@@ -106,6 +106,7 @@ pub struct ExecArgs {
         long,
         value_name = "PATH",
         env = env::MPS_CONTROL_PATH,
+        value_parser = path(),
         help = format!(
             "The MPS control daemon, for METHOD,mps (plugstack mps_control=) [default: {} \
              on PATH]",
@@ -115,7 +116,7 @@ pub struct ExecArgs {
     pub mps_control: Option<std::path::PathBuf>,
     /// Where each step's private MPS directory is made, for METHOD,mps
     /// (plugstack mps_dir=) [default: $TMPDIR, else /tmp].
-    #[arg(long, value_name = "DIR", env = env::MPS_DIR_OPTION)]
+    #[arg(long, value_name = "DIR", env = env::MPS_DIR_OPTION, value_parser = path())]
     pub mps_dir: Option<std::path::PathBuf>,
     /// Each MPS client's share of its GPU, for METHOD,mps (plugstack
     /// mps_share=).
@@ -302,7 +303,7 @@ pub struct PlanArgs {
     #[arg(
         long,
         default_value_t = Method::Contiguous,
-        value_parser = CoreValue::<Method>::new("--method", method_names),
+        value_parser = core_value::<Method>(method_names),
         help = format!("Mapping method: {}", method_names())
     )]
     pub method: Method,
@@ -349,7 +350,7 @@ pub struct ShowArgs {
     #[arg(
         long,
         default_value = "auto",
-        value_parser = CoreValue::<NvmlSource>::new("--nvml", nvml_forms)
+        value_parser = core_value::<NvmlSource>(nvml_forms)
     )]
     pub nvml: NvmlSource,
     #[arg(
@@ -373,12 +374,18 @@ pub struct ShowArgs {
 }
 
 /// One of a core type's names, listed in the help as clap lists choices.
-fn one_of<T>() -> impl TypedValueParser<Value = T>
+fn one_of<T>() -> Text<T>
 where
-    T: Named + FromStr + Clone + Send + Sync,
-    T::Err: std::error::Error + Send + Sync + 'static,
+    T: Named + FromStr + Clone + Send + Sync + 'static,
 {
-    PossibleValuesParser::new(names::<T>()).try_map(|name| name.parse::<T>())
+    Text {
+        parse: |text| {
+            let named = names::<T>().contains(&text);
+            named.then(|| text.parse().ok()).flatten()
+        },
+        valid: || names::<T>().join(", "),
+        choices: Some(names::<T>),
+    }
 }
 
 /// How long NVML may take, in the range of the plugin's `nvml_timeout`.
@@ -393,56 +400,94 @@ fn timeout_help() -> String {
 }
 
 /// Whole seconds in the range of the plugin's `nvml_timeout`.
-fn seconds() -> clap::builder::RangedU64ValueParser<u64> {
-    clap::value_parser!(u64).range(NVML_TIMEOUT_RANGE_S)
+fn seconds() -> Text<u64> {
+    Text {
+        parse: |text| {
+            let secs = text.parse().ok()?;
+            NVML_TIMEOUT_RANGE_S.contains(&secs).then_some(secs)
+        },
+        valid: || {
+            let range = NVML_TIMEOUT_RANGE_S;
+            format!("whole seconds from {} to {}", range.start(), range.end())
+        },
+        choices: None,
+    }
+}
+
+/// A value the core parses, refused in the core's words.
+fn core_value<T>(valid: fn() -> String) -> Text<T>
+where
+    T: FromStr + Clone + Send + Sync + 'static,
+{
+    Text {
+        parse: |text| text.parse().ok(),
+        valid,
+        choices: None,
+    }
+}
+
+/// A path that the task's variables may carry: UTF-8 text, as every
+/// variable slurmstepd sets from the prolog's lines is.
+fn path() -> Text<std::path::PathBuf> {
+    Text {
+        parse: |text| Some(text.into()),
+        valid: || "a path in UTF-8 text".to_string(),
+        choices: None,
+    }
 }
 
 fn nvml_forms() -> String {
     NvmlSource::FORMS.to_string()
 }
 
-/// A value the core parses; a bad one is refused with the value and the
-/// valid forms, in the core's words.
+/// An option's value as text: bytes that are not UTF-8 (which a variable
+/// that mirrors the option may hold) make it a bad value, as a typo does,
+/// never an unset one. A bad value is refused in one line: the option, the
+/// value quoted whole (control characters escaped, U+FFFD for the bytes
+/// that are not UTF-8) and the valid values; the error keeps the option
+/// ([`error_line`] names the variable it came from).
 #[derive(Clone)]
-struct CoreValue<T> {
-    flag: &'static str,
+struct Text<T> {
+    parse: fn(&str) -> Option<T>,
     valid: fn() -> String,
-    parsed: std::marker::PhantomData<T>,
+    /// Names to list in the help, as clap lists choices.
+    choices: Option<fn() -> Vec<&'static str>>,
 }
 
-impl<T> CoreValue<T> {
-    fn new(flag: &'static str, valid: fn() -> String) -> Self {
-        CoreValue {
-            flag,
-            valid,
-            parsed: std::marker::PhantomData,
-        }
-    }
-}
-
-impl<T> TypedValueParser for CoreValue<T>
+impl<T> TypedValueParser for Text<T>
 where
-    T: FromStr + Clone + Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
 {
     type Value = T;
 
     fn parse_ref(
         &self,
         cmd: &clap::Command,
-        _arg: Option<&Arg>,
+        arg: Option<&Arg>,
         value: &OsStr,
     ) -> Result<T, clap::Error> {
-        // Bytes that are not UTF-8 become U+FFFD, which no valid value holds.
-        let text = value.to_string_lossy();
-        text.parse().map_err(|_| {
-            let message = format!(
-                "invalid {} {}; valid values: {}\n",
-                self.flag,
-                quote(&text),
-                (self.valid)()
-            );
-            clap::Error::raw(ErrorKind::InvalidValue, message).with_cmd(cmd)
-        })
+        if let Some(parsed) = value.to_str().and_then(self.parse) {
+            return Ok(parsed);
+        }
+        let flag = arg
+            .and_then(Arg::get_long)
+            .map_or_else(|| "value".to_string(), |long| format!("--{long}"));
+        let message = format!(
+            "invalid {flag} {}; valid values: {}\n",
+            quote(&value.to_string_lossy()),
+            (self.valid)()
+        );
+        let mut error = clap::Error::raw(ErrorKind::InvalidValue, message).with_cmd(cmd);
+        if let Some(arg) = arg {
+            let shown = ContextValue::String(arg.to_string());
+            error.insert(ContextKind::InvalidArg, shown);
+        }
+        Err(error)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        let names = self.choices?();
+        Some(Box::new(names.into_iter().map(PossibleValue::new)))
     }
 }
 
@@ -502,8 +547,12 @@ pub fn error_line(e: &clap::Error) -> String {
         Some(clap::error::ContextValue::String(arg)) => arg.clone(),
         _ => return first.to_string(),
     };
-    let given = std::env::args().any(|a| a == arg || a.starts_with(&format!("{arg}=")));
     let option = arg.split(' ').next().unwrap_or_default();
+    // args_os: std::env::args would panic on a word that is not UTF-8.
+    let given = std::env::args_os().any(|a| {
+        let a = a.to_string_lossy();
+        a == option || a.starts_with(&format!("{option}="))
+    });
     let var = mirrors()
         .into_iter()
         .find(|(long, var)| long == option && std::env::var_os(var).is_some());

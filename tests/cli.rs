@@ -1654,3 +1654,157 @@ fn the_keeper_holds_none_of_the_tasks_descriptors_and_takes_its_daemon_along() {
     );
     task.wait().unwrap();
 }
+
+// ------------------------------------ the variables that mirror options
+
+/// `desi-gpu-map exec ARGS -- touch MARKER` (or, with no `args`, the task
+/// prolog) as local task 0 of 6 on 4 GPUs, with `var` set to `value`'s
+/// bytes, which need not be UTF-8.
+fn with_raw(var: &str, value: &[u8], args: &[&str], marker: &str) -> Output {
+    use std::os::unix::ffi::OsStrExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs([
+            ("SLURM_JOB_ID", "7"),
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_LOCALID", "0"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NODEID", "0"),
+            ("SLURM_STEP_TASKS_PER_NODE", "6"),
+            ("SLURMD_NODENAME", "n1"),
+            ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+            ("SLURM_STEP_GPUS", "0,1,2,3"),
+            ("SLURM_GPUS_ON_NODE", "4"),
+        ])
+        .env(var, std::ffi::OsStr::from_bytes(value));
+    match args {
+        [] => cmd.env("SLURM_SCRIPT_CONTEXT", "prolog_task"),
+        _ => cmd.arg("exec").args(args).args(["--", "touch", marker]),
+    };
+    cmd.output().expect("run desi-gpu-map")
+}
+
+/// A bad value in a variable that mirrors one of exec's options: exec
+/// says `says` (every part, on one line) and runs nothing; the prolog
+/// prints one `print` line that says it, and sets nothing.
+#[track_caller]
+fn refused_in_exec_and_prolog(var: &str, value: &[u8], says: &[&str]) {
+    let marker = std::env::temp_dir().join(format!("dgm-raw-{}", std::process::id()));
+    let touch = marker.display().to_string();
+    let out = with_raw(var, value, &["--method", "contiguous"], &touch);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{var}: {out:?}");
+    assert!(!marker.exists(), "{var}: exec ran the application");
+    let line = err.lines().find(|l| l.contains("invalid")).unwrap_or("");
+    for part in says {
+        assert!(
+            line.contains(part),
+            "{var}: {part:?} not in {line:?}\n{err}"
+        );
+    }
+    let out = with_raw(var, value, &[], &touch);
+    assert!(out.status.success(), "{var}: {out:?}");
+    let lines: Vec<String> = stdout(&out).lines().map(String::from).collect();
+    assert_eq!(lines.len(), 1, "{var}: one line only\n{lines:?}");
+    let line = &lines[0];
+    assert!(
+        line.starts_with("print desi-gpu-map: ") && line.ends_with("; the task runs unchanged"),
+        "{var}: {line}"
+    );
+    for part in says {
+        assert!(line.contains(part), "{var}: {part:?} not in {line:?}");
+    }
+}
+
+/// A value that is not UTF-8 (a no-break space pasted from a web page) in
+/// any variable that mirrors an option is a bad value: named, quoted with
+/// U+FFFD for the bytes, with the valid choices; never read as unset.
+#[test]
+fn a_mirrored_value_that_is_not_utf8_is_a_bad_value_named_with_its_choices() {
+    let choices = |var, value: &[u8], flag, shown, valid| {
+        let quoted = format!("invalid {flag} \"{shown}\"");
+        let from = format!("(from ${var})");
+        let valid = format!("valid values: {valid}");
+        refused_in_exec_and_prolog(var, value, &[&quoted, &valid, &from]);
+    };
+    choices(
+        "DESI_GPU_MAP_VISIBLE",
+        b"rotate\xa0",
+        "--visible",
+        "rotate\u{fffd}",
+        "single, rotate",
+    );
+    choices(
+        "DESI_GPU_MAP_VENDOR",
+        b"nvidia\xa0",
+        "--vendor",
+        "nvidia\u{fffd}",
+        "auto, nvidia",
+    );
+    choices(
+        "DESI_GPU_MAP_NVML",
+        b"/opt/libnvidia-ml.so\xa0",
+        "--nvml",
+        "/opt/libnvidia-ml.so\u{fffd}",
+        "auto, off, /ABSOLUTE/PATH",
+    );
+    choices(
+        "DESI_GPU_MAP_NVML_TIMEOUT",
+        b"5\xa0",
+        "--nvml-timeout",
+        "5\u{fffd}",
+        "whole seconds from 1 to",
+    );
+    choices(
+        "DESI_GPU_MAP_MPS_SHARE",
+        b"even\xa0",
+        "--mps-share",
+        "even\u{fffd}",
+        "even, none",
+    );
+    choices(
+        "DESI_GPU_MAP_MPS_DIR",
+        b"/tmp/mps\xa0",
+        "--mps-dir",
+        "/tmp/mps\u{fffd}",
+        "a path in UTF-8 text",
+    );
+    choices(
+        "DESI_GPU_MAP_MPS_CONTROL",
+        b"/opt/nvidia-cuda-mps-control\xa0",
+        "--mps-control",
+        "/opt/nvidia-cuda-mps-control\u{fffd}",
+        "a path in UTF-8 text",
+    );
+}
+
+/// The method's variable too: not read as unset (contiguous without MPS),
+/// but refused as a UTF-8 typo is, exec's `--method` over it excepted.
+#[test]
+fn a_method_variable_that_is_not_utf8_is_refused_not_read_as_unset() {
+    let marker = std::env::temp_dir().join(format!("dgm-raw-method-{}", std::process::id()));
+    let touch = marker.display().to_string();
+    let var = "DESI_GPU_MAP_METHOD";
+    let value = b"roundrobin,mps\xa0";
+    let says = [
+        "DESI_GPU_MAP_METHOD=\"roundrobin,mps\u{fffd}\"",
+        "invalid --method \"roundrobin,mps\u{fffd}\"",
+        "valid values: contiguous, roundrobin",
+    ];
+    let out = with_raw(var, value, &["--verbose"], &touch);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(!marker.exists(), "exec ran the application");
+    assert!(says.iter().all(|part| err.contains(part)), "{err}");
+    let out = with_raw(var, value, &[], &touch);
+    let said = stdout(&out);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(!said.contains("export "), "the task is unchanged: {said}");
+    assert!(says.iter().all(|part| said.contains(part)), "{said}");
+    // exec's own option wins over the variable, as with a UTF-8 typo.
+    let out = with_raw(var, value, &["--method", "roundrobin"], &touch);
+    let _ = std::fs::remove_file(&marker);
+    assert!(out.status.success(), "{out:?}");
+}

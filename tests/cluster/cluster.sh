@@ -69,6 +69,7 @@ usage: cluster.sh COMMAND [ARGS]
   restart-node nI           restart one slurmd and wait until the node is idle again
   hide nI DIR               cover DIR (under the state dir) with an empty tmpfs on node nI only
   unhide nI DIR             undo hide
+  hidepid nI on|off         mount a new /proc with hidepid=invisible on node nI only (off: unmount it)
   resume [NODES...]         undrain nodes (default all) and wait until they are idle
   nvml reset                rewrite the fake NVML control file with the per-node counts
   nvml set LINE...          reset, then append LINEs (e.g. fail.n2=init report=2)
@@ -1045,6 +1046,28 @@ cmd_unhide() {
     nsenter -t "$pid" -m umount "$2"
 }
 
+# hidepid nI on|off: on node nI only, cover /proc with a new proc instance
+# mounted hidepid=invisible (hidepid=2), as shared HPC nodes mount it: a
+# user sees only their own dumpable processes. Each proc mount has its own
+# options (Linux 5.8 on), so the host's /proc is untouched; never remount.
+cmd_hidepid() {
+    need_root
+    require_up
+    [ $# = 2 ] || die "usage: cluster.sh hidepid nI on|off"
+    local pid
+    pid=$(cat "$D/pids/slurmd-$1.pid" 2>/dev/null) || die "no node $1"
+    pid_is "$pid" slurmd || die "slurmd $1 is not running"
+    case "$2" in
+        on) nsenter -t "$pid" -m mount -t proc -o hidepid=invisible proc /proc ;;
+        off)
+            # Only our mount: the one whose options say hidepid.
+            nsenter -t "$pid" -m sh -c 'grep -q "^proc /proc proc .*hidepid" /proc/mounts && umount /proc' ||
+                die "hidepid: no hidepid /proc on $1"
+            ;;
+        *) die "usage: cluster.sh hidepid nI on|off" ;;
+    esac
+}
+
 main() {
     local cmd=${1:-}
     use_root "$ROOT"
@@ -1063,6 +1086,7 @@ main() {
         pyxis) cmd_pyxis "$@" ;;
         hide) cmd_hide "$@" ;;
         unhide) cmd_unhide "$@" ;;
+        hidepid) cmd_hidepid "$@" ;;
         -h | --help | help) usage ;;
         *) usage >&2; exit 2 ;;
     esac

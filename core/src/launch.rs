@@ -270,7 +270,63 @@ pub struct Ancestry {
     pub at_stepd: bool,
 }
 
+/// One ancestor as a walk up from this process finds it (nearest first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Above {
+    /// The step's task: the process whose pid is `SLURM_TASK_PID`, with
+    /// its values of [`watched`] where its environment could be read. Its
+    /// parent is slurmstepd, and while it lives no other process has its
+    /// pid.
+    Task(Option<Vec<(String, String)>>),
+    /// A process named slurmstepd.
+    Stepd,
+    /// A process whose environment was read: its values of [`watched`].
+    Read(Vec<(String, String)>),
+    /// A process whose environment cannot be read (another user's, or
+    /// hidden by `/proc` mounted `hidepid`).
+    Hidden,
+}
+
 impl Ancestry {
+    /// Where the launchers' values came from, as a walk up from this
+    /// process found its ancestors (`walk`, from the parent up). `task`:
+    /// `SLURM_TASK_PID` is set, and `is_task`: this process has that pid
+    /// (srun started it; its parent is slurmstepd, which `hidepid` may
+    /// hide). The step's boundary is slurmstepd or the task, whichever
+    /// comes first; where `task` and a hidden ancestor comes before
+    /// either, that ancestor is taken for the boundary too: values that
+    /// every ancestor read had are then srun's, never a launch, so that a
+    /// hidden slurmstepd (or a task not yet exec'd, whose prolog this may
+    /// be) never makes stale values count.
+    pub fn walked(task: bool, is_task: bool, walk: impl IntoIterator<Item = Above>) -> Ancestry {
+        let mut ancestry = Ancestry {
+            above: Vec::new(),
+            at_stepd: is_task,
+        };
+        if is_task {
+            return ancestry;
+        }
+        for ancestor in walk {
+            match ancestor {
+                Above::Read(had) => ancestry.above.push(had),
+                Above::Task(had) => {
+                    ancestry.above.extend(had);
+                    ancestry.at_stepd = true;
+                    break;
+                }
+                Above::Stepd => {
+                    ancestry.at_stepd = true;
+                    break;
+                }
+                Above::Hidden => {
+                    ancestry.at_stepd = task;
+                    break;
+                }
+            }
+        }
+        ancestry
+    }
+
     /// How far up `vars` got the values this process has: 1 where its
     /// parent had other values (or none), and so on; `None` where every
     /// ancestor read had them too.
@@ -740,6 +796,56 @@ mod tests {
             launched_under(&task, &[], false),
             Ok(Launched::By(_))
         ));
+    }
+
+    #[test]
+    fn under_hidepid_the_task_or_a_hidden_ancestor_bounds_the_step() {
+        let stale: Vec<(String, String)> = OMPI_RANK_0_OF_1
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let env: HashMap<&str, &str> = with(&OMPI_RANK_0_OF_1, &[("SLURM_STEP_ID", "0")])
+            .into_iter()
+            .collect();
+        let env = |name: &str| env.get(name).map(|v| v.to_string());
+        let by_launcher =
+            |ancestry: &Ancestry| matches!(launched(&env, ancestry), Ok(Launched::By(_)));
+        let read = || Above::Read(stale.clone());
+        // srun started this process (exec): its parent, slurmstepd, is
+        // root's and hidden; the stale values came through srun.
+        let exec = Ancestry::walked(true, true, [Above::Hidden]);
+        assert_eq!(
+            exec,
+            Ancestry {
+                above: vec![],
+                at_stepd: true
+            }
+        );
+        assert!(!by_launcher(&exec));
+        // The task prolog: its parent is the task, not yet exec'd and so
+        // hidden, whose pid is SLURM_TASK_PID.
+        let prolog = Ancestry::walked(true, false, [Above::Task(None), Above::Hidden]);
+        assert!(prolog.at_stepd && !by_launcher(&prolog));
+        // srun bash -c 'exec ...': the task is the shell, which had them.
+        let shell = Ancestry::walked(true, false, [Above::Task(Some(stale.clone()))]);
+        assert_eq!(shell.above.len(), 1);
+        assert!(!by_launcher(&shell));
+        // A hidden ancestor below the task, in a step: the boundary too.
+        let hidden = Ancestry::walked(true, false, [read(), Above::Hidden, read()]);
+        assert_eq!(hidden.above.len(), 1);
+        assert!(hidden.at_stepd && !by_launcher(&hidden));
+        // Outside any step, a hidden ancestor says nothing: as before.
+        let outside = Ancestry::walked(false, false, [read(), Above::Hidden]);
+        assert!(!outside.at_stepd && by_launcher(&outside));
+        // Without hidepid: slurmstepd by name, as before.
+        let named = Ancestry::walked(false, false, [read(), Above::Stepd, read()]);
+        assert_eq!((named.above.len(), named.at_stepd), (1, true));
+        // A rank that mpirun's daemon (srun's task, the user's) started:
+        // the daemon had none of the rank's values, so the rank's count.
+        let rank = Ancestry::walked(true, false, [Above::Task(Some(vec![])), Above::Hidden]);
+        assert!(rank.at_stepd && by_launcher(&rank));
+        // The walk ran out (init, or too many ancestors): nothing known.
+        assert!(!Ancestry::walked(true, false, [read()]).at_stepd);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! `/proc/PID/stat`, what tells a process from a later one with its pid,
 //! and signals sent only to the process that was meant.
 
-use desi_gpu_map_core::launch::Ancestry;
+use desi_gpu_map_core::launch::{Above, Ancestry};
 use rustix::process::{kill_process, Pid, Signal};
 use std::fs;
 use std::io::Read;
@@ -14,6 +14,8 @@ const MOST_ANCESTORS: usize = 32;
 const MOST_ENVIRON: u64 = 1 << 20;
 /// slurmstepd's command name: the processes above it are Slurm's.
 pub const SLURMSTEPD: &str = "slurmstepd";
+/// The variable in which slurmstepd tells each task its own pid.
+pub const TASK_PID: &str = "SLURM_TASK_PID";
 
 /// What tells a process from a later one with the same pid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,23 +134,40 @@ pub fn ancestors(pid: u32) -> impl Iterator<Item = u32> {
 
 /// What this process's ancestors had of `watched` (the launchers'
 /// variables, [`desi_gpu_map_core::launch::watched`]), from its parent up to
-/// slurmstepd or the first whose environment cannot be read (another
-/// user's, say): where a launcher's variables were set.
+/// the step's boundary ([`Ancestry::walked`]): slurmstepd, the step's task
+/// (`SLURM_TASK_PID`: found without reading slurmstepd's `/proc`, which
+/// `hidepid` hides), or the first whose environment cannot be read.
 pub fn launch_ancestry(watched: &[&str]) -> Ancestry {
-    let mut ancestry = Ancestry::default();
-    for pid in ancestors(std::os::unix::process::parent_id()) {
-        if comm(pid).as_deref() == Some(SLURMSTEPD) {
-            ancestry.at_stepd = true;
-            break;
+    let task = task_pid();
+    let had = |pid: u32| -> Option<Vec<(String, String)>> {
+        let env = environ(pid)?;
+        Some(
+            env.into_iter()
+                .filter(|(name, _)| watched.contains(&name.as_str()))
+                .collect(),
+        )
+    };
+    let walk = ancestors(std::os::unix::process::parent_id()).map(|pid| {
+        if Some(pid) == task {
+            Above::Task(had(pid))
+        } else if comm(pid).as_deref() == Some(SLURMSTEPD) {
+            Above::Stepd
+        } else {
+            had(pid).map_or(Above::Hidden, Above::Read)
         }
-        let Some(env) = environ(pid) else { break };
-        let had = env
-            .into_iter()
-            .filter(|(name, _)| watched.contains(&name.as_str()))
-            .collect();
-        ancestry.above.push(had);
-    }
-    ancestry
+    });
+    Ancestry::walked(task.is_some(), task == Some(std::process::id()), walk)
+}
+
+/// The pid of this process's step task, as slurmstepd set it in the
+/// task's environment (`SLURM_TASK_PID`; a task prolog inherits it).
+pub fn task_pid() -> Option<u32> {
+    std::env::var(TASK_PID)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&p| p > 1)
 }
 
 /// This process's mount namespace (the inode of `/proc/self/ns/mnt`): a

@@ -16,7 +16,7 @@ use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::mps::daemon::random_token;
 use desi_gpu_map_host::mps::keeper;
 use desi_gpu_map_host::nvml::ask_within;
-use desi_gpu_map_host::process::launch_ancestry;
+use desi_gpu_map_host::process::{comm, launch_ancestry, task_pid, SLURMSTEPD};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -82,9 +82,34 @@ fn mps_control(args: &ExecArgs) -> Option<PathBuf> {
 /// the keeper (the node's first task to get here starts it).
 pub fn join_mps(mapping: &mut Mapping) {
     if let Some((daemon, local_id)) = mapping.daemon_to_join() {
-        let joined = keeper::join(daemon, stepd(), local_id);
+        let joined = match task_unknown() {
+            Some(why) => Err(why),
+            None => keeper::join(daemon, stepd(), local_id).map_err(|e| e.to_string()),
+        };
         mapping.joined(joined);
     }
+}
+
+/// Why the keeper could not know this task: a task prolog exits before
+/// its task's application starts, so the keeper watches the prolog's
+/// parent, which must be the task that `SLURM_TASK_PID` names; else it
+/// would stop the daemon before any application could reach it. A task
+/// prolog's parent is the task before its exec: named slurmstepd, or
+/// hidden where `/proc` is mounted `hidepid`. (The application inherits
+/// `SLURM_SCRIPT_CONTEXT` too, but its parents are its own.)
+fn task_unknown() -> Option<String> {
+    let context = std::env::var_os("SLURM_SCRIPT_CONTEXT")?;
+    let task = task_pid();
+    let parent = std::os::unix::process::parent_id();
+    let known = task == Some(std::process::id()) || task == Some(parent);
+    let prolog = context == "prolog_task" && comm(parent).map_or(true, |name| name == SLURMSTEPD);
+    (prolog && !known).then(|| {
+        format!(
+            "the task prolog's parent (pid {parent}) is not its task (SLURM_TASK_PID={}), so no \
+             MPS keeper could tell when the task ends",
+            task.map_or("unset".to_string(), |t| t.to_string())
+        )
+    })
 }
 
 /// Carries out the task's outcome through `unset` and `set`, reading the

@@ -1,7 +1,7 @@
 //! The CPUs a process may run on, as the kernel reports them, and the
 //! slurmstepd above a task's process.
 
-use crate::process::{ancestors, comm, status_field, SLURMSTEPD};
+use crate::process::{ancestors, comm, parent_of, status_field, task_pid, SLURMSTEPD};
 use desi_gpu_map_core::cpuset::CpuSet;
 
 /// `Cpus_allowed_list` of process `pid` (`self` for this one).
@@ -11,10 +11,25 @@ pub fn allowed(pid: &str) -> Option<CpuSet> {
 
 /// The pid of the step's slurmstepd above this process (its parent when
 /// srun started this process directly; a shell's parent under
-/// `srun bash -c ...`), if there is one. A task's own process is named
-/// slurmstepd too until it execs the application, and a task prolog runs
-/// as its child: the step's slurmstepd is the topmost of such a chain.
+/// `srun bash -c ...`), if there is one. First through the step's task
+/// (`SLURM_TASK_PID`), whose parent slurmstepd is: this process, or an
+/// ancestor whose `/proc` can be read; that needs nothing of slurmstepd's
+/// own `/proc`, which `hidepid` hides. Else by name: a task's own process
+/// is named slurmstepd too until it execs the application, and a task
+/// prolog runs as its child, so the step's slurmstepd is the topmost of
+/// such a chain.
 pub fn slurmstepd_above() -> Option<u32> {
+    let above = |pid: u32| Some(pid).filter(|&p| p > 1);
+    if let Some(task) = task_pid() {
+        if task == std::process::id() {
+            return above(std::os::unix::process::parent_id());
+        }
+        if let Some(pid) = ancestors(std::os::unix::process::parent_id()).find(|&p| p == task) {
+            if let Some(stepd) = parent_of(pid).and_then(above) {
+                return Some(stepd);
+            }
+        }
+    }
     let mut found = None;
     for pid in ancestors(std::os::unix::process::parent_id()) {
         match (comm(pid)?.trim() == SLURMSTEPD, found) {

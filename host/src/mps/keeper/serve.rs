@@ -7,12 +7,12 @@ use super::tally::Tally;
 use crate::cpus;
 use crate::failure::Failure;
 use crate::mps::daemon;
-use crate::process::{children_of, descends_from, pidfd};
+use crate::process::{children_of, descends_from, environ, parent_of, pidfd, TASK_PID};
 use crate::run::{Runner, POLL};
 use desi_gpu_map_core::mps::Daemon;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::net::sockopt::socket_peercred;
-use rustix::process::Signal;
+use rustix::process::{getsid, Pid, Signal};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -325,12 +325,12 @@ impl Keeper {
             };
             match request_of(&stream) {
                 Some(Request::Join) => {
-                    if !self.live.iter().any(|(p, _)| *p == pid) {
-                        if let Some(fd) = pidfd(pid) {
-                            self.live.push((pid, fd));
+                    if let Some((task, fd)) = task_of(pid) {
+                        if !self.live.iter().any(|(p, _)| *p == task) {
+                            self.live.push((task, fd));
+                            self.tally.joined();
                         }
                     }
-                    self.tally.joined();
                     say(stream, &reply.line());
                 }
                 Some(Request::Ended) => self.task_ended(stream),
@@ -381,20 +381,57 @@ impl Keeper {
         }
     }
 
-    /// The peer's pid, where it is the job's user's and under this step's
-    /// slurmstepd.
+    /// The peer's pid, where it is the job's user's and a process of this
+    /// step: in the step's session (slurmd makes one per step, every task
+    /// and task prolog is in it, the keeper too, and no process can enter
+    /// a session it is not in; [`getsid`] needs no `/proc`, which
+    /// `hidepid` hides), or under this step's slurmstepd. Where neither
+    /// can be told, it is refused.
     fn task_of_step(&self, stream: &UnixStream) -> Result<u32, Failure> {
         let peer = socket_peercred(stream).map_err(std::io::Error::from)?;
         if peer.uid.as_raw() != self.uid {
             return Err(Failure::new("not the job's user"));
         }
         let pid = peer.pid.as_raw_nonzero().get().unsigned_abs();
-        match self.stepd {
-            Some(stepd) if !descends_from(pid, stepd) => Err(Failure::new(format!(
-                "pid {pid} is not a task of this step"
+        let under_stepd = self.stepd.is_some_and(|stepd| descends_from(pid, stepd));
+        match in_this_session(pid) || under_stepd {
+            true => Ok(pid),
+            false => Err(Failure::new(format!(
+                "pid {pid} is not a process of this step"
             ))),
-            _ => Ok(pid),
         }
+    }
+}
+
+/// `pid` is in this process's session ([`getsid`], which needs no
+/// `/proc`).
+fn in_this_session(pid: u32) -> bool {
+    let theirs = i32::try_from(pid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .and_then(|pid| getsid(Some(pid)).ok());
+    theirs.is_some() && theirs == getsid(None).ok()
+}
+
+/// The task a process that joins stands for, and a pidfd of it: the
+/// process itself where it is its step's task (`SLURM_TASK_PID` in its
+/// environment names it), or no task is named; its parent where that is
+/// the task (a task prolog's, which exits before the application starts;
+/// a shell's that srun started). The parent's pidfd is taken while the
+/// joining process, its child, still names it as its parent, so it is
+/// that task's and no later process's.
+fn task_of(peer: u32) -> Option<(u32, OwnedFd)> {
+    let named = environ(peer).and_then(|env| {
+        env.into_iter()
+            .find(|(name, _)| name == TASK_PID)
+            .and_then(|(_, value)| value.trim().parse::<u32>().ok())
+    });
+    match named {
+        Some(task) if task != peer && parent_of(peer) == Some(task) => {
+            let fd = pidfd(task)?;
+            (parent_of(peer) == Some(task)).then_some((task, fd))
+        }
+        _ => Some((peer, pidfd(peer)?)),
     }
 }
 
@@ -432,5 +469,80 @@ fn ends_step(fd: &OwnedFd) -> bool {
             ending.iter().any(|s| s.as_raw() == signo)
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Child, Command};
+
+    /// `sh -c SCRIPT`, its output unread.
+    fn sh(script: &str) -> Child {
+        Command::new("sh")
+            .args(["-c", script])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Waits up to 5 s for `pid`'s one child.
+    fn only_child(pid: u32) -> u32 {
+        for _ in 0..500 {
+            if let [child] = children_of(pid)[..] {
+                return child;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("no child of {pid}")
+    }
+
+    /// Waits up to 5 s for `pid` to run sleep (its environment is then
+    /// sleep's).
+    fn sleeping(pid: u32) -> u32 {
+        for _ in 0..500 {
+            if crate::process::comm(pid).as_deref() == Some("sleep") {
+                return pid;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("{pid} never ran sleep")
+    }
+
+    #[test]
+    fn a_joiner_stands_for_the_task_its_environment_names() {
+        // srun started it: SLURM_TASK_PID is its own pid.
+        let mut task = sh("exec env SLURM_TASK_PID=$$ sleep 5");
+        // A task prolog: its parent is the task it names; the parent's end
+        // is what the keeper waits for.
+        let mut parent = sh("export SLURM_TASK_PID=$$; sleep 5 & wait");
+        // A process further down, or one that names another pid: itself.
+        let mut other = sh("exec env SLURM_TASK_PID=1234567 sleep 5");
+        let prolog = sleeping(only_child(parent.id()));
+        assert_eq!(task_of(sleeping(task.id())).map(|t| t.0), Some(task.id()));
+        assert_eq!(task_of(prolog).map(|t| t.0), Some(parent.id()));
+        assert_eq!(task_of(sleeping(other.id())).map(|t| t.0), Some(other.id()));
+        // The parent's child first: the parent reaps it, and then ends.
+        let prolog = Pid::from_raw(i32::try_from(prolog).unwrap()).unwrap();
+        rustix::process::kill_process(prolog, Signal::KILL).unwrap();
+        for child in [&mut task, &mut parent, &mut other] {
+            let _ = child.kill();
+            child.wait().unwrap();
+        }
+    }
+
+    #[test]
+    fn only_a_process_of_the_keepers_session_is_of_its_step() {
+        let mut same = sh("exec sleep 5");
+        // setsid(1) in a process that leads no group: a session of its own,
+        // as a process outside the step has.
+        let mut outside = Command::new("setsid").args(["sleep", "5"]).spawn().unwrap();
+        assert!(in_this_session(sleeping(same.id())));
+        assert!(!in_this_session(sleeping(outside.id())));
+        assert!(!in_this_session(u32::MAX));
+        for child in [&mut same, &mut outside] {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
     }
 }

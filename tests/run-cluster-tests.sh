@@ -33,7 +33,7 @@ cd "$(dirname "$0")/.."
 harness=tests/cluster/cluster.sh
 # The suites by subject (modules of tests/cluster/main.rs) that run on the
 # first cluster, in this order.
-SUITES=(methods sources input vendors exec prolog faults mps pyxis)
+SUITES=(methods sources input vendors exec prolog faults mps hidepid pyxis)
 # The series whose first cluster also runs HOST_SUITES (the host's).
 DESI_SERIES=22.05
 HOST_SUITES=(desi mpi podman)

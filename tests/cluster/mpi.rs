@@ -145,3 +145,39 @@ fn srun_started_from_inside_an_mpi_rank_maps_its_tasks_by_slurms_variables() {
     std::fs::remove_file(&output).unwrap();
     assert_eq!(probe_rows(&batch), crate::common::rows(&rows), "{batch}");
 }
+
+/// On nodes whose `/proc` hides other users' processes (hidepid), a rank
+/// still reads its launcher's variables: its daemon or proxy, which srun
+/// started as the step's task, is the user's own and readable, and had
+/// none of them. Run as a test user: root sees everything.
+#[test]
+fn ranks_of_mpirun_and_mpiexec_are_placed_by_their_launcher_under_hidepid() {
+    let _c = without_the_plugin();
+    let _hidden = crate::hidepid::Hidepid::on(&["n1", "n2"]);
+    let alice = USERS[0].0;
+    launched_in(
+        "-N2 -w n1,n2 --ntasks-per-node=3 --gpus-per-node=4",
+        "mpirun.openmpi --oversubscribe -np 6",
+        "contiguous",
+    )
+    .user(alice)
+    .run()
+    .ok()
+    .rows_are(&[
+        "0 n1 0 0 1",
+        "1 n1 1 0 1",
+        "2 n1 2 0 1",
+        "3 n2 0 0 1",
+        "4 n2 1 0 1",
+        "5 n2 2 0 1",
+    ]);
+    launched_in(
+        "-N2 -w n1,n2 --ntasks-per-node=2 --gpus-per-node=4",
+        "mpiexec.mpich -iface lo -n 4",
+        "roundrobin",
+    )
+    .user(alice)
+    .run()
+    .ok()
+    .rows_are(&["0 n1 0 0 1", "1 n1 1 0 1", "2 n2 0 0 1", "3 n2 1 0 1"]);
+}

@@ -8,7 +8,7 @@ use crate::common::*;
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
-const ALICE: &str = USERS[0].0;
+pub(crate) const ALICE: &str = USERS[0].0;
 const BOB: &str = USERS[1].0;
 
 /// The real control daemon, as cluster.sh copied it.
@@ -33,7 +33,7 @@ fn mps_setup(extra: &[&str]) -> MutexGuard<'static, ()> {
 }
 
 /// Each task's MPS probe ([`probe::mps`]) with the real control daemon.
-fn task() -> String {
+pub(crate) fn task() -> String {
     probe::mps(&control())
 }
 
@@ -54,7 +54,7 @@ fn rows_and_daemons(out: &Ran) -> (String, Vec<String>) {
 }
 
 /// Every control daemon (not a client) of the test users here: (pid, uid).
-fn daemons() -> Vec<(u32, u32)> {
+pub(crate) fn daemons() -> Vec<(u32, u32)> {
     let uids: Vec<u32> = USERS.iter().map(|(_, uid)| *uid).collect();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -89,7 +89,7 @@ fn daemons() -> Vec<(u32, u32)> {
 
 /// Every keeper of exec's daemons (`desi-gpu-map mps-keeper`) of the test
 /// users here: their pids.
-fn keepers() -> Vec<u32> {
+pub(crate) fn keepers() -> Vec<u32> {
     let uids: Vec<u32> = USERS.iter().map(|(_, uid)| *uid).collect();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -138,7 +138,7 @@ fn inside_mps_dirs() -> String {
 }
 
 /// Waits up to `secs` for `done`.
-fn wait_for(secs: u64, mut done: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait_for(secs: u64, mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < deadline {
         if done() {
@@ -190,7 +190,7 @@ fn sweep_as_users() {
 /// [`sweep_as_users`] does here first. What is left fails this test, and
 /// is removed before it fails, so that it fails no other.
 #[track_caller]
-fn assert_nothing_left(after: &str) {
+pub(crate) fn assert_nothing_left(after: &str) {
     if production() {
         let gone = wait_for(10, || daemons().is_empty() && keepers().is_empty());
         if !gone {
@@ -218,7 +218,7 @@ fn assert_nothing_left(after: &str) {
 /// Removes what a test that failed before its end may have left: the
 /// test users' daemons and keepers (by pid) and the steps' directories,
 /// saying so. Every test starts here; each asserts on its own leftovers.
-fn clear_what_others_left() {
+pub(crate) fn clear_what_others_left() {
     let pids: Vec<u32> = daemons()
         .into_iter()
         .map(|(pid, _)| pid)
@@ -246,7 +246,7 @@ fn clear_what_others_left() {
 }
 
 /// A job submitted with `--parsable`; cancelled when dropped.
-fn held(job: Job) -> Held {
+pub(crate) fn held(job: Job) -> Held {
     Held(job.ok().stdout().trim().to_string())
 }
 
@@ -278,7 +278,7 @@ fn uuids(node: &str, indices: &[u32]) -> String {
 
 /// TWO_NODES_EIGHT_TASKS under contiguous,mps: every task served by its
 /// node's one daemon, as alice, on its own GPU by UUID.
-fn assert_one_daemon_per_node_serves_all(out: &Ran) {
+pub(crate) fn assert_one_daemon_per_node_serves_all(out: &Ran) {
     let (rows, daemons) = rows_and_daemons(out);
     let want: Vec<String> = (0..8)
         .map(|rank| {
@@ -501,7 +501,7 @@ fn serving_job_pid(user: &str, uid: u32) -> (Held, u32) {
 }
 
 /// The variable `name` in the environment of process `pid`.
-fn daemon_env(pid: u32, name: &str) -> Option<String> {
+pub(crate) fn daemon_env(pid: u32, name: &str) -> Option<String> {
     let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
     let prefix = format!("{name}=");
     environ
@@ -644,7 +644,7 @@ fn a_nested_step_uses_its_parents_daemon_and_never_stops_it() {
 
 /// `desi-gpu-map exec` asking for `method` (with `mps`), with the real
 /// control daemon and the cluster's fake NVML; APP follows.
-fn exec_mps(method: &str) -> String {
+pub(crate) fn exec_mps(method: &str) -> String {
     exec_mps_with(&format!("--mps-control {}", control()), method)
 }
 
@@ -659,7 +659,7 @@ fn exec_mps_with(options: &str, method: &str) -> String {
 }
 
 /// The plugin's MPS tests' setup, with the plugin taken out: exec alone.
-fn exec_setup() -> MutexGuard<'static, ()> {
+pub(crate) fn exec_setup() -> MutexGuard<'static, ()> {
     let guard = mps_setup(&[]);
     cluster(&["plugin", "off"]);
     guard
@@ -835,6 +835,142 @@ fn another_user_can_neither_reach_nor_stop_execs_daemon() {
     assert_nothing_left("alice's job");
 }
 
+// ------------------------------------------ another user holds the keeper's name
+
+/// bob's process on the host holding abstract names as listeners of
+/// `listen(BACKLOG)` that accept nothing, their queues filled where
+/// asked: each name's queue then stays full.
+const SQUAT: &str = "import socket, sys, time
+held = []
+for name in sys.argv[3:]:
+    n = b'\\0' + name.encode()
+    s = socket.socket(socket.AF_UNIX); s.bind(n); s.listen(int(sys.argv[1])); held.append(s)
+    while sys.argv[2] == 'fill':
+        c = socket.socket(socket.AF_UNIX); c.setblocking(False)
+        try: c.connect(n)
+        except BlockingIOError: break
+        held.append(c)
+print('ready', flush=True)
+time.sleep(600)
+";
+
+/// bob holding the keeper's names of `job`'s first steps on its first
+/// node, alice's: abstract sockets are the host's (a series' root shares
+/// its network), so bob squats from the host. Killed by pid when dropped.
+struct BobsSquat(std::process::Child);
+
+impl BobsSquat {
+    fn new(job: &str, backlog: u32, fill: bool) -> BobsSquat {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        let alice = USERS[0].1;
+        let names: Vec<String> = (0..4)
+            .map(|step| format!("desi-gpu-map-mps.{alice}.{job}.{step}.0.keeper"))
+            .collect();
+        let mut child = std::process::Command::new("/usr/bin/python3")
+            .args([
+                "-c",
+                SQUAT,
+                &backlog.to_string(),
+                if fill { "fill" } else { "-" },
+            ])
+            .args(&names)
+            .uid(USERS[1].1)
+            .gid(USERS[1].1)
+            .current_dir("/")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("run python3 as bob");
+        let out = child.stdout.take().expect("its output");
+        let squat = BobsSquat(child);
+        let mut line = String::new();
+        std::io::BufReader::new(out).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "bob's squat of {names:?}");
+        squat
+    }
+}
+
+impl Drop for BobsSquat {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A job of alice's holding n1's 4 GPUs for 4 tasks, running.
+fn alices_allocation() -> Held {
+    let job = held(
+        sbatch("--parsable -o /dev/null -w n1 -n4 --gpus-per-node=4 --wrap")
+            .user(ALICE)
+            .arg("sleep 300"),
+    );
+    let id = job.0.clone();
+    let running = wait_for(30, || {
+        let out = client("squeue", &format!("-h -j {id} -o %t")).run();
+        out.stdout().trim() == "R"
+    });
+    assert!(running, "alice's job {id} never ran");
+    job
+}
+
+/// The step's 4 tasks, each on its own GPU of n1, served by one daemon of
+/// alice's, within `secs` (srun's `-t 1` ends a step that hangs).
+#[track_caller]
+fn assert_four_served_within(out: &Ran, took: Duration, secs: u64, what: &str) {
+    let want: Vec<String> = (0..4)
+        .map(|i| format!("{i} n1 {i} {} 1 unset 100.0 700:{ALICE}", uuids("n1", &[i])))
+        .collect();
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    assert_eq!(out.rows(), crate::common::rows(&want), "{what}\n{out}");
+    assert_eq!(out.lines("D ").len(), 1, "one daemon: {what}\n{out}");
+    assert!(
+        took < Duration::from_secs(secs),
+        "{what} took {took:?}: a task or its epilog waited\n{out}"
+    );
+}
+
+/// bob holds the names of alice's next steps' keepers with listeners of
+/// `listen(backlog)` that accept nothing (filled where `fill`): a prolog
+/// step and an exec step of hers are served all the same, by the keeper
+/// in its directory, and every epilog tells it in time, so the step ends
+/// with nothing left. slurmstepd runs the epilogs one after another, each
+/// at least a second (docs/performance.md); one it kills takes 5 s.
+fn served_though_bob_holds_the_keepers_name(backlog: u32, fill: bool) {
+    let _c = exec_setup();
+    clear_what_others_left();
+    let job = alices_allocation();
+    let _squat = BobsSquat::new(&job.0, backlog, fill);
+    let step = format!(
+        "--jobid={} --overlap -t 1 -n4 -w n1 --gpus-per-node=4",
+        job.0
+    );
+    let started = Instant::now();
+    let prolog = srun(&step).user(ALICE).args(&prolog_and_epilog());
+    let out = prolog_asks(prolog, "contiguous,mps").probe(&task()).run();
+    assert_four_served_within(&out, started.elapsed(), 10, "the prolog");
+    assert_nothing_left_unswept("the prolog's step");
+    let started = Instant::now();
+    let out = srun(&step)
+        .user(ALICE)
+        .env("SLURM_TASK_EPILOG", &bin())
+        .args(&exec_mps("contiguous,mps"))
+        .probe(&task())
+        .run();
+    assert_four_served_within(&out, started.elapsed(), 10, "exec");
+    assert_nothing_left_unswept("exec's step");
+    drop(job);
+}
+
+#[test]
+fn a_keepers_name_whose_queue_another_user_keeps_full_neither_hangs_nor_denies_mps() {
+    served_though_bob_holds_the_keepers_name(0, true);
+}
+
+#[test]
+fn a_keepers_name_another_user_listens_on_and_never_accepts_is_filled_in_vain() {
+    served_though_bob_holds_the_keepers_name(4, false);
+}
+
 // ------------------------------------------ the task prolog and epilog
 
 /// What a step's end must leave where a task epilog tells the keeper:
@@ -842,7 +978,7 @@ fn another_user_can_neither_reach_nor_stop_execs_daemon() {
 /// [`assert_nothing_left`]). What is left fails this test, and is removed
 /// before it fails, so that it fails no other.
 #[track_caller]
-fn assert_nothing_left_unswept(after: &str) {
+pub(crate) fn assert_nothing_left_unswept(after: &str) {
     let clean = wait_for(10, || {
         daemons().is_empty() && mps_dirs().is_empty() && keepers().is_empty()
     });
@@ -860,13 +996,13 @@ fn assert_nothing_left_unswept(after: &str) {
 }
 
 /// The srun options that make `desi-gpu-map` the task prolog and epilog.
-fn prolog_and_epilog() -> String {
+pub(crate) fn prolog_and_epilog() -> String {
     format!("--task-prolog={b} --task-epilog={b}", b = bin())
 }
 
 /// `job` asking the prolog for `method` through the variables, with the
 /// real control daemon and the cluster's fake NVML.
-fn prolog_asks(job: Job, method: &str) -> Job {
+pub(crate) fn prolog_asks(job: Job, method: &str) -> Job {
     job.env("DESI_GPU_MAP_METHOD", method)
         .env("DESI_GPU_MAP_MPS_CONTROL", &control())
         .env("DESI_GPU_MAP_NVML", &fake_nvml())

@@ -83,13 +83,19 @@ install:
 # podman-hpc's module, for the site to copy into its modules.d (docs/user-guide.md, Containers).
 	install -D -m 0644 packaging/podman-hpc/desi-gpu-map.yaml $(DESTDIR)$(DATADIR)/podman-hpc/desi-gpu-map.yaml
 # An existing snippet is kept; one of 0.1.0 or earlier, named desi-gpu-map.conf,
-# is renamed (packaging/README.md, "The snippet's name").
+# is renamed (packaging/README.md, "The snippet's name"). A kept snippet that
+# loads the plugin from another path than the one just installed is said.
 	@conf=$(DESTDIR)$(PLUGSTACK_DIR)/zz-desi-gpu-map.conf; old=$(DESTDIR)$(PLUGSTACK_DIR)/desi-gpu-map.conf; \
 	if [ -e "$$conf" ]; then echo "keeping existing $$conf"; \
 	elif [ -e "$$old" ]; then mv "$$old" "$$conf" && echo "renamed $$old to $$conf, kept as it was (packaging/README.md: The snippet's name)"; else \
 		sed 's|@SLURM_PLUGIN_DIR@|$(SLURM_PLUGIN_DIR)|g' packaging/zz-desi-gpu-map.conf >"$$conf.tmp" && \
 		chmod 0644 "$$conf.tmp" && mv "$$conf.tmp" "$$conf" && echo "installed $$conf"; fi; \
-	if [ -e "$$old" ]; then echo "warning: $$old loads the plugin a second time; move your edits into $$conf and delete it"; fi
+	if [ -e "$$old" ]; then echo "warning: $$old loads the plugin a second time; move your edits into $$conf and delete it"; fi; \
+	so=$(SLURM_PLUGIN_DIR)/desi_gpu_map.so; \
+	for named in $$(sed -n 's/^[[:space:]]*\(required\|optional\)[[:space:]]\{1,\}\([^[:space:]]*desi_gpu_map\.so\).*/\2/p' "$$conf"); do \
+		case $$named in /*) at=$$named ;; *) at=$(SLURM_PLUGIN_DIR)/$$named ;; esac; \
+		[ "$$at" = "$$so" ] || echo "warning: $$conf loads $$named, not $$so, which make install just installed; edit its path to $$so (or install with SLURM_PLUGIN_DIR=$$(dirname $$at))"; \
+	done
 	@if [ -z "$(DESTDIR)" ] && ! grep -qs '^[[:space:]]*include[[:space:]]*$(PLUGSTACK_DIR)/' $(SYSCONFDIR)/slurm/plugstack.conf; then \
 		echo "note: $(SYSCONFDIR)/slurm/plugstack.conf does not include $(PLUGSTACK_DIR)/*.conf; add:"; \
 		echo "  include $(PLUGSTACK_DIR)/*.conf"; fi

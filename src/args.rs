@@ -25,7 +25,7 @@ use std::str::FromStr;
 /// where the plugin is not installed (exec), preview a layout, or show what a
 /// running task got.
 #[derive(Parser, Debug)]
-#[command(name = "desi-gpu-map", version, long_about = None)]
+#[command(name = "desi-gpu-map", version, long_about = None, after_help = prolog_help())]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -194,6 +194,30 @@ impl From<KeeperOpts> for KeeperArgs {
             unnamed: o.unnamed,
         }
     }
+}
+
+/// The closing help: with no argument, the command is the task prolog and
+/// epilog, which slurmstepd runs with no argument and so no `--help`.
+fn prolog_help() -> String {
+    format!(
+        "With no argument, it is the task prolog and epilog that slurmstepd runs for each
+task (srun --task-prolog=PATH --task-epilog=PATH, or ${} and
+${} exported in a batch script): the prolog binds the task as
+exec would, nothing wrapped around the application, the method from
+${} (else contiguous) and exec's options from their variables
+(exec --help); a bad value is said and the task runs unchanged. The epilog
+ends the step's MPS daemon after the node's last task. See desi-gpu-map(1),
+TASK PROLOG AND EPILOG.
+
+Example:
+  export {}=$(command -v desi-gpu-map) {}=contiguous
+  srun -N2 -n8 --gpus-per-node=4 ./app",
+        env::TASK_PROLOG,
+        env::TASK_EPILOG,
+        env::METHOD,
+        env::TASK_PROLOG,
+        env::METHOD
+    )
 }
 
 /// exec's closing help: how it runs, then one line per launcher (from

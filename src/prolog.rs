@@ -87,9 +87,15 @@ fn variables(mapping: &Mapping) -> Vec<String> {
     lines
 }
 
-/// A line slurmstepd writes to the task's standard output.
+/// What begins every line the command says.
+const SAID: &str = "desi-gpu-map: ";
+
+/// A line slurmstepd writes to the task's standard output, with one
+/// prefix: the outcome's lines (the verbose row, why a step stands aside)
+/// carry it already, the prolog's own do not.
 fn print(text: &str) -> String {
-    format!("print desi-gpu-map: {}", text.replace('\n', " "))
+    let text = text.strip_prefix(SAID).unwrap_or(text);
+    format!("print {SAID}{}", text.replace('\n', " "))
 }
 
 /// The task epilog: tells the step's MPS keeper, if one runs, that this
@@ -113,6 +119,11 @@ mod tests {
     #[test]
     fn what_is_said_is_one_print_line_for_slurmstepd() {
         assert_eq!(print("a\nb"), "print desi-gpu-map: a b");
+        // Lines of the outcome carry the prefix already: one, not two.
+        assert_eq!(
+            print("desi-gpu-map: n1 rank=0"),
+            "print desi-gpu-map: n1 rank=0"
+        );
         assert_eq!(print("x").lines().count(), 1);
     }
 }

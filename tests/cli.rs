@@ -1808,3 +1808,77 @@ fn a_method_variable_that_is_not_utf8_is_refused_not_read_as_unset() {
     let _ = std::fs::remove_file(&marker);
     assert!(out.status.success(), "{out:?}");
 }
+
+/// A newline inside a mirrored value is quoted whole (`\n`), so that the
+/// one line that says it names the value and the valid values.
+#[test]
+fn a_newline_in_a_mirrored_value_is_quoted_whole() {
+    for (var, value, flag, valid) in [
+        (
+            "DESI_GPU_MAP_VISIBLE",
+            "rotate\nsingle",
+            "--visible",
+            "single, rotate",
+        ),
+        (
+            "DESI_GPU_MAP_VENDOR",
+            "amd\nnvidia",
+            "--vendor",
+            "auto, nvidia",
+        ),
+        (
+            "DESI_GPU_MAP_MPS_SHARE",
+            "even\nnone",
+            "--mps-share",
+            "even, none",
+        ),
+        (
+            "DESI_GPU_MAP_NVML_TIMEOUT",
+            "5\n6",
+            "--nvml-timeout",
+            "whole seconds",
+        ),
+        ("DESI_GPU_MAP_NVML", "auto\noff", "--nvml", "auto, off"),
+    ] {
+        let quoted = format!("invalid {flag} \"{}\"", value.replace('\n', "\\n"));
+        let from = format!("(from ${var})");
+        let valid = format!("valid values: {valid}");
+        refused_in_exec_and_prolog(var, value.as_bytes(), &[&quoted, &valid, &from]);
+    }
+}
+
+/// What the task prolog says reads `desi-gpu-map: ...` once: the verbose
+/// row and every other line the outcome gives are prefixed already.
+#[test]
+fn the_prologs_lines_carry_one_prefix() {
+    let out = with_raw("DESI_GPU_MAP_METHOD", b"roundrobin,verbose", &[], "");
+    let said = stdout(&out);
+    assert!(out.status.success(), "{out:?}");
+    assert!(said.contains("export CUDA_VISIBLE_DEVICES=0\n"), "{said}");
+    let printed: Vec<&str> = said.lines().filter(|l| l.starts_with("print ")).collect();
+    assert!(
+        printed.iter().any(|l| l.contains(" rank=0 ")),
+        "the verbose row: {said}"
+    );
+    for line in printed {
+        assert!(line.starts_with("print desi-gpu-map: "), "{line}");
+        assert!(!line.contains("desi-gpu-map: desi-gpu-map:"), "{line}");
+    }
+}
+
+/// `desi-gpu-map --help` says the command is also the task prolog and
+/// epilog, which take no argument and so no help of their own.
+#[test]
+fn the_help_says_the_command_is_also_the_task_prolog_and_epilog() {
+    let out = run(&["--help"]);
+    let help = stdout(&out);
+    assert!(out.status.success(), "{out:?}");
+    for part in [
+        "--task-prolog",
+        "--task-epilog",
+        "SLURM_TASK_PROLOG",
+        "DESI_GPU_MAP_METHOD",
+    ] {
+        assert!(help.contains(part), "{part} not in\n{help}");
+    }
+}

@@ -81,6 +81,11 @@ pub const NVML_TIMEOUT_OPTION: &str = "DESI_GPU_MAP_NVML_TIMEOUT";
 pub const MPS_DIR_OPTION: &str = "DESI_GPU_MAP_MPS_DIR";
 pub const MPS_SHARE_OPTION: &str = "DESI_GPU_MAP_MPS_SHARE";
 
+/// srun's input variables for the user's task prolog and epilog
+/// (`--task-prolog`, `--task-epilog`), which a batch script sets once.
+pub const TASK_PROLOG: &str = "SLURM_TASK_PROLOG";
+pub const TASK_EPILOG: &str = "SLURM_TASK_EPILOG";
+
 /// Set by slurmstepd for a task prolog or epilog it runs
 /// (`srun --task-prolog`, `SLURM_TASK_PROLOG`; `src/slurmd/slurmstepd/`),
 /// and the two values that say which.

@@ -111,7 +111,7 @@ check "a missing slurm_version.h stops the build, naming libslurm-dev and slurm-
 
 # ---------------------------------------------------------------- make install
 install_twice() {
-    local d=$tmp/destdir conf
+    local d=$tmp/destdir conf out
     make -s install DESTDIR="$d" PREFIX=/usr >/dev/null || return 1
     (cd "$d" && find . -type f) >"$tmp/install.list"
     lists "$tmp/install.list" ./usr/bin/desi-gpu-map ".$deb_plugin" \
@@ -121,12 +121,16 @@ install_twice() {
     conf=$d/etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf
     snippet_points_at "$conf" "$deb_plugin" || return 1
     echo "# the admin's edit" >>"$conf"
-    make -s install DESTDIR="$d" PREFIX=/usr | grep -q "keeping existing" || return 1
+    out=$(make -s install DESTDIR="$d" PREFIX=/usr)
+    grep -q "keeping existing" <<<"$out" || return 1
+    # It loads what was just installed: nothing to warn of.
+    ! grep -q "warning" <<<"$out" || { echo "  said: $out"; return 1; }
     grep -q "the admin's edit" "$conf" || { echo "  make install overwrote the snippet"; return 1; }
 }
 check "make install: default SLURM_PLUGIN_DIR, files, snippet kept on reinstall" install_twice
-# An old make install's snippet, edited, is renamed as it is; beside a new one
-# it is kept, with a warning.
+# An old make install's snippet, edited, is renamed as it is, with a warning
+# where it loads the plugin from another path; beside a new one it is kept,
+# with a warning.
 install_over_old() {
     local d=$tmp/destdir-old dir out
     dir=$d/etc/slurm/plugstack.conf.d
@@ -134,6 +138,9 @@ install_over_old() {
     printf 'required /old/desi_gpu_map.so\n%s\n' "$edit" >"$dir/$old_name"
     out=$(make -s install DESTDIR="$d" PREFIX=/usr)
     grep -q "^renamed .*/$old_name to .*/$new_name" <<<"$out" || { echo "  said: $out"; return 1; }
+    # It loads another .so than the one just installed: said, with both paths.
+    grep -qF "warning: $dir/$new_name loads /old/desi_gpu_map.so, not $deb_plugin, which make install just installed; edit its path to $deb_plugin" <<<"$out" ||
+        { echo "  said: $out"; return 1; }
     only_snippet "$dir" "$edit" || return 1
     grep -q '^required /old/desi_gpu_map.so$' "$dir/$new_name" || return 1
     echo "required /old/desi_gpu_map.so" >"$dir/$old_name"
@@ -142,7 +149,7 @@ install_over_old() {
         { echo "  said: $out"; return 1; }
     grep -qF "$edit" "$dir/$new_name" && [ -e "$dir/$old_name" ]
 }
-check "make install: renames 0.1.0's $old_name, edits kept; never overwrites" install_over_old
+check "make install: renames 0.1.0's $old_name, edits kept, another .so path said; never overwrites" install_over_old
 
 # ---------------------------------------------------------------- .deb
 # The rename from 0.1.0's snippet, by dpkg for real but in a root of its own

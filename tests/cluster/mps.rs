@@ -924,6 +924,10 @@ fn assert_four_served_within(out: &Ran, took: Duration, secs: u64, what: &str) {
     assert_eq!(out.rows(), crate::common::rows(&want), "{what}\n{out}");
     assert_eq!(out.lines("D ").len(), 1, "one daemon: {what}\n{out}");
     assert!(
+        !out.stderr().contains("TaskEpilog failed"),
+        "slurmstepd killed an epilog: {what}\n{out}"
+    );
+    assert!(
         took < Duration::from_secs(secs),
         "{what} took {took:?}: a task or its epilog waited\n{out}"
     );

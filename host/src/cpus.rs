@@ -3,10 +3,27 @@
 
 use crate::process::{ancestors, comm, parent_of, status_field, task_pid, SLURMSTEPD};
 use desi_gpu_map_core::cpuset::CpuSet;
+use rustix::process::Pid;
+use rustix::thread::{sched_getaffinity, CpuSet as RawCpuSet};
 
-/// `Cpus_allowed_list` of process `pid` (`self` for this one).
+/// `Cpus_allowed_list` of process `pid` (`self` for this one). Where
+/// `/proc` hides the process (another user's under `hidepid`: slurmstepd),
+/// the kernel still tells any process's CPUs (sched_getaffinity(2) asks no
+/// permission).
 pub fn allowed(pid: &str) -> Option<CpuSet> {
-    CpuSet::parse_list(&status_field(pid, "Cpus_allowed_list")?).ok()
+    if let Some(list) = status_field(pid, "Cpus_allowed_list") {
+        return CpuSet::parse_list(&list).ok();
+    }
+    told_by_the_kernel(pid.parse().ok()?)
+}
+
+/// Process `pid`'s CPUs as sched_getaffinity(2) tells them.
+fn told_by_the_kernel(pid: i32) -> Option<CpuSet> {
+    let set = sched_getaffinity(Some(Pid::from_raw(pid)?)).ok()?;
+    let cpus: Vec<usize> = (0..RawCpuSet::MAX_CPU)
+        .filter(|&cpu| set.is_set(cpu))
+        .collect();
+    CpuSet::of(&cpus)
 }
 
 /// The pid of the step's slurmstepd above this process (its parent when
@@ -50,4 +67,19 @@ pub fn ancestor_named(name: &str) -> Option<u32> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_tells_the_cpus_proc_does() {
+        let me = i32::try_from(std::process::id()).unwrap();
+        let from_proc = allowed(&me.to_string()).unwrap();
+        assert!(!from_proc.is_empty());
+        assert_eq!(told_by_the_kernel(me), Some(from_proc));
+        assert_eq!(told_by_the_kernel(i32::MAX), None, "no such process");
+        assert_eq!(allowed("not-a-pid"), None);
+    }
 }

@@ -566,3 +566,49 @@ echo "T $SLURM_PROCID $(cpus self) $(cpus $PPID) $(cpus ${k:-none})""#;
         assert_ne!(row[3], row[1], "not on the task's one core: {ran}");
     }
 }
+
+/// On a node whose `/proc` hides other users' processes (hidepid), exec,
+/// run as a user, cannot read slurmstepd's CPUs from `/proc`; the kernel
+/// still tells them (sched_getaffinity). Bound tasks take the GPUs next
+/// to their CPUs, and the keeper runs on the step's CPUs, as without it.
+#[test]
+fn under_hidepid_exec_reads_slurmstepds_cpus_from_the_kernel() {
+    let _c = with_root();
+    cluster(&["plugin", "off"]);
+    let _hidden = crate::hidepid::Hidepid::on(&["n1"]);
+    let Cpus { a, b, all } = cpus();
+    let root = tree("nvidia").display().to_string();
+    let alice = USERS[0].0;
+    let ran = srun("-w n1 -n2 --gpus-per-node=4 --cpu-bind=cores")
+        .user(alice)
+        .arg(bin())
+        .args(&format!(
+            "exec --verbose --method closest --kernel-root {root} --"
+        ))
+        .probe(probe::CPUS)
+        .ok();
+    tasks_got(&ran, &[("2", a), ("0", b)]);
+    ran.says(&format!("cpus={a} cpus_from=slurm gpu_cpus={a} near=yes"));
+    let control = format!("{}/mps/bin/nvidia-cuda-mps-control", state_dir());
+    let exec = format!(
+        "{} exec --mps-control {control} --nvml {} --method contiguous,mps --",
+        bin(),
+        fake_nvml()
+    );
+    let probe = r#"for p in /proc/[0-9]*; do
+  case $(tr '\0' ' ' <$p/cmdline 2>/dev/null) in
+    *mps-keeper*".$SLURM_JOB_ID.$SLURM_STEP_ID.0.keeper "*) k=${p#/proc/};;
+  esac
+done
+echo "T $SLURM_PROCID $(sed -n 's/^Cpus_allowed_list:\t*//p' /proc/${k:-none}/status)""#;
+    let ran = srun("-w n1 -n2 --gpus-per-node=2 --cpu-bind=cores")
+        .user(alice)
+        .args(&exec)
+        .probe(probe)
+        .ok();
+    assert_eq!(
+        ran.rows(),
+        format!("0 {all}\n1 {all}\n"),
+        "the keeper runs on the step's CPUs: {ran}"
+    );
+}

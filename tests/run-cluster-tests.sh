@@ -22,7 +22,7 @@
 # - the first cluster's nodes as production GPU sites run Slurm
 #   (DGM_PRODUCTION=1: proctrack/cgroup, task/cgroup with ConstrainDevices,
 #   AutoDetect=nvml from 24.11, Flags=env_uuid from 26.05):
-#   production and mps again.
+#   production, mps and hidepid again.
 # Prints one summary line per series;
 # each series' full output is in target/cluster-tests/SERIES.log, and a
 # failing one's is shown.
@@ -181,6 +181,8 @@ run_series() {
     DGM_PRODUCTION=1 bash "$harness" up 4 4 2 2:noenv
     echo "series $s: production mode $(cat "${DGM_CLUSTER_DIR:-/tmp/desi-gpu-map-cluster}/mode")"
     suite production production:: || rc=1
+    # hidepid under cgroup tracking too: Slurm kills what a step leaves.
+    suite hidepid hidepid:: || rc=1
     skip=()
     for t in "${PRODUCTION_MPS_SKIP[@]}"; do skip+=(--skip "mps::$t"); done
     suite mps mps:: "${skip[@]}" || rc=1

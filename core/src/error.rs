@@ -59,6 +59,10 @@ pub enum Error {
     LocalIdOutOfRange { local_id: usize, local_count: usize },
     /// A task that Slurm bound itself, where a mapping was expected.
     SlurmBound(String),
+    /// The user's `DESI_GPU_MAP_METHOD`, which the plugin takes over its
+    /// site's default, is no request: the value, and why (the parser's
+    /// words, as exec and the task prolog say them).
+    MethodVariable { value: String, why: String },
 }
 
 /// How asking NVML in a child process failed, carried across the process
@@ -237,6 +241,9 @@ impl fmt::Display for Error {
                 "local task id {local_id} is not below the node's task count {local_count}"
             ),
             Error::SlurmBound(why) => write!(f, "{why}; keeping Slurm's binding"),
+            Error::MethodVariable { value, why } => {
+                write!(f, "{}={}: {why}", crate::env::METHOD, quote(value))
+            }
         }
     }
 }

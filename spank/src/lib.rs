@@ -34,13 +34,16 @@ mod mps;
 mod node;
 mod task;
 
+use desi_gpu_map_core::env;
 use desi_gpu_map_core::mps::Mps;
 use desi_gpu_map_core::names::Named;
 use desi_gpu_map_core::settings::client_args::Client;
 use desi_gpu_map_core::settings::option::{
     check_help_source, option_form, parse_option, usage, Request, ENV_FORM, OPTION,
 };
-use desi_gpu_map_core::settings::site::{check_request, parse_args, Config};
+use desi_gpu_map_core::settings::site::{
+    check_request, parse_args, request_from_variable, taken_from_variable, Config,
+};
 use desi_gpu_map_core::step::StepPlan;
 use desi_gpu_map_core::Error;
 use slurm_spank::{Context, Plugin, SpankHandle, SpankOption};
@@ -153,6 +156,25 @@ impl DesiGpuMap {
         };
         stand_aside(spank, &why);
         read
+    }
+
+    /// Where the user gave no option and the site's default would map the
+    /// step, the user's request in the job's `DESI_GPU_MAP_METHOD` (read
+    /// for exec and the task prolog): the request, and the value, said
+    /// under verbose. Bytes that are not UTF-8 read as U+FFFD, a bad value.
+    fn request_from_variable(
+        &self,
+        spank: &SpankHandle,
+    ) -> Option<(Result<Request, Error>, String)> {
+        if self.request.is_some() {
+            return None;
+        }
+        let Some(Ok(config)) = self.config() else {
+            return None;
+        };
+        let value = spank.getenv_lossy(env::METHOD).ok().flatten();
+        let request = request_from_variable(value.as_deref(), config)?;
+        Some((request, value.unwrap_or_default()))
     }
 
     /// Stops the step's MPS daemon, if one runs; says what went wrong in
@@ -305,7 +327,19 @@ unsafe impl Plugin for DesiGpuMap {
             return Ok(());
         }
         let started = Instant::now();
-        let mut plan = node::plan(spank, self.config(), self.request.as_ref());
+        let from_variable = self.request_from_variable(spank);
+        let request = match &from_variable {
+            Some((request, _)) => Some(request),
+            None => self.request.as_ref(),
+        };
+        let mut plan = node::plan(spank, self.config(), request);
+        if let (StepPlan::Map(map), Some((_, said)), Some(Ok(config))) =
+            (&mut plan, &from_variable, self.config())
+        {
+            let line = taken_from_variable(said, config);
+            log::debug!("{line}");
+            map.notes.push(line);
+        }
         self.start_mps(spank, &mut plan);
         if let StepPlan::Map(_) = plan {
             self.beside = task::Beside::found();

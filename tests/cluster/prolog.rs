@@ -158,3 +158,51 @@ fn where_the_plugin_is_installed_but_not_asked_the_prolog_maps() {
         .ok()
         .rows_are(&["0 0 1", "1 1 1", "2 0 1", "3 1 1"]);
 }
+
+/// The real MPS control daemon, as cluster.sh copied it.
+fn mps_control() -> String {
+    format!("{}/mps/bin/nvidia-cuda-mps-control", state_dir())
+}
+
+/// A site default (`default=contiguous`) is for steps the user asked
+/// nothing of: the user's `DESI_GPU_MAP_METHOD`, exported for the task
+/// prolog, is a request, and the plugin takes it for the step (its
+/// method, `mps` and `verbose`, and it says so under verbose); the prolog
+/// then finds the step mapped. Never the site's method over the user's,
+/// unsaid.
+#[test]
+fn a_site_default_yields_to_the_users_method_for_the_prolog() {
+    let control = mps_control();
+    let at = format!("mps_control={control}");
+    let _c = setup("required", &["default=contiguous", &at]);
+    let out = with_prolog("-n3 -w n1 --gpus-per-node=2")
+        .user(USERS[0].0)
+        .env("DESI_GPU_MAP_METHOD", "roundrobin,mps,verbose")
+        .env("DESI_GPU_MAP_MPS_CONTROL", &control)
+        .env("DESI_GPU_MAP_NVML", &fake_nvml())
+        .probe(&probe::mps(&control))
+        .ok();
+    // roundrobin gives GPUs 0 1 0 (contiguous: 0 0 1), each task served
+    // by the step's daemon, as alice, in a 0700 directory.
+    let alice = USERS[0].0;
+    let out = out.rows_are(&[
+        &format!("0 n1 0 GPU-fake-n1-0 1 unset 100.0 700:{alice}"),
+        &format!("1 n1 1 GPU-fake-n1-1 1 unset 100.0 700:{alice}"),
+        &format!("2 n1 2 GPU-fake-n1-0 1 unset 100.0 700:{alice}"),
+    ]);
+    let said = out.said();
+    let rows: Vec<&String> = said.iter().filter(|l| l.contains(" rank=")).collect();
+    assert_eq!(rows.len(), 3, "one verbose row per task\n{out}");
+    assert!(
+        rows.iter()
+            .all(|l| l.contains(" method=roundrobin ") && l.contains(" mps=")),
+        "{out}"
+    );
+    assert!(
+        said.iter().any(|l| l.contains(
+            "DESI_GPU_MAP_METHOD=\"roundrobin,mps,verbose\" asks for this step over the site's \
+             default=contiguous"
+        )),
+        "the plugin says whose request it took\n{out}"
+    );
+}

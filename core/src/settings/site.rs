@@ -6,8 +6,8 @@ use crate::error::{ArgProblem, Error};
 use crate::method::Visible;
 use crate::names::{named, names, Named};
 use crate::runtime::VendorSetting;
-use crate::settings::option::{Choice, Request};
-use crate::text::one_of;
+use crate::settings::option::{exec_request, Choice, Request};
+use crate::text::{one_of, quote};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -480,11 +480,83 @@ pub fn check_request(request: &Request, config: &Config) -> Result<(), Error> {
     Ok(())
 }
 
+/// The user's request where the plugin's option was not given and the
+/// site's default would map the step: `DESI_GPU_MAP_METHOD` (`variable`),
+/// which exec and the task prolog take as their `--method`, read by the
+/// same parser, so that the site's method never replaces the user's
+/// unsaid. `None`: nothing asked, and the site's default (or nothing)
+/// applies. The option, where given, is the request, and a default of
+/// `none` maps nothing the user did not ask with it.
+pub fn request_from_variable(
+    variable: Option<&str>,
+    config: &Config,
+) -> Option<Result<Request, Error>> {
+    if config.default == Choice::Off {
+        return None;
+    }
+    let value = variable?;
+    Some(exec_request(value).map_err(|why| Error::MethodVariable {
+        value: value.to_string(),
+        why,
+    }))
+}
+
+/// What the plugin says, under `verbose`, where it took the request from
+/// `DESI_GPU_MAP_METHOD` (`value`) over the site's default.
+pub fn taken_from_variable(value: &str, config: &Config) -> String {
+    format!(
+        "{}={} asks for this step over the site's default={}",
+        crate::env::METHOD,
+        quote(value),
+        config.default.name()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::method::Method;
     use crate::runtime::Vendor;
+
+    #[test]
+    fn the_users_method_variable_asks_only_where_the_site_default_would() {
+        let none = Config::default();
+        assert_eq!(request_from_variable(Some("roundrobin,mps"), &none), None);
+        let site = parse_args(&["default=contiguous"]).unwrap();
+        assert_eq!(request_from_variable(None, &site), None);
+        let rr = Choice::Map(Method::RoundRobin);
+        assert_eq!(
+            request_from_variable(Some("roundrobin,mps,verbose"), &site),
+            Some(Ok(Request::Use {
+                choice: Some(rr),
+                verbose: true,
+                mps: true
+            }))
+        );
+        // The user's none wins over the site's method too.
+        assert_eq!(
+            request_from_variable(Some("none"), &site),
+            Some(Ok(Request::Use {
+                choice: Some(Choice::Off),
+                verbose: false,
+                mps: false
+            }))
+        );
+        // A typo, or bytes that were not UTF-8 (U+FFFD), is named.
+        for bad in ["nearest", "roundrobin,mps\u{fffd}", "help", ""] {
+            let err = request_from_variable(Some(bad), &site)
+                .unwrap()
+                .unwrap_err();
+            let said = err.to_string();
+            assert!(said.starts_with("DESI_GPU_MAP_METHOD=\""), "{said}");
+            assert!(said.contains("valid values: contiguous"), "{said}");
+        }
+        assert_eq!(
+            taken_from_variable("roundrobin,mps", &site),
+            "DESI_GPU_MAP_METHOD=\"roundrobin,mps\" asks for this step over the site's \
+             default=contiguous"
+        );
+    }
 
     #[test]
     fn defaults_without_arguments() {

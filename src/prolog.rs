@@ -19,8 +19,9 @@
 //!   last, waits until the daemon is stopped and its directory gone.
 
 use crate::args::exec_from_variables;
-use crate::task::{apply, decided, join_mps};
-use desi_gpu_map_core::start::{keeper_to_tell, Answer, Mapping};
+use crate::task::{apply, decided, join_mps, PROCESS};
+use desi_gpu_map_core::start::{keeper_to_tell, not_passed, Answer, Mapping};
+use desi_gpu_map_core::step::StepPlan;
 use desi_gpu_map_host::mps::keeper;
 use std::io::Write;
 use std::process::ExitCode;
@@ -56,6 +57,9 @@ fn prolog_lines() -> Result<Vec<String>, String> {
             }
         }
         Answer::Map(mut mapping) => {
+            if let StepPlan::Map(_) = mapping.plan {
+                lines.extend(not_passed(&PROCESS).map(|why| print(&why)));
+            }
             join_mps(&mut mapping);
             lines.extend(variables(&mapping));
         }

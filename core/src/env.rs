@@ -81,6 +81,27 @@ pub const NVML_TIMEOUT_OPTION: &str = "DESI_GPU_MAP_NVML_TIMEOUT";
 pub const MPS_DIR_OPTION: &str = "DESI_GPU_MAP_MPS_DIR";
 pub const MPS_SHARE_OPTION: &str = "DESI_GPU_MAP_MPS_SHARE";
 
+/// Every variable that mirrors one of exec's options, which exec and the
+/// task prolog read where the option is not given.
+pub const MIRRORS: [&str; 7] = [
+    MPS_CONTROL_PATH,
+    VISIBLE_OPTION,
+    VENDOR_OPTION,
+    NVML_OPTION,
+    NVML_TIMEOUT_OPTION,
+    MPS_DIR_OPTION,
+    MPS_SHARE_OPTION,
+];
+
+/// The command search path, which every shell and login sets: a task
+/// without it got only Slurm's own variables from srun (`--export=NONE`,
+/// as every srun of an `sbatch --export=NONE` script does; measured on
+/// 22.05).
+pub const PATH: &str = "PATH";
+/// srun's `--export` (sbatch's `--export=NONE` sets `NONE` in the batch
+/// script, for each srun there, and its tasks inherit it).
+pub const EXPORT_ENV: &str = "SLURM_EXPORT_ENV";
+
 /// srun's input variables for the user's task prolog and epilog
 /// (`--task-prolog`, `--task-epilog`), which a batch script sets once.
 pub const TASK_PROLOG: &str = "SLURM_TASK_PROLOG";

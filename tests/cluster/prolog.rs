@@ -206,3 +206,72 @@ fn a_site_default_yields_to_the_users_method_for_the_prolog() {
         "the plugin says whose request it took\n{out}"
     );
 }
+
+/// `sbatch --export=NONE` with the guide's exports in the script: each
+/// srun there hands its tasks only Slurm's own variables (measured on
+/// 22.05: `SLURM_EXPORT_ENV=NONE`, no `PATH`, no `DESI_GPU_MAP_*`), so the
+/// prolog, which `SLURM_TASK_PROLOG` still starts, maps with the defaults
+/// (contiguous, without MPS): the node's first task says so, naming what
+/// did not arrive and how to pass it. With `srun --export=ALL` the method
+/// arrives, and nothing is said.
+#[test]
+fn under_export_none_the_prolog_says_the_method_did_not_arrive() {
+    let _c = without_the_plugin();
+    let dir = state_dir();
+    // The tasks have no PATH: each probe sets its own.
+    let probe = |tag| {
+        format!(
+            "/bin/bash -c 'PATH=/usr/bin:/bin; echo \"{tag} $SLURM_PROCID $CUDA_VISIBLE_DEVICES \
+             ${{DESI_GPU_MAP_MPS-unset}}\"'"
+        )
+    };
+    let script = format!(
+        "#!/bin/bash\n#SBATCH -n3 -w n1 --gpus-per-node=2\n\
+         export SLURM_TASK_PROLOG={} DESI_GPU_MAP_METHOD=roundrobin\n\
+         srun {}\nsrun --export=ALL --gpus-per-node=2 -n3 {}\n",
+        bin(),
+        probe("A"),
+        probe("Z")
+    );
+    let path = format!("{dir}/export-none.sh");
+    let output = format!("{dir}/export-none.out");
+    std::fs::write(&path, script).unwrap();
+    let _ = std::fs::remove_file(&output);
+    let ran = sbatch("--export=NONE --wait -o")
+        .arg(&output)
+        .arg(&path)
+        .run();
+    let log = std::fs::read_to_string(&output).unwrap_or_default();
+    assert!(ran.success(), "{ran}\n{log}");
+    let rows = |tag: &str| {
+        let mut rows: Vec<&str> = log.lines().filter(|l| l.starts_with(tag)).collect();
+        rows.sort();
+        rows
+    };
+    // Contiguous (0 0 1), where the script asked roundrobin.
+    assert_eq!(
+        rows("A "),
+        ["A 0 0 unset", "A 1 0 unset", "A 2 1 unset"],
+        "{log}"
+    );
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("desi-gpu-map: "))
+        .collect();
+    assert_eq!(said.len(), 1, "said once, by the node's first task\n{log}");
+    for part in [
+        "SLURM_EXPORT_ENV=\"NONE\"",
+        "DESI_GPU_MAP_METHOD",
+        "mapped with their defaults (contiguous, without mps)",
+        "srun --export=ALL",
+        "export SLURM_EXPORT_ENV=ALL",
+    ] {
+        assert!(said[0].contains(part), "{part}: {log}");
+    }
+    // --export=ALL passes the method: roundrobin (0 1 0), nothing said.
+    assert_eq!(
+        rows("Z "),
+        ["Z 0 0 unset", "Z 1 1 unset", "Z 2 0 unset"],
+        "{log}"
+    );
+}

@@ -81,3 +81,33 @@ pub(super) fn in_step(node: &dyn Node) -> bool {
         .and_then(|id| parse_step_id(&id))
         .is_some_and(|id| special_step_name(id).is_none())
 }
+
+/// Why a task that is about to be mapped got none of the variables that
+/// ask for its mapping, where srun passed it only Slurm's own (no `PATH`:
+/// `--export=NONE`, as every srun of an `sbatch --export=NONE` script
+/// does, whatever the script exported): it is mapped with their defaults,
+/// which its batch script may have asked otherwise. Said by the node's
+/// first task; `None` where any of them arrived, or the environment did.
+pub fn not_passed(node: &dyn Node) -> Option<String> {
+    let ours = std::iter::once(env::METHOD).chain(env::MIRRORS);
+    if node.env(env::PATH).is_some() || ours.into_iter().any(|name| node.env(name).is_some()) {
+        return None;
+    }
+    if node.env(env::LOCAL_ID)?.trim() != "0" {
+        return None;
+    }
+    let export = match node.env(env::EXPORT_ENV) {
+        Some(value) => format!("{}={}", env::EXPORT_ENV, quote(&value)),
+        None => "srun --export=NONE".to_string(),
+    };
+    Some(format!(
+        "srun passed this task only Slurm's own variables ({export}, no {}), none of {} \
+         and exec's other variables: it is mapped with their defaults (contiguous, without \
+         mps); pass them with srun --export=ALL (in a batch script: export {}=ALL), or by \
+         value, as in srun --export=NONE,{}=roundrobin",
+        env::PATH,
+        env::METHOD,
+        env::EXPORT_ENV,
+        env::METHOD
+    ))
+}

@@ -27,7 +27,7 @@ mod tests;
 
 pub use answer::{Answer, Start};
 pub use ended::keeper_to_tell;
-pub use facts::{Asked, TaskFacts};
+pub use facts::{not_passed, Asked, TaskFacts};
 pub use mapping::{Mapping, TaskIds};
 
 use crate::launch::{launched, Launched};

@@ -449,3 +449,35 @@ fn the_option_wins_over_the_variable_and_contiguous_over_nothing() {
         Err("help names no method to map with; give --method".to_string())
     );
 }
+
+#[test]
+fn a_task_given_only_slurms_variables_is_told_what_did_not_arrive_once_per_node() {
+    let task_0 = [("SLURM_LOCALID", "0"), ("SLURM_EXPORT_ENV", "NONE")];
+    let node = |extra: &[(&str, &str)]| {
+        FakeNode::new(&[&TASK_1_OF_4[..], &task_0, extra].concat(), Ok(vec![]))
+    };
+    // FakeNode answers the last of a name given twice: local task 0.
+    let said = not_passed(&node(&[])).expect("said");
+    for part in [
+        "SLURM_EXPORT_ENV=\"NONE\"",
+        "no PATH",
+        "DESI_GPU_MAP_METHOD",
+        "contiguous, without mps",
+        "srun --export=ALL",
+        "export SLURM_EXPORT_ENV=ALL",
+        "--export=NONE,DESI_GPU_MAP_METHOD=roundrobin",
+    ] {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+    // The environment came (PATH), or one of ours did, or another task.
+    assert_eq!(not_passed(&node(&[("PATH", "/usr/bin")])), None);
+    assert_eq!(
+        not_passed(&node(&[("DESI_GPU_MAP_METHOD", "roundrobin")])),
+        None
+    );
+    assert_eq!(
+        not_passed(&node(&[("DESI_GPU_MAP_MPS_SHARE", "even")])),
+        None
+    );
+    assert_eq!(not_passed(&node(&[("SLURM_LOCALID", "1")])), None);
+}

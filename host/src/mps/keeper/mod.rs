@@ -28,8 +28,11 @@
 //!   name whose queue stays full counts as another user's, and a task
 //!   epilog tells the keeper by its directory too.
 //! - Each end proves its peer is the job's user (`SO_PEERCRED`), and the
-//!   keeper takes only tasks of its own slurmstepd.
-//! - The keeper holds a pidfd of every task that joined and of every
+//!   keeper takes only processes of its step: of its session (Slurm makes
+//!   one per step; `getsid` needs no `/proc`, which `hidepid` hides) or
+//!   under its slurmstepd.
+//! - The keeper holds a pidfd of every task that joined (a task prolog
+//!   stands for its parent, the task) and of every
 //!   process slurmstepd had forked when it started (all of the node's
 //!   tasks: slurmstepd forks them all before it lets any run), so the
 //!   node's **last** task's end is an event, however it ended (SIGKILL

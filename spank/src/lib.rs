@@ -333,6 +333,12 @@ unsafe impl Plugin for DesiGpuMap {
             None => self.request.as_ref(),
         };
         let mut plan = node::plan(spank, self.config(), request);
+        // The variable was the user's request: a step that stands aside
+        // keeps it, for exec and the task prolog to read (and refuse) as
+        // the plugin did, never to map with their default in its place.
+        if let (StepPlan::Unmapped(unmapped), Some(_)) = (&mut plan, &from_variable) {
+            unmapped.clear.retain(|name| name != env::METHOD);
+        }
         if let (StepPlan::Map(map), Some((_, said)), Some(Ok(config))) =
             (&mut plan, &from_variable, self.config())
         {

@@ -275,3 +275,35 @@ fn under_export_none_the_prolog_says_the_method_did_not_arrive() {
         "{log}"
     );
 }
+
+/// Where a site default lets the plugin read the user's
+/// `DESI_GPU_MAP_METHOD`, it reads it as exec and the prolog do: bytes
+/// that are not UTF-8 make it a bad value, named (U+FFFD for the bytes)
+/// with the valid values, and the step's tasks run unchanged; never read
+/// as unset, which would map them with the site's default.
+#[test]
+fn a_method_variable_that_is_not_utf8_is_a_bad_value_for_the_plugin_too() {
+    let _c = setup("required", &["default=contiguous"]);
+    let out = client("env", "")
+        .arg_bytes(b"DESI_GPU_MAP_METHOD=roundrobin\xa0")
+        .args(&format!(
+            "srun --task-prolog={} -w n1 -n2 --gpus-per-node=2",
+            bin()
+        ))
+        .probe(probe::GPU)
+        .ok()
+        .rows_are(&["0 n1 0 0,1 unset", "1 n1 1 0,1 unset"]);
+    let bad =
+        "DESI_GPU_MAP_METHOD=\"roundrobin\u{fffd}\": invalid --method \"roundrobin\u{fffd}\"; \
+               valid values: contiguous";
+    // The plugin says it once per node on stderr, the prolog once per
+    // task on stdout.
+    let plugin = out.said().iter().filter(|l| l.contains(bad)).count();
+    assert_eq!(plugin, 1, "{out}");
+    let stdout = out.stdout();
+    let prolog = stdout
+        .lines()
+        .filter(|l| l.starts_with("desi-gpu-map: ") && l.contains(bad))
+        .count();
+    assert_eq!(prolog, 2, "{out}");
+}

@@ -6,23 +6,33 @@
 //! runner runs as. A process is signalled only after its uid,
 //! executable and start time show it is the daemon started here (or that
 //! daemon's server).
+//!
+//! A keeper's directory is swept by the user's next keeper on the node
+//! once its own keeper is gone ([`crate::mps::keeper`]), and gone means
+//! [`lock`] can be taken: the keeper holds it from right after the
+//! directory's making for as long as it lives.
 
 use crate::failure::Failure;
 use crate::process::{children_named, identity, signal_if, Identity};
 use crate::run::{kill_group, run, spawn, tool, Runner, MAX_OUTPUT, POLL};
 use desi_gpu_map_core::env;
-use desi_gpu_map_core::mps::Daemon;
+use desi_gpu_map_core::mps::{Daemon, KEEPER_MARK};
 use desi_gpu_map_core::text::quote;
+use rustix::fs::{flock, fstat, lstat, open, openat, FlockOperation, Mode, OFlags};
+use rustix::io::Errno;
 use rustix::process::Signal;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 /// How many random names the step's directory may try.
 const NAME_TRIES: usize = 8;
+/// The file in a keeper's directory whose `flock` is its keeper's life.
+pub(crate) const LOCK: &str = "lock";
 /// The question whose numeric answer shows the daemon serves.
 const READY_QUESTION: &str = "get_default_active_thread_percentage";
 
@@ -34,6 +44,8 @@ pub struct Running {
     daemon: Daemon,
     /// Directories whose names were taken before this one's was made.
     taken: Vec<PathBuf>,
+    /// A keeper's directory's [`lock`], held until the directory is gone.
+    held: Option<OwnedFd>,
 }
 
 /// A random number for a directory's name, from the kernel's generator
@@ -65,6 +77,8 @@ pub struct Made {
     taken: Vec<PathBuf>,
     /// When the daemon's timeout, counted from the directory's making, ends.
     deadline: Instant,
+    /// A keeper's directory's [`lock`], held from its making on.
+    held: Option<OwnedFd>,
 }
 
 impl Made {
@@ -77,22 +91,24 @@ impl Made {
 /// Makes the step's own directory (mode 0700) under a name nobody had.
 pub fn make(planned: &Daemon, runner: &dyn Runner) -> Result<Made, Failure> {
     let deadline = Instant::now() + planned.timeout;
-    let (daemon, taken) = make_dir(planned, runner, deadline)?;
+    let (daemon, taken, held) = make_dir(planned, runner, deadline)?;
     Ok(Made {
         daemon,
         taken,
         deadline,
+        held,
     })
 }
 
 /// Makes the pipe and log directories in `made`, starts the daemon, and
 /// waits until it answers, within what is left of the timeout. On failure
-/// the directory is removed.
+/// the directory is removed (before its lock goes).
 pub fn start_in(made: Made, runner: &dyn Runner) -> Result<Running, Failure> {
     let Made {
         daemon,
         taken,
         deadline,
+        held,
     } = made;
     let mut mkdir = Command::new("/bin/mkdir");
     mkdir
@@ -106,12 +122,19 @@ pub fn start_in(made: Made, runner: &dyn Runner) -> Result<Running, Failure> {
             ))
         })
         .and_then(|()| spawn_daemon(&daemon, runner))
-        .and_then(|child| until_it_answers(child, &daemon, runner, deadline))
-        .map(|running| Running { taken, ..running });
-    if started.is_err() {
-        let _ = remove_dirs(&daemon, runner);
+        .and_then(|child| until_it_answers(child, &daemon, runner, deadline));
+    match started {
+        Ok(running) => Ok(Running {
+            taken,
+            held,
+            ..running
+        }),
+        Err(why) => {
+            let _ = remove_dirs(&daemon, runner);
+            drop(held);
+            Err(why)
+        }
     }
-    started
 }
 
 impl Running {
@@ -152,6 +175,7 @@ impl Running {
         if let Err(why) = remove_dirs(&self.daemon, runner) {
             said.push(why.to_string());
         }
+        drop(self.held.take());
         said
     }
 
@@ -185,6 +209,7 @@ impl Running {
             Ok(()) => Ok(()),
             Err(_) => fs::remove_dir_all(self.daemon.dir()).or_else(gone_already),
         };
+        drop(self.held.take());
         match last {
             Ok(()) => Vec::new(),
             Err(e) => vec![format!(
@@ -224,17 +249,33 @@ fn gone_already(e: std::io::Error) -> std::io::Result<()> {
 /// fails where the name exists (a folder or link another user planted,
 /// say), and then another random name is tried. Nothing is ever made
 /// inside a directory this step did not just make.
+///
+/// A keeper's directory (named as one: the only ones a sweep looks at) is
+/// [`lock`]ed at once, and the lock returned, to be held as long as the
+/// keeper lives. A sweep that came between the `mkdir` and the lock has
+/// the directory (it removes it): another random name is tried. The
+/// plugin's directories are not locked: no sweep removes them (slurmstepd
+/// outlives the step and removes them itself), and the plugin runs as
+/// root, which would have to make the lock's file in the user's directory
+/// (and cannot on a root-squashed share).
 fn make_dir(
     planned: &Daemon,
     runner: &dyn Runner,
     deadline: Instant,
-) -> Result<(Daemon, Vec<PathBuf>), Failure> {
+) -> Result<(Daemon, Vec<PathBuf>, Option<OwnedFd>), Failure> {
     let (mut daemon, mut taken) = (planned.clone(), Vec::new());
+    let keepers = daemon.stem.ends_with(&format!(".{KEEPER_MARK}"));
     for _ in 0..NAME_TRIES {
         let mut mkdir = Command::new("/bin/mkdir");
         mkdir.args(["-m", "0700", "--"]).arg(daemon.dir());
         match tool(mkdir, runner, deadline) {
-            Ok(()) => return Ok((daemon, taken)),
+            Ok(()) if !keepers => return Ok((daemon, taken, None)),
+            Ok(()) => match lock(&daemon.dir(), daemon.uid) {
+                Lock::Held(held) => return Ok((daemon, taken, Some(held))),
+                // Where no lock can be taken, no sweep can take it either.
+                Lock::Unknown => return Ok((daemon, taken, None)),
+                Lock::Busy | Lock::Gone => daemon = daemon.with_token(random_token()),
+            },
             Err(_) if daemon.dir().symlink_metadata().is_ok() => {
                 taken.push(daemon.dir());
                 daemon = daemon.with_token(random_token());
@@ -248,9 +289,77 @@ fn make_dir(
         }
     }
     Err(Failure::new(format!(
-        "cannot make an MPS directory in {}: {NAME_TRIES} random names were all taken",
+        "cannot make an MPS directory in {}: {NAME_TRIES} random names were all taken \
+         (or their directories swept as soon as made)",
         daemon.base.display()
     )))
+}
+
+/// What a try at a keeper's directory's [`lock`] found.
+pub(crate) enum Lock {
+    /// Taken: held for as long as this descriptor is open.
+    Held(OwnedFd),
+    /// Another holds it: the directory's keeper lives.
+    Busy,
+    /// The directory is gone, or its name no longer names the directory
+    /// opened, or is not the user's.
+    Gone,
+    /// Not known: the file system takes no lock, say. Nothing is proven.
+    Unknown,
+}
+
+/// Takes, without waiting, the exclusive `flock` on the file [`LOCK`] in
+/// `dir`, a directory of `uid`'s (the file is made where it is missing):
+/// the lock a keeper holds on its directory for as long as it lives, and
+/// that a sweep must take before it removes the directory. A lock is the
+/// kernel's (or the file server's) and goes with its holder however it
+/// ends; unlike a socket, it is seen from every network namespace and,
+/// on a shared file system, from every node.
+///
+/// A file in the directory, not the directory itself: NFS takes `flock`
+/// on a regular file to the server (as a lock on the whole file, since
+/// Linux 2.6.12), but on a directory only on this node (its directories
+/// have no lock operation), and a base on a shared file system is what
+/// the lock is for. Opened for writing, which NFS needs for an exclusive
+/// lock. Once locked, the directory and the file must still be linked and
+/// the name still the directory's: a sweep may have removed them between
+/// the open and the lock.
+pub(crate) fn lock(dir: &Path, uid: u32) -> Lock {
+    let flags = OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let opened = open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | flags,
+        Mode::empty(),
+    );
+    let dir_fd = match opened {
+        Ok(fd) => fd,
+        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => return Lock::Gone,
+        Err(_) => return Lock::Unknown,
+    };
+    let Ok(made) = fstat(&dir_fd) else {
+        return Lock::Unknown;
+    };
+    if made.st_uid != uid {
+        return Lock::Gone;
+    }
+    let mode = Mode::RUSR | Mode::WUSR;
+    let file = match openat(&dir_fd, LOCK, OFlags::RDWR | OFlags::CREATE | flags, mode) {
+        Ok(fd) => fd,
+        // Made in a directory removed meanwhile.
+        Err(Errno::NOENT) => return Lock::Gone,
+        Err(_) => return Lock::Unknown,
+    };
+    match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(Errno::WOULDBLOCK) => return Lock::Busy,
+        Err(_) => return Lock::Unknown,
+    }
+    let linked = |fd: &OwnedFd| fstat(fd).is_ok_and(|s| s.st_nlink > 0);
+    let named = lstat(dir).is_ok_and(|s| (s.st_dev, s.st_ino) == (made.st_dev, made.st_ino));
+    match linked(&dir_fd) && linked(&file) && named {
+        true => Lock::Held(file),
+        false => Lock::Gone,
+    }
 }
 
 /// `rm -rf DIR` within the daemon's timeout.
@@ -314,6 +423,7 @@ fn until_it_answers(
             identity,
             daemon: daemon.clone(),
             taken: Vec::new(),
+            held: None,
         }),
         Err(why) => {
             // Our own child, not yet reaped: its pid is still its own, and
@@ -476,6 +586,37 @@ mod tests {
         assert_eq!(running.stop(&AsThisProcess), Vec::<String>::new());
         assert!(!made.exists());
         assert!(identity(pid).is_none(), "the daemon is gone");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Whether another process can take `dir`'s lock (util-linux's
+    /// `flock`, which exits 1 where it is held).
+    fn lockable_elsewhere(dir: &Path) -> bool {
+        let status = Command::new("flock")
+            .args(["--nonblock", "--exclusive"])
+            .arg(dir.join(LOCK))
+            .arg("true")
+            .status()
+            .expect("run util-linux's flock");
+        assert!(matches!(status.code(), Some(0 | 1)), "flock: {status}");
+        status.success()
+    }
+
+    #[test]
+    fn a_keepers_directory_is_locked_from_its_making_until_it_is_removed() {
+        let dir = scratch("lock");
+        let kept = planned(&dir, stand_in(&dir, "100.0")).kept();
+        let made = make(&kept, &AsThisProcess).unwrap();
+        assert!(!lockable_elsewhere(&made.dir()), "locked once made");
+        let running = start_in(made, &AsThisProcess).unwrap();
+        let made = running.daemon().dir();
+        assert!(!lockable_elsewhere(&made), "locked while it runs");
+        assert_eq!(running.end_now(), Vec::<String>::new());
+        assert!(!made.exists());
+        // The plugin's, which no sweep removes, has no lock.
+        let plugins = start(&planned(&dir, stand_in(&dir, "100.0")), &AsThisProcess).unwrap();
+        assert!(!plugins.daemon().dir().join(LOCK).exists());
+        assert_eq!(plugins.stop(&AsThisProcess), Vec::<String>::new());
         fs::remove_dir_all(&dir).unwrap();
     }
 

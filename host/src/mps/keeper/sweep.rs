@@ -1,76 +1,60 @@
 //! Directories a keeper left when Slurm killed it before it cleaned up
 //! (proctrack/cgroup, on a busy node), at any point after it made one: the
 //! user's next keeper on the node removes them.
+//!
+//! A keeper is gone when the lock it holds on its directory for its whole
+//! life ([`lock`]) can be taken. Not when its sockets are missing from
+//! `/proc/net/unix`: that lists only this network namespace's, and on a
+//! base on a shared file system (`--mps-dir`, a `TMPDIR` there) another
+//! node's keepers are in the same base too. What cannot be told (a file
+//! system without locks) is kept.
 
-use super::meet::SOCKET;
+use crate::mps::daemon::{lock, Lock};
 use desi_gpu_map_core::mps::{Daemon, KEEPER_MARK};
-use std::path::{Path, PathBuf};
 
 /// The most directories one sweep looks at.
 const MOST_SWEPT: usize = 256;
 
 /// Removes the user's keeper directories in the daemon's base (named
 /// `desi-gpu-map-mps.UID.JOB.STEP.NODE.keeper.TOKEN` from the moment they
-/// are made) whose keeper is gone: no process holds the socket named
-/// after the directory less its random part, nor the socket inside it.
+/// are made) whose keeper is gone: their lock could be taken, and is held
+/// while they are removed.
 pub(super) fn sweep(daemon: &Daemon) {
     let prefix = format!("desi-gpu-map-mps.{}.", daemon.uid);
     let Ok(entries) = std::fs::read_dir(&daemon.base) else {
         return;
     };
-    let stale: Vec<(PathBuf, String)> = entries
+    let named = entries
         .take(MOST_SWEPT * 16)
         .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let stem = keepers_stem(e.file_name().to_str()?, &prefix)?;
-            Some((e.path(), stem))
-        })
-        .filter(|(dir, _)| ours(dir, daemon.uid))
-        .take(MOST_SWEPT)
-        .collect();
-    if stale.is_empty() {
-        return;
-    }
-    let bound = bound_names();
-    for (dir, stem) in stale {
-        let socket = dir.join(SOCKET).display().to_string();
-        if !bound.contains(&format!("@{stem}")) && !bound.contains(&socket) {
-            let _ = std::fs::remove_dir_all(dir);
+        .filter(|e| e.file_name().to_str().is_some_and(|n| keepers(n, &prefix)))
+        .take(MOST_SWEPT);
+    for entry in named {
+        let dir = entry.path();
+        if let Lock::Held(held) = lock(&dir, daemon.uid) {
+            let _ = std::fs::remove_dir_all(&dir);
+            drop(held);
         }
     }
 }
 
-/// The stem (the socket's name) of a keeper directory's `name` under
-/// `prefix`: the name less its random part, ending in [`KEEPER_MARK`].
-fn keepers_stem(name: &str, prefix: &str) -> Option<String> {
-    let (stem, token) = name.rsplit_once('.')?;
-    let keepers = stem.starts_with(prefix) && stem.ends_with(&format!(".{KEEPER_MARK}"));
-    (keepers && u64::from_str_radix(token, 16).is_ok()).then(|| stem.to_string())
-}
-
-/// A directory (not a link) of `uid`'s.
-fn ours(dir: &Path, uid: u32) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(dir).is_ok_and(|m| m.uid() == uid && m.is_dir())
-}
-
-/// The unix socket names bound on this host (`@name` for an abstract
-/// one, else its path), as `/proc/net/unix` lists them.
-fn bound_names() -> Vec<String> {
-    let text = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
-    text.lines()
-        .skip(1)
-        .filter_map(|line| line.split_whitespace().nth(7))
-        .map(String::from)
-        .collect()
+/// Whether `name` is a keeper's directory's under `prefix`: ending in
+/// [`KEEPER_MARK`] and its random part.
+fn keepers(name: &str, prefix: &str) -> bool {
+    name.rsplit_once('.').is_some_and(|(stem, token)| {
+        stem.starts_with(prefix)
+            && stem.ends_with(&format!(".{KEEPER_MARK}"))
+            && u64::from_str_radix(token, 16).is_ok()
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::linux::net::SocketAddrExt;
-    use std::os::unix::net::{SocketAddr, UnixListener};
+    use crate::mps::daemon::LOCK;
+    use std::io::BufRead;
     use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, Stdio};
     use std::time::Duration;
 
     fn daemon_in(base: &Path) -> Daemon {
@@ -104,6 +88,41 @@ mod tests {
         dir
     }
 
+    /// A live keeper's stand-in: killed by its pid and reaped when dropped
+    /// (a failed assertion included), and its lock is gone with it.
+    struct Keeper(Child);
+
+    impl Drop for Keeper {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// A live keeper of `dir`, as the sweep sees one: a process of its own
+    /// (util-linux's `flock`, then `sleep`), in a network namespace of its
+    /// own where `netns`, that holds the directory's lock until it is
+    /// killed. Returned once it holds it. Nothing of it is in this
+    /// process, whose other tests' children inherit what it holds.
+    fn keeper_of(dir: &Path, netns: bool) -> Keeper {
+        let mut cmd = Command::new(if netns { "unshare" } else { "flock" });
+        if netns {
+            cmd.args(["--net", "flock"]);
+        }
+        cmd.args(["--no-fork", "--exclusive"])
+            .arg(dir.join(LOCK))
+            .args(["sh", "-c", "echo ready; exec sleep 600"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped());
+        let mut keeper = Keeper(cmd.spawn().expect("run util-linux's flock and unshare"));
+        let mut line = String::new();
+        std::io::BufReader::new(keeper.0.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "ready\n", "the stand-in keeper of {}", dir.display());
+        keeper
+    }
+
     #[test]
     fn only_the_users_keeper_directories_whose_keeper_is_gone_are_removed() {
         let base = std::env::temp_dir().join(format!("dgm-sweep-{}", std::process::id()));
@@ -116,28 +135,26 @@ mod tests {
         let empty = left(&base, &format!("{job}.4.0.keeper.00000000000000ee"), false);
         let plugins = left(&base, &format!("{job}.2.0.00000000000000bb"), true);
         let served = left(&base, &format!("{job}.3.0.keeper.00000000000000cc"), true);
-        let unnamed = left(&base, &format!("{job}.5.0.keeper.00000000000000ff"), true);
+        // Its keeper runs in another network namespace (or on another node
+        // of a shared base): no socket of it is seen from here.
+        let apart = left(&base, &format!("{job}.5.0.keeper.00000000000000ff"), true);
         let others = left(
             &base,
             "desi-gpu-map-mps.99999.1.0.0.keeper.00000000000000dd",
             true,
         );
-        // A live keeper holds the socket named after `served`'s stem, and
-        // another (whose name another user took) only its own socket.
-        let name = SocketAddr::from_abstract_name(format!("{job}.3.0.keeper").as_bytes()).unwrap();
-        let keeper = UnixListener::bind_addr(&name).unwrap();
-        let inside = UnixListener::bind(unnamed.join(SOCKET)).unwrap();
+        let keepers = [keeper_of(&served, false), keeper_of(&apart, true)];
         sweep(&d);
         assert!(!stale.exists(), "a keeper's directory whose keeper is gone");
         assert!(!empty.exists(), "one left before its daemon started");
         assert!(plugins.exists(), "the plugin's, never a keeper's");
-        assert!(served.exists(), "its keeper still holds the name");
-        assert!(unnamed.exists(), "its keeper still holds the socket inside");
+        assert!(served.exists(), "its keeper still holds the lock");
+        assert!(apart.exists(), "its keeper in another namespace holds it");
         assert!(others.exists(), "another uid's name");
-        drop((keeper, inside));
+        drop(keepers);
         sweep(&d);
         assert!(!served.exists(), "gone once its keeper is");
-        assert!(!unnamed.exists(), "gone once its keeper is");
+        assert!(!apart.exists(), "gone once its keeper is");
         std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -1655,6 +1655,57 @@ fn the_keeper_holds_none_of_the_tasks_descriptors_and_takes_its_daemon_along() {
     task.wait().unwrap();
 }
 
+/// The next keeper's sweep, run in another network namespace (as a keeper
+/// on another node of a shared base runs it), keeps a live keeper's
+/// directory: the keeper's sockets are not seen there, its lock is.
+#[test]
+fn a_sweep_from_another_network_namespace_keeps_a_live_keepers_directory() {
+    use std::io::{BufRead, Read, Write};
+    let step = KeptStep::new("n", 5);
+    // The task says its pipe directory, waits for a line, and says whether
+    // the directory is still there.
+    let script = r#"echo "$CUDA_MPS_PIPE_DIRECTORY"; read line; test -d "$CUDA_MPS_PIPE_DIRECTORY" && echo there || echo missing"#;
+    let mut cmd = step.as_task(0, 1, "t0");
+    cmd.arg(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .args(["exec", "--nvml", &step.lib, "--mps-control"])
+        .arg(step.dir.join("nvidia-cuda-mps-control"))
+        .args(["--method", "contiguous,mps", "--", "sh", "-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit());
+    let mut task = cmd.spawn().unwrap();
+    let mut out = std::io::BufReader::new(task.stdout.take().unwrap());
+    let mut pipe = String::new();
+    out.read_line(&mut pipe).unwrap();
+    let kept = std::path::Path::new(pipe.trim()).parent().unwrap();
+    assert!(kept.join("pipe").is_dir(), "served: {pipe}");
+    let swept = Command::new("unshare")
+        .args(["--net", "runuser", "-u", TASKS_USER, "--"])
+        .arg(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .args([
+            "mps-keeper",
+            "--serve",
+            "--sweep",
+            "--control",
+            "/bin/false",
+        ])
+        .arg("--base")
+        .arg(kept.parent().unwrap())
+        .args(["--stem", "unused", "--token", "0"])
+        .args(["--timeout-ms", "1000", "--tasks", "1"])
+        .stdin(std::process::Stdio::null())
+        .status()
+        .expect("run unshare (util-linux)");
+    assert!(swept.success(), "the sweep: {swept}");
+    assert!(kept.is_dir(), "a live keeper's directory was swept: {pipe}");
+    writeln!(task.stdin.take().unwrap(), "on").unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, "there\n", "the task's directory, after the sweep");
+    assert!(task.wait().unwrap().success());
+    step.assert_nothing_left();
+}
+
 // ------------------------------------ the variables that mirror options
 
 /// `desi-gpu-map exec ARGS -- touch MARKER` (or, with no `args`, the task

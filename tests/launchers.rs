@@ -4,7 +4,7 @@
 //! fails these tests (tests/deps.sh installs both).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_desi-gpu-map");
 
@@ -26,6 +26,26 @@ fn clean(program: &str, vars: &[(&str, &str)]) -> Command {
         .env("HOME", std::env::temp_dir())
         .envs(vars.iter().copied());
     cmd
+}
+
+/// A launcher run to its end, its output captured, with a standard input
+/// that stays open and empty until then, as a terminal nobody types into.
+/// Not /dev/null: MPICH's mpiexec forwards the end of its input to rank
+/// 0's proxy, and where the proxy already exited (one `poll` returned both
+/// the input's end and the proxy's exit, which it read first; seen under
+/// a CPU burner per core, as strace showed) that write kills mpiexec with
+/// SIGPIPE, status 141 and no output, or its Open MPI rank when nested.
+fn finished(mut cmd: Command, launcher: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run the {launcher} launcher (tests/deps.sh): {e}"));
+    let input = child.stdin.take();
+    let out = child.wait_with_output().expect("wait for the launcher");
+    drop(input);
+    out
 }
 
 /// `np` ranks of `exec ARGS -- sh -c REPORT` under `launcher`, with
@@ -52,8 +72,7 @@ fn launch(launcher: &str, np: usize, vars: &[(&str, &str)], args: &[&str]) -> Ou
     let script = format!("LOCAL=${local}; {REPORT}");
     cmd.arg(BIN).arg("exec").args(args);
     cmd.args(["--", "sh", "-c", &script]);
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot run the {launcher} launcher (tests/deps.sh): {e}"))
+    finished(cmd, launcher)
 }
 
 /// Each rank's line, by local rank, as words.
@@ -285,7 +304,7 @@ fn a_launch_nested_in_another_launchers_rank_is_placed_by_the_inner_one() {
             "-c",
             &format!("LOCAL=$MPI_LOCALRANKID; {REPORT}"),
         ]);
-    let out = cmd.output().expect("run mpirun.openmpi (tests/deps.sh)");
+    let out = finished(cmd, "openmpi");
     assert!(out.status.success(), "{out:?}");
     assert_eq!(lists(&out), ["4", "5"], "{out:?}");
     for words in ranks(&out) {

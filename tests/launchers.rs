@@ -35,8 +35,19 @@ fn clean(program: &str, vars: &[(&str, &str)]) -> Command {
 /// the input's end and the proxy's exit, which it read first; seen under
 /// a CPU burner per core, as strace showed) that write kills mpiexec with
 /// SIGPIPE, status 141 and no output, or its Open MPI rank when nested.
+///
+/// Each run has a `TMPDIR` of its own, removed after: Open MPI makes its
+/// session directory `ompi.HOST.UID` there, one per user, and one mpirun
+/// that removes it at its end while another makes it fails the other
+/// ("unable to create the desired directory ... File exists"), as this
+/// file's tests run side by side.
 fn finished(mut cmd: Command, launcher: &str) -> Output {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = std::env::temp_dir().join(format!("dgm-launch-tmp-{}-{run}", std::process::id()));
+    std::fs::create_dir(&tmp).expect("make the launcher's TMPDIR");
     let mut child = cmd
+        .env("TMPDIR", &tmp)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -45,6 +56,7 @@ fn finished(mut cmd: Command, launcher: &str) -> Output {
     let input = child.stdin.take();
     let out = child.wait_with_output().expect("wait for the launcher");
     drop(input);
+    std::fs::remove_dir_all(&tmp).expect("remove the launcher's TMPDIR");
     out
 }
 

@@ -36,11 +36,12 @@ fn clean(program: &str, vars: &[(&str, &str)]) -> Command {
 /// a CPU burner per core, as strace showed) that write kills mpiexec with
 /// SIGPIPE, status 141 and no output, or its Open MPI rank when nested.
 ///
-/// Each run has a `TMPDIR` of its own, removed after: Open MPI makes its
-/// session directory `ompi.HOST.UID` there, one per user, and one mpirun
-/// that removes it at its end while another makes it fails the other
-/// ("unable to create the desired directory ... File exists"), as this
-/// file's tests run side by side.
+/// Each run has a `TMPDIR` (and `HOME`) of its own, removed after: Open
+/// MPI makes its session directory `ompi.HOST.UID` there, one per user,
+/// and one mpirun that removes it at its end while another makes it fails
+/// the other ("unable to create the desired directory ... File exists"),
+/// as this file's tests run side by side; and no launcher reads settings
+/// someone left in a shared `HOME`.
 fn finished(mut cmd: Command, launcher: &str) -> Output {
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -48,6 +49,7 @@ fn finished(mut cmd: Command, launcher: &str) -> Output {
     std::fs::create_dir(&tmp).expect("make the launcher's TMPDIR");
     let mut child = cmd
         .env("TMPDIR", &tmp)
+        .env("HOME", &tmp)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

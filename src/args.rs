@@ -450,12 +450,12 @@ where
     }
 }
 
-/// A path that the task's variables may carry: UTF-8 text, as every
-/// variable slurmstepd sets from the prolog's lines is.
+/// A path that the task's variables may carry: UTF-8 text on one line,
+/// as every variable slurmstepd sets from the prolog's lines is.
 fn path() -> Text<std::path::PathBuf> {
     Text {
         parse: |text| Some(text.into()),
-        valid: || "a path in UTF-8 text".to_string(),
+        valid: || "a path in UTF-8 text, without control characters".to_string(),
         choices: None,
     }
 }
@@ -465,8 +465,8 @@ fn nvml_forms() -> String {
 }
 
 /// An option's value as text: bytes that are not UTF-8 (which a variable
-/// that mirrors the option may hold) make it a bad value, as a typo does,
-/// never an unset one. A bad value is refused in one line: the option, the
+/// that mirrors the option may hold) or a control character make it a bad
+/// value, as a typo does, never an unset one. A bad value is refused in one line: the option, the
 /// value quoted whole (control characters escaped, U+FFFD for the bytes
 /// that are not UTF-8) and the valid values; the error keeps the option
 /// ([`error_line`] names the variable it came from).
@@ -490,7 +490,13 @@ where
         arg: Option<&Arg>,
         value: &OsStr,
     ) -> Result<T, clap::Error> {
-        if let Some(parsed) = value.to_str().and_then(self.parse) {
+        // A control character (a newline) is in no valid value either: a
+        // path with one could be neither said on one line nor set in the
+        // task through slurmstepd, which reads a line per variable.
+        let text = value
+            .to_str()
+            .filter(|text| !text.contains(char::is_control));
+        if let Some(parsed) = text.and_then(self.parse) {
             return Ok(parsed);
         }
         let flag = arg

@@ -1890,6 +1890,26 @@ fn a_newline_in_a_mirrored_value_is_quoted_whole() {
             "whole seconds",
         ),
         ("DESI_GPU_MAP_NVML", "auto\noff", "--nvml", "auto, off"),
+        // A path too: its messages would be cut at the newline, and no
+        // line slurmstepd reads could carry it to the task.
+        (
+            "DESI_GPU_MAP_NVML",
+            "/opt/lib\nnvml.so",
+            "--nvml",
+            "auto, off",
+        ),
+        (
+            "DESI_GPU_MAP_MPS_DIR",
+            "/tmp/a\nb",
+            "--mps-dir",
+            "a path in UTF-8 text",
+        ),
+        (
+            "DESI_GPU_MAP_MPS_CONTROL",
+            "/opt/a\nb",
+            "--mps-control",
+            "a path in UTF-8 text",
+        ),
     ] {
         let quoted = format!("invalid {flag} \"{}\"", value.replace('\n', "\\n"));
         let from = format!("(from ${var})");

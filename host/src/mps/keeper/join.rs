@@ -591,6 +591,7 @@ time.sleep(300)
         );
         assert!(took < Duration::from_secs(3), "{took:?}");
         drop(held);
+        std::fs::remove_dir_all(&daemon.base).unwrap();
         if !root() {
             return;
         }

@@ -234,9 +234,12 @@ mod tests {
         lines_in_child(Duration::from_secs(10), work)
     }
 
-    /// No child of this process is left unreaped: `pid` is gone.
+    /// `pid`, a child of this process, was reaped: this process has no
+    /// child of that pid (asked of the kernel, not of `/proc`, where
+    /// another process of the machine may have the pid by now).
     fn reaped(pid: i32) -> bool {
-        !Path::new(&format!("/proc/{pid}")).exists()
+        let pid = Pid::from_raw(pid).unwrap();
+        matches!(waitpid(Some(pid), WaitOptions::NOHANG), Err(Errno::CHILD))
     }
 
     #[test]

@@ -1084,7 +1084,7 @@ fn the_users_next_exec_removes_what_a_killed_keeper_left() {
     let _c = exec_setup();
     clear_what_others_left();
     // What a keeper killed before it cleaned up leaves, its daemon started
-    // or not: a directory named as a keeper's, and no socket of its name.
+    // or not: a directory named as a keeper's, whose lock nothing holds.
     let started = format!(
         "desi-gpu-map-mps.{}.999.0.0.keeper.00000000000000ab",
         USERS[0].1

@@ -20,8 +20,16 @@ command -v mpiexec.mpich >/dev/null || need+=(mpich)
 # slurmd starts: without it every --mpi=pmix step fails to launch.
 ls /usr/lib/*/pmix2/lib/libpmix.so >/dev/null 2>&1 || need+=(libpmix-dev)
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
-# tests/contrib.rs applies contrib/'s patches to desispec's tree.
+# tests/contrib.rs applies contrib/'s patches to desispec's tree (git apply),
+# and runs desispec's own unit tests there: what they import from Debian
+# (test_proc_night's desispec.workflow.processing imports numba too).
 command -v patch >/dev/null || need+=(patch)
+command -v git >/dev/null || need+=(git)
+for mod in $(/usr/bin/python3 -c 'import importlib.util as u
+for m in "numpy astropy yaml fitsio healpy scipy numba".split():
+    u.find_spec(m) or print(m)' 2>/dev/null || echo numpy astropy yaml fitsio healpy scipy numba); do
+    need+=("python3-$mod")
+done
 # tests/cluster/podman.rs (22.05 only): NERSC's podman-hpc (PyPI, in a venv
 # of its own: tests/containers/podman-hpc.sh) over Debian's podman; runc,
 # since crun refuses this machine's hybrid cgroup v1 hierarchies; uidmap

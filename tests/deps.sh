@@ -23,7 +23,6 @@ ls /usr/lib/*/pmix2/lib/libpmix.so >/dev/null 2>&1 || need+=(libpmix-dev)
 # tests/contrib.rs applies contrib/'s patches to desispec's tree (git apply),
 # and runs desispec's own unit tests there: what they import from Debian
 # (test_proc_night's desispec.workflow.processing imports numba too).
-command -v patch >/dev/null || need+=(patch)
 command -v git >/dev/null || need+=(git)
 for mod in $(/usr/bin/python3 -c 'import importlib.util as u
 for m in "numpy astropy yaml fitsio healpy scipy numba".split():

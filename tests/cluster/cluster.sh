@@ -259,12 +259,18 @@ write_nvml_conf() {
 write_config() {
     local i k n spec gpus flags port names=() last csv
     # DGM_TASK_AFFINITY=1: Slurm really binds tasks to CPUs (task/affinity),
-    # so every node declares the host's real CPU count.
-    TASK_PLUGIN=task/none NODE_CPUS=64 PROCTRACK=proctrack/linuxproc
+    # so every node declares the host's real CPU count. Otherwise 128, a
+    # Perlmutter GPU node's (64 cores, 2 threads each), which DESI's GPU
+    # scripts ask whole (-N 1 -n 64 -c 2, tests/cluster/desi.rs): slurmd
+    # takes the declared count over the host's (config_overrides below).
+    TASK_PLUGIN=task/none NODE_CPUS=128 PROCTRACK=proctrack/linuxproc
     if [ "${DGM_TASK_AFFINITY:-0}" = 1 ]; then
         TASK_PLUGIN=task/affinity NODE_CPUS=$(nproc)
     fi
     if [ "$MODE" != plain ]; then
+        # The production modes keep 64 (their suites ask no more), which
+        # Slurm lays the fake GPUs' NVML affinity over (write_nvml_conf).
+        [ "${DGM_TASK_AFFINITY:-0}" = 1 ] || NODE_CPUS=64
         PROCTRACK=proctrack/cgroup
         case $TASK_PLUGIN in
             task/none) TASK_PLUGIN=task/cgroup ;;
@@ -366,7 +372,8 @@ EOF
     case "$MODE" in autodetect | uuid) cpus="CPUs=$NODE_CPUS Sockets=1 CoresPerSocket=$NODE_CPUS ThreadsPerCore=1" ;; esac
     while read -r name gpus port; do
         if [ "$gpus" -gt 0 ]; then
-            echo "NodeName=$name NodeHostname=$name NodeAddr=127.0.0.1 Port=$port $cpus RealMemory=1000 Gres=gpu:$gpus State=UNKNOWN"
+            # Features=gpu: what DESI's GPU scripts ask (--constraint=gpu).
+            echo "NodeName=$name NodeHostname=$name NodeAddr=127.0.0.1 Port=$port $cpus RealMemory=1000 Gres=gpu:$gpus Features=gpu State=UNKNOWN"
         else
             echo "NodeName=$name NodeHostname=$name NodeAddr=127.0.0.1 Port=$port $cpus RealMemory=1000 State=UNKNOWN"
         fi

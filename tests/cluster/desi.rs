@@ -21,8 +21,20 @@
 //! root). Run by `tests/run-cluster-tests.sh` on 22.05; it fails, never
 //! skips, when any of that is missing. Every expected row is written out
 //! by hand.
+//!
+//! Then the scripts desispec's branch writes
+//! (`../shared/thirdparty/desispec-main-efd9676.tar.gz`, its own
+//! `batch_writer`, patched with contrib/desispec or not;
+//! tests/desi/scripts.sh), the tilenight and a desi_proc script for
+//! perlmutter-gpu, submitted as they are with sbatch as dgm-alice: 64 ranks
+//! of tests/desi/desi_proc (`-N 1 -n 64 -c 2`) on one node's 4 GPUs, each
+//! row checked against the layout (16 ranks a GPU), with and without the
+//! site's plugin. Each job takes 6 to 10 s here (64 Python ranks on 2
+//! cores); the 8 jobs about 80 s. Needs `tests/desi/fetch.sh branch` (PyPI
+//! once) and Debian's imports of the branch (tests/deps.sh).
 
 use crate::common::*;
+use crate::mps::ALICE;
 
 #[path = "../desi/installed.rs"]
 mod installed;
@@ -350,5 +362,305 @@ fn without_the_option_desispec_chooses_among_the_steps_gpus() {
             "6 n1 6 0,1,2,3 3 3 unset",
             "7 n1 7 0,1,2,3 3 3 unset",
         ]);
+    }
+}
+
+// ------------------------------------------- the scripts desispec writes
+
+/// What desispec's branch imports from PyPI (desiutil, desitarget,
+/// desimodel): `tests/desi/fetch.sh branch`.
+fn branch_deps() -> String {
+    script("tests/desi/fetch.sh", &["branch"])
+        .trim()
+        .to_string()
+}
+
+/// The tilenight and desi_proc scripts desispec's branch writes
+/// (tests/desi/scripts.sh), patched with contrib/desispec or not, in a
+/// folder of their own with the user's home and the production's output
+/// tree; removed when dropped.
+struct Scripts {
+    dir: std::path::PathBuf,
+    tilenight: String,
+    proc: String,
+}
+
+impl Scripts {
+    fn write(kind: &str) -> Scripts {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = std::path::PathBuf::from(format!(
+            "/tmp/dgm-desi-scripts.{}.{stamp}",
+            std::process::id()
+        ));
+        let out = std::process::Command::new("bash")
+            .arg(repo().join("tests/desi/scripts.sh"))
+            .arg(&dir)
+            .args([kind, ALICE, &branch_deps()])
+            .env("DGM_CLUSTER_DIR", state_dir())
+            .output()
+            .expect("run tests/desi/scripts.sh");
+        let mut scripts = Scripts {
+            dir,
+            tilenight: String::new(),
+            proc: String::new(),
+        };
+        assert!(
+            out.status.success(),
+            "tests/desi/scripts.sh {kind}:\n{}",
+            show(&out)
+        );
+        let paths = std::fs::read_to_string(scripts.dir.join("scripts")).unwrap();
+        let mut paths = paths.lines().map(String::from);
+        scripts.tilenight = paths.next().unwrap();
+        scripts.proc = paths.next().unwrap();
+        scripts
+    }
+
+    /// Submits `script` as it is, as alice with the home whose profile its
+    /// login shell reads, and returns its log once the job has ended.
+    fn run(&self, script: &str) -> String {
+        // HOME through env(1): runuser sets the user's own (/tmp).
+        let home = format!("HOME={}", self.dir.join("home").display());
+        let id = client("env", &home)
+            .args("sbatch --parsable")
+            .arg(script)
+            .user(ALICE)
+            .ok()
+            .stdout()
+            .trim()
+            .to_string();
+        let done = crate::mps::wait_for(120, || {
+            client("squeue", &format!("-h -j {id} -o %t"))
+                .run()
+                .stdout()
+                .trim()
+                .is_empty()
+        });
+        let log = format!("{}-{id}.log", script.trim_end_matches(".slurm"));
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(done, "job {id} ({script}) still runs after 120 s:\n{text}");
+        assert!(
+            text.contains("\nSUCCESS: done at "),
+            "job {id} ({script}) failed:\n{text}"
+        );
+        text
+    }
+}
+
+impl Drop for Scripts {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The user's processes on this machine, zombies aside.
+fn alices_processes() -> Vec<u32> {
+    let uid = USERS[0].1;
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse().ok()) else {
+            continue;
+        };
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|l| l.split_whitespace().next())
+                .map(String::from)
+        };
+        if field("Uid:").and_then(|u| u.parse::<u32>().ok()) == Some(uid)
+            && field("State:").as_deref() != Some("Z")
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// The job's 64 rows, rank by rank, and its node's daemon line, where
+/// each rank's GPU and daemon are desi-gpu-map's (exec's or the plugin's):
+/// 16 ranks a GPU, contiguously, each seeing its GPU alone by UUID,
+/// desispec selecting it, the flag set, desispec keeping device 0 where it
+/// would see four GPUs (patched gpu.py), and every rank reaching the one
+/// control daemon of the node, as alice, in its private directory, holding
+/// the node's 4 GPUs.
+#[track_caller]
+fn assert_mapped_and_served(log: &str, what: &str) {
+    let rows = probe_rows(log);
+    let first: Vec<&str> = rows.lines().next().unwrap_or_default().split(' ').collect();
+    let (host, pipe) = (
+        first.get(1).copied().unwrap_or("?"),
+        first.last().copied().unwrap_or("?"),
+    );
+    assert!(
+        pipe.starts_with("/tmp/desi-gpu-map-mps.3901."),
+        "{what}: rank 0's MPS directory is no private one of alice's:\n{log}"
+    );
+    let want: Vec<String> = (0..64)
+        .map(|rank| {
+            let gpu = format!("GPU-fake-{host}-{}", rank / 16);
+            format!("{rank} {host} {rank} {gpu} 0 {gpu} 1 0 reached {pipe}")
+        })
+        .collect();
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    assert_eq!(rows, crate::common::rows(&want), "{what}:\n{log}");
+    let daemons: Vec<&str> = log.lines().filter(|l| l.starts_with("D ")).collect();
+    let all = format!("GPU-fake-{host}-0,GPU-fake-{host}-1,GPU-fake-{host}-2,GPU-fake-{host}-3");
+    assert_eq!(
+        daemons,
+        [format!(
+            "D {host} 1 PIPE_DIRECTORY={pipe} CUDA_VISIBLE_DEVICES={all}"
+        )],
+        "{what}: one daemon on the node, the ranks' own\n{log}"
+    );
+}
+
+/// Nothing of alice's is left on the node once the job has ended: no
+/// process, no MPS daemon, keeper or directory.
+#[track_caller]
+fn assert_nothing_of_alices_left(what: &str) {
+    crate::mps::assert_nothing_left(what);
+    let gone = crate::mps::wait_for(10, || alices_processes().is_empty());
+    assert!(
+        gone,
+        "after {what}: alice's processes {:?}",
+        alices_processes()
+    );
+}
+
+/// Runs both scripts and checks each as [`assert_mapped_and_served`] and
+/// [`assert_nothing_of_alices_left`].
+fn run_patched(scripts: &Scripts, case: &str) {
+    for script in [&scripts.tilenight, &scripts.proc] {
+        let what = format!("{script} ({case})");
+        let log = scripts.run(script);
+        assert_mapped_and_served(&log, &what);
+        assert_nothing_of_alices_left(&what);
+    }
+}
+
+/// What a patched script runs in the wrapper's place, which the cluster
+/// takes as written: its `#SBATCH` lines (`--qos regular`, `--account
+/// desi_g`, `--constraint=gpu`, `--gpus-per-node=4`, `--exclusive`, `-N 1`)
+/// and its srun line (`-N 1 -n 64 -c 2 --cpu-bind=cores`) unchanged; what
+/// it needs on PATH from the profile its login shell reads.
+#[track_caller]
+fn assert_as_written(path: &str) {
+    let text = std::fs::read_to_string(path).unwrap();
+    for line in [
+        "#!/bin/bash -l",
+        "#SBATCH --qos regular",
+        "#SBATCH --account desi_g",
+        "#SBATCH --constraint=gpu",
+        "#SBATCH --gpus-per-node=4",
+        "#SBATCH --exclusive",
+        "#SBATCH -N 1",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "{path} lacks {line:?}:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("srun -N 1 -n 64 -c 2 --cpu-bind=cores "),
+        "{path}: not DESI's GPU shape:\n{text}"
+    );
+}
+
+/// The cluster takes the scripts desispec's branch writes as they are
+/// (tests/desi/scripts.sh says what the profile gives them, and why:
+/// `SLURM_MPI_TYPE=pmix`, as Perlmutter's MpiDefault gives its MPI, since
+/// the srun lines name none; the nodes declare Perlmutter's 128 CPUs and
+/// `Features=gpu`, tests/cluster/cluster.sh). With contrib/desispec's
+/// patches and no plugin, the recipe a user needs no admin for: 64 ranks
+/// of `desi_proc_tilenight`, then of `desi_proc`, each on its GPU, flagged,
+/// kept there by desispec, served by the node's one MPS daemon, and
+/// nothing of the user's left after each job.
+#[test]
+fn the_patched_scripts_bind_and_serve_every_rank_without_the_plugin() {
+    let _c = setup("required", &[]);
+    cluster(&["plugin", "off"]);
+    crate::mps::clear_what_others_left();
+    let scripts = Scripts::write("patched");
+    assert_as_written(&scripts.tilenight);
+    assert_as_written(&scripts.proc);
+    run_patched(&scripts, "no plugin");
+}
+
+/// The same scripts on nodes whose site installed the plugin, with and
+/// without a site `default=`: the same rows, one daemon a node (exec
+/// stands aside where the plugin took the exported method as the job's
+/// request and started its own), and nothing left.
+#[test]
+fn the_patched_scripts_bind_and_serve_every_rank_under_the_site_plugin() {
+    let control = format!(
+        "mps_control={}/mps/bin/nvidia-cuda-mps-control",
+        state_dir()
+    );
+    let scripts = Scripts::write("patched");
+    for site in [
+        vec![control.as_str()],
+        vec![control.as_str(), "default=contiguous"],
+    ] {
+        let _c = setup("required", &site);
+        crate::mps::clear_what_others_left();
+        run_patched(&scripts, &format!("plugin {site:?}"));
+    }
+}
+
+/// DESI's scripts as they are today, `desi_mps_wrapper` in every srun
+/// (tests/desi/desi_mps_wrapper) and desispec's gpu.py unpatched, on nodes
+/// whose site installed the plugin with `default=contiguous`: the jobs
+/// succeed and every rank ends on its GPU (the plugin's, which it sees
+/// alone, so desispec's round-robin selects it; where desispec would see
+/// four it picks rank % 4, `kept`). The wrapper's own daemon runs beside
+/// the plugin, in its fixed /tmp/nvidia-mps, started by local rank 0 with
+/// rank 0's environment: it holds GPU 0 only, the plugin's GPU for rank 0
+/// (docs/user-guide.md says what that means on a GPU).
+#[test]
+fn the_unpatched_scripts_keep_every_rank_on_its_gpu_under_a_site_default() {
+    let _c = setup("required", &["default=contiguous"]);
+    crate::mps::clear_what_others_left();
+    let fixed = ["/tmp/nvidia-mps", "/tmp/nvidia-log"];
+    for dir in fixed {
+        if let Ok(meta) = std::fs::metadata(dir) {
+            use std::os::unix::fs::MetadataExt;
+            assert_eq!(
+                meta.uid(),
+                USERS[0].1,
+                "{dir} is not alice's: the wrapper needs it"
+            );
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+    }
+    let scripts = Scripts::write("unpatched");
+    for script in [&scripts.tilenight, &scripts.proc] {
+        let log = scripts.run(script);
+        for dir in fixed {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        let rows = probe_rows(&log);
+        let host = rows.split(' ').nth(1).unwrap_or("?").to_string();
+        let want: Vec<String> = (0..64)
+            .map(|rank| {
+                let gpu = rank / 16;
+                let kept = rank % 4;
+                format!("{rank} {host} {rank} {gpu} 0 {gpu} 1 {kept} reached /tmp/nvidia-mps")
+            })
+            .collect();
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        assert_eq!(rows, crate::common::rows(&want), "{script}:\n{log}");
+        let daemons: Vec<&str> = log.lines().filter(|l| l.starts_with("D ")).collect();
+        assert_eq!(
+            daemons,
+            [format!(
+                "D {host} 1 PIPE_DIRECTORY=/tmp/nvidia-mps CUDA_VISIBLE_DEVICES=0"
+            )],
+            "{script}: the wrapper's one daemon, with rank 0's GPU\n{log}"
+        );
     }
 }

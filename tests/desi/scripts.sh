@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# scripts.sh DIR patched|unpatched USER DEPS
+# The batch scripts desispec's own generator writes, ready to submit as
+# USER, for tests/cluster/desi.rs and benches/desi.sh. In DIR (new, made
+# here, 0755): desispec's branch unpacked from
+# ../shared/thirdparty/desispec-main-efd9676.tar.gz (with
+# contrib/desispec/*.patch applied by `git apply` where patched), USER's
+# home (home/, USER's) with the .bash_profile a login shell reads there, and
+# the production's output tree (redux/, USER's) where
+# tests/desi/write_scripts.py, run as USER, writes the tilenight and the
+# desi_proc script; their paths go to DIR/scripts, tilenight first. DEPS:
+# the folders holding desiutil, desitarget and desimodel (colon-separated).
+#
+# The profile is what a site's modules give a DESI job at NERSC: on PATH
+# the stand-ins (tests/desi: desi_proc, desi_proc_tilenight,
+# desi_mps_wrapper), desi-gpu-map (target/release) and
+# nvidia-cuda-mps-control (the cluster's copy); on PYTHONPATH the stand-ins
+# for cupy and numba.cuda, the branch and DEPS; and what this cluster needs
+# that Perlmutter's slurm.conf gives: SLURM_MPI_TYPE=pmix, since the
+# scripts' srun lines name no --mpi and this cluster's MpiDefault is none
+# (Perlmutter's is cray_shasta; setting pmix here for every test would make
+# every multi-node step fail: two slurmd on one host cannot share PMIx's
+# directories), Open MPI on loopback only, and DESI_GPU_MAP_NVML, the fake
+# NVML that the real driver's library stands for. Nothing of the scripts is
+# changed. Needs the cluster up (cluster.sh env in the environment).
+set -euo pipefail
+[ $# = 4 ] || { echo "usage: $0 DIR patched|unpatched USER DEPS" >&2; exit 2; }
+dir=$1 kind=$2 user=$3 deps=$4
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+tarball=$repo/../shared/thirdparty/desispec-main-efd9676.tar.gz
+[ -f "$tarball" ] || tarball=/work/shared/thirdparty/desispec-main-efd9676.tar.gz
+: "${DGM_CLUSTER_DIR:?run eval \"\$(tests/cluster/cluster.sh env)\" first}"
+mkdir -m 0755 "$dir"
+tar xzf "$tarball" -C "$dir"
+branch=$dir/desispec-efd9676
+case $kind in
+    patched) (cd "$branch" && git apply "$repo"/contrib/desispec/*.patch) ;;
+    unpatched) ;;
+    *) echo "$0: patched or unpatched, not '$kind'" >&2; exit 2 ;;
+esac
+mkdir -m 0755 "$dir/home" "$dir/redux"
+cat >"$dir/home/.bash_profile" <<PROFILE
+export PATH=$repo/tests/desi:$repo/target/release:$DGM_CLUSTER_DIR/mps/bin:\$PATH
+export PYTHONPATH=$repo/tests/fakes/python:$branch/py:$deps
+export SLURM_MPI_TYPE=pmix
+export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=sm,pt2pt
+export DESI_GPU_MAP_NVML=$DGM_CLUSTER_DIR/nvml/libnvidia-ml.so.1
+PROFILE
+chown -R "$user" "$dir/home" "$dir/redux"
+(cd /tmp && runuser -u "$user" -- env HOME="$dir/home" DESI_SPECTRO_REDUX="$dir/redux" SPECPROD=test \
+    PYTHONPATH="$branch/py:$deps" /usr/bin/python3 "$repo/tests/desi/write_scripts.py") |
+    sed -n 's/^script //p' >"$dir/scripts"
+[ "$(wc -l <"$dir/scripts")" = 2 ] || { echo "$0: the generator wrote no scripts" >&2; exit 1; }

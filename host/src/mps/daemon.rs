@@ -525,13 +525,15 @@ mod tests {
     use std::path::Path;
     use std::time::Duration;
 
-    /// A stand-in control daemon: `-f` makes its socket and waits; a
-    /// client's `quit` ends it, and its question gets `answer`.
+    /// A stand-in control daemon: `-f` logs `started`, then makes its
+    /// socket (in that order: once it is there, the log line is, however
+    /// late the script runs) and waits; a client's `quit` ends it, and its
+    /// question gets `answer`.
     fn stand_in(dir: &Path, answer: &str) -> PathBuf {
         let script = dir.join("control");
         let text = format!(
             "#!/bin/sh\nif [ \"$1\" = -f ]; then echo $$ > \"$CUDA_MPS_PIPE_DIRECTORY/pid\"\n\
-             touch \"$CUDA_MPS_PIPE_DIRECTORY/control\"; echo started; exec sleep 30; fi\n\
+             echo started; touch \"$CUDA_MPS_PIPE_DIRECTORY/control\"; exec sleep 30; fi\n\
              read cmd; case $cmd in quit) kill $(cat \"$CUDA_MPS_PIPE_DIRECTORY/pid\");;\n\
              *) echo {answer};; esac\n"
         );
@@ -624,14 +626,19 @@ mod tests {
     fn a_daemon_that_answers_nonsense_is_killed_and_its_directory_removed() {
         let dir = scratch("bad");
         let mut d = planned(&dir, stand_in(&dir, "nonsense"));
-        d.timeout = Duration::from_millis(300);
+        // Waited for in full. The timeout also bounds each of the mkdir and
+        // the rm that removes the directory: 300 ms was not always enough
+        // for the rm beside a CPU burner per core.
+        d.timeout = Duration::from_secs(1);
         let why = start(&d, &AsThisProcess).err().unwrap().to_string();
         assert!(
-            why.contains("did not answer within 0 s (it answered \"nonsense\")"),
+            why.contains("did not answer within 1 s (it answered \"nonsense\")"),
             "{why}"
         );
         assert!(why.ends_with("; its log ends: started"), "{why}");
         assert!(!d.dir().exists());
+        // Fails at once: the plan's timeout, which only the rm runs into.
+        d.timeout = Duration::from_secs(5);
         d.control = dir.join("missing");
         let failed = start(&d, &AsThisProcess).err().unwrap();
         let why = failed.to_string();

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The task prolog's own cost: one srun step on 2 nodes (4 fake GPUs each),
+# 32 and 64 tasks, with desi-gpu-map as the task prolog
+# (DESI_GPU_MAP_METHOD=contiguous, no plugin) against /bin/true as the
+# task prolog, the two interleaved ROUNDS times; medians (ms) and the
+# ratio, all from this one run. Then where one prolog's time goes:
+# `strace -f -c` of desi-gpu-map as the prolog of a one-task step (its
+# system calls, counted), the files it opens and the programs it runs,
+# and its own wall and CPU time (GNU time's format through bash's
+# TIMEFORMAT) beside /bin/true's. Asserts nothing.
+# Usage: benches/desi_prolog.sh [ROUNDS]   (default 15)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-15}
+. tests/cluster/session.sh
+bash "$harness" up 4 4 >/dev/null
+eval "$(bash "$harness" env)"
+bash "$harness" plugin off >/dev/null
+work=$DGM_CLUSTER_DIR/bench
+mkdir -p "$work"
+bin=$PWD/target/release/desi-gpu-map
+export DESI_GPU_MAP_METHOD=contiguous DESI_GPU_MAP_NVML=$DGM_CLUSTER_DIR/nvml/libnvidia-ml.so.1
+step() { # PROLOG NTASKS -> milliseconds
+    local t0
+    t0=$(date +%s%N)
+    srun -N2 -n"$2" --ntasks-per-node=$(($2 / 2)) --overlap --task-prolog="$1" true
+    echo $((($(date +%s%N) - t0) / 1000000))
+}
+export -f step
+export bin
+results=$work/results
+: >"$results"
+salloc -N2 --ntasks-per-node=32 -w 'n[1-2]' --gpus-per-node=4 bash -c "
+    for r in \$(seq $rounds); do
+        for n in 32 64; do
+            echo \"\$n true \$(step /bin/true \$n)\" >>'$results'
+            echo \"\$n prolog \$(step $bin \$n)\" >>'$results'
+        done
+    done" 2>/dev/null
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
+echo "one srun step with a task prolog, median of $rounds interleaved rounds (ms), 2 nodes, 4 GPUs each"
+printf '%6s %10s %13s %15s\n' tasks /bin/true desi-gpu-map desi-gpu-map/true
+for n in 32 64; do
+    t=$(awk -v n="$n" '$1 == n && $2 == "true" {print $3}' "$results" | median)
+    p=$(awk -v n="$n" '$1 == n && $2 == "prolog" {print $3}' "$results" | median)
+    printf '%6s %10s %13s %15s\n' "$n" "$t" "$p" "$(ratio "$p" "$t")"
+done
+
+# One prolog, traced: a prolog that runs desi-gpu-map under strace (its
+# output, what slurmstepd reads, passes through), and one that times it.
+cat >"$work/traced" <<TRACED
+#!/bin/bash
+exec strace -f -qq -o $work/calls -e trace=openat,open,execve,clone,clone3,fork,vfork,connect $bin
+TRACED
+cat >"$work/counted" <<COUNTED
+#!/bin/bash
+exec strace -f -c -o $work/counts $bin
+COUNTED
+cat >"$work/timed" <<TIMED
+#!/bin/bash
+TIMEFORMAT="\$1 wall %3R s, user %3U s, sys %3S s"
+{ time $bin >$work/out; } 2>>$work/times
+cat $work/out
+{ time /bin/true; } 2>>$work/times
+TIMED
+chmod +x "$work/traced" "$work/counted" "$work/timed"
+srun -N1 -n1 -w n1 --gpus-per-node=4 --task-prolog="$work/traced" true
+srun -N1 -n1 -w n1 --gpus-per-node=4 --task-prolog="$work/counted" true
+: >"$work/times"
+for i in $(seq 20); do srun -N1 -n1 -w n1 --gpus-per-node=4 --task-prolog="$work/timed" true; done
+echo
+echo "one desi-gpu-map prolog (1 task of 4 GPUs on n1), strace -f -c:"
+head -n 25 "$work/counts"
+echo
+echo "files it opens (strace -e openat), in order:"
+grep -E 'open' "$work/calls" | grep -v ENOENT | sed -E 's/^[0-9]+ +//; s/, O_.*//' | sort | uniq -c | sort -rn | head -n 30
+echo "opens that failed (ENOENT): $(grep -c ENOENT "$work/calls" || true)"
+echo "programs it runs (execve) and processes it makes (clone/fork):"
+grep -E 'execve|clone|fork' "$work/calls" | sed -E 's/^[0-9]+ +//' | cut -c1-150
+echo
+echo "its own time as the prolog of 20 one-task steps, medians (s):"
+awk 'NR % 2 == 1 {w1[++n] = $2; u1[n] = $5; s1[n] = $8} NR % 2 == 0 {w2[n] = $2; u2[n] = $5; s2[n] = $8}
+     END {for (i = 1; i <= n; i++) print w1[i], u1[i], s1[i], w2[i], u2[i], s2[i]}' "$work/times" >"$work/pairs"
+for col in 1 2 3 4 5 6; do echo "$(cut -d' ' -f$col "$work/pairs" | median)"; done | paste -sd' ' |
+    awk '{printf "  desi-gpu-map: wall %s, user %s, sys %s; /bin/true: wall %s, user %s, sys %s\n", $1, $2, $3, $4, $5, $6}'

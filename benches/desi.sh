@@ -29,15 +29,15 @@
 # Prints medians and ratios to the wrapper, all from this one run. Asserts
 # nothing. The epilog variant alone takes over a minute a round.
 # Usage: benches/desi.sh [ROUNDS] [VARIANTS...]   (default 3 rounds, all)
-# Needs: make build, tests/nvidia/fetch.sh, and DESI's Python code from
-# tests/desi/fetch.sh (or DGM_DESI_DEPS=DIR[:DIR...] holding desiutil,
-# desitarget and desimodel).
+# Needs: make build, tests/nvidia/fetch.sh, and what desispec's branch
+# imports from PyPI, `tests/desi/fetch.sh branch` (or DGM_DESI_DEPS=DIR[:DIR...]
+# holding desiutil, desitarget and desimodel), and from Debian (tests/deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 shift || true
 variants=${*:-wrapper exec prolog prolog+epilog plugin}
-deps=${DGM_DESI_DEPS:-$(bash tests/desi/fetch.sh)}
+deps=${DGM_DESI_DEPS:-$(bash tests/desi/fetch.sh branch)}
 . tests/cluster/session.sh
 bash "$harness" up 4 4 >/dev/null
 eval "$(bash "$harness" env)"

@@ -13,7 +13,8 @@
 #   only: the installed .deb smoke (tests/package/deb-smoke.sh) and the
 #   suites by subject (SUITES below), closest's task_none_ tests, and on
 #   22.05 only HOST_SUITES: desi (DESI's desispec in real MPI ranks:
-#   Debian's python3-mpi4py), mpi (exec under mpirun and mpiexec in an
+#   Debian's python3-mpi4py; and the batch scripts desispec's branch
+#   writes, 64 ranks a job, about 80 s), mpi (exec under mpirun and mpiexec in an
 #   allocation: openmpi-bin, mpich) and podman (NERSC's podman-hpc over
 #   Debian's podman: tests/containers/podman-hpc.sh), which the 24.11 and
 #   26.05 roots lack;
@@ -195,8 +196,9 @@ fi
 
 # Debian's real NVML, which the tests hand the plugin (tests/nvidia/fetch.sh).
 bash tests/nvidia/fetch.sh >/dev/null
-# desispec and desiutil from PyPI, for tests/cluster/desi.rs (tests/desi/fetch.sh).
-case " ${wanted[*]} " in *" $DESI_SERIES "*) bash tests/desi/fetch.sh >/dev/null ;; esac
+# desispec and desiutil from PyPI, and what desispec's branch imports, for
+# tests/cluster/desi.rs (tests/desi/fetch.sh, fetch.sh branch).
+case " ${wanted[*]} " in *" $DESI_SERIES "*) bash tests/desi/fetch.sh >/dev/null && bash tests/desi/fetch.sh branch >/dev/null ;; esac
 # The tests drive the cluster from the host; build them once. A filter
 # NAME:: must select module NAME's tests alone, and every module must run.
 cargo test --locked --features cluster-tests --test cluster --no-run 2>&1 | tail -n 1

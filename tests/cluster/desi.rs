@@ -575,7 +575,9 @@ fn assert_as_written(path: &str) {
 /// (tests/desi/scripts.sh says what the profile gives them, and why:
 /// `SLURM_MPI_TYPE=pmix`, as Perlmutter's MpiDefault gives its MPI, since
 /// the srun lines name none; the nodes declare Perlmutter's 128 CPUs and
-/// `Features=gpu`, tests/cluster/cluster.sh). With contrib/desispec's
+/// `Features=gpu`, tests/cluster/cluster.sh; srun warns that this
+/// cluster's task/none binds no CPUs for `--cpu-bind=cores`, and runs the
+/// step). With contrib/desispec's
 /// patches and no plugin, the recipe a user needs no admin for: 64 ranks
 /// of `desi_proc_tilenight`, then of `desi_proc`, each on its GPU, flagged,
 /// kept there by desispec, served by the node's one MPS daemon, and

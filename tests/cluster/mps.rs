@@ -590,7 +590,7 @@ fn assert_eight_steps_each_served_by_its_own(out: &Ran) {
     assert_eq!(rows.lines().count(), 8, "{out}");
     assert!(
         rows.lines().all(|r| r.contains(" 1 unset 100.0 700:")),
-        "{rows}"
+        "a step unmapped or unserved:\n{rows}\n{out}"
     );
     assert_eq!(daemons.len(), 8, "one daemon per step\n{out}");
 }

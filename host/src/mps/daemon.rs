@@ -253,7 +253,12 @@ fn gone_already(e: std::io::Error) -> std::io::Result<()> {
 /// A keeper's directory (named as one: the only ones a sweep looks at) is
 /// [`lock`]ed at once, and the lock returned, to be held as long as the
 /// keeper lives. A sweep that came between the `mkdir` and the lock has
-/// the directory (it removes it): another random name is tried. The
+/// the directory (it removes it): another random name is tried. So too
+/// where `mkdir` failed and left no directory: `mkdir -m` sets the mode
+/// after it makes the directory, and a sweep between the two removed it
+/// ("cannot change permissions": 1 of 8 concurrent steps ran without MPS
+/// under load); a failure that is no sweep's fails again under every
+/// name, and the last one is said. The
 /// plugin's directories are not locked: no sweep removes them (slurmstepd
 /// outlives the step and removes them itself), and the plugin runs as
 /// root, which would have to make the lock's file in the user's directory
@@ -265,6 +270,9 @@ fn make_dir(
 ) -> Result<(Daemon, Vec<PathBuf>, Option<OwnedFd>), Failure> {
     let (mut daemon, mut taken) = (planned.clone(), Vec::new());
     let keepers = daemon.stem.ends_with(&format!(".{KEEPER_MARK}"));
+    // A keeper's last mkdir failure that left no directory, said if every
+    // name fails.
+    let mut failed = None;
     for _ in 0..NAME_TRIES {
         let mut mkdir = Command::new("/bin/mkdir");
         mkdir.args(["-m", "0700", "--"]).arg(daemon.dir());
@@ -280,6 +288,13 @@ fn make_dir(
                 taken.push(daemon.dir());
                 daemon = daemon.with_token(random_token());
             }
+            Err(why) if keepers && Instant::now() < deadline => {
+                failed = Some(why.within(format_args!(
+                    "cannot make the MPS directory {}",
+                    daemon.dir().display()
+                )));
+                daemon = daemon.with_token(random_token());
+            }
             Err(why) => {
                 return Err(why.within(format_args!(
                     "cannot make the MPS directory {}",
@@ -288,11 +303,13 @@ fn make_dir(
             }
         }
     }
-    Err(Failure::new(format!(
-        "cannot make an MPS directory in {}: {NAME_TRIES} random names were all taken \
-         (or their directories swept as soon as made)",
-        daemon.base.display()
-    )))
+    Err(failed.unwrap_or_else(|| {
+        Failure::new(format!(
+            "cannot make an MPS directory in {}: {NAME_TRIES} random names were all taken \
+             (or their directories swept as soon as made)",
+            daemon.base.display()
+        ))
+    }))
 }
 
 /// What a try at a keeper's directory's [`lock`] found.
@@ -568,6 +585,55 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    /// Runs the first `mkdir` as it runs where a keeper's sweep removes
+    /// the directory between its making and `mkdir -m`'s mode change: made,
+    /// removed, and the failure GNU mkdir then reports; every other child
+    /// as asked.
+    struct SweptOnce(std::cell::Cell<bool>);
+
+    impl Runner for SweptOnce {
+        fn prepare(&self, cmd: &mut Command) {
+            let dir = cmd.get_args().last().map(|a| a.to_os_string());
+            let (Some(dir), false) = (dir, self.0.replace(true)) else {
+                return;
+            };
+            let script = "mkdir -m 0700 -- \"$1\" && rmdir -- \"$1\" && echo \"/bin/mkdir: \
+                          cannot change permissions of '$1': No such file or directory\" >&2; \
+                          exit 1";
+            *cmd = Command::new("/bin/sh");
+            cmd.args(["-c", script, "sh"]).arg(dir);
+            cmd.stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+        }
+    }
+
+    #[test]
+    fn a_keepers_directory_swept_before_mkdir_set_its_mode_is_made_under_another_name() {
+        let dir = scratch("swept");
+        let planned = planned(&dir, PathBuf::from("/bin/false")).kept();
+        let made = make(&planned, &SweptOnce(std::cell::Cell::new(false))).unwrap();
+        let Made { daemon, held, .. } = made;
+        assert_ne!(daemon.dir(), planned.dir());
+        assert!(!planned.dir().exists());
+        let mode = fs::metadata(daemon.dir()).unwrap().permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o700
+        );
+        assert!(held.is_some(), "its lock is held");
+        drop(held);
+        // A failure that is no sweep's is said as mkdir said it.
+        let missing = Daemon {
+            base: dir.join("missing"),
+            ..planned
+        };
+        let why = make(&missing, &AsThisProcess).err().unwrap().to_string();
+        assert!(why.contains("cannot make the MPS directory"), "{why}");
+        assert!(why.contains("No such file or directory"), "{why}");
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

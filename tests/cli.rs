@@ -1677,7 +1677,8 @@ fn a_sweep_from_another_network_namespace_keeps_a_live_keepers_directory() {
     let mut out = std::io::BufReader::new(task.stdout.take().unwrap());
     let mut pipe = String::new();
     out.read_line(&mut pipe).unwrap();
-    let kept = std::path::Path::new(pipe.trim()).parent().unwrap();
+    let kept = std::path::Path::new(pipe.trim()).parent();
+    let kept = kept.unwrap_or_else(|| panic!("the task was not served: {pipe:?}"));
     assert!(kept.join("pipe").is_dir(), "served: {pipe}");
     let swept = Command::new("unshare")
         .args(["--net", "runuser", "-u", TASKS_USER, "--"])

@@ -215,6 +215,20 @@ pub fn command_lines_of(uid: u32) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// A command that runs this very program again: `/proc/self/exe`, the
+/// file this process was started from even where its path has since been
+/// replaced (a package upgraded mid-job, a rebuild), named as this
+/// program in the child's `argv[0]` for `ps`.
+pub fn this_program() -> std::process::Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new("/proc/self/exe");
+    let name = std::env::args_os()
+        .next()
+        .unwrap_or_else(|| "desi-gpu-map".into());
+    cmd.arg0(name);
+    cmd
+}
+
 /// Every process `/proc` lists now (none where it cannot be read).
 fn pids() -> impl Iterator<Item = u32> {
     fs::read_dir("/proc")
@@ -252,6 +266,17 @@ mod tests {
             ..id.clone()
         };
         assert!(!signal_if(me, &other, Signal::TERM));
+    }
+
+    #[test]
+    fn this_program_runs_this_very_file_again() {
+        // This test binary, run again with a filter that selects nothing.
+        let out = this_program()
+            .args(["--exact", "no::such::test"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("running 0 tests"));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use super::meet::{Answer, Ended, Request, KEEPER_COMMAND, SOCKET};
 use super::reach::{self, Unreached};
 use crate::failure::Failure;
-use crate::process::command_lines_of;
+use crate::process::{command_lines_of, this_program};
 use crate::run::POLL;
 use desi_gpu_map_core::mps::Daemon;
 use desi_gpu_map_core::text::quote;
@@ -19,7 +19,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// How much longer than the daemon's own timeout a task waits for the
@@ -380,13 +380,12 @@ fn start_keeper(
     daemon: &Daemon,
     stepd: Option<u32>,
 ) -> Result<(), Failure> {
-    let exe = std::env::current_exe().map_err(|e| Failure::os("cannot find this program", e))?;
     let paths: Vec<String> = daemon
         .path
         .iter()
         .map(|p| p.display().to_string())
         .collect();
-    let mut cmd = Command::new(exe);
+    let mut cmd = this_program();
     cmd.arg(KEEPER_COMMAND)
         .arg("--control")
         .arg(&daemon.control)
@@ -427,6 +426,7 @@ fn start_keeper(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     #[test]
     fn only_the_users_private_directories_of_the_step_are_looked_in() {

@@ -7,7 +7,9 @@ use super::tally::Tally;
 use crate::cpus;
 use crate::failure::Failure;
 use crate::mps::daemon;
-use crate::process::{children_of, descends_from, environ, parent_of, pidfd, TASK_PID};
+use crate::process::{
+    children_of, descends_from, environ, parent_of, pidfd, this_program, TASK_PID,
+};
 use crate::run::{Runner, POLL};
 use desi_gpu_map_core::mps::Daemon;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
@@ -67,16 +69,14 @@ pub struct KeeperEdge {
 pub fn run(args: &KeeperArgs, edge: KeeperEdge) -> ExitCode {
     (edge.close_inherited)();
     if !args.serve {
-        let again = std::env::current_exe().and_then(|exe| {
-            Command::new(exe)
-                .args(std::env::args_os().skip(1))
-                .arg("--serve")
-                .stdin(Stdio::inherit())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .process_group(0)
-                .spawn()
-        });
+        let again = this_program()
+            .args(std::env::args_os().skip(1))
+            .arg("--serve")
+            .stdin(Stdio::inherit())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn();
         return match again {
             Ok(_) => ExitCode::SUCCESS,
             Err(_) => ExitCode::FAILURE,

@@ -21,10 +21,22 @@ fn trivial_job(cmd: &str, words: &str) -> Job {
     })
 }
 
-/// The state sinfo gives `node`, e.g. `idle`.
+/// The state sinfo gives `node`, e.g. `idle`, once the last job there has
+/// completed: `comp` (Slurm still ending a job, which on a busy node takes
+/// a while after srun returns) passes within 30 s and is never the answer
+/// unless it lasts.
 fn node_state(node: &str) -> String {
-    let state = client("sinfo", "-h -n").arg(node).args("-o %t").run();
-    state.stdout().trim().to_string()
+    let state = || {
+        let ran = client("sinfo", "-h -n").arg(node).args("-o %t").run();
+        ran.stdout().trim().to_string()
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut now = state();
+    while now == "comp" && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        now = state();
+    }
+    now
 }
 
 /// Loads the plugin as required with `args`: a plain step on n1 fails.

@@ -2,16 +2,19 @@
 # Slurm's user task epilog, with contrib/slurm's patch against without it.
 # Two parts, so that the build does not hold the test cluster's lock:
 #
-#   benches/slurm-epilog.sh build [22.05] [26.05]   (default 22.05)
+#   benches/slurm-epilog.sh build [22.05] [24.11] [26.05]   (default 22.05)
 #     Builds slurmstepd, only what it needs, under nice -n 19, configured
 #     as Debian's packaging does, once as it is and once with contrib/slurm's
 #     patch for the series (applied for the second build and taken off
 #     again; only mgr.o is rebuilt), and prints how long each part took.
 #     22.05: from Debian's source (apt-get source slurm-wlm/bookworm,
 #     unpacked in $DGM_SLURM_SRC/22.05, default /var/tmp/dgm-slurm-src), on
-#     this host. 26.05: from a 26.05 tree ($DGM_SLURM_2605_TREE, default
-#     $DGM_SLURM_SRC/26.05/slurm-26.05-branch: Debian's 26.05 source was not
-#     downloadable here), in a sid build root made with mmdebstrap. Both
+#     this host. 24.11: from Debian trixie's orig tarball, unpacked in
+#     $DGM_SLURM_SRC/24.11/orig ($DGM_SLURM_2411_TREE), in a trixie build
+#     root made with mmdebstrap. 26.05: from a 26.05 tree
+#     ($DGM_SLURM_2605_TREE, default $DGM_SLURM_SRC/26.05/slurm-26.05-branch:
+#     Debian's 26.05 source was not downloadable here), in a sid build
+#     root. (Trixie's debian.tar.xz was not downloadable either.) Both
 #     binaries, with their runpath set to Debian's libslurmfull.so, go to
 #     $DGM_SLURMSTEPD_OUT/SERIES/{unpatched,patched} (default
 #     /var/tmp/dgm-slurmstepd).
@@ -40,15 +43,16 @@
 #     Asserts nothing. Needs `make build` (the plugin and desi-gpu-map).
 #     PARTS after ROUNDS picks some of: steps kill mps (default all).
 #     DGM_EPILOG_SERIES=26.05 DGM_SLURM_ROOT=$(tests/cluster/slurm-root.sh sid)
-#     runs it on sid's Slurm with the 26.05 build (no MPS part there: the
-#     plugin in target/release is built for the host's Slurm).
+#     runs it on sid's Slurm with the 26.05 build (24.11: trixie), with no
+#     MPS part there (the plugin in target/release is built for the host's
+#     Slurm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src_root=${DGM_SLURM_SRC:-/var/tmp/dgm-slurm-src}
 out=${DGM_SLURMSTEPD_OUT:-/var/tmp/dgm-slurmstepd}
 die() { echo "slurm-epilog.sh: $*" >&2; exit 1; }
 
-build() { # SERIES: 22.05 on this host, 26.05 in a sid build root
+build() { # SERIES: 22.05 on this host, 24.11 and 26.05 in a build root
     local series=$1 in=() top src b patch t0 t1 t2 t3 f
     local conf=(--prefix=/usr --sysconfdir=/etc/slurm --localstatedir=/var
         --libdir=/usr/lib/x86_64-linux-gnu --runstatedir=/run --disable-maintainer-mode
@@ -66,23 +70,30 @@ build() { # SERIES: 22.05 on this host, 26.05 in a sid build root
             [ -f "$src/configure" ] || die "no $src: add a 'Types: deb-src' entry for bookworm under /etc/apt/sources.list.d/, apt-get update, then (cd $top && apt-get source slurm-wlm/bookworm)"
             mkdir -p "$b"
             ;;
-        26.05)
-            # Debian's 26.05 source was not downloadable here: any 26.05
-            # tree, by default SchedMD's slurm-26.05 branch exported there.
-            top=$src_root/26.05
-            local from=${DGM_SLURM_2605_TREE:-$top/slurm-26.05-branch} broot=$top/buildroot
-            patch=$PWD/contrib/slurm/0001-slurmstepd-task-epilog-wait-26.05-master.patch
-            [ -f "$from/configure" ] || die "no 26.05 tree in $from (git archive of SchedMD's slurm-26.05 branch)"
+        24.11 | 26.05)
+            # A build root of the Debian suite whose Slurm this is. 24.11:
+            # Debian trixie's orig tarball (its debian.tar.xz was not
+            # downloadable here). 26.05: any 26.05 tree, by default SchedMD's
+            # slurm-26.05 branch exported there (no Debian 26.05 source here).
+            top=$src_root/$series
+            local suite=trixie from=${DGM_SLURM_2411_TREE:-$top/orig/slurm-slurm-24-11-5-1}
+            patch=$PWD/contrib/slurm/0001-slurmstepd-task-epilog-wait-22.05-24.11.patch
+            if [ "$series" = 26.05 ]; then
+                suite=sid from=${DGM_SLURM_2605_TREE:-$top/slurm-26.05-branch}
+                patch=$PWD/contrib/slurm/0001-slurmstepd-task-epilog-wait-26.05-master.patch
+            fi
+            local broot=$top/buildroot
+            [ -f "$from/configure" ] || die "no $series tree in $from"
             if [ ! -x "$broot/usr/bin/gcc" ]; then
                 nice -n 19 mmdebstrap --quiet --variant=buildd --aptopt='Acquire::Check-Valid-Until "false"' \
-                    --include=libhwloc-dev,libpam0g-dev,libmunge-dev,libjson-c-dev,libyaml-dev,libjwt-dev,libhttp-parser-dev,libllhttp-dev,liblz4-dev,libdbus-1-dev,libnuma-dev,libcurl4-openssl-dev,python3,pkgconf \
-                    sid "$broot" >&2 || die "mmdebstrap of the sid build root failed"
+                    --include=libhwloc-dev,libpam0g-dev,libmunge-dev,libjson-c-dev,libyaml-dev,libjwt-dev,libhttp-parser-dev,liblz4-dev,libdbus-1-dev,libnuma-dev,libcurl4-openssl-dev,python3,pkgconf \
+                    "$suite" "$broot" >&2 || die "mmdebstrap of the $suite build root failed"
             fi
             [ -d "$broot/slurm-src" ] || cp -a "$from" "$broot/slurm-src"
             mkdir -p "$broot/build"
             in=(chroot "$broot") src=/slurm-src b=/build
             ;;
-        *) die "SERIES must be 22.05 or 26.05 (got '$series')" ;;
+        *) die "SERIES must be 22.05, 24.11 or 26.05 (got '$series')" ;;
     esac
     mkdir -p "$out/$series"
     t0=$(date +%s)
@@ -269,5 +280,5 @@ EOF
 case ${1:-} in
     build) shift; for series in "${@:-22.05}"; do build "$series"; done ;;
     run) shift; run "$@" ;;
-    *) die "usage: slurm-epilog.sh build [22.05] [26.05] | run [ROUNDS [PARTS...]]" ;;
+    *) die "usage: slurm-epilog.sh build [22.05] [24.11] [26.05] | run [ROUNDS [PARTS...]]" ;;
 esac

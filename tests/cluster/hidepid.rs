@@ -9,9 +9,9 @@
 
 use crate::common::*;
 use crate::mps::{
-    assert_nothing_left, assert_nothing_left_unswept, assert_one_daemon_per_node_serves_all,
-    clear_what_others_left, daemon_env, daemons, exec_mps, exec_setup, held, keepers,
-    prolog_and_epilog, prolog_asks, task, wait_for, ALICE,
+    alices_exec_daemon_on_n1, assert_nothing_left, assert_nothing_left_unswept,
+    assert_one_daemon_per_node_serves_all, clear_what_others_left, exec_mps, exec_setup,
+    prolog_and_epilog, prolog_asks, task, ALICE,
 };
 
 /// `/proc` mounted hidepid on `nodes` while it lives; unmounted when
@@ -118,22 +118,7 @@ fn a_process_outside_the_step_cannot_join_execs_keeper_under_hidepid() {
     let _c = exec_setup();
     clear_what_others_left();
     let _hidden = Hidepid::on(&["n1"]);
-    let before = daemons();
-    let job = held(
-        sbatch("--parsable -o /dev/null -w n1 -n1 --gres=gpu:1 --wrap")
-            .user(ALICE)
-            .arg(format!("srun {} sleep 300", exec_mps("contiguous,mps"))),
-    );
-    let mut pid = None;
-    let started = wait_for(30, || {
-        pid = daemons()
-            .into_iter()
-            .find(|d| !before.contains(d))
-            .map(|d| d.0);
-        pid.is_some() && keepers().len() == 1
-    });
-    assert!(started, "no daemon and keeper for alice");
-    let pipe = daemon_env(pid.unwrap_or_default(), "CUDA_MPS_PIPE_DIRECTORY").expect("its pipe");
+    let (job, pipe) = alices_exec_daemon_on_n1();
     let dir = pipe.trim_end_matches("/pipe");
     let stem = &dir[dir.rfind('/').unwrap() + 1..dir.rfind('.').unwrap()];
     // Alice herself, from outside the step (the host's Python: abstract

@@ -793,10 +793,9 @@ fn exec_leaves_nothing_after_20_sequential_and_8_concurrent_steps() {
     assert_nothing_left("20 sequential and 8 concurrent steps");
 }
 
-#[test]
-fn another_user_can_neither_reach_nor_stop_execs_daemon() {
-    let _c = exec_setup();
-    clear_what_others_left();
+/// A job of alice's whose exec step on n1 runs for 300 s with its MPS
+/// daemon and keeper: the job, and the daemon's pipe directory.
+pub(crate) fn alices_exec_daemon_on_n1() -> (Held, String) {
     let before = daemons();
     let job = held(
         sbatch("--parsable -o /dev/null -w n1 -n1 --gres=gpu:1 --wrap")
@@ -813,6 +812,14 @@ fn another_user_can_neither_reach_nor_stop_execs_daemon() {
     });
     assert!(started, "no daemon and keeper for alice");
     let pipe = daemon_env(pid.unwrap_or_default(), "CUDA_MPS_PIPE_DIRECTORY").expect("its pipe");
+    (job, pipe)
+}
+
+#[test]
+fn another_user_can_neither_reach_nor_stop_execs_daemon() {
+    let _c = exec_setup();
+    clear_what_others_left();
+    let (job, pipe) = alices_exec_daemon_on_n1();
     let bob = reach_as(BOB, &pipe);
     assert!(bob.contains("Permission denied"), "{bob}");
     assert!(!bob.contains("rc=0"), "bob reached alice's daemon:\n{bob}");

@@ -1518,6 +1518,24 @@ impl KeptStep {
     }
 }
 
+/// Each of `pids` with its state, parent and command line, for a failure's
+/// message.
+fn described(pids: &[u32]) -> String {
+    let one = |pid: &u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or("", |(_, r)| r)
+            .split_whitespace()
+            .take(2)
+            .collect();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        format!("{pid} {fields:?} {cmdline}")
+    };
+    pids.iter().map(one).collect::<Vec<_>>().join("; ")
+}
+
 impl Drop for KeptStep {
     fn drop(&mut self) {
         for pid in self.processes() {
@@ -1618,7 +1636,12 @@ fn the_keeper_holds_none_of_the_tasks_descriptors_and_takes_its_daemon_along() {
     .unwrap();
     assert_eq!(line.trim(), "ok", "{:?}", task.stderr);
     let kept = step.processes();
-    assert_eq!(kept.len(), 2, "a keeper and its daemon: {kept:?}");
+    assert_eq!(
+        kept.len(),
+        2,
+        "a keeper and its daemon: {}",
+        described(&kept)
+    );
     for pid in &kept {
         let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap();
         for fd in fds.flatten() {

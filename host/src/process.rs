@@ -215,13 +215,21 @@ pub fn command_lines_of(uid: u32) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// A command that runs this very program again: `/proc/self/exe`, the
-/// file this process was started from even where its path has since been
-/// replaced (a package upgraded mid-job, a rebuild), named as this
-/// program in the child's `argv[0]` for `ps`.
+/// A command that runs this very program again, named as this program in
+/// the child's `argv[0]` for `ps`: by its path, so that the child's
+/// command name (`comm`) is the program's; `/proc/self/exe`, the file
+/// this process was started from, only where that path is gone (a
+/// rebuild or an upgrade between the unlink and the new file). A child
+/// run as `/proc/self/exe` is named `exe` to `ps`, `top` and the
+/// kernel's accounting, the mark of a re-executed container runtime that
+/// process monitors watch for.
 pub fn this_program() -> std::process::Command {
     use std::os::unix::process::CommandExt;
-    let mut cmd = std::process::Command::new("/proc/self/exe");
+    let path = std::env::current_exe()
+        .ok()
+        .filter(|path| path.is_file())
+        .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
+    let mut cmd = std::process::Command::new(path);
     let name = std::env::args_os()
         .next()
         .unwrap_or_else(|| "desi-gpu-map".into());
@@ -277,6 +285,9 @@ mod tests {
             .unwrap();
         assert!(out.status.success(), "{out:?}");
         assert!(String::from_utf8_lossy(&out.stdout).contains("running 0 tests"));
+        // By its path, not as `exe`.
+        let path = std::env::current_exe().unwrap();
+        assert_eq!(this_program().get_program(), path.as_os_str());
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //! - [`mps`]: CUDA MPS for a mapped step: serve or not, and what each task gets;
 //! - [`step`]: the plan for a step on one node, in one pass, and each task's share;
 //! - [`start`]: a task about to start, for a front end that runs as the task
-//!   (exec; tomorrow a task prolog): refuse, run unchanged, or map;
+//!   (exec and the task prolog): refuse, run unchanged, or map;
 //! - [`preview`]: a layout's tasks on made-up nodes, for `desi-gpu-map plan`.
 //!
 //! The crate depends on nothing that can touch the machine: the front ends

@@ -1,6 +1,6 @@
 //! A task about to start, as a front end that runs as the task itself
-//! sees it: `desi-gpu-map exec` today, and tomorrow the user's own task
-//! prolog (`SLURM_SCRIPT_CONTEXT=prolog_task`), which sees the task's
+//! sees it: `desi-gpu-map exec`, and the same command as the user's own
+//! task prolog (`SLURM_SCRIPT_CONTEXT=prolog_task`), which sees the task's
 //! environment, ancestors and CPUs the same way. The front end gathers
 //! [`TaskFacts`] and its [`Node`], calls [`decide`], and carries out the
 //! one answer it gets ([`Answer`]): refuse, run the program unchanged, or

@@ -47,30 +47,31 @@ MODULES=("${SUITES[@]}" "${HOST_SUITES[@]}" closest production)
 # device constraint change nothing. Every end of a step, every leftover and
 # every GPU naming runs in both modes; for leftover processes the first
 # cluster's proctrack/linuxproc is the stricter, since cgroup tracking kills
-# what a step leaves.
+# what a step leaves. Each is named by its file in tests/cluster/mps/
+# (`--skip mps::edges::...`).
 # The mps test that the first cluster leaves to the production one: a time
 # limit ends a job through slurmd's terminate path as scancel does
 # (teardown_after_scancel runs on both), and only under cgroup tracking
 # does the kill that follows race the keeper; it waits 60 to 90 s for
 # slurmctld's periodic check, so it runs once a series.
-PLAIN_MPS_SKIP=(teardown_after_the_time_limit)
+PLAIN_MPS_SKIP=(daemon::teardown_after_the_time_limit)
 PRODUCTION_MPS_SKIP=(
-    bad_combinations_and_a_site_without_mps_are_refused_before_allocation
-    a_missing_control_binary_runs_the_step_without_mps
-    a_control_daemon_with_no_server_to_start_runs_the_step_without_mps
-    a_daemon_that_never_answers_is_bounded_by_the_deadline
-    a_stand_in_that_hangs_leaves_no_process_behind
-    a_stand_in_that_answers_garbage_is_quoted
-    a_base_others_can_write_without_the_sticky_bit_is_refused
-    a_planted_directory_neither_denies_mps_nor_receives_the_users_files
-    more_than_48_clients_per_gpu_run_without_mps
-    sbatch_and_the_environment_form_ask_for_mps_too
-    the_daemon_execs_its_server_from_where_the_package_put_it
-    without_nvml_uuids_no_daemon_starts_and_nvmls_error_is_said
-    a_stale_mps_flag_never_reaches_a_mapped_task
-    mps_share_even_gives_each_task_its_share_of_its_gpu
-    exec_gives_the_plugins_shares_and_says_why_it_runs_without_mps_once
-    show_reports_the_mps_daemon_serving_the_task
+    edges::bad_combinations_and_a_site_without_mps_are_refused_before_allocation
+    edges::a_missing_control_binary_runs_the_step_without_mps
+    edges::a_control_daemon_with_no_server_to_start_runs_the_step_without_mps
+    edges::a_daemon_that_never_answers_is_bounded_by_the_deadline
+    edges::a_stand_in_that_hangs_leaves_no_process_behind
+    edges::a_stand_in_that_answers_garbage_is_quoted
+    edges::a_base_others_can_write_without_the_sticky_bit_is_refused
+    edges::a_planted_directory_neither_denies_mps_nor_receives_the_users_files
+    edges::more_than_48_clients_per_gpu_run_without_mps
+    edges::sbatch_and_the_environment_form_ask_for_mps_too
+    edges::the_daemon_execs_its_server_from_where_the_package_put_it
+    edges::without_nvml_uuids_no_daemon_starts_and_nvmls_error_is_said
+    edges::a_stale_mps_flag_never_reaches_a_mapped_task
+    daemon::mps_share_even_gives_each_task_its_share_of_its_gpu
+    keeper::exec_gives_the_plugins_shares_and_says_why_it_runs_without_mps_once
+    edges::show_reports_the_mps_daemon_serving_the_task
 )
 logs=target/cluster-tests
 

@@ -6,7 +6,7 @@
 //! that mirror exec's options. Most cases take the plugin out of
 //! plugstack.conf (`cluster.sh plugin off`) after `setup`. CUDA MPS
 //! through the prolog and its epilog is tested with the other MPS cases
-//! (`mps::prolog_...`), in both tracking modes.
+//! (`mps::keeper::prolog_...`), in both tracking modes.
 //!
 //! Run on the local test cluster that `tests/run-cluster-tests.sh` brings up
 //! (nodes n1 and n2 with 4 fake GPUs each, n3 with 2, n4 with 2 that Slurm

@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# Slurm's own tests of task prologs and epilogs (its testsuite/), run against
+# the unpatched and the patched slurmstepd that benches/slurm-epilog.sh
+# builds (contrib/slurm's patch), on the repository's throw-away test
+# cluster:
+#
+#   flock /tmp/dgm-cluster.lock benches/slurm-testsuite.sh [ROUNDS]
+#
+# The tests, from the Slurm source's testsuite/ ($DGM_SLURM_TESTSUITE,
+# default Debian's 22.05.8 source that `slurm-epilog.sh build` unpacked),
+# every one there that names TaskProlog, TaskEpilog, --task-prolog or
+# --task-epilog:
+#   python/tests/commands/srun/test_--task-epilog.py
+#   python/tests/commands/srun/test_--task-prolog.py
+#   python/tests/commands/srun/test_task-prolog_and_epilog.py
+#   expect/test1.49
+#   python/tests/parameters/slurm/TaskEpilog/test_task_epilog.py (auto-config)
+# run as they are: the testsuite is not edited. They find the cluster the
+# way their README says: SLURM_TESTSUITE_CONF names a testsuite.conf written
+# here (SlurmInstallDir=/usr, SlurmConfigDir the cluster's state dir),
+# SLURM_CONF the cluster's slurm.conf, and for expect
+# SLURM_LOCAL_GLOBALS_FILE a globals.local that puts its test directory in
+# the state dir. They run as root, which is also the cluster's SlurmUser, so
+# the ATF needs no sudo.
+#
+# One node (n1, the host's Slurm 22.05). The first four run in the ATF's
+# local-config mode against the running cluster, with the built slurmstepd
+# bind-mounted over /usr/sbin/slurmstepd in n1's slurmd's own mount
+# namespace (as slurm-epilog.sh does). TaskEpilog's test needs
+# --auto-config: the ATF stops the cluster's daemons, writes TaskEpilog=
+# into the state dir's slurm.conf, starts slurmctld and `slurmd -N n1`
+# itself, and at the end stops them and puts slurm.conf back. So pytest runs
+# in a mount namespace of its own with the variant bound over
+# /usr/sbin/slurmstepd: the slurmd the ATF starts inherits it (checked
+# while it runs, with nsenter: /usr/sbin/slurmstepd is Debian's absolute
+# link through /etc/alternatives to slurmstepd-wlm, the file the bind mount
+# covers, and /proc/PID/root/... resolves that link in the reader's own
+# namespace). The state dir is
+# throw-away, so the ATF may rewrite it; whatever daemon of the ATF's is
+# left afterwards is stopped by its pid file, and the cluster is torn down
+# on exit.
+#
+# Prints one line per test and variant: PASS, FAIL or SKIP (the test
+# skipped itself), with its time, and exits 1 where any is not PASS. Logs go to $DGM_SLURM_TESTS_LOG (default
+# /var/tmp/dgm-slurm-tests), one file per test and variant. ROUNDS
+# (default 1) repeats the whole, unpatched and patched interleaved.
+# Needs `make build` (the cluster harness checks for the plugin, which it
+# leaves off), `slurm-epilog.sh build 22.05`, and Debian's python3-pytest
+# and expect (installed here when missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src_root=${DGM_SLURM_SRC:-/var/tmp/dgm-slurm-src}
+out=${DGM_SLURMSTEPD_OUT:-/var/tmp/dgm-slurmstepd}
+suite=${DGM_SLURM_TESTSUITE:-$src_root/22.05/slurm-wlm-22.05.8/testsuite}
+logs=${DGM_SLURM_TESTS_LOG:-/var/tmp/dgm-slurm-tests}
+series=22.05
+rounds=${1:-1}
+die() { echo "slurm-testsuite.sh: $*" >&2; exit 1; }
+
+[ -x "$out/$series/unpatched" ] && [ -x "$out/$series/patched" ] || die "build first: benches/slurm-epilog.sh build $series"
+[ -f "$suite/python/lib/atf.py" ] && [ -f "$suite/expect/globals" ] || die "no Slurm testsuite in $suite"
+bash packaging/apt-need.sh /usr/bin/pytest-3:python3-pytest expect:expect
+# Debian's pytest, whatever python3 is first in PATH, without the plugins
+# Debian's other python packages add (hypothesis writes into the testsuite).
+pytest=(env PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 /usr/bin/python3 -m pytest)
+
+. tests/cluster/session.sh
+bash "$harness" up 4 >/dev/null
+eval "$(bash "$harness" env)"
+bash "$harness" plugin off >/dev/null
+D=$DGM_CLUSTER_DIR
+version=$(/usr/sbin/slurmd -V | awk '{print $2}')
+case $version in "$series".*) ;; *) die "the cluster's Slurm is $version; the built slurmstepd is $series" ;; esac
+
+work=$D/slurm-tests
+mkdir -p "$work" "$logs"
+chmod 0755 "$work"
+cp "$out/$series/unpatched" "$out/$series/patched" "$work/"
+cat >"$work/testsuite.conf" <<EOF
+SlurmSourceDir=$(dirname "$suite")
+SlurmBuildDir=$src_root/$series/build
+SlurmInstallDir=/usr
+SlurmConfigDir=$D
+EOF
+cat >"$work/globals.local" <<EOF
+set testsuite_shared_dir "$work/expect"
+set testsuite_colorize false
+EOF
+mkdir -p "$work/expect"
+chmod 0777 "$work/expect"
+export SLURM_TESTSUITE_CONF=$work/testsuite.conf SLURM_LOCAL_GLOBALS_FILE=$work/globals.local
+
+pid_is() { [ -n "$1" ] && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ]; }
+sha() { sha256sum <"$1" | cut -c1-64; }
+slurmd=$(cat "$D/pids/slurmd-n1.pid")
+bound=0
+use() { # debian|unpatched|patched: what the cluster's slurmd on n1 execs
+    if [ "$bound" = 1 ]; then
+        nsenter -t "$slurmd" -m umount -l /usr/sbin/slurmstepd
+        bound=0
+    fi
+    if [ "$1" != debian ]; then
+        nsenter -t "$slurmd" -m mount --bind "$work/$1" /usr/sbin/slurmstepd
+        bound=1
+        [ "$(nsenter -t "$slurmd" -m sha256sum /usr/sbin/slurmstepd | cut -c1-64)" = "$(sha "$work/$1")" ] ||
+            die "the bind mount of $1 is not what n1 sees"
+    fi
+}
+
+# What a test's steps left running: any process with the step's
+# environment (this cluster's SLURM_CONF and a SLURM_JOB_ID), slurmstepd
+# aside, once the test is over: the epilogs' `sleep 60 &` and `sleep 200`
+# included. (The 22.05 tests' own `pgrep PATH` check matches process names,
+# at most 15 characters, so it passes whatever is left; pgrep says as much.)
+step_pids() { # the pids of processes with a step's environment, slurmstepd aside
+    local e p
+    for e in /proc/[0-9]*/environ; do
+        p=${e#/proc/} p=${p%/environ}
+        [ "$p" != $$ ] || continue
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" != slurmstepd ] || continue
+        tr '\0' '\n' 2>/dev/null <"$e" | grep -qx "SLURM_CONF=$D/slurm.conf" || continue
+        tr '\0' '\n' 2>/dev/null <"$e" | grep -q '^SLURM_JOB_ID=' || continue
+        echo "$p"
+    done
+}
+leftovers() {
+    local p
+    for p in $(step_pids); do printf '%s(%s) ' "$p" "$(tr '\0' ' ' 2>/dev/null </proc/"$p"/cmdline)"; done
+}
+reap_leftovers() {
+    local p
+    for p in $(step_pids); do kill -9 "$p" 2>/dev/null || true; done
+}
+# The srun steps' times, as the ATF logged them.
+srun_times() { # LOG
+    awk '/Running command: srun/ {s=1; next} s && /Command duration:/ {for (i = 1; i <= NF; i++) if ($i == "duration:") printf "%s%d", (n++ ? "," : ""), $(i + 1) * 1000; s=0}' "$1"
+}
+
+results=()
+record() { # VARIANT TEST VERDICT MS NOTE
+    local line
+    line=$(printf '%-10s %-58s %-5s %7s ms  %s' "$1" "$2" "$3" "$4" "$5")
+    echo "$line"
+    results+=("$line")
+}
+verdict_of_pytest() { # LOG RC -> PASS|FAIL|SKIP
+    local last
+    last=$(grep -E '^=+ .* in [0-9.]+s' "$1" | tail -1 || true)
+    if [ "$2" = 0 ] && [[ $last == *passed* ]] && [[ $last != *failed* ]]; then echo PASS
+    elif [ "$2" = 0 ] && [[ $last == *skipped* ]]; then echo SKIP
+    else echo FAIL; fi
+}
+
+pytest_local() { # VARIANT TEST: local-config, against the running cluster
+    local v=$1 t=$2 log t0 rc=0 ms left
+    log=$logs/$v-$(basename "$t" .py).log
+    t0=$(date +%s%N)
+    (cd "$suite/python" && timeout 300 nice "${pytest[@]}" -s -rA -v -p no:cacheprovider \
+        --basetemp="$work/pytest-$v" "$t") >"$log" 2>&1 || rc=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    left=$(leftovers)
+    record "$v" "$t" "$(verdict_of_pytest "$log" "$rc")" "$ms" \
+        "srun $(srun_times "$log") ms; left running: ${left:-nothing} $(grep -E '^(SKIPPED|FAILED|ERROR) ' "$log" | head -1 | cut -c1-160)"
+    reap_leftovers
+}
+
+expect_test() { # VARIANT TEST: expect, against the running cluster
+    local v=$1 t=$2 log t0 rc=0 ms verdict left
+    log=$logs/$v-$t.log
+    t0=$(date +%s%N)
+    (cd "$suite/expect" && timeout 300 nice expect "./$t") >"$log" 2>&1 || rc=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    # exit 0 SUCCESS, > 0 FAILURE, < 0 (as 255 and below) SKIPPED
+    if [ "$rc" = 0 ] && grep -q SUCCESS "$log"; then verdict=PASS
+    elif grep -q SKIPPED "$log" && ! grep -q FAILURE "$log"; then verdict=SKIP
+    else verdict=FAIL; fi
+    left=$(leftovers)
+    record "$v" "expect/$t" "$verdict" "$ms" \
+        "subtests: $(grep -cE 'Pass +Subtest' "$log" || true) passed, $(grep -cE 'Subtest +[0-9]+ failed' "$log" || true) failed; 'TaskEpilog failed status=9' from srun: $(grep -c 'TaskEpilog failed status=9' "$log" || true); left running: ${left:-nothing}"
+    reap_leftovers
+}
+
+# The ATF's own daemons (auto-config): stopped by their pid files if the
+# ATF left one running.
+stop_atf_daemons() {
+    local f p comm
+    for f in "$D/run/slurmctld.pid" "$D/run/slurmd-n1.pid"; do
+        p=$(cat "$f" 2>/dev/null || true)
+        comm=$(basename "$f" .pid)
+        comm=${comm%-n1}
+        [ "$p" = "$slurmd" ] && continue
+        if pid_is "$p" "$comm"; then
+            echo "  stopping the ATF's $comm ($p)"
+            kill -TERM "$p" 2>/dev/null || true
+            for _ in $(seq 50); do pid_is "$p" "$comm" || break; sleep 0.1; done
+            if pid_is "$p" "$comm"; then kill -KILL "$p" 2>/dev/null || true; fi
+        fi
+    done
+}
+
+pytest_auto() { # VARIANT TEST: auto-config, the ATF restarts Slurm itself
+    local v=$1 t=$2 log t0 rc=0 ms watch seen note pids
+    log=$logs/$v-$(basename "$t" .py)-auto-config.log
+    seen=$work/seen-$v
+    : >"$seen"
+    # Which slurmstepd each slurmd the ATF starts sees in its namespace.
+    (
+        while :; do
+            p=$(cat "$D/run/slurmd-n1.pid" 2>/dev/null || true)
+            if [ "$p" != "$slurmd" ] && pid_is "$p" slurmd && ! grep -q "^$p " "$seen"; then
+                s=$(nsenter -t "$p" -m sha256sum /usr/sbin/slurmstepd 2>/dev/null | cut -c1-64 || true)
+                [ -n "$s" ] && echo "$p $s" >>"$seen"
+            fi
+            sleep 0.1
+        done
+    ) &
+    watch=$!
+    t0=$(date +%s%N)
+    unshare --mount --propagation private bash -c '
+        mount --bind "$1" /usr/sbin/slurmstepd &&
+        [ "$(sha256sum </usr/sbin/slurmstepd | cut -c1-64)" = "$(sha256sum <"$1" | cut -c1-64)" ] &&
+        cd "$2" && exec timeout 300 nice "${@:5}" -s -rA -v -p no:cacheprovider --auto-config --basetemp="$3" "$4"
+        ' bash "$work/$v" "$suite/python" "$work/pytest-auto-$v" "$t" "${pytest[@]}" >"$log" 2>&1 || rc=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    kill "$watch" 2>/dev/null || true
+    wait "$watch" 2>/dev/null || true
+    stop_atf_daemons
+    if [ ! -s "$seen" ]; then
+        note="no slurmd of the ATF's seen"
+    elif awk -v s="$(sha "$work/$v")" '$2 != s {bad=1} END {exit bad}' "$seen"; then
+        pids=$(awk '{print $1}' "$seen" | paste -sd' ')
+        note="the ATF's slurmd (pid $pids) saw the $v slurmstepd"
+    else
+        note="WRONG slurmstepd under the ATF's slurmd: $(cat "$seen")"
+    fi
+    local left
+    left=$(leftovers)
+    record "$v" "$t --auto-config" "$(verdict_of_pytest "$log" "$rc")" "$ms" \
+        "$note; srun $(srun_times "$log") ms; left running: ${left:-nothing} $(grep -E '^(SKIPPED|FAILED|ERROR) ' "$log" | head -1 | cut -c1-160)"
+    reap_leftovers
+}
+
+local_tests=(tests/commands/srun/test_--task-epilog.py tests/commands/srun/test_--task-prolog.py
+    tests/commands/srun/test_task-prolog_and_epilog.py)
+echo "Slurm $version's testsuite ($suite), one node, run as $(id -un); logs in $logs"
+for r in $(seq "$rounds"); do
+    for v in unpatched patched; do
+        use "$v"
+        for t in "${local_tests[@]}"; do pytest_local "$v" "$t"; done
+        expect_test "$v" test1.49
+    done
+done
+use debian
+# Last: the ATF stops the cluster's own daemons for this one.
+for r in $(seq "$rounds"); do
+    for v in unpatched patched; do
+        pytest_auto "$v" tests/parameters/slurm/TaskEpilog/test_task_epilog.py
+    done
+done
+echo "summary:"
+printf '  %s\n' "${results[@]}"
+# Non-zero where any test failed or skipped itself.
+! printf '%s\n' "${results[@]}" | grep -qE '^[a-z]+ +[^ ]+( --auto-config)? +(FAIL|SKIP) '

@@ -72,32 +72,8 @@ pub struct ExecArgs {
         value_parser = one_of::<Visible>()
     )]
     pub visible: Visible,
-    /// Whose runtime reads the GPU lists (plugstack vendor=); auto detects it.
-    #[arg(
-        long,
-        env = env::VENDOR_OPTION,
-        default_value = "auto",
-        value_parser = one_of::<VendorSetting>()
-    )]
-    pub vendor: VendorSetting,
-    /// NVML, for steps in which Slurm names no GPU list: auto, off, or an
-    /// absolute library path.
-    #[arg(
-        long,
-        env = env::NVML_OPTION,
-        default_value = "auto",
-        value_parser = core_value::<NvmlSource>(nvml_forms)
-    )]
-    pub nvml: NvmlSource,
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        env = env::NVML_TIMEOUT_OPTION,
-        default_value_t = DEFAULT_NVML_TIMEOUT_S,
-        value_parser = seconds(),
-        help = timeout_help()
-    )]
-    pub nvml_timeout: u64,
+    #[command(flatten)]
+    pub devices: DeviceArgs,
     /// Where closest reads the kernel's GPU files (plugstack kernel_root=;
     /// tests give a fake tree).
     #[arg(long, default_value = "/", hide = true)]
@@ -365,30 +341,27 @@ fn launcher_names() -> Vec<&'static str> {
     LAUNCHERS.iter().map(|l| l.name).collect()
 }
 
+/// show takes exec's three device options as their plugstack keys name
+/// them, in its own words, listed after `--flag`, and not from exec's
+/// variables.
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("nvml", |a| a
+        .env(None)
+        .help("NVML to ask for device details: auto, off, or a library path")),
+    mut_arg("nvml_timeout", |a| a.env(None)),
+    mut_arg("vendor", |a| a
+        .env(None)
+        .display_order(SHOW_VENDOR_ORDER)
+        .help("Whose runtime reads the GPU lists (plugstack vendor=): auto detects it. AMD and \
+               Intel GPUs are located through their render nodes")),
+)]
 pub struct ShowArgs {
     /// Name of the skip flag the site configured (plugstack flag=).
     #[arg(long, default_value = env::DEFAULT_FLAG)]
     pub flag: String,
-    /// NVML to ask for device details: auto, off, or a library path.
-    #[arg(
-        long,
-        default_value = "auto",
-        value_parser = core_value::<NvmlSource>(nvml_forms)
-    )]
-    pub nvml: NvmlSource,
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = DEFAULT_NVML_TIMEOUT_S,
-        value_parser = seconds(),
-        help = timeout_help()
-    )]
-    pub nvml_timeout: u64,
-    /// Whose runtime reads the GPU lists (plugstack vendor=): auto detects
-    /// it. AMD and Intel GPUs are located through their render nodes.
-    #[arg(long, default_value = "auto", value_parser = one_of::<VendorSetting>())]
-    pub vendor: VendorSetting,
+    #[command(flatten)]
+    pub devices: DeviceArgs,
     /// Where the kernel's files are read (tests give a fake tree).
     #[arg(long, default_value = "/", hide = true)]
     pub root: std::path::PathBuf,
@@ -396,6 +369,44 @@ pub struct ShowArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// NVML and the runtime's vendor, as exec and show both take them: each
+/// option declared once, under its plugstack key's name (`vendor=`, `nvml=`,
+/// `nvml_timeout=`), with the variable exec reads where it is not given.
+#[derive(Args, Debug)]
+pub struct DeviceArgs {
+    /// Whose runtime reads the GPU lists (plugstack vendor=); auto detects it.
+    #[arg(
+        long,
+        env = env::VENDOR_OPTION,
+        default_value = "auto",
+        value_parser = one_of::<VendorSetting>()
+    )]
+    pub vendor: VendorSetting,
+    /// NVML, for steps in which Slurm names no GPU list: auto, off, or an
+    /// absolute library path.
+    #[arg(
+        long,
+        env = env::NVML_OPTION,
+        default_value = "auto",
+        value_parser = core_value::<NvmlSource>(nvml_forms)
+    )]
+    pub nvml: NvmlSource,
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        env = env::NVML_TIMEOUT_OPTION,
+        default_value_t = DEFAULT_NVML_TIMEOUT_S,
+        value_parser = seconds(),
+        help = timeout_help()
+    )]
+    pub nvml_timeout: u64,
+}
+
+/// Where show's help lists `--vendor`: after `--nvml-timeout` (the
+/// positions clap gives show's options in order are 0 for `--flag`, 1 to
+/// 3 for the device options, 4 for the hidden `--root`).
+const SHOW_VENDOR_ORDER: usize = 4;
 
 /// One of a core type's names, listed in the help as clap lists choices.
 fn one_of<T>() -> Text<T>

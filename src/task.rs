@@ -44,9 +44,9 @@ pub fn decided(args: &ExecArgs) -> Result<Start, String> {
 fn config(args: &ExecArgs) -> Config {
     Config {
         visible: args.visible,
-        vendor: args.vendor,
-        nvml: args.nvml.clone(),
-        nvml_timeout: std::time::Duration::from_secs(args.nvml_timeout),
+        vendor: args.devices.vendor,
+        nvml: args.devices.nvml.clone(),
+        nvml_timeout: std::time::Duration::from_secs(args.devices.nvml_timeout),
         kernel_root: args.kernel_root.clone(),
         mps: mps_settings(args),
         ..Config::default()

@@ -17,7 +17,6 @@ use desi_gpu_map_core::settings::site::{
 use desi_gpu_map_core::slurm::gpus::MAX_LIST_ENTRIES;
 use desi_gpu_map_core::slurm::tasks::{MAX_NODES, MAX_TASKS_PER_NODE};
 use desi_gpu_map_core::text::quote;
-use desi_gpu_map_host::mps::keeper::KeeperArgs;
 use std::ffi::OsStr;
 use std::str::FromStr;
 
@@ -41,8 +40,8 @@ pub enum Command {
     /// in its place (for sites without the plugin).
     Exec(ExecArgs),
     /// A step's MPS daemon on one node, for exec's METHOD,mps.
-    #[command(hide = true, name = super::keeper::KEEPER_COMMAND)]
-    MpsKeeper(KeeperOpts),
+    #[command(hide = true, name = crate::keeper::KEEPER_COMMAND)]
+    MpsKeeper(crate::keeper::KeeperOpts),
 }
 
 #[derive(Args, Debug)]
@@ -110,66 +109,6 @@ pub struct ExecArgs {
     /// The application and its arguments, after --.
     #[arg(last = true, value_name = "APP")]
     pub command: Vec<std::ffi::OsString>,
-}
-
-/// The step's MPS daemon on one node, kept by the first of its tasks that
-/// runs exec with METHOD,mps (host/src/mps/keeper/): its listening socket is
-/// standard input, and these are what the task planned.
-#[derive(Args, Debug)]
-pub struct KeeperOpts {
-    #[arg(long)]
-    pub control: std::path::PathBuf,
-    /// The control daemon's PATH, where it finds its server.
-    #[arg(long, value_delimiter = ':')]
-    pub path: Vec<std::path::PathBuf>,
-    #[arg(long)]
-    pub base: std::path::PathBuf,
-    #[arg(long)]
-    pub stem: String,
-    #[arg(long)]
-    pub token: u64,
-    /// The step's GPUs by UUID.
-    #[arg(long, value_delimiter = ',')]
-    pub gpus: Vec<String>,
-    #[arg(long)]
-    pub timeout_ms: u64,
-    /// The step's tasks on this node.
-    #[arg(long)]
-    pub tasks: usize,
-    /// The step's slurmstepd: its end ends the keeper.
-    #[arg(long)]
-    pub stepd: Option<u32>,
-    /// Run in the foreground: the first keeper starts this one detached and
-    /// exits, so that no task's process is its parent.
-    #[arg(long)]
-    pub serve: bool,
-    /// Only remove the user's keeper directories in --base whose keeper is
-    /// gone (what every keeper does first), then exit.
-    #[arg(long)]
-    pub sweep: bool,
-    /// Another user holds the socket's name: no listener on standard
-    /// input, only the socket inside the keeper's directory.
-    #[arg(long)]
-    pub unnamed: bool,
-}
-
-impl From<KeeperOpts> for KeeperArgs {
-    fn from(o: KeeperOpts) -> Self {
-        KeeperArgs {
-            control: o.control,
-            path: o.path,
-            base: o.base,
-            stem: o.stem,
-            token: o.token,
-            gpus: o.gpus,
-            timeout_ms: o.timeout_ms,
-            tasks: o.tasks,
-            stepd: o.stepd,
-            serve: o.serve,
-            sweep: o.sweep,
-            unnamed: o.unnamed,
-        }
-    }
 }
 
 /// The closing help: with no argument, the command is the task prolog and

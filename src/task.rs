@@ -4,6 +4,7 @@
 //! for slurmstepd) share all of it, so they decide and apply alike.
 
 use crate::args::ExecArgs;
+use crate::keeper;
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::error::Error;
 use desi_gpu_map_core::files::Files;
@@ -14,7 +15,6 @@ use desi_gpu_map_core::step::{carry_out, Node, NvmlAsk};
 use desi_gpu_map_host::cpus;
 use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::mps::daemon::random_token;
-use desi_gpu_map_host::mps::keeper;
 use desi_gpu_map_host::nvml::ask_within;
 use desi_gpu_map_host::process::{comm, launch_ancestry, task_pid, SLURMSTEPD};
 use std::path::PathBuf;

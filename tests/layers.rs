@@ -47,7 +47,7 @@ const CRATES: &[Crate] = &[
     Crate {
         src: "src",
         layers: &[
-            "edge", "json", "args", "plan", "show", "task", "exec", "prolog", "manpage",
+            "edge", "json", "keeper", "args", "plan", "show", "task", "exec", "prolog", "manpage",
         ],
     },
     Crate {

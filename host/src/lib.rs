@@ -4,7 +4,7 @@
 //! deadline ([`deadline`]: how NVML is asked), waiting for children ([`child`]),
 //! running short programs with a deadline as a front end's [`run::Runner`]
 //! says ([`run`]), and CUDA MPS on the machine ([`mps`]: a step's daemon
-//! from start to stop, and exec's keeper). The core (`desi-gpu-map-core`)
+//! from start to stop). The core (`desi-gpu-map-core`)
 //! decides; this crate carries out what it decided.
 
 // All unsafe is in one module, the FFI edge (edge.rs), and says why.

@@ -1,5 +1,6 @@
 //! exec's CUDA MPS: one control daemon per step and node, as the plugin's
-//! (the same [`Daemon`], started and stopped by [`crate::mps::daemon`]),
+//! (the same [`Daemon`], started and stopped by
+//! [`desi_gpu_map_host::mps::daemon`]),
 //! where no plugin runs one. exec replaces itself with the application,
 //! so something else must outlive the node's tasks and end the daemon:
 //! the **keeper**, one small process per step and node.
@@ -38,7 +39,8 @@
 //!   node's **last** task's end is an event, however it ended (SIGKILL
 //!   included). Then, or when slurmstepd itself is gone, or when a
 //!   signal that ends a step reaches it, it removes the directory and
-//!   kills the daemon ([`crate::mps::daemon::Running::end_now`]). A
+//!   kills the daemon
+//!   ([`desi_gpu_map_host::mps::daemon::Running::end_now`]). A
 //!   keeper killed by pid takes its daemon with it (the daemon's parent
 //!   death signal, set by the binary's edge).
 //! - Under proctrack/cgroup Slurm kills what is left of a step about
@@ -57,12 +59,14 @@
 //!   It runs on slurmstepd's CPUs (the step's), not on the task's that
 //!   started it, and holds none of that task's descriptors.
 
+//! - `command`: the keeper's command line, parsed and written.
 //! - `join`: a task's side: meet, start the keeper if none runs, and ask.
 //! - `reach`: a connect to a keeper's socket that never waits past a bound.
 //! - `serve`: the keeper's process.
 //! - `sweep`: directories a killed keeper left.
 //! - `tally`: when the node's tasks are all gone.
 
+mod command;
 mod join;
 mod meet;
 mod reach;
@@ -70,6 +74,6 @@ mod serve;
 mod sweep;
 mod tally;
 
+pub use command::{KeeperOpts, KEEPER_COMMAND};
 pub use join::{join, task_ended};
-pub use meet::{Ended, KEEPER_COMMAND};
-pub use serve::{run, KeeperArgs, KeeperEdge};
+pub use serve::run;

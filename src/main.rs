@@ -3,7 +3,7 @@
 //! decisions are the core's (`desi-gpu-map-core`), the machine is the host
 //! crate's (`desi-gpu-map-host`); this crate holds the command line
 //! ([`args`]), each subcommand's front end, exec's MPS keeper ([`keeper`]),
-//! and its one FFI edge ([`edge`]).
+//! and its startup record ([`edge`]).
 
 #![deny(unsafe_code)]
 // Outside tests the command never panics: errors are values.

@@ -21,7 +21,7 @@ use std::path::Path;
 pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
     let var = |name: &str| std::env::var(name).ok();
     let vendor = choose(args.devices.vendor, &HostFiles, &args.root).vendor;
-    let own = desi_gpu_map_host::cpus::allowed("self");
+    let own = desi_gpu_map_host::sys::allowed_cpus(None);
     let facts = [
         ("node", var(env::NODE_NAME)),
         ("rank", var(env::RANK)),

@@ -17,6 +17,7 @@ use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::mps::daemon::random_token;
 use desi_gpu_map_host::nvml::ask_within;
 use desi_gpu_map_host::process::{comm, launch_ancestry, task_pid, SLURMSTEPD};
+use desi_gpu_map_host::sys::allowed_cpus;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -121,13 +122,13 @@ pub fn apply(
 ) -> Vec<String> {
     let own = mapping
         .needs_own_cpus()
-        .then(|| cpus::allowed("self"))
+        .then(|| allowed_cpus(None))
         .flatten();
     let stepd = mapping
         .needs_stepd_cpus()
         .then(stepd)
         .flatten()
-        .and_then(|pid| cpus::allowed(&pid.to_string()));
+        .and_then(|pid| allowed_cpus(Some(pid)));
     let outcome = mapping.outcome(own, stepd);
     carry_out(&outcome, &mapping.node, unset, set)
 }

@@ -40,8 +40,7 @@ const CRATES: &[Crate] = &[
     Crate {
         src: "host/src",
         layers: &[
-            "failure", "edge", "files", "process", "cpus", "child", "run", "deadline", "nvml",
-            "mps",
+            "failure", "sys", "files", "process", "cpus", "child", "run", "deadline", "nvml", "mps",
         ],
     },
     Crate {
@@ -52,7 +51,7 @@ const CRATES: &[Crate] = &[
     },
     Crate {
         src: "spank/src",
-        layers: &["logger", "fds", "exports", "copies", "node", "mps", "task"],
+        layers: &["logger", "exports", "copies", "node", "mps", "task"],
     },
 ];
 

@@ -7,7 +7,7 @@
 //! from start to stop). The core (`desi-gpu-map-core`)
 //! decides; this crate carries out what it decided.
 
-// All unsafe is in one module, the FFI edge (edge.rs), and says why.
+// All unsafe is in one module, the machine's edge (sys/), and says why.
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
@@ -16,10 +16,10 @@
 pub mod child;
 pub mod cpus;
 pub mod deadline;
-mod edge;
 pub mod failure;
 pub mod files;
 pub mod mps;
 pub mod nvml;
 pub mod process;
 pub mod run;
+pub mod sys;

@@ -5,15 +5,14 @@ use super::command::KeeperOpts;
 use super::meet::{Answer, Ended, Request, MAX_REQUEST, SOCKET};
 use super::sweep::sweep;
 use super::tally::Tally;
-use crate::edge::{descriptors, signals};
 use desi_gpu_map_core::mps::Daemon;
-use desi_gpu_map_host::cpus;
 use desi_gpu_map_host::failure::Failure;
 use desi_gpu_map_host::mps::daemon;
 use desi_gpu_map_host::process::{
     children_of, descends_from, environ, parent_of, pidfd, this_program, TASK_PID,
 };
 use desi_gpu_map_host::run::{Runner, POLL};
+use desi_gpu_map_host::sys::{allowed_cpus, close_on_exec, ending_fd, tie_to_parent};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::net::sockopt::socket_peercred;
 use rustix::process::{getsid, Pid, Signal};
@@ -27,7 +26,10 @@ use std::time::{Duration, Instant};
 /// `desi-gpu-map mps-keeper`: without `--serve`, starts itself again with
 /// it, detached, and exits; with it, keeps the step's daemon.
 pub fn run(args: &KeeperOpts) -> ExitCode {
-    descriptors::close_inherited();
+    // None of the task's descriptors (its output pipe, files it opened
+    // without O_CLOEXEC) may reach the keeper's children: one would keep
+    // srun's I/O open after the step.
+    close_on_exec(3..=u32::MAX);
     if !args.serve {
         let again = this_program()
             .args(std::env::args_os().skip(1))
@@ -48,7 +50,7 @@ pub fn run(args: &KeeperOpts) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     // Slurm's signals are events from here on, never this process's end.
-    let signals = signals::ending_fd().ok();
+    let signals = ending_fd().ok();
     let named = match args.unnamed {
         true => None,
         false => match std::io::stdin().as_fd().try_clone_to_owned() {
@@ -92,7 +94,7 @@ pub fn run(args: &KeeperOpts) -> ExitCode {
 /// inherit it) on slurmstepd's CPUs, the step's: the task that started
 /// it may be bound to one core.
 fn on_the_steps_cpus(stepd: Option<u32>) {
-    let Some(cpus) = stepd.and_then(|pid| cpus::allowed(&pid.to_string())) else {
+    let Some(cpus) = stepd.and_then(|pid| allowed_cpus(Some(pid))) else {
         return;
     };
     let mut set = rustix::thread::CpuSet::new();
@@ -108,7 +110,7 @@ struct Tied;
 
 impl Runner for Tied {
     fn prepare(&self, cmd: &mut Command) {
-        descriptors::tie_to_parent(cmd);
+        tie_to_parent(cmd);
     }
 }
 

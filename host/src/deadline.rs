@@ -8,7 +8,7 @@
 //!
 //! The child runs the work, writes its answer to a pipe in the wire's
 //! encoding ([`desi_gpu_map_core::wire`]: lines, or an error with its
-//! kind) and `_exit`s ([`crate::sys::fork_child`], in the machine's
+//! kind) and `_exit`s (`sys::fork_child`, in the machine's
 //! edge). The parent reads the pipe with `poll` (and
 //! [`crate::child::drain`]) until the child closes it or the deadline
 //! passes, then SIGKILLs the child if needed and reaps it without ever

@@ -144,6 +144,25 @@ mod tests {
     use crate::args::{Cli, Command};
     use clap::Parser;
 
+    /// Every field set, none to its default (a field added to the struct
+    /// must be set here, and so shows if `words` leaves it out).
+    fn sample() -> KeeperOpts {
+        KeeperOpts {
+            control: "/c".into(),
+            path: vec!["/a".into(), "/b".into()],
+            base: "/tmp".into(),
+            stem: "S".into(),
+            token: 7,
+            gpus: vec!["G0".into(), "G1".into()],
+            timeout_ms: 5,
+            tasks: 3,
+            stepd: Some(11),
+            serve: true,
+            sweep: true,
+            unnamed: true,
+        }
+    }
+
     fn parsed(words: Vec<OsString>) -> KeeperOpts {
         let line = std::iter::once(OsString::from("desi-gpu-map")).chain(words);
         match Cli::try_parse_from(line).unwrap().command {
@@ -155,18 +174,9 @@ mod tests {
     #[test]
     fn the_keepers_line_as_written_parses_back_to_itself() {
         let written = KeeperOpts {
-            control: "/opt/cuda/bin/nvidia-cuda-mps-control".into(),
-            path: vec!["/opt/cuda/bin".into(), "/usr/bin".into()],
             base: "/tmp/base dir".into(),
-            stem: "desi-gpu-map-mps.1000.7.0.0.keeper".into(),
             token: 0x1234_5678_9abc,
-            gpus: vec!["GPU-a".into(), "GPU-b".into()],
-            timeout_ms: 30_000,
-            tasks: 4,
-            stepd: Some(4321),
-            serve: true,
-            sweep: true,
-            unnamed: true,
+            ..sample()
         };
         assert_eq!(parsed(written.words()), written);
         let plain = KeeperOpts {
@@ -174,47 +184,30 @@ mod tests {
             serve: false,
             sweep: false,
             unnamed: false,
-            ..written
+            ..sample()
         };
         assert_eq!(parsed(plain.words()), plain);
     }
 
     #[test]
     fn a_planned_daemon_is_the_keepers_daemon() {
-        let opts = KeeperOpts {
-            control: "/bin/false".into(),
-            path: vec!["/bin".into()],
-            base: "/tmp".into(),
-            stem: "desi-gpu-map-mps.1000.7.0.0.keeper".into(),
-            token: 9,
-            gpus: vec!["GPU-a".into()],
-            timeout_ms: 1500,
-            tasks: 2,
-            stepd: Some(1),
+        let started = KeeperOpts {
             serve: false,
             sweep: false,
-            unnamed: true,
+            ..sample()
         };
-        assert_eq!(KeeperOpts::planned(&opts.daemon(), Some(1), true), opts);
+        let daemon = started.daemon();
+        assert_eq!(KeeperOpts::planned(&daemon, Some(11), true), started);
     }
 
     #[test]
     fn the_line_is_the_one_tasks_and_the_cluster_tests_read() {
-        let opts = KeeperOpts {
-            control: "/c".into(),
-            path: vec!["/a".into(), "/b".into()],
-            base: "/tmp".into(),
-            stem: "S".into(),
-            token: 7,
-            gpus: vec!["G0".into(), "G1".into()],
-            timeout_ms: 5,
-            tasks: 3,
-            stepd: Some(11),
+        let started = KeeperOpts {
             serve: false,
             sweep: false,
-            unnamed: true,
+            ..sample()
         };
-        let line: Vec<String> = opts
+        let line: Vec<String> = started
             .words()
             .iter()
             .map(|w| w.to_string_lossy().into_owned())

@@ -1,5 +1,5 @@
 //! exec's CUDA MPS: one control daemon per step and node, as the plugin's
-//! (the same [`Daemon`], started and stopped by
+//! (the same [`desi_gpu_map_core::mps::Daemon`], started and stopped by
 //! [`desi_gpu_map_host::mps::daemon`]),
 //! where no plugin runs one. exec replaces itself with the application,
 //! so something else must outlive the node's tasks and end the daemon:
@@ -19,7 +19,7 @@
 //!   what is left of the step, so with an epilog the end is deterministic,
 //!   even under proctrack/cgroup on a busy node (`task_ended`).
 //! - That name can be foreseen, and another user may hold it first. So
-//!   the keeper also listens on a socket inside its directory ([`SOCKET`]),
+//!   the keeper also listens on a socket inside its directory ([`meet::SOCKET`]),
 //!   which only the job's user can reach (mode 0700) and no one else can
 //!   make: where another user holds the name, the node's local task 0
 //!   starts the keeper without it, and every task finds the keeper by its
@@ -42,7 +42,7 @@
 //!   kills the daemon
 //!   ([`desi_gpu_map_host::mps::daemon::Running::end_now`]). A
 //!   keeper killed by pid takes its daemon with it (the daemon's parent
-//!   death signal, set by the binary's edge).
+//!   death signal, [`desi_gpu_map_host::sys::tie_to_parent`]).
 //! - Under proctrack/cgroup Slurm kills what is left of a step about
 //!   0.3 ms after its last task exits, and on a busy node that can come
 //!   before the keeper has removed the directory. A keeper's directory is

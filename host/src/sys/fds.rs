@@ -16,7 +16,7 @@ enum Close {
 }
 
 /// Marks the descriptors in `fds` close-on-exec. Callable between fork
-/// and exec (see [`close`]).
+/// and exec (see `close`).
 pub fn close_on_exec(fds: RangeInclusive<u32>) {
     // SAFETY: marking a descriptor close-on-exec closes nothing that this
     // process uses.

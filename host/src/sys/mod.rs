@@ -5,10 +5,10 @@
 //! through rustix's safe calls, or through these. Each operation is here
 //! once, with at most one fallback:
 //!
-//! - [`fork_child`] (`fork.rs`): fork a child that keeps one descriptor,
+//! - `fork_child` (`fork.rs`): fork a child that keeps one descriptor,
 //!   runs a closure and `_exit`s; for [`crate::deadline`].
 //! - [`close_on_exec`] (`fds.rs`): mark a range of descriptors
-//!   close-on-exec (or close them, for [`fork_child`]): close_range(2),
+//!   close-on-exec (or close them, for `fork_child`): close_range(2),
 //!   else each one `/proc/self/fd` lists. Callable between fork and exec.
 //! - [`as_user`] (`user.rs`): a command's child runs as a user (groups,
 //!   gid, uid), its inherited descriptors closed at exec.
@@ -25,7 +25,7 @@
 //! The library is loaded into slurmstepd, which is multithreaded: what
 //! runs in a forked child or between fork and exec here calls only
 //! async-signal-safe functions and allocates nothing, but for
-//! [`fork_child`]'s closure, whose contract [`crate::deadline`]'s module
+//! `fork_child`'s closure, whose contract [`crate::deadline`]'s module
 //! comment argues. Every `unsafe` block says which contract makes it
 //! sound.
 

@@ -14,7 +14,7 @@ const ENDING: [libc::c_int; 7] = [
     libc::SIGALRM,
 ];
 
-/// Blocks [`ENDING`] in this thread (exec's MPS keeper calls it first,
+/// Blocks `ENDING` in this thread (exec's MPS keeper calls it first,
 /// while it has no other) and returns a signalfd that reads them, so
 /// that a signal is an event it waits on, never its end. Its children
 /// get the default mask back from std's `Command`.

@@ -65,3 +65,19 @@ pub fn loaded_plugin_name(path: &CStr) -> Option<(*const c_void, CString)> {
     unsafe { libc::dlclose(handle) };
     found
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_c_library_is_loaded_and_is_no_spank_plugin() {
+        let objects = loaded_objects();
+        let libc = objects
+            .iter()
+            .find(|p| p.to_string_lossy().contains("libc.so"))
+            .unwrap_or_else(|| panic!("no C library among {objects:?}"));
+        assert_eq!(loaded_plugin_name(libc), None);
+        assert_eq!(loaded_plugin_name(c"/no/such/object.so"), None);
+    }
+}

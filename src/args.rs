@@ -17,7 +17,6 @@ use desi_gpu_map_core::settings::site::{
 use desi_gpu_map_core::slurm::gpus::MAX_LIST_ENTRIES;
 use desi_gpu_map_core::slurm::tasks::{MAX_NODES, MAX_TASKS_PER_NODE};
 use desi_gpu_map_core::text::quote;
-use desi_gpu_map_host::mps::keeper::KeeperArgs;
 use std::ffi::OsStr;
 use std::str::FromStr;
 
@@ -41,8 +40,8 @@ pub enum Command {
     /// in its place (for sites without the plugin).
     Exec(ExecArgs),
     /// A step's MPS daemon on one node, for exec's METHOD,mps.
-    #[command(hide = true, name = super::keeper::KEEPER_COMMAND)]
-    MpsKeeper(KeeperOpts),
+    #[command(hide = true, name = crate::keeper::KEEPER_COMMAND)]
+    MpsKeeper(crate::keeper::KeeperOpts),
 }
 
 #[derive(Args, Debug)]
@@ -72,32 +71,8 @@ pub struct ExecArgs {
         value_parser = one_of::<Visible>()
     )]
     pub visible: Visible,
-    /// Whose runtime reads the GPU lists (plugstack vendor=); auto detects it.
-    #[arg(
-        long,
-        env = env::VENDOR_OPTION,
-        default_value = "auto",
-        value_parser = one_of::<VendorSetting>()
-    )]
-    pub vendor: VendorSetting,
-    /// NVML, for steps in which Slurm names no GPU list: auto, off, or an
-    /// absolute library path.
-    #[arg(
-        long,
-        env = env::NVML_OPTION,
-        default_value = "auto",
-        value_parser = core_value::<NvmlSource>(nvml_forms)
-    )]
-    pub nvml: NvmlSource,
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        env = env::NVML_TIMEOUT_OPTION,
-        default_value_t = DEFAULT_NVML_TIMEOUT_S,
-        value_parser = seconds(),
-        help = timeout_help()
-    )]
-    pub nvml_timeout: u64,
+    #[command(flatten)]
+    pub devices: DeviceArgs,
     /// Where closest reads the kernel's GPU files (plugstack kernel_root=;
     /// tests give a fake tree).
     #[arg(long, default_value = "/", hide = true)]
@@ -134,66 +109,6 @@ pub struct ExecArgs {
     /// The application and its arguments, after --.
     #[arg(last = true, value_name = "APP")]
     pub command: Vec<std::ffi::OsString>,
-}
-
-/// The step's MPS daemon on one node, kept by the first of its tasks that
-/// runs exec with METHOD,mps (host/src/mps/keeper/): its listening socket is
-/// standard input, and these are what the task planned.
-#[derive(Args, Debug)]
-pub struct KeeperOpts {
-    #[arg(long)]
-    pub control: std::path::PathBuf,
-    /// The control daemon's PATH, where it finds its server.
-    #[arg(long, value_delimiter = ':')]
-    pub path: Vec<std::path::PathBuf>,
-    #[arg(long)]
-    pub base: std::path::PathBuf,
-    #[arg(long)]
-    pub stem: String,
-    #[arg(long)]
-    pub token: u64,
-    /// The step's GPUs by UUID.
-    #[arg(long, value_delimiter = ',')]
-    pub gpus: Vec<String>,
-    #[arg(long)]
-    pub timeout_ms: u64,
-    /// The step's tasks on this node.
-    #[arg(long)]
-    pub tasks: usize,
-    /// The step's slurmstepd: its end ends the keeper.
-    #[arg(long)]
-    pub stepd: Option<u32>,
-    /// Run in the foreground: the first keeper starts this one detached and
-    /// exits, so that no task's process is its parent.
-    #[arg(long)]
-    pub serve: bool,
-    /// Only remove the user's keeper directories in --base whose keeper is
-    /// gone (what every keeper does first), then exit.
-    #[arg(long)]
-    pub sweep: bool,
-    /// Another user holds the socket's name: no listener on standard
-    /// input, only the socket inside the keeper's directory.
-    #[arg(long)]
-    pub unnamed: bool,
-}
-
-impl From<KeeperOpts> for KeeperArgs {
-    fn from(o: KeeperOpts) -> Self {
-        KeeperArgs {
-            control: o.control,
-            path: o.path,
-            base: o.base,
-            stem: o.stem,
-            token: o.token,
-            gpus: o.gpus,
-            timeout_ms: o.timeout_ms,
-            tasks: o.tasks,
-            stepd: o.stepd,
-            serve: o.serve,
-            sweep: o.sweep,
-            unnamed: o.unnamed,
-        }
-    }
 }
 
 /// The closing help: with no argument, the command is the task prolog and
@@ -365,30 +280,27 @@ fn launcher_names() -> Vec<&'static str> {
     LAUNCHERS.iter().map(|l| l.name).collect()
 }
 
+/// show takes exec's three device options as their plugstack keys name
+/// them, in its own words, listed after `--flag`, and not from exec's
+/// variables.
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("nvml", |a| a
+        .env(None)
+        .help("NVML to ask for device details: auto, off, or a library path")),
+    mut_arg("nvml_timeout", |a| a.env(None)),
+    mut_arg("vendor", |a| a
+        .env(None)
+        .display_order(SHOW_VENDOR_ORDER)
+        .help("Whose runtime reads the GPU lists (plugstack vendor=): auto detects it. AMD and \
+               Intel GPUs are located through their render nodes")),
+)]
 pub struct ShowArgs {
     /// Name of the skip flag the site configured (plugstack flag=).
     #[arg(long, default_value = env::DEFAULT_FLAG)]
     pub flag: String,
-    /// NVML to ask for device details: auto, off, or a library path.
-    #[arg(
-        long,
-        default_value = "auto",
-        value_parser = core_value::<NvmlSource>(nvml_forms)
-    )]
-    pub nvml: NvmlSource,
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = DEFAULT_NVML_TIMEOUT_S,
-        value_parser = seconds(),
-        help = timeout_help()
-    )]
-    pub nvml_timeout: u64,
-    /// Whose runtime reads the GPU lists (plugstack vendor=): auto detects
-    /// it. AMD and Intel GPUs are located through their render nodes.
-    #[arg(long, default_value = "auto", value_parser = one_of::<VendorSetting>())]
-    pub vendor: VendorSetting,
+    #[command(flatten)]
+    pub devices: DeviceArgs,
     /// Where the kernel's files are read (tests give a fake tree).
     #[arg(long, default_value = "/", hide = true)]
     pub root: std::path::PathBuf,
@@ -396,6 +308,44 @@ pub struct ShowArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// NVML and the runtime's vendor, as exec and show both take them: each
+/// option declared once, under its plugstack key's name (`vendor=`, `nvml=`,
+/// `nvml_timeout=`), with the variable exec reads where it is not given.
+#[derive(Args, Debug)]
+pub struct DeviceArgs {
+    /// Whose runtime reads the GPU lists (plugstack vendor=); auto detects it.
+    #[arg(
+        long,
+        env = env::VENDOR_OPTION,
+        default_value = "auto",
+        value_parser = one_of::<VendorSetting>()
+    )]
+    pub vendor: VendorSetting,
+    /// NVML, for steps in which Slurm names no GPU list: auto, off, or an
+    /// absolute library path.
+    #[arg(
+        long,
+        env = env::NVML_OPTION,
+        default_value = "auto",
+        value_parser = core_value::<NvmlSource>(nvml_forms)
+    )]
+    pub nvml: NvmlSource,
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        env = env::NVML_TIMEOUT_OPTION,
+        default_value_t = DEFAULT_NVML_TIMEOUT_S,
+        value_parser = seconds(),
+        help = timeout_help()
+    )]
+    pub nvml_timeout: u64,
+}
+
+/// Where show's help lists `--vendor`: after `--nvml-timeout` (the
+/// positions clap gives show's options in order are 0 for `--flag`, 1 to
+/// 3 for the device options, 4 for the hidden `--root`).
+const SHOW_VENDOR_ORDER: usize = 4;
 
 /// One of a core type's names, listed in the help as clap lists choices.
 fn one_of<T>() -> Text<T>

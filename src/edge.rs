@@ -1,7 +1,8 @@
-//! The command's one FFI edge, and the only `unsafe` in it: [`signals`]
-//! (the caller's signal dispositions and mask, kept for the application
-//! `exec` runs; the keeper's signalfd) and [`descriptors`] (what the
-//! keeper inherits and its tie to its parent).
+//! The command's startup record, and the only `unsafe` in it: [`signals`],
+//! the caller's signal dispositions and mask, kept for the application
+//! `exec` runs. It is the command's, not the machine edge's
+//! (`host/src/sys/`): a function in `.init_array` would run in every
+//! process that loads the host library, slurmstepd among them.
 
 /// The caller's signal dispositions and mask, for the application that
 /// `exec` runs. Rust's runtime sets SIGPIPE to ignored before `main`, and
@@ -17,7 +18,6 @@
 #[allow(unsafe_code)]
 pub mod signals {
     use std::io;
-    use std::os::fd::{FromRawFd, OwnedFd};
     use std::os::unix::process::CommandExt;
     use std::process::Command;
     use std::sync::OnceLock;
@@ -95,108 +95,5 @@ pub mod signals {
             }
         }
         Ok(())
-    }
-
-    /// The signals that end a process or that Slurm and users send a step.
-    const ENDING: [libc::c_int; 7] = [
-        libc::SIGHUP,
-        libc::SIGINT,
-        libc::SIGQUIT,
-        libc::SIGTERM,
-        libc::SIGUSR1,
-        libc::SIGUSR2,
-        libc::SIGALRM,
-    ];
-
-    /// Blocks [`ENDING`] in this thread (exec's MPS keeper calls it first,
-    /// while it has no other) and returns a signalfd that reads them, so
-    /// that a signal is an event it waits on, never its end. Its children
-    /// get the default mask back from std's `Command`.
-    pub fn ending_fd() -> io::Result<OwnedFd> {
-        // SAFETY: sigemptyset and sigaddset fill a zeroed sigset_t that this
-        // function owns; pthread_sigmask sets this thread's mask from it and
-        // does not ask for the old one; signalfd with -1 makes a new
-        // descriptor, which is owned here alone once it is checked.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for signal in ENDING {
-                libc::sigaddset(&mut set, signal);
-            }
-            let blocked = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-            if blocked != 0 {
-                return Err(io::Error::from_raw_os_error(blocked));
-            }
-            let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
-            if fd < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(OwnedFd::from_raw_fd(fd))
-        }
-    }
-}
-
-/// What exec's MPS keeper must not hold of the task that started it, and
-/// what it must not leave behind.
-#[allow(unsafe_code)]
-pub mod descriptors {
-    use std::io;
-    use std::os::unix::process::CommandExt;
-    use std::process::Command;
-
-    /// Marks every descriptor past standard error close-on-exec, so that
-    /// none that the task left open (its output pipe, a file it opened
-    /// without `O_CLOEXEC`) reaches the keeper's own children: one would
-    /// keep srun's I/O open after the step. `close_range(2)` where the
-    /// kernel has it (5.11), else each descriptor `/proc/self/fd` lists.
-    pub fn close_inherited() {
-        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC closes nothing; it
-        // only sets a flag on descriptors this process holds.
-        let done = unsafe {
-            libc::syscall(
-                libc::SYS_close_range,
-                3u32,
-                u32::MAX,
-                libc::CLOSE_RANGE_CLOEXEC,
-            )
-        } == 0;
-        if done {
-            return;
-        }
-        let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
-            return;
-        };
-        let fds: Vec<i32> = entries
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .filter(|&fd| fd > 2)
-            .collect();
-        for fd in fds {
-            // SAFETY: F_SETFD on a number that is no descriptor fails with
-            // EBADF and changes nothing; on one, it only sets its flag.
-            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-        }
-    }
-
-    /// Has `command`'s process killed when this one dies
-    /// (`PR_SET_PDEATHSIG`): a keeper killed by pid, or by the OOM
-    /// killer, takes its MPS daemon along. This process is single-threaded
-    /// where it starts children, so its death is its thread's.
-    pub fn tie_to_parent(command: &mut Command) {
-        let parent = std::process::id();
-        // SAFETY: the hook runs in the child between fork and exec; prctl
-        // and getppid are async-signal-safe, and it neither allocates nor
-        // locks.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // The parent died before the signal was set: none will come.
-                match u32::try_from(libc::getppid()) {
-                    Ok(ppid) if ppid == parent => Ok(()),
-                    _ => Err(io::Error::from(io::ErrorKind::BrokenPipe)),
-                }
-            });
-        }
     }
 }

@@ -2,7 +2,8 @@
 //! preview a layout (`plan`), or report what a task got (`show`). The
 //! decisions are the core's (`desi-gpu-map-core`), the machine is the host
 //! crate's (`desi-gpu-map-host`); this crate holds the command line
-//! ([`args`]), each subcommand's front end, and its one FFI edge ([`edge`]).
+//! ([`args`]), each subcommand's front end, exec's MPS keeper ([`keeper`]),
+//! and its startup record ([`edge`]).
 
 #![deny(unsafe_code)]
 // Outside tests the command never panics: errors are values.
@@ -13,6 +14,7 @@ mod args;
 mod edge;
 mod exec;
 mod json;
+mod keeper;
 mod plan;
 mod prolog;
 mod show;
@@ -22,8 +24,7 @@ mod task;
 mod manpage;
 
 use desi_gpu_map_core::env;
-use desi_gpu_map_host::mps::keeper;
-use edge::{descriptors, signals};
+use edge::signals;
 
 use clap::Parser;
 use std::io::Write;
@@ -62,14 +63,7 @@ fn main() -> ExitCode {
         args::Command::Plan(args) => (plan::run(&args), "desi-gpu-map plan", "the plan"),
         args::Command::Show(args) => (show::run(&args), "desi-gpu-map show", "the report"),
         args::Command::Exec(args) => return exec::run(&args, signals::keep_callers),
-        args::Command::MpsKeeper(args) => {
-            let edge = keeper::KeeperEdge {
-                signal_fd: signals::ending_fd,
-                close_inherited: descriptors::close_inherited,
-                tie_to_parent: descriptors::tie_to_parent,
-            };
-            return keeper::run(&args.into(), edge);
-        }
+        args::Command::MpsKeeper(args) => return keeper::run(&args),
     };
     match result {
         Ok(text) => written(std::io::stdout().write_all(text.as_bytes()), who, what),

@@ -19,10 +19,10 @@
 //!   last, waits until the daemon is stopped and its directory gone.
 
 use crate::args::exec_from_variables;
+use crate::keeper;
 use crate::task::{apply, decided, join_mps, PROCESS};
 use desi_gpu_map_core::start::{keeper_to_tell, not_passed, Answer, Mapping};
 use desi_gpu_map_core::step::StepPlan;
-use desi_gpu_map_host::mps::keeper;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};

@@ -20,8 +20,8 @@ use std::path::Path;
 
 pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
     let var = |name: &str| std::env::var(name).ok();
-    let vendor = choose(args.vendor, &HostFiles, &args.root).vendor;
-    let own = desi_gpu_map_host::cpus::allowed("self");
+    let vendor = choose(args.devices.vendor, &HostFiles, &args.root).vendor;
+    let own = desi_gpu_map_host::sys::allowed_cpus(None);
     let facts = [
         ("node", var(env::NODE_NAME)),
         ("rank", var(env::RANK)),
@@ -52,8 +52,14 @@ pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
             Some(format!("{carrier} is not a valid GPU list: {e}")),
         ),
         Some(Ok(tokens)) if vendor.has_nvml() => {
-            let timeout = std::time::Duration::from_secs(args.nvml_timeout);
-            through_nvml(&args.nvml, timeout, &args.root, &tokens, own.as_ref())
+            let timeout = std::time::Duration::from_secs(args.devices.nvml_timeout);
+            through_nvml(
+                &args.devices.nvml,
+                timeout,
+                &args.root,
+                &tokens,
+                own.as_ref(),
+            )
         }
         Some(Ok(tokens)) => {
             let step = var(env::STEP_GPUS).and_then(|l| parse_gpu_list(&l).ok());

@@ -4,6 +4,7 @@
 //! for slurmstepd) share all of it, so they decide and apply alike.
 
 use crate::args::ExecArgs;
+use crate::keeper;
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::error::Error;
 use desi_gpu_map_core::files::Files;
@@ -14,9 +15,9 @@ use desi_gpu_map_core::step::{carry_out, Node, NvmlAsk};
 use desi_gpu_map_host::cpus;
 use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::mps::daemon::random_token;
-use desi_gpu_map_host::mps::keeper;
 use desi_gpu_map_host::nvml::ask_within;
 use desi_gpu_map_host::process::{comm, launch_ancestry, task_pid, SLURMSTEPD};
+use desi_gpu_map_host::sys::allowed_cpus;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -44,9 +45,9 @@ pub fn decided(args: &ExecArgs) -> Result<Start, String> {
 fn config(args: &ExecArgs) -> Config {
     Config {
         visible: args.visible,
-        vendor: args.vendor,
-        nvml: args.nvml.clone(),
-        nvml_timeout: std::time::Duration::from_secs(args.nvml_timeout),
+        vendor: args.devices.vendor,
+        nvml: args.devices.nvml.clone(),
+        nvml_timeout: std::time::Duration::from_secs(args.devices.nvml_timeout),
         kernel_root: args.kernel_root.clone(),
         mps: mps_settings(args),
         ..Config::default()
@@ -121,13 +122,13 @@ pub fn apply(
 ) -> Vec<String> {
     let own = mapping
         .needs_own_cpus()
-        .then(|| cpus::allowed("self"))
+        .then(|| allowed_cpus(None))
         .flatten();
     let stepd = mapping
         .needs_stepd_cpus()
         .then(stepd)
         .flatten()
-        .and_then(|pid| cpus::allowed(&pid.to_string()));
+        .and_then(|pid| allowed_cpus(Some(pid)));
     let outcome = mapping.outcome(own, stepd);
     carry_out(&outcome, &mapping.node, unset, set)
 }

@@ -40,19 +40,18 @@ const CRATES: &[Crate] = &[
     Crate {
         src: "host/src",
         layers: &[
-            "failure", "edge", "files", "process", "cpus", "child", "run", "deadline", "nvml",
-            "mps",
+            "failure", "sys", "files", "process", "cpus", "child", "run", "deadline", "nvml", "mps",
         ],
     },
     Crate {
         src: "src",
         layers: &[
-            "edge", "json", "args", "plan", "show", "task", "exec", "prolog", "manpage",
+            "edge", "json", "keeper", "args", "plan", "show", "task", "exec", "prolog", "manpage",
         ],
     },
     Crate {
         src: "spank/src",
-        layers: &["logger", "fds", "exports", "copies", "node", "mps", "task"],
+        layers: &["logger", "exports", "copies", "node", "mps", "task"],
     },
 ];
 

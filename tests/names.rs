@@ -9,7 +9,7 @@
 //! scripts, the Makefile and the docs each spell out, as they cannot read
 //! Rust.
 
-use desi_gpu_map_core::env::{OLD_SNIPPET, SNIPPET};
+use desi_gpu_map_core::env::{MIRRORS, OLD_SNIPPET, OWN_PREFIX, SNIPPET};
 use desi_gpu_map_core::names::names;
 use desi_gpu_map_core::runtime::Vendor;
 use desi_gpu_map_core::settings::option::Choice;
@@ -180,6 +180,40 @@ fn every_plugstack_key_is_in_the_man_page_and_the_snippet() {
         conf.lines().any(|l| l == line),
         "the snippet lacks the line of defaults:\n{line}"
     );
+}
+
+/// Each variable that mirrors an exec option is the plugstack key's
+/// name under `DESI_GPU_MAP_`, and the option is the key's name as a long
+/// option (`nvml_timeout=`, `--nvml-timeout`, `$DESI_GPU_MAP_NVML_TIMEOUT`):
+/// the key is in `KEYS`, and exec's help shows the option reading that
+/// variable.
+#[test]
+fn every_mirror_is_a_plugstack_key_and_its_exec_option() {
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .args(["exec", "--help"])
+        .env_clear()
+        .output()
+        .expect("exec --help runs");
+    let help = String::from_utf8(help.stdout).expect("the help is UTF-8");
+    for var in MIRRORS {
+        let key = var
+            .strip_prefix(OWN_PREFIX)
+            .unwrap_or_else(|| panic!("{var} does not start with {OWN_PREFIX}"))
+            .to_lowercase();
+        assert!(
+            KEYS.iter().any(|k| k.name == key),
+            "{var} names no plugstack key {key}="
+        );
+        let option = format!("--{} ", key.replace('_', "-"));
+        let line = help
+            .lines()
+            .find(|l| l.trim_start().starts_with(&option))
+            .unwrap_or_else(|| panic!("exec has no option {option}for {var}:\n{help}"));
+        assert!(
+            line.contains(&format!("[env: {var}=]")),
+            "exec's {option}does not read {var}: {line}"
+        );
+    }
 }
 
 #[test]

@@ -1,30 +1,8 @@
-//! The CPUs a process may run on, as the kernel reports them, and the
-//! slurmstepd above a task's process.
+//! The slurmstepd above a task's process, and other processes above this
+//! one by name. (The CPUs a process may run on are the machine edge's:
+//! [`crate::sys::allowed_cpus`].)
 
-use crate::process::{ancestors, comm, parent_of, status_field, task_pid, SLURMSTEPD};
-use desi_gpu_map_core::cpuset::CpuSet;
-use rustix::process::Pid;
-use rustix::thread::{sched_getaffinity, CpuSet as RawCpuSet};
-
-/// `Cpus_allowed_list` of process `pid` (`self` for this one). Where
-/// `/proc` hides the process (another user's under `hidepid`: slurmstepd),
-/// the kernel still tells any process's CPUs (sched_getaffinity(2) asks no
-/// permission).
-pub fn allowed(pid: &str) -> Option<CpuSet> {
-    if let Some(list) = status_field(pid, "Cpus_allowed_list") {
-        return CpuSet::parse_list(&list).ok();
-    }
-    told_by_the_kernel(pid.parse().ok()?)
-}
-
-/// Process `pid`'s CPUs as sched_getaffinity(2) tells them.
-fn told_by_the_kernel(pid: i32) -> Option<CpuSet> {
-    let set = sched_getaffinity(Some(Pid::from_raw(pid)?)).ok()?;
-    let cpus: Vec<usize> = (0..RawCpuSet::MAX_CPU)
-        .filter(|&cpu| set.is_set(cpu))
-        .collect();
-    CpuSet::of(&cpus)
-}
+use crate::process::{ancestors, comm, parent_of, task_pid, SLURMSTEPD};
 
 /// The pid of the step's slurmstepd above this process (its parent when
 /// srun started this process directly; a shell's parent under
@@ -67,19 +45,4 @@ pub fn ancestor_named(name: &str) -> Option<u32> {
         }
     }
     None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_kernel_tells_the_cpus_proc_does() {
-        let me = i32::try_from(std::process::id()).unwrap();
-        let from_proc = allowed(&me.to_string()).unwrap();
-        assert!(!from_proc.is_empty());
-        assert_eq!(told_by_the_kernel(me), Some(from_proc));
-        assert_eq!(told_by_the_kernel(i32::MAX), None, "no such process");
-        assert_eq!(allowed("not-a-pid"), None);
-    }
 }

@@ -8,8 +8,8 @@
 //!
 //! The child runs the work, writes its answer to a pipe in the wire's
 //! encoding ([`desi_gpu_map_core::wire`]: lines, or an error with its
-//! kind) and `_exit`s ([`crate::edge::fork_child`], the crate's only
-//! `unsafe`). The parent reads the pipe with `poll` (and
+//! kind) and `_exit`s (`sys::fork_child`, in the machine's
+//! edge). The parent reads the pipe with `poll` (and
 //! [`crate::child::drain`]) until the child closes it or the deadline
 //! passes, then SIGKILLs the child if needed and reaps it without ever
 //! blocking.
@@ -57,7 +57,7 @@
 //! a task's output pipe), so the step's I/O ends normally.
 
 use crate::child::{drain, Pipe, REAP_GRACE};
-use crate::edge::fork_child;
+use crate::sys::fork_child;
 use desi_gpu_map_core::wire::{self, broken, MAX_ANSWER};
 use desi_gpu_map_core::Error;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};

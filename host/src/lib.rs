@@ -4,10 +4,10 @@
 //! deadline ([`deadline`]: how NVML is asked), waiting for children ([`child`]),
 //! running short programs with a deadline as a front end's [`run::Runner`]
 //! says ([`run`]), and CUDA MPS on the machine ([`mps`]: a step's daemon
-//! from start to stop, and exec's keeper). The core (`desi-gpu-map-core`)
+//! from start to stop). The core (`desi-gpu-map-core`)
 //! decides; this crate carries out what it decided.
 
-// All unsafe is in one module, the FFI edge (edge.rs), and says why.
+// All unsafe is in one module, the machine's edge (sys/), and says why.
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
@@ -16,10 +16,10 @@
 pub mod child;
 pub mod cpus;
 pub mod deadline;
-mod edge;
 pub mod failure;
 pub mod files;
 pub mod mps;
 pub mod nvml;
 pub mod process;
 pub mod run;
+pub mod sys;

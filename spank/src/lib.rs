@@ -28,7 +28,6 @@
 
 mod copies;
 mod exports;
-mod fds;
 mod logger;
 mod mps;
 mod node;

@@ -1,6 +1,6 @@
 //! Applies a step's plan to one task, in `task_init`, just before it execs.
 
-use desi_gpu_map_core::cpuset::{CpuSet, MAX_CPUS};
+use desi_gpu_map_core::cpuset::CpuSet;
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::mps::Mps;
 use desi_gpu_map_core::step::{
@@ -8,6 +8,7 @@ use desi_gpu_map_core::step::{
     TaskCpus, TaskInputs, TaskOutcome,
 };
 use desi_gpu_map_host::process::mount_namespace;
+use desi_gpu_map_host::sys::allowed_cpus;
 use slurm_spank::SpankHandle;
 use std::io::Write;
 
@@ -125,7 +126,7 @@ fn task_inputs(spank: &SpankHandle, with_cpus: bool) -> Result<TaskIds, String> 
         rank,
         cuda: var(env::CUDA),
         tres_bind: var(env::TRES_BIND),
-        own_cpus: if with_cpus { cpus_of(0) } else { None },
+        own_cpus: if with_cpus { own_cpus() } else { None },
         parent_cpus: if with_cpus { parent_cpus() } else { None },
         bind_type: with_cpus.then(|| var(env::CPU_BIND_TYPE)).flatten(),
         bind_list: with_cpus.then(|| var(env::CPU_BIND_LIST)).flatten(),
@@ -136,35 +137,20 @@ fn task_inputs(spank: &SpankHandle, with_cpus: bool) -> Result<TaskIds, String> 
 /// in `src/slurmd/slurmstepd/mgr.c`), so an unbound task has exactly these,
 /// and a task Slurm bound has fewer (the core decides, `list_is_slurms`).
 fn parent_cpus() -> Option<CpuSet> {
-    let parent = libc::pid_t::try_from(std::os::unix::process::parent_id()).ok()?;
+    let parent = std::os::unix::process::parent_id();
     // 1: slurmstepd is gone and the task was re-parented; that proves nothing.
-    (parent > 1).then(|| cpus_of(parent)).flatten()
+    (parent > 1).then(|| allowed_cpus(Some(parent))).flatten()
 }
 
-/// The CPUs process `pid` (0: this task) may run on. For this task,
-/// slurmstepd has already applied the task plugin's binding: `exec_task()`
-/// in `src/slurmd/slurmstepd/task.c` calls `setup_env()` (which writes
-/// `SLURM_CPU_BIND_*`), then `task_g_pre_launch()` (task/affinity binds),
-/// then `spank_user_task()` (our `task_init`), in this order in the Slurm sources read for 19.05,
+/// The CPUs this task may run on. slurmstepd has already applied the task
+/// plugin's binding: `exec_task()` in `src/slurmd/slurmstepd/task.c` calls
+/// `setup_env()` (which writes `SLURM_CPU_BIND_*`), then
+/// `task_g_pre_launch()` (task/affinity binds), then `spank_user_task()`
+/// (our `task_init`), in this order in the Slurm sources read for 19.05,
 /// 23.x and 24.11.7; on 22.05.8, 24.11.5 and 26.05.5 the test cluster's
 /// tasks see their bound masks here (tests/cluster/closest.rs).
-fn cpus_of(pid: libc::pid_t) -> Option<CpuSet> {
-    const BITS: u32 = libc::c_ulong::BITS;
-    // As many CPUs as the core's sets hold (8192), not glibc's cpu_set_t
-    // (1024), so that larger nodes are read too.
-    let mut words: [libc::c_ulong; MAX_CPUS / BITS as usize] = [0; MAX_CPUS / BITS as usize];
-    let size = std::mem::size_of_val(&words);
-    // SAFETY: the kernel writes at most `size` bytes, a bit array of
-    // unsigned longs (cpu_set_t's layout), into `words`, which is live and
-    // writable for `size` bytes; `pid` is only read by the kernel.
-    let rc = unsafe { libc::sched_getaffinity(pid, size, words.as_mut_ptr().cast()) };
-    if rc != 0 {
-        return None;
-    }
-    // c_ulong: 64 bits here, 32 on some targets.
-    #[allow(clippy::useless_conversion)]
-    let words = words.iter().map(|&w| u64::from(w));
-    CpuSet::from_words(words, BITS)
+fn own_cpus() -> Option<CpuSet> {
+    allowed_cpus(None)
 }
 
 /// Changes the task's environment as the core says, and prints the lines.

@@ -8,7 +8,7 @@
 //! daemon's server).
 //!
 //! A keeper's directory is swept by the user's next keeper on the node
-//! once its own keeper is gone ([`crate::mps::keeper`]), and gone means
+//! once its own keeper is gone (the command's `src/keeper/`), and gone means
 //! [`lock`] can be taken: the keeper holds it from right after the
 //! directory's making for as long as it lives.
 
@@ -32,7 +32,7 @@ use std::time::Instant;
 /// How many random names the step's directory may try.
 const NAME_TRIES: usize = 8;
 /// The file in a keeper's directory whose `flock` is its keeper's life.
-pub(crate) const LOCK: &str = "lock";
+pub const LOCK: &str = "lock";
 /// The question whose numeric answer shows the daemon serves.
 const READY_QUESTION: &str = "get_default_active_thread_percentage";
 
@@ -313,7 +313,7 @@ fn make_dir(
 }
 
 /// What a try at a keeper's directory's [`lock`] found.
-pub(crate) enum Lock {
+pub enum Lock {
     /// Taken: held for as long as this descriptor is open.
     Held(OwnedFd),
     /// Another holds it: the directory's keeper lives.
@@ -341,7 +341,7 @@ pub(crate) enum Lock {
 /// lock. Once locked, the directory and the file must still be linked and
 /// the name still the directory's: a sweep may have removed them between
 /// the open and the lock.
-pub(crate) fn lock(dir: &Path, uid: u32) -> Lock {
+pub fn lock(dir: &Path, uid: u32) -> Lock {
     let flags = OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let opened = open(
         dir,

@@ -1,6 +1,5 @@
 //! CUDA MPS on the machine: a step's control daemon from start to stop
-//! ([`daemon`], the plugin's and exec's), and exec's keeper ([`keeper`]),
-//! the process that outlives a step's tasks to end the daemon exec started.
+//! ([`daemon`], the plugin's and exec's keeper's; the keeper itself is the
+//! command's, `src/keeper/`).
 
 pub mod daemon;
-pub mod keeper;

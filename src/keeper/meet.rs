@@ -2,9 +2,6 @@
 
 use std::path::PathBuf;
 
-/// The keeper's hidden subcommand, by which tasks find a keeper too.
-pub const KEEPER_COMMAND: &str = "mps-keeper";
-
 /// The keeper's socket inside its directory.
 pub(super) const SOCKET: &str = "keeper.sock";
 

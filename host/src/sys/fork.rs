@@ -1,11 +1,6 @@
-//! The host crate's one FFI edge, and the only `unsafe` in it (rustix's
-//! "one unsafe place"): forking a child that keeps one descriptor, for
-//! [`crate::deadline`]. Everything else the crate asks of the system goes
-//! through rustix's safe calls. Every `unsafe` block says which contract
-//! makes it sound.
+//! Forking a child that keeps one descriptor, for [`crate::deadline`].
 
-#![allow(unsafe_code)]
-
+use super::fds::close_now;
 use rustix::process::Pid;
 use std::fs::File;
 use std::io;
@@ -61,42 +56,18 @@ fn detach(out: RawFd) -> File {
                 libc::dup2(null, fd);
             }
         }
-        if out > 3 {
-            close_range(3, out - 1);
-        }
-        close_range(out + 1, RawFd::MAX);
         out
     };
+    let kept = u32::try_from(out).unwrap_or(3);
+    // SAFETY: as above: this forked child uses none of them.
+    unsafe {
+        if kept > 3 {
+            close_now(3..=kept - 1);
+        }
+        close_now(kept.saturating_add(1)..=u32::MAX);
+    }
     // SAFETY: `out` is open (dup2 made it, or it is the one kept), and
     // nothing else in this process uses it: the caller's copy is never
     // used again in the child, which `_exit`s.
     unsafe { File::from_raw_fd(out) }
-}
-
-/// Closes descriptors `first..=last`: with close_range(2) (Linux 5.9),
-/// called as a system call so that glibc 2.34 is not needed; else one by
-/// one as /proc lists them.
-///
-/// Only for [`detach`], whose contract makes closing them sound.
-fn close_range(first: RawFd, last: RawFd) {
-    let (Ok(lo), Ok(hi)) = (u32::try_from(first), u32::try_from(last)) else {
-        return;
-    };
-    // SAFETY: close_range takes two numbers and flags, no pointer, and
-    // changes only this process's descriptor table (see `detach`).
-    if unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0) } == 0 {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
-        return;
-    };
-    // Listed in full first: the directory's own descriptor closes with it.
-    let open: Vec<RawFd> = entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    for fd in open.into_iter().filter(|fd| (first..=last).contains(fd)) {
-        // SAFETY: close takes a number; a stale one fails with EBADF (see
-        // `detach` for why closing these is sound).
-        unsafe { libc::close(fd) };
-    }
 }

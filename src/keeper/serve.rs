@@ -1,17 +1,18 @@
 //! The keeper's process: starts the step's daemon, answers the node's
 //! tasks, and ends the daemon after the last of them.
 
+use super::command::KeeperOpts;
 use super::meet::{Answer, Ended, Request, MAX_REQUEST, SOCKET};
 use super::sweep::sweep;
 use super::tally::Tally;
-use crate::cpus;
-use crate::failure::Failure;
-use crate::mps::daemon;
-use crate::process::{
+use desi_gpu_map_core::mps::Daemon;
+use desi_gpu_map_host::failure::Failure;
+use desi_gpu_map_host::mps::daemon;
+use desi_gpu_map_host::process::{
     children_of, descends_from, environ, parent_of, pidfd, this_program, TASK_PID,
 };
-use crate::run::{Runner, POLL};
-use desi_gpu_map_core::mps::Daemon;
+use desi_gpu_map_host::run::{Runner, POLL};
+use desi_gpu_map_host::sys::{allowed_cpus, close_on_exec, ending_fd, tie_to_parent};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::net::sockopt::socket_peercred;
 use rustix::process::{getsid, Pid, Signal};
@@ -22,52 +23,13 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-/// The step's MPS daemon on one node, kept by the first of its tasks that
-/// runs exec with METHOD,mps : its listening socket is
-/// standard input, and these are what the task planned.
-#[derive(Debug, Clone)]
-pub struct KeeperArgs {
-    pub control: std::path::PathBuf,
-    /// The control daemon's PATH, where it finds its server.
-    pub path: Vec<std::path::PathBuf>,
-    pub base: std::path::PathBuf,
-    pub stem: String,
-    pub token: u64,
-    /// The step's GPUs by UUID.
-    pub gpus: Vec<String>,
-    pub timeout_ms: u64,
-    /// The step's tasks on this node.
-    pub tasks: usize,
-    /// The step's slurmstepd: its end ends the keeper.
-    pub stepd: Option<u32>,
-    /// Run in the foreground: the first keeper starts this one detached and
-    /// exits, so that no task's process is its parent.
-    pub serve: bool,
-    /// Only remove the user's keeper directories in --base whose keeper is
-    /// gone (what every keeper does first), then exit.
-    pub sweep: bool,
-    /// Another user holds the socket's name: no listener on standard
-    /// input, only the socket inside the keeper's directory.
-    pub unnamed: bool,
-}
-
-/// What the keeper takes from the binary's FFI edge.
-#[derive(Clone, Copy)]
-pub struct KeeperEdge {
-    /// Blocks the signals that end a process; a descriptor that reads them.
-    pub signal_fd: fn() -> std::io::Result<OwnedFd>,
-    /// Marks every descriptor past standard error close-on-exec: the
-    /// task's (its output pipe, files it opened) stay out of the keeper's
-    /// children, and so out of the step's end.
-    pub close_inherited: fn(),
-    /// Has a child killed when this process dies.
-    pub tie_to_parent: fn(&mut Command),
-}
-
 /// `desi-gpu-map mps-keeper`: without `--serve`, starts itself again with
 /// it, detached, and exits; with it, keeps the step's daemon.
-pub fn run(args: &KeeperArgs, edge: KeeperEdge) -> ExitCode {
-    (edge.close_inherited)();
+pub fn run(args: &KeeperOpts) -> ExitCode {
+    // None of the task's descriptors (its output pipe, files it opened
+    // without O_CLOEXEC) may reach the keeper's children: one would keep
+    // srun's I/O open after the step.
+    close_on_exec(3..=u32::MAX);
     if !args.serve {
         let again = this_program()
             .args(std::env::args_os().skip(1))
@@ -82,13 +44,13 @@ pub fn run(args: &KeeperArgs, edge: KeeperEdge) -> ExitCode {
             Err(_) => ExitCode::FAILURE,
         };
     }
-    let daemon = planned(args);
+    let daemon = args.daemon();
     sweep(&daemon);
     if args.sweep {
         return ExitCode::SUCCESS;
     }
     // Slurm's signals are events from here on, never this process's end.
-    let signals = (edge.signal_fd)().ok();
+    let signals = ending_fd().ok();
     let named = match args.unnamed {
         true => None,
         false => match std::io::stdin().as_fd().try_clone_to_owned() {
@@ -97,14 +59,13 @@ pub fn run(args: &KeeperArgs, edge: KeeperEdge) -> ExitCode {
         },
     };
     on_the_steps_cpus(args.stepd);
-    let tied = Tied(edge.tie_to_parent);
-    let made = daemon::make(&daemon, &tied);
+    let made = daemon::make(&daemon, &Tied);
     // Its own socket, in the directory just made, before anything slow.
     let own = made
         .as_ref()
         .ok()
         .and_then(|m| UnixListener::bind(m.dir().join(SOCKET)).ok());
-    let started = made.and_then(|made| daemon::start_in(made, &tied));
+    let started = made.and_then(|made| daemon::start_in(made, &Tied));
     let reply = match &started {
         Ok(running) => Answer::Ok {
             token: running.daemon().token,
@@ -133,7 +94,7 @@ pub fn run(args: &KeeperArgs, edge: KeeperEdge) -> ExitCode {
 /// inherit it) on slurmstepd's CPUs, the step's: the task that started
 /// it may be bound to one core.
 fn on_the_steps_cpus(stepd: Option<u32>) {
-    let Some(cpus) = stepd.and_then(|pid| cpus::allowed(&pid.to_string())) else {
+    let Some(cpus) = stepd.and_then(|pid| allowed_cpus(Some(pid))) else {
         return;
     };
     let mut set = rustix::thread::CpuSet::new();
@@ -145,31 +106,11 @@ fn on_the_steps_cpus(stepd: Option<u32>) {
 
 /// Children started as this process runs, each killed when it dies (a
 /// keeper killed by pid takes its daemon along).
-struct Tied(fn(&mut Command));
+struct Tied;
 
 impl Runner for Tied {
     fn prepare(&self, cmd: &mut Command) {
-        (self.0)(cmd);
-    }
-}
-
-/// The daemon the task planned, run as this process's user.
-fn planned(args: &KeeperArgs) -> Daemon {
-    Daemon {
-        control: args.control.clone(),
-        path: args.path.clone(),
-        base: args.base.clone(),
-        stem: args.stem.clone(),
-        token: args.token,
-        gpus: args.gpus.clone(),
-        uid: rustix::process::getuid().as_raw(),
-        gid: rustix::process::getgid().as_raw(),
-        host: None,
-        shares: Vec::new(),
-        keep_log: false,
-        timeout: Duration::from_millis(args.timeout_ms),
-        local_tasks: args.tasks,
-        asked: true,
+        tie_to_parent(cmd);
     }
 }
 
@@ -501,7 +442,7 @@ mod tests {
     /// sleep's).
     fn sleeping(pid: u32) -> u32 {
         for _ in 0..500 {
-            if crate::process::comm(pid).as_deref() == Some("sleep") {
+            if desi_gpu_map_host::process::comm(pid).as_deref() == Some("sleep") {
                 return pid;
             }
             std::thread::sleep(Duration::from_millis(10));

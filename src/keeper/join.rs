@@ -3,13 +3,14 @@
 //! user holds that name, in the keeper's own directory; and take its
 //! answer.
 
-use super::meet::{Answer, Ended, Request, KEEPER_COMMAND, SOCKET};
+use super::command::{KeeperOpts, KEEPER_COMMAND};
+use super::meet::{Answer, Ended, Request, SOCKET};
 use super::reach::{self, Unreached};
-use crate::failure::Failure;
-use crate::process::{command_lines_of, this_program};
-use crate::run::POLL;
 use desi_gpu_map_core::mps::Daemon;
 use desi_gpu_map_core::text::quote;
+use desi_gpu_map_host::failure::Failure;
+use desi_gpu_map_host::process::{command_lines_of, this_program};
+use desi_gpu_map_host::run::POLL;
 use rustix::net::sockopt::socket_peercred;
 use rustix::net::SocketAddrUnix;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
@@ -380,34 +381,13 @@ fn start_keeper(
     daemon: &Daemon,
     stepd: Option<u32>,
 ) -> Result<(), Failure> {
-    let paths: Vec<String> = daemon
-        .path
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    let mut cmd = this_program();
-    cmd.arg(KEEPER_COMMAND)
-        .arg("--control")
-        .arg(&daemon.control)
-        .arg(format!("--path={}", paths.join(":")))
-        .arg("--base")
-        .arg(&daemon.base)
-        .args(["--stem", &daemon.stem])
-        .args(["--token", &daemon.token.to_string()])
-        .arg(format!("--gpus={}", daemon.gpus.join(",")))
-        .args(["--timeout-ms", &daemon.timeout.as_millis().to_string()])
-        .args(["--tasks", &daemon.local_tasks.to_string()]);
-    if let Some(pid) = stepd {
-        cmd.args(["--stepd", &pid.to_string()]);
-    }
+    let opts = KeeperOpts::planned(daemon, stepd, listener.is_none());
     let stdin = match listener {
         Some(listener) => Stdio::from(OwnedFd::from(listener)),
-        None => {
-            cmd.arg("--unnamed");
-            Stdio::null()
-        }
+        None => Stdio::null(),
     };
-    let status = cmd
+    let status = this_program()
+        .args(opts.words())
         .env_clear()
         .stdin(stdin)
         .stdout(Stdio::null())

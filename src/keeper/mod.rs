@@ -1,5 +1,6 @@
 //! exec's CUDA MPS: one control daemon per step and node, as the plugin's
-//! (the same [`Daemon`], started and stopped by [`crate::mps::daemon`]),
+//! (the same [`desi_gpu_map_core::mps::Daemon`], started and stopped by
+//! [`desi_gpu_map_host::mps::daemon`]),
 //! where no plugin runs one. exec replaces itself with the application,
 //! so something else must outlive the node's tasks and end the daemon:
 //! the **keeper**, one small process per step and node.
@@ -18,7 +19,7 @@
 //!   what is left of the step, so with an epilog the end is deterministic,
 //!   even under proctrack/cgroup on a busy node (`task_ended`).
 //! - That name can be foreseen, and another user may hold it first. So
-//!   the keeper also listens on a socket inside its directory ([`SOCKET`]),
+//!   the keeper also listens on a socket inside its directory ([`meet::SOCKET`]),
 //!   which only the job's user can reach (mode 0700) and no one else can
 //!   make: where another user holds the name, the node's local task 0
 //!   starts the keeper without it, and every task finds the keeper by its
@@ -38,9 +39,10 @@
 //!   node's **last** task's end is an event, however it ended (SIGKILL
 //!   included). Then, or when slurmstepd itself is gone, or when a
 //!   signal that ends a step reaches it, it removes the directory and
-//!   kills the daemon ([`crate::mps::daemon::Running::end_now`]). A
+//!   kills the daemon
+//!   ([`desi_gpu_map_host::mps::daemon::Running::end_now`]). A
 //!   keeper killed by pid takes its daemon with it (the daemon's parent
-//!   death signal, set by the binary's edge).
+//!   death signal, [`desi_gpu_map_host::sys::tie_to_parent`]).
 //! - Under proctrack/cgroup Slurm kills what is left of a step about
 //!   0.3 ms after its last task exits, and on a busy node that can come
 //!   before the keeper has removed the directory. A keeper's directory is
@@ -57,12 +59,14 @@
 //!   It runs on slurmstepd's CPUs (the step's), not on the task's that
 //!   started it, and holds none of that task's descriptors.
 
+//! - `command`: the keeper's command line, parsed and written.
 //! - `join`: a task's side: meet, start the keeper if none runs, and ask.
 //! - `reach`: a connect to a keeper's socket that never waits past a bound.
 //! - `serve`: the keeper's process.
 //! - `sweep`: directories a killed keeper left.
 //! - `tally`: when the node's tasks are all gone.
 
+mod command;
 mod join;
 mod meet;
 mod reach;
@@ -70,6 +74,6 @@ mod serve;
 mod sweep;
 mod tally;
 
+pub use command::{KeeperOpts, KEEPER_COMMAND};
 pub use join::{join, task_ended};
-pub use meet::{Ended, KEEPER_COMMAND};
-pub use serve::{run, KeeperArgs, KeeperEdge};
+pub use serve::run;

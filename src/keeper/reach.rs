@@ -4,7 +4,7 @@
 //! accepts nothing never does; a non-blocking one is told so at once
 //! (EAGAIN), and is tried again until the bound.
 
-use crate::run::POLL;
+use desi_gpu_map_host::run::POLL;
 use rustix::io::Errno;
 use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 use std::os::unix::net::UnixStream;

@@ -9,8 +9,8 @@
 //! node's keepers are in the same base too. What cannot be told (a file
 //! system without locks) is kept.
 
-use crate::mps::daemon::{lock, Lock};
 use desi_gpu_map_core::mps::{Daemon, KEEPER_MARK};
+use desi_gpu_map_host::mps::daemon::{lock, Lock};
 
 /// The most directories one sweep looks at.
 const MOST_SWEPT: usize = 256;
@@ -51,7 +51,7 @@ fn keepers(name: &str, prefix: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mps::daemon::LOCK;
+    use desi_gpu_map_host::mps::daemon::LOCK;
     use std::io::BufRead;
     use std::path::{Path, PathBuf};
     use std::process::{Child, Command, Stdio};

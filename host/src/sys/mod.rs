@@ -1,0 +1,48 @@
+//! The machine's edge: every `unsafe` call of the workspace but the SPANK
+//! exports (`spank/src/lib.rs`) and the command's startup record
+//! (`src/edge.rs`, which must not sit in a library slurmstepd loads), after
+//! mio's `sys/` and rustix's backend. Everything else asks the system
+//! through rustix's safe calls, or through these. Each operation is here
+//! once, with at most one fallback:
+//!
+//! - `fork_child` (`fork.rs`): fork a child that keeps one descriptor,
+//!   runs a closure and `_exit`s; for [`crate::deadline`].
+//! - [`close_on_exec`] (`fds.rs`): mark a range of descriptors
+//!   close-on-exec (or close them, for `fork_child`): close_range(2),
+//!   else each one `/proc/self/fd` lists. Callable between fork and exec.
+//! - [`as_user`] (`user.rs`): a command's child runs as a user (groups,
+//!   gid, uid), its inherited descriptors closed at exec.
+//! - [`allowed_cpus`] (`cpus.rs`): the CPUs a process may run on, from
+//!   sched_getaffinity(2), which `hidepid` does not hide.
+//! - [`tie_to_parent`] (`parent.rs`): a command's child is killed when
+//!   this process dies.
+//! - [`ending_fd`] (`signals.rs`): the signals that end a process, blocked
+//!   and read from a signalfd.
+//! - [`loaded_objects`] and [`loaded_plugin_name`] (`objects.rs`): the
+//!   objects loaded in this process, and the name a SPANK plugin among
+//!   them exports.
+//!
+//! The library is loaded into slurmstepd, which is multithreaded: what
+//! runs in a forked child or between fork and exec here calls only
+//! async-signal-safe functions and allocates nothing, but for
+//! `fork_child`'s closure, whose contract [`crate::deadline`]'s module
+//! comment argues. Every `unsafe` block says which contract makes it
+//! sound.
+
+#![allow(unsafe_code)]
+
+mod cpus;
+mod fds;
+mod fork;
+mod objects;
+mod parent;
+mod signals;
+mod user;
+
+pub use cpus::allowed_cpus;
+pub use fds::close_on_exec;
+pub(crate) use fork::fork_child;
+pub use objects::{loaded_objects, loaded_plugin_name};
+pub use parent::tie_to_parent;
+pub use signals::ending_fd;
+pub use user::as_user;

@@ -5,28 +5,40 @@
 # cluster:
 #
 #   flock /tmp/dgm-cluster.lock benches/slurm-testsuite.sh [ROUNDS]
+#   DGM_EPILOG_SERIES=24.11 DGM_SLURM_ROOT=$(tests/cluster/slurm-root.sh trixie) \
+#       flock /tmp/dgm-cluster.lock benches/slurm-testsuite.sh [ROUNDS]
+#   (26.05: the same with sid)
 #
-# The tests, from the Slurm source's testsuite/ ($DGM_SLURM_TESTSUITE,
-# default Debian's 22.05.8 source that `slurm-epilog.sh build` unpacked),
+# The tests, from the Slurm source's testsuite/ ($DGM_SLURM_TESTSUITE),
 # every one there that names TaskProlog, TaskEpilog, --task-prolog or
-# --task-epilog:
-#   python/tests/commands/srun/test_--task-epilog.py
-#   python/tests/commands/srun/test_--task-prolog.py
-#   python/tests/commands/srun/test_task-prolog_and_epilog.py
-#   expect/test1.49
-#   python/tests/parameters/slurm/TaskEpilog/test_task_epilog.py (auto-config)
-# run as they are: the testsuite is not edited. They find the cluster the
-# way their README says: SLURM_TESTSUITE_CONF names a testsuite.conf written
-# here (SlurmInstallDir=/usr, SlurmConfigDir the cluster's state dir),
-# SLURM_CONF the cluster's slurm.conf, and for expect
+# --task-epilog, run as they are: the testsuite is not edited.
+#   22.05 (default; the host's Slurm): Debian's 22.05.8 source that
+#     `slurm-epilog.sh build` unpacked:
+#       python/tests/commands/srun/test_--task-epilog.py
+#       python/tests/commands/srun/test_--task-prolog.py
+#       python/tests/commands/srun/test_task-prolog_and_epilog.py
+#       expect/test1.49
+#       python/tests/parameters/slurm/TaskEpilog/test_task_epilog.py (auto-config)
+#   24.11: the orig tarball's: python/tests/test_116_37.py, _21, _44 and
+#     expect/test1.49 (test_135_1, TaskEpilog, needs --auto-config: not in
+#     a root, see below).
+#   26.05: SchedMD's slurm-26.05 branch carries no testsuite/python or
+#     expect, so master's (284c3b95f0, the commit the patch was made on),
+#     exported to $DGM_SLURM_SRC/master-284c3b95f0 with
+#       git archive 284c3b95f0 testsuite | tar -x -C that-dir
+#     test_116_37, _21 and _44 (master has no test1.49).
+# They find the cluster the way their README says: SLURM_TESTSUITE_CONF
+# names a testsuite.conf written here (SlurmInstallDir, SlurmConfigDir the
+# cluster's state dir), SLURM_CONF the cluster's slurm.conf, and for expect
 # SLURM_LOCAL_GLOBALS_FILE a globals.local that puts its test directory in
 # the state dir. They run as root, which is also the cluster's SlurmUser, so
 # the ATF needs no sudo.
 #
-# One node (n1, the host's Slurm 22.05). The first four run in the ATF's
-# local-config mode against the running cluster, with the built slurmstepd
-# bind-mounted over /usr/sbin/slurmstepd in n1's slurmd's own mount
-# namespace (as slurm-epilog.sh does). TaskEpilog's test needs
+# One node, n1. The local-config tests run against the running cluster,
+# with the built slurmstepd bind-mounted over /usr/sbin/slurmstepd in n1's
+# slurmd's own mount namespace (as slurm-epilog.sh does). In a Debian root
+# (24.11, 26.05) the ATF's Slurm clients are wrappers that run the root's
+# under chroot. TaskEpilog's test (22.05 only) needs
 # --auto-config: the ATF stops the cluster's daemons, writes TaskEpilog=
 # into the state dir's slurm.conf, starts slurmctld and `slurmd -N n1`
 # itself, and at the end stops them and puts slurm.conf back. So pytest runs
@@ -35,31 +47,66 @@
 # while it runs, with nsenter: /usr/sbin/slurmstepd is Debian's absolute
 # link through /etc/alternatives to slurmstepd-wlm, the file the bind mount
 # covers, and /proc/PID/root/... resolves that link in the reader's own
-# namespace). The state dir is
-# throw-away, so the ATF may rewrite it; whatever daemon of the ATF's is
-# left afterwards is stopped by its pid file, and the cluster is torn down
-# on exit.
+# namespace). The state dir is throw-away, so the ATF may rewrite it;
+# whatever daemon of the ATF's is left afterwards is stopped by its pid
+# file, and the cluster is torn down on exit. In a root the ATF would start
+# the host's daemons (it finds slurmctld in PATH), so it is not run there.
 #
 # Prints one line per test and variant: PASS, FAIL or SKIP (the test
-# skipped itself), with its time, and exits 1 where any is not PASS. Logs go to $DGM_SLURM_TESTS_LOG (default
-# /var/tmp/dgm-slurm-tests), one file per test and variant. ROUNDS
-# (default 1) repeats the whole, unpatched and patched interleaved.
-# Needs `make build` (the cluster harness checks for the plugin, which it
-# leaves off), `slurm-epilog.sh build 22.05`, and Debian's python3-pytest
-# and expect (installed here when missing).
+# skipped itself), with its time, and exits 1 where any is not PASS. Logs
+# go to $DGM_SLURM_TESTS_LOG (default /var/tmp/dgm-slurm-tests), one file
+# per series, test and variant. ROUNDS (default 1) repeats the whole,
+# unpatched and patched interleaved. Needs `make build` (the cluster
+# harness checks for the plugin, which it leaves off), `slurm-epilog.sh
+# build SERIES`, and Debian's python3-pytest and expect (and for the newer
+# ATFs python3-requests, -jsondiff, -jsonpatch, -pexpect, -yaml; all
+# installed here when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src_root=${DGM_SLURM_SRC:-/var/tmp/dgm-slurm-src}
 out=${DGM_SLURMSTEPD_OUT:-/var/tmp/dgm-slurmstepd}
-suite=${DGM_SLURM_TESTSUITE:-$src_root/22.05/slurm-wlm-22.05.8/testsuite}
 logs=${DGM_SLURM_TESTS_LOG:-/var/tmp/dgm-slurm-tests}
-series=22.05
+series=${DGM_EPILOG_SERIES:-22.05}
 rounds=${1:-1}
 die() { echo "slurm-testsuite.sh: $*" >&2; exit 1; }
+case $series in
+    22.05)
+        suite=${DGM_SLURM_TESTSUITE:-$src_root/22.05/slurm-wlm-22.05.8/testsuite}
+        [ -z "${DGM_SLURM_ROOT:-}" ] || die "22.05 is the host's Slurm: unset DGM_SLURM_ROOT"
+        local_tests=(tests/commands/srun/test_--task-epilog.py tests/commands/srun/test_--task-prolog.py
+            tests/commands/srun/test_task-prolog_and_epilog.py)
+        auto_tests=(tests/parameters/slurm/TaskEpilog/test_task_epilog.py)
+        expect_tests=(test1.49)
+        ;;
+    24.11)
+        # The orig tarball's testsuite (master's test names); the cluster
+        # runs trixie's Slurm in its root, so the ATF's clients are
+        # wrappers that run the root's (below).
+        suite=${DGM_SLURM_TESTSUITE:-$src_root/24.11/orig/slurm-slurm-24-11-5-1/testsuite}
+        [ -n "${DGM_SLURM_ROOT:-}" ] || die "24.11 runs in a Debian root: DGM_SLURM_ROOT=\$(tests/cluster/slurm-root.sh trixie)"
+        local_tests=(tests/test_116_37.py tests/test_116_21.py tests/test_116_44.py)
+        auto_tests=()
+        expect_tests=(test1.49)
+        ;;
+    26.05)
+        suite=${DGM_SLURM_TESTSUITE:-$src_root/master-284c3b95f0/testsuite}
+        [ -n "${DGM_SLURM_ROOT:-}" ] || die "26.05 runs in a Debian root: DGM_SLURM_ROOT=\$(tests/cluster/slurm-root.sh sid)"
+        [ -d "$suite/python" ] || die "no $suite/python: export master's testsuite there (see the top of this script)"
+        local_tests=(tests/test_116_37.py tests/test_116_21.py tests/test_116_44.py)
+        auto_tests=()
+        expect_tests=()
+        ;;
+    *) die "DGM_EPILOG_SERIES must be 22.05, 24.11 or 26.05" ;;
+esac
 
 [ -x "$out/$series/unpatched" ] && [ -x "$out/$series/patched" ] || die "build first: benches/slurm-epilog.sh build $series"
-[ -f "$suite/python/lib/atf.py" ] && [ -f "$suite/expect/globals" ] || die "no Slurm testsuite in $suite"
+[ -f "$suite/python/lib/atf.py" ] || die "no Slurm testsuite in $suite"
 bash packaging/apt-need.sh /usr/bin/pytest-3:python3-pytest expect:expect
+# What the newer ATFs import (24.11: requests; master: also jsondiff,
+# jsonpatch, pexpect, yaml).
+bash packaging/apt-need.sh /usr/share/doc/python3-requests:python3-requests \
+    /usr/share/doc/python3-jsondiff:python3-jsondiff /usr/share/doc/python3-jsonpatch:python3-jsonpatch \
+    /usr/share/doc/python3-pexpect:python3-pexpect /usr/share/doc/python3-yaml:python3-yaml
 # Debian's pytest, whatever python3 is first in PATH, without the plugins
 # Debian's other python packages add (hypothesis writes into the testsuite).
 pytest=(env PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 /usr/bin/python3 -m pytest)
@@ -69,17 +116,35 @@ bash "$harness" up 4 >/dev/null
 eval "$(bash "$harness" env)"
 bash "$harness" plugin off >/dev/null
 D=$DGM_CLUSTER_DIR
-version=$(/usr/sbin/slurmd -V | awk '{print $2}')
+root=${DGM_SLURM_ROOT:-}
+version=$(${root:+chroot "$root"} /usr/sbin/slurmd -V | awk '{print $2}')
 case $version in "$series".*) ;; *) die "the cluster's Slurm is $version; the built slurmstepd is $series" ;; esac
 
 work=$D/slurm-tests
 mkdir -p "$work" "$logs"
 chmod 0755 "$work"
 cp "$out/$series/unpatched" "$out/$series/patched" "$work/"
+# In a root, the ATF's (and expect's) Slurm clients are wrappers that run
+# the root's own in it, from the same directory where the root has it (the
+# state dir is bound into the root at the same path; expect runs from the
+# testsuite, which is not there: then from /, its tests' paths being
+# absolute), first in PATH and as SlurmInstallDir.
+prefix=/usr
+if [ -n "$root" ]; then
+    prefix=$work/prefix
+    mkdir -p "$prefix/bin"
+    for c in sacct sacctmgr salloc sattach sbatch sbcast scancel scontrol scrontrol sdiag sinfo \
+        sprio squeue sreport srun sshare sstat strigger; do
+        printf '#!/bin/sh\nexec chroot %q /bin/sh -c '"'"'cd "$1" 2>/dev/null || cd /; shift; exec "$0" "$@"'"'"' /usr/bin/%s "$PWD" "$@"\n' \
+            "$root" "$c" >"$prefix/bin/$c"
+        chmod 0755 "$prefix/bin/$c"
+    done
+    export PATH=$prefix/bin:$PATH
+fi
 cat >"$work/testsuite.conf" <<EOF
 SlurmSourceDir=$(dirname "$suite")
 SlurmBuildDir=$src_root/$series/build
-SlurmInstallDir=/usr
+SlurmInstallDir=$prefix
 SlurmConfigDir=$D
 EOF
 cat >"$work/globals.local" <<EOF
@@ -153,7 +218,7 @@ verdict_of_pytest() { # LOG RC -> PASS|FAIL|SKIP
 
 pytest_local() { # VARIANT TEST: local-config, against the running cluster
     local v=$1 t=$2 log t0 rc=0 ms left
-    log=$logs/$v-$(basename "$t" .py).log
+    log=$logs/$series-$v-$(basename "$t" .py).log
     t0=$(date +%s%N)
     (cd "$suite/python" && timeout 300 nice "${pytest[@]}" -s -rA -v -p no:cacheprovider \
         --basetemp="$work/pytest-$v" "$t") >"$log" 2>&1 || rc=$?
@@ -166,7 +231,7 @@ pytest_local() { # VARIANT TEST: local-config, against the running cluster
 
 expect_test() { # VARIANT TEST: expect, against the running cluster
     local v=$1 t=$2 log t0 rc=0 ms verdict left
-    log=$logs/$v-$t.log
+    log=$logs/$series-$v-$t.log
     t0=$(date +%s%N)
     (cd "$suite/expect" && timeout 300 nice expect "./$t") >"$log" 2>&1 || rc=$?
     ms=$((($(date +%s%N) - t0) / 1000000))
@@ -200,7 +265,7 @@ stop_atf_daemons() {
 
 pytest_auto() { # VARIANT TEST: auto-config, the ATF restarts Slurm itself
     local v=$1 t=$2 log t0 rc=0 ms watch seen note pids
-    log=$logs/$v-$(basename "$t" .py)-auto-config.log
+    log=$logs/$series-$v-$(basename "$t" .py)-auto-config.log
     seen=$work/seen-$v
     : >"$seen"
     # Which slurmstepd each slurmd the ATF starts sees in its namespace.
@@ -240,23 +305,22 @@ pytest_auto() { # VARIANT TEST: auto-config, the ATF restarts Slurm itself
     reap_leftovers
 }
 
-local_tests=(tests/commands/srun/test_--task-epilog.py tests/commands/srun/test_--task-prolog.py
-    tests/commands/srun/test_task-prolog_and_epilog.py)
-echo "Slurm $version's testsuite ($suite), one node, run as $(id -un); logs in $logs"
+echo "Slurm $version's testsuite ($suite), one node${root:+ in $root}, run as $(id -un); logs in $logs"
 for r in $(seq "$rounds"); do
     for v in unpatched patched; do
         use "$v"
         for t in "${local_tests[@]}"; do pytest_local "$v" "$t"; done
-        expect_test "$v" test1.49
+        for t in "${expect_tests[@]}"; do expect_test "$v" "$t"; done
     done
 done
 use debian
 # Last: the ATF stops the cluster's own daemons for this one.
 for r in $(seq "$rounds"); do
     for v in unpatched patched; do
-        pytest_auto "$v" tests/parameters/slurm/TaskEpilog/test_task_epilog.py
+        for t in "${auto_tests[@]}"; do pytest_auto "$v" "$t"; done
     done
 done
+[ -z "$root" ] || echo "not run in a root: tests/test_135_1.py (TaskEpilog, --auto-config): the ATF would stop and start the daemons itself, the host's (it finds slurmctld in PATH), not the root's"
 echo "summary:"
 printf '  %s\n' "${results[@]}"
 # Non-zero where any test failed or skipped itself.

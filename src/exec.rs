@@ -45,12 +45,16 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
         "no command to run: desi-gpu-map exec [OPTIONS] -- APP [ARGS...]".to_string()
     })?;
     let start = decided(args)?;
-    let lines: Vec<String> = start.notes.iter().map(|note| exec_line(note)).collect();
+    let lines: Vec<String> = start
+        .outer
+        .iter()
+        .map(|note| exec_line(&note.to_string()))
+        .collect();
     say(&lines);
     let mut command = Command::new(app);
     command.args(app_args);
     match start.answer {
-        Answer::Refuse(why) => return Err(why),
+        Answer::Refuse(why) => return Err(why.to_string()),
         Answer::Unchanged { why, said } => {
             if said {
                 let runs = format!("{why}; {} runs unchanged", app.to_string_lossy());

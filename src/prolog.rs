@@ -48,9 +48,13 @@ pub fn prolog() -> ExitCode {
 fn prolog_lines() -> Result<Vec<String>, String> {
     let args = exec_from_variables()?;
     let start = decided(&args)?;
-    let mut lines: Vec<String> = start.notes.iter().map(|note| print(note)).collect();
+    let mut lines: Vec<String> = start
+        .outer
+        .iter()
+        .map(|note| print(&note.to_string()))
+        .collect();
     match start.answer {
-        Answer::Refuse(why) => return Err(why),
+        Answer::Refuse(why) => return Err(why.to_string()),
         Answer::Unchanged { why, said } => {
             if said {
                 lines.push(print(&format!("{why}; the task runs unchanged")));
@@ -58,7 +62,7 @@ fn prolog_lines() -> Result<Vec<String>, String> {
         }
         Answer::Map(mut mapping) => {
             if let StepPlan::Map(_) = mapping.plan {
-                lines.extend(not_passed(&PROCESS).map(|why| print(&why)));
+                lines.extend(not_passed(&PROCESS).map(|why| print(&why.to_string())));
             }
             join_mps(&mut mapping);
             lines.extend(variables(&mapping));

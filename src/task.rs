@@ -27,7 +27,8 @@ pub fn decided(args: &ExecArgs) -> Result<Start, String> {
     // Not UTF-8 is a bad value, never an unset one: U+FFFD names no method.
     let method = std::env::var_os(env::METHOD).map(|v| v.to_string_lossy().into_owned());
     let facts = TaskFacts {
-        asked: Asked::read(args.method, method.as_deref(), args.verbose)?,
+        asked: Asked::read(args.method, method.as_deref(), args.verbose)
+            .map_err(|e| e.to_string())?,
         allow_outside: args.allow_outside_slurm,
         config: config(args),
         ancestry: launch_ancestry(&watched()),

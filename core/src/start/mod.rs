@@ -14,6 +14,8 @@
 //! - `ended`: a task that has ended: the keeper its task epilog tells;
 //! - `place`: where the task runs (a launcher's rank, a task of an srun
 //!   step, or neither), which step it is, and whether it is mapped already;
+//! - `why`: why a task is refused, runs unchanged, or gets less than it
+//!   asked for, each reason worded once;
 //! - `tests`: (tests only) each rule, on the step's fakes.
 
 mod answer;
@@ -24,11 +26,15 @@ mod place;
 mod task;
 #[cfg(test)]
 mod tests;
+mod why;
 
 pub use answer::{Answer, Start};
 pub use ended::keeper_to_tell;
 pub use facts::{not_passed, Asked, TaskFacts};
 pub use mapping::{Mapping, TaskIds};
+pub use why::{
+    BadStepId, NoMethod, NotPassed, OuterLaunch, UnreadableIds, WhyRefused, WhyUnchanged,
+};
 
 use crate::launch::{launched, Launched};
 use crate::step::Node;
@@ -45,22 +51,16 @@ pub fn decide(facts: &TaskFacts, node: &dyn Node) -> Start {
         Ok(Launched::Slurm { ignored }) => (None, ignored),
         Err(why) => {
             return Start {
-                notes: Vec::new(),
-                answer: Answer::Refuse(format!("{why}; nothing was run")),
+                outer: None,
+                answer: Answer::Refuse(WhyRefused::Unplaced(why)),
             }
         }
     };
-    let notes = match (facts.asked.verbose, ignored.is_empty()) {
-        (true, false) => vec![format!(
-            "{} came in through srun from an outer launch, not from a launcher of this task: \
-             ignored",
-            ignored.join(", ")
-        )],
-        _ => Vec::new(),
-    };
+    let outer =
+        (facts.asked.verbose && !ignored.is_empty()).then_some(OuterLaunch { names: ignored });
     let answer = match launch {
         Some(launch) => place::for_launch(facts, node, &launch),
         None => place::for_slurm(facts, node),
     };
-    Start { notes, answer }
+    Start { outer, answer }
 }

@@ -66,14 +66,14 @@ fn mapping(answer: Answer) -> Mapping {
     }
 }
 
-fn refusal(answer: Answer) -> String {
+fn refusal(answer: Answer) -> WhyRefused {
     match answer {
         Answer::Refuse(why) => why,
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
 
-fn unchanged_why(answer: Answer) -> (String, bool) {
+fn unchanged_why(answer: Answer) -> (WhyUnchanged, bool) {
     match answer {
         Answer::Unchanged { why, said } => (why, said),
         other => panic!("expected to run unchanged, got {other:?}"),
@@ -84,8 +84,7 @@ fn unchanged_why(answer: Answer) -> (String, bool) {
 fn outside_any_job_nothing_runs_unless_allowed() {
     assert_eq!(
         refusal(answer_in(&[], &facts(false, false))),
-        "not inside a Slurm job (neither SLURM_STEP_ID nor SLURM_JOB_ID is set), so nothing \
-         was run; start it with srun, or give --allow-outside-slurm to test"
+        WhyRefused::OutsideJob
     );
     // Allowed: planned as step 0, on this host's name; no ids to read.
     let allowed = TaskFacts {
@@ -94,7 +93,7 @@ fn outside_any_job_nothing_runs_unless_allowed() {
     };
     let m = mapping(answer_in(&[], &allowed));
     assert_eq!(m.node, "n1");
-    assert_eq!(m.ids, Err("SLURM_LOCALID is not set".to_string()));
+    assert_eq!(m.ids, Err(UnreadableIds::NotSet("SLURM_LOCALID")));
     assert!(matches!(m.plan, StepPlan::Unmapped(_)));
     assert_eq!(
         m.outcome(None, None).say,
@@ -118,7 +117,10 @@ fn the_batch_interactive_and_extern_steps_run_unchanged() {
             let (why, said) = unchanged_why(answer_in(&[&step, &SLURM_4], &facts(verbose, false)));
             assert_eq!(
                 why,
-                format!("this is {name} (SLURM_STEP_ID={id}), which is never mapped")
+                WhyUnchanged::NeverMapped {
+                    name,
+                    value: id.to_string()
+                }
             );
             assert_eq!(said, verbose);
         }
@@ -131,10 +133,10 @@ fn a_job_outside_any_step_runs_unchanged() {
         let (why, said) = unchanged_why(answer_in(&[&[(var, "7")]], &facts(false, false)));
         assert_eq!(
             why,
-            format!(
-                "not in an srun step ({var}=\"7\" is set, SLURM_STEP_ID is not: a batch script \
-                 or an allocation's shell), so nothing is mapped"
-            )
+            WhyUnchanged::OutsideStep {
+                var,
+                value: "7".to_string()
+            }
         );
         assert!(!said);
     }
@@ -147,7 +149,7 @@ fn a_step_the_plugin_mapped_runs_unchanged_and_an_outer_steps_record_counts_for_
         &[&TASK_1_OF_4, &SLURM_4, &mine],
         &facts(true, false),
     ));
-    assert_eq!(why, "this step is mapped already (by the plugin)");
+    assert_eq!(why, WhyUnchanged::StepMapped);
     assert!(said);
     let outer = [("DESI_GPU_MAP_STEP", "7.2")];
     let m = mapping(answer_in(
@@ -202,26 +204,40 @@ fn slurms_own_per_task_binding_stands_aside_before_any_plan() {
 
 #[test]
 fn a_task_whose_ids_cannot_be_read_runs_unmapped_and_says_why() {
-    let cases: [(&str, Option<&str>, &str); 4] = [
-        ("SLURM_LOCALID", None, "SLURM_LOCALID is not set"),
+    let cases: [(&str, Option<&str>, UnreadableIds); 4] = [
+        (
+            "SLURM_LOCALID",
+            None,
+            UnreadableIds::NotSet("SLURM_LOCALID"),
+        ),
         (
             "SLURM_NODEID",
             Some("x"),
-            "SLURM_NODEID=\"x\" is not a number",
+            UnreadableIds::NotANumber {
+                name: "SLURM_NODEID",
+                value: "x".to_string(),
+            },
         ),
         (
             "SLURM_NODEID",
             Some("1"),
-            "SLURM_STEP_TASKS_PER_NODE=\"4\" gives no task count for node 1",
+            UnreadableIds::NoTaskCount {
+                counts: "4".to_string(),
+                node_id: 1,
+            },
         ),
-        ("SLURM_PROCID", Some("4294967296"), "rank too large"),
+        (
+            "SLURM_PROCID",
+            Some("4294967296"),
+            UnreadableIds::RankTooLarge,
+        ),
     ];
     for (var, value, want) in cases {
         let mut pairs: Vec<(&str, &str)> = [&TASK_1_OF_4[..], &SLURM_4].concat();
         pairs.retain(|(name, _)| *name != var);
         pairs.extend(value.map(|v| (var, v)));
         let m = mapping(answer_in(&[&pairs], &facts(false, false)));
-        assert_eq!(m.ids, Err(want.to_string()), "{var}");
+        assert_eq!(m.ids, Err(want.clone()), "{var}");
         assert!(!m.needs_own_cpus());
         let out = m.outcome(None, None);
         assert!(out.set.is_empty());
@@ -312,7 +328,7 @@ fn a_launchers_rank_is_its_launch_not_a_step_of_slurms() {
 fn a_launch_mapped_by_an_earlier_exec_runs_unchanged() {
     let mine = [("DESI_GPU_MAP_STEP", "openmpi:prterun-n1-42@1")];
     let (why, said) = unchanged_why(answer_in(&[&OMPI_1_OF_2, &mine], &facts(false, false)));
-    assert_eq!(why, "this launch is mapped already (by an earlier exec)");
+    assert_eq!(why, WhyUnchanged::LaunchMapped);
     assert!(!said);
     // Another launch's record (an outer one) counts for nothing.
     let outer = [
@@ -326,12 +342,15 @@ fn a_launch_mapped_by_an_earlier_exec_runs_unchanged() {
 fn mps_under_a_launcher_and_unplaceable_ranks_are_refused() {
     assert_eq!(
         refusal(answer_in(&[&OMPI_1_OF_2], &facts(false, true))),
-        "mps is for srun's tasks, and these are Open MPI (mpirun, prterun)'s ranks: start the \
-         MPS daemon around the launch, or launch with srun; nothing was run"
+        WhyRefused::MpsUnderLauncher {
+            launcher: "Open MPI (mpirun, prterun)"
+        }
     );
     let half = [("MPI_LOCALRANKID", "1")];
+    let why = refusal(answer_in(&[&half], &facts(false, false)));
+    assert!(matches!(why, WhyRefused::Unplaced(_)), "{why:?}");
     assert_eq!(
-        refusal(answer_in(&[&half], &facts(false, false))),
+        why.to_string(),
         "MPI_LOCALRANKID=\"1\" is set but MPI_LOCALNRANKS is not: mpich's variables are half \
          set, so this rank's place on the node is unknown; nothing was run"
     );
@@ -348,11 +367,10 @@ fn an_outer_launchs_variables_are_noted_under_verbose_only() {
     };
     let start = decide_in(&[&OMPI_1_OF_2, &TASK_1_OF_4, &SLURM_4], &through_srun);
     assert_eq!(
-        start.notes,
-        [
-            "OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE came in through srun from an \
-          outer launch, not from a launcher of this task: ignored"
-        ]
+        start.outer,
+        Some(OuterLaunch {
+            names: vec!["OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"]
+        })
     );
     let m = mapping(start.answer);
     assert_eq!(m.ids.map(|ids| ids.local_count), Ok(4));
@@ -361,7 +379,7 @@ fn an_outer_launchs_variables_are_noted_under_verbose_only() {
         ..facts(false, false)
     };
     let start = decide_in(&[&OMPI_1_OF_2, &TASK_1_OF_4, &SLURM_4], &quiet);
-    assert!(start.notes.is_empty());
+    assert!(start.outer.is_none());
 }
 
 #[test]
@@ -439,15 +457,21 @@ fn the_option_wins_over_the_variable_and_contiguous_over_nothing() {
         })
     );
     let bad = asked(None, Some("x"), false).unwrap_err();
+    let NoMethod::BadVariable { value, why } = &bad else {
+        panic!("{bad:?}")
+    };
+    assert_eq!(value, "x");
+    assert!(
+        why.starts_with("invalid --method \"x\"; valid values: "),
+        "{why}"
+    );
+    let bad = bad.to_string();
     assert!(
         bad.starts_with("DESI_GPU_MAP_METHOD=\"x\": invalid --method \"x\"; valid values: ")
             && bad.ends_with("; give --method"),
         "{bad}"
     );
-    assert_eq!(
-        asked(Some(Request::Help), None, false),
-        Err("help names no method to map with; give --method".to_string())
-    );
+    assert_eq!(asked(Some(Request::Help), None, false), Err(NoMethod::Help));
 }
 
 #[test]
@@ -458,6 +482,13 @@ fn a_task_given_only_slurms_variables_is_told_what_did_not_arrive_once_per_node(
     };
     // FakeNode answers the last of a name given twice: local task 0.
     let said = not_passed(&node(&[])).expect("said");
+    assert_eq!(
+        said,
+        NotPassed {
+            export: Some("NONE".to_string())
+        }
+    );
+    let said = said.to_string();
     for part in [
         "SLURM_EXPORT_ENV=\"NONE\"",
         "no PATH",

@@ -8,7 +8,7 @@
 //! signals and exit code.
 
 use crate::args::ExecArgs;
-use crate::task::{apply, decided, join_mps};
+use crate::in_task::{apply, decided, join_mps};
 use desi_gpu_map_core::start::{Answer, Mapping};
 use std::ffi::OsString;
 use std::io::Write;

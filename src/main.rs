@@ -12,11 +12,11 @@
 mod args;
 mod edge;
 mod exec;
+mod in_task;
 mod json;
 mod plan;
 mod prolog;
 mod show;
-mod task;
 
 #[cfg(test)]
 mod manpage;

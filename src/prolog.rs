@@ -19,7 +19,7 @@
 //!   last, waits until the daemon is stopped and its directory gone.
 
 use crate::args::exec_from_variables;
-use crate::task::{apply, decided, join_mps, PROCESS};
+use crate::in_task::{apply, decided, join_mps, PROCESS};
 use desi_gpu_map_core::start::{keeper_to_tell, not_passed, Answer, Mapping};
 use desi_gpu_map_core::step::StepPlan;
 use desi_gpu_map_host::mps::keeper;
@@ -112,9 +112,9 @@ pub fn epilog() -> ExitCode {
     let Ok(args) = exec_from_variables() else {
         return ExitCode::SUCCESS;
     };
-    let settings = crate::task::mps_settings(&args);
+    let settings = crate::in_task::mps_settings(&args);
     let uid = rustix::process::getuid().as_raw();
-    if let Some(daemon) = keeper_to_tell(uid, &settings, &crate::task::PROCESS) {
+    if let Some(daemon) = keeper_to_tell(uid, &settings, &crate::in_task::PROCESS) {
         let _ = keeper::task_ended(&daemon, Instant::now() + EPILOG_WAIT);
     }
     ExitCode::SUCCESS

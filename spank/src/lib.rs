@@ -32,7 +32,7 @@ mod fds;
 mod logger;
 mod mps;
 mod node;
-mod task;
+mod task_init;
 
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::mps::Mps;
@@ -87,7 +87,7 @@ pub(crate) struct DesiGpuMap {
     /// The step's MPS daemon on this node, while it serves.
     daemon: Option<mps::Served>,
     /// What `user_init` found of container plugins, for each task.
-    beside: task::Beside,
+    beside: task_init::Beside,
     post_opt_calls: u32,
     user_init_calls: u32,
     task_init_privileged_calls: u32,
@@ -348,7 +348,7 @@ unsafe impl Plugin for DesiGpuMap {
         }
         self.start_mps(spank, &mut plan);
         if let StepPlan::Map(_) = plan {
-            self.beside = task::Beside::found();
+            self.beside = task_init::Beside::found();
         }
         let took = started.elapsed().as_micros();
         log::debug!("user_init took {took} us ({})", plan.kind());
@@ -380,7 +380,7 @@ unsafe impl Plugin for DesiGpuMap {
         let cpu = thread_cpu();
         let kind = self.plan.as_ref().map_or("no plan", StepPlan::kind);
         if let Some(plan) = &self.plan {
-            task::apply(spank, plan, &self.beside);
+            task_init::apply(spank, plan, &self.beside);
         }
         log::debug!(
             "task_init took {} us ({kind}), thread cpu {} us",

@@ -10,7 +10,7 @@
 //! - `facts`: what the front end gathers, and what the user asked;
 //! - `mapping`: what a mapped task gets ([`Mapping`]);
 //! - `answer`: the one answer, and what is said first;
-//! - `task`: the task's ids and node, and its step's plan;
+//! - `share`: the task's ids and node, and its step's plan;
 //! - `ended`: a task that has ended: the keeper its task epilog tells;
 //! - `place`: where the task runs (a launcher's rank, a task of an srun
 //!   step, or neither), which step it is, and whether it is mapped already;
@@ -23,7 +23,7 @@ mod ended;
 mod facts;
 mod mapping;
 mod place;
-mod task;
+mod share;
 #[cfg(test)]
 mod tests;
 mod why;

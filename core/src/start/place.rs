@@ -6,7 +6,7 @@
 use super::answer::{unchanged, Answer};
 use super::facts::{in_step, TaskFacts};
 use super::mapping::TaskIds;
-use super::task::{mapping, task_ids};
+use super::share::{mapping, task_ids};
 use super::why::{BadStepId, WhyRefused, WhyUnchanged};
 use crate::env;
 use crate::launch::Launch;

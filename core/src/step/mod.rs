@@ -21,7 +21,7 @@
 //! - `aside`: why a step stands aside ([`Aside`]), and what its tasks lose;
 //! - `map`: a mapped step's record ([`StepMap`]);
 //! - `inputs`: one task as a front end knows it ([`TaskInputs`]);
-//! - `task`: what each task gets, and the variables written for it
+//! - `outcome`: what each task gets, and the variables written for it
 //!   (through [`crate::runtime`], which writes the lists for the node's
 //!   vendor).
 //!
@@ -42,10 +42,10 @@ mod inputs;
 mod locate;
 mod map;
 mod node;
+mod outcome;
 mod plan;
 mod resolve;
 mod source;
-mod task;
 #[cfg(test)]
 pub(crate) mod testing;
 
@@ -59,10 +59,10 @@ pub use inputs::{TaskCpus, TaskInputs};
 pub use locate::locate;
 pub use map::{GpuCpus, StepMap};
 pub use node::{Node, NvmlAsk};
-pub use plan::{plan_step, StepFacts};
-pub use resolve::{resolve, Resolved};
-pub use source::{Listed, NotSlurms, WhyNoList};
-pub use task::{
+pub use outcome::{
     aside_line, assign, assign_in, carry_out, map_task, task_outcome, unreadable_task, variables,
     Assignment, Closeness, NodeCpus, TaskOutcome,
 };
+pub use plan::{plan_step, StepFacts};
+pub use resolve::{resolve, Resolved};
+pub use source::{Listed, NotSlurms, WhyNoList};

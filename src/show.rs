@@ -268,7 +268,7 @@ fn pipe_remark(key: &str) -> &'static str {
 /// The report as `show --json` prints it: the facts in order, then whether
 /// the MPS pipe directory is set but does not exist, the flag's name, the
 /// devices and what NVML said.
-struct Report<'a> {
+struct ReportJson<'a> {
     flag: &'a str,
     facts: &'a [(&'a str, Option<String>)],
     pipe_missing: bool,
@@ -297,7 +297,7 @@ struct DeviceReport<'a> {
     missing: Option<&'a str>,
 }
 
-impl Serialize for Report<'_> {
+impl Serialize for ReportJson<'_> {
     fn serialize<S: Serializer>(&self, out: S) -> Result<S::Ok, S::Error> {
         let mut map = out.serialize_map(None)?;
         for (key, value) in self.facts {
@@ -335,7 +335,7 @@ fn to_json(
             missing: s.missing.as_deref(),
         })
         .collect();
-    json::line(&Report {
+    json::line(&ReportJson {
         flag,
         facts,
         pipe_missing,

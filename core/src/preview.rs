@@ -9,7 +9,7 @@ use crate::files::{Files, NoFiles};
 use crate::method::{Method, Visible};
 use crate::names::named;
 use crate::runtime::{Vendor, VendorSetting};
-use crate::settings::option::{Choice, Request};
+use crate::settings::option::{Choice, OptionRequest};
 use crate::settings::site::{Config, NvmlSource};
 use crate::slurm::gpus::join;
 use crate::step::{
@@ -364,7 +364,7 @@ pub fn preview_map(
         vendor: VendorSetting::Fixed(Vendor::Nvidia),
         ..Config::default()
     });
-    let request = Ok(Request::Use {
+    let request = Ok(OptionRequest::Use {
         choice: Some(Choice::Map(method)),
         verbose: false,
         mps: false,

@@ -39,7 +39,7 @@ use desi_gpu_map_core::mps::Mps;
 use desi_gpu_map_core::names::Named;
 use desi_gpu_map_core::settings::client_args::Client;
 use desi_gpu_map_core::settings::option::{
-    check_help_source, option_form, parse_option, usage, Request, ENV_FORM, OPTION,
+    check_help_source, option_form, parse_option, usage, OptionRequest, ENV_FORM, OPTION,
 };
 use desi_gpu_map_core::settings::site::{
     check_request, parse_args, request_from_variable, taken_from_variable, Config,
@@ -78,7 +78,7 @@ pub(crate) struct DesiGpuMap {
     /// or why they are unusable.
     lines: Vec<Result<Config, Error>>,
     /// The user's option value (`None`: not given), or why it is unusable.
-    request: Option<Result<Request, Error>>,
+    request: Option<Result<OptionRequest, Error>>,
     /// The step's plan on this node, made once in `user_init`.
     plan: Option<StepPlan>,
     /// True when another copy of the plugin, loaded first from another
@@ -165,7 +165,7 @@ impl DesiGpuMap {
     fn request_from_variable(
         &self,
         spank: &SpankHandle,
-    ) -> Option<(Result<Request, Error>, String)> {
+    ) -> Option<(Result<OptionRequest, Error>, String)> {
         if self.request.is_some() {
             return None;
         }
@@ -306,7 +306,7 @@ unsafe impl Plugin for DesiGpuMap {
                 .map(|v| parse_option(&v))
                 .transpose();
             if is_client(spank) {
-                if let Ok(Some(Request::Help)) = request {
+                if let Ok(Some(OptionRequest::Help)) = request {
                     help(spank)?;
                 }
             }

@@ -6,7 +6,7 @@ use crate::env;
 use crate::error::NvmlFailure;
 use crate::files::Stat;
 use crate::method::Method;
-use crate::settings::option::{Choice, Request};
+use crate::settings::option::{Choice, OptionRequest};
 use crate::settings::site::{parse_args, Config};
 use crate::step::testing::*;
 use crate::step::{plan_step, task_outcome, StepFacts, StepPlan};
@@ -52,7 +52,7 @@ fn plan_mps_files(
     let mut all = vec!["mps_control=/opt/nv/nvidia-cuda-mps-control"];
     all.extend_from_slice(args);
     let config = Ok(parse_args(&all).unwrap());
-    let request = Ok(Request::Use {
+    let request = Ok(OptionRequest::Use {
         choice: Some(Choice::Map(Method::Contiguous)),
         verbose: false,
         mps: asked,
@@ -218,7 +218,7 @@ fn each_reason_to_run_without_mps_is_one_line() {
     );
 }
 
-fn parse_option_mps() -> Request {
+fn parse_option_mps() -> OptionRequest {
     crate::settings::option::parse_option("contiguous,mps").unwrap()
 }
 

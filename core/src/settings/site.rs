@@ -6,7 +6,7 @@ use crate::error::{ArgProblem, Error};
 use crate::method::Visible;
 use crate::names::{named, names, Named};
 use crate::runtime::VendorSetting;
-use crate::settings::option::{exec_request, Choice, Request};
+use crate::settings::option::{exec_request, Choice, OptionRequest};
 use crate::text::{one_of, quote};
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -464,8 +464,8 @@ fn parse_flag(value: &str) -> Result<String, ArgProblem> {
 /// Refuses, before anything is allocated, what this site does not allow:
 /// `mps` where plugstack.conf says `mps=off`, and `mps` beside a site
 /// default of `none`.
-pub fn check_request(request: &Request, config: &Config) -> Result<(), Error> {
-    let Request::Use {
+pub fn check_request(request: &OptionRequest, config: &Config) -> Result<(), Error> {
+    let OptionRequest::Use {
         choice, mps: true, ..
     } = request
     else {
@@ -490,7 +490,7 @@ pub fn check_request(request: &Request, config: &Config) -> Result<(), Error> {
 pub fn request_from_variable(
     variable: Option<&str>,
     config: &Config,
-) -> Option<Result<Request, Error>> {
+) -> Option<Result<OptionRequest, Error>> {
     if config.default == Choice::Off {
         return None;
     }
@@ -527,7 +527,7 @@ mod tests {
         let rr = Choice::Map(Method::RoundRobin);
         assert_eq!(
             request_from_variable(Some("roundrobin,mps,verbose"), &site),
-            Some(Ok(Request::Use {
+            Some(Ok(OptionRequest::Use {
                 choice: Some(rr),
                 verbose: true,
                 mps: true
@@ -536,7 +536,7 @@ mod tests {
         // The user's none wins over the site's method too.
         assert_eq!(
             request_from_variable(Some("none"), &site),
-            Some(Ok(Request::Use {
+            Some(Ok(OptionRequest::Use {
                 choice: Some(Choice::Off),
                 verbose: false,
                 mps: false

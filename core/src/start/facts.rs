@@ -6,7 +6,7 @@ use super::why::{NoMethod, NotPassed};
 use crate::env;
 use crate::launch::Ancestry;
 use crate::method::Method;
-use crate::settings::option::{exec_request, Choice, Request};
+use crate::settings::option::{exec_request, Choice, OptionRequest};
 use crate::settings::site::Config;
 use crate::step::{parse_step_id, special_step_name, Node};
 
@@ -25,7 +25,7 @@ impl Asked {
     /// `contiguous`; verbose where the request or the front end's own flag
     /// (`verbose`) says so. `help` names no method to map with.
     pub fn read(
-        option: Option<Request>,
+        option: Option<OptionRequest>,
         variable: Option<&str>,
         verbose: bool,
     ) -> Result<Asked, NoMethod> {
@@ -35,14 +35,14 @@ impl Asked {
                 value: value.to_string(),
                 why,
             })?,
-            (None, None) => Request::Use {
+            (None, None) => OptionRequest::Use {
                 choice: None,
                 verbose: false,
                 mps: false,
             },
         };
         match request {
-            Request::Use {
+            OptionRequest::Use {
                 choice,
                 verbose: said,
                 mps,
@@ -51,7 +51,7 @@ impl Asked {
                 verbose: said || verbose,
                 mps,
             }),
-            Request::Help => Err(NoMethod::Help),
+            OptionRequest::Help => Err(NoMethod::Help),
         }
     }
 }

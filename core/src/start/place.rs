@@ -108,7 +108,7 @@ fn given(node: &dyn Node) -> Option<Given> {
         .any(|name| node.env(name).is_some());
     match (in_step(node), in_job) {
         (true, _) => None,
-        (false, true) => Some(Given::Inherited),
-        (false, false) => Some(Given::InheritedOrNode),
+        (false, true) => Some(Given::InJob),
+        (false, false) => Some(Given::OutsideJob),
     }
 }

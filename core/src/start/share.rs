@@ -9,7 +9,7 @@ use super::why::{BadStepId, UnreadableIds};
 use crate::env;
 use crate::files::hostname;
 use crate::mps::MpsFacts;
-use crate::settings::option::Request;
+use crate::settings::option::OptionRequest;
 use crate::slurm::tasks::local_count;
 use crate::step::{plan_step, slurm_bound_here, Node, StepFacts, StepIdentity, StepPlan};
 
@@ -60,7 +60,7 @@ fn plan(
 ) -> StepPlan {
     let config = Ok(facts.config.clone());
     let asked = facts.asked;
-    let request = Ok(Request::Use {
+    let request = Ok(OptionRequest::Use {
         choice: Some(asked.choice),
         verbose: asked.verbose,
         mps: asked.mps,

@@ -5,7 +5,7 @@
 use super::*;
 use crate::launch::Ancestry;
 use crate::method::Method;
-use crate::settings::option::{Choice, Request};
+use crate::settings::option::{Choice, OptionRequest};
 use crate::settings::site::Config;
 use crate::step::testing::{get, FakeNode, SLURM_4};
 use crate::step::{Aside, StepPlan};
@@ -426,7 +426,7 @@ fn a_closest_task_asks_for_its_cpus_and_slurmstepds_but_a_rank_only_its_own() {
 
 #[test]
 fn the_option_wins_over_the_variable_and_contiguous_over_nothing() {
-    let roundrobin = Request::Use {
+    let roundrobin = OptionRequest::Use {
         choice: Some(Choice::Map(Method::RoundRobin)),
         verbose: false,
         mps: false,
@@ -471,7 +471,10 @@ fn the_option_wins_over_the_variable_and_contiguous_over_nothing() {
             && bad.ends_with("; give --method"),
         "{bad}"
     );
-    assert_eq!(asked(Some(Request::Help), None, false), Err(NoMethod::Help));
+    assert_eq!(
+        asked(Some(OptionRequest::Help), None, false),
+        Err(NoMethod::Help)
+    );
 }
 
 #[test]

@@ -73,7 +73,7 @@ pub(super) fn slurm_bound_task(map: &StepMap, task: &TaskInputs) -> Option<Strin
 
 #[cfg(test)]
 mod tests {
-    use crate::settings::option::{Choice, Request};
+    use crate::settings::option::{Choice, OptionRequest};
     use crate::settings::site::Config;
     use crate::step::testing::*;
     use crate::step::*;
@@ -111,7 +111,7 @@ mod tests {
     fn mps_asked_where_slurm_binds_is_said_not_dropped() {
         let mut pairs = SLURM_4.to_vec();
         pairs.push(("SLURM_GPUS_PER_TASK", "1"));
-        let request = Request::Use {
+        let request = OptionRequest::Use {
             choice: Some(Choice::Map(crate::method::Method::Contiguous)),
             verbose: false,
             mps: true,

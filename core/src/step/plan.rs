@@ -15,9 +15,9 @@ use super::source::{from_nvml, from_slurm, other_lists, Listed, Missing, StepGpu
 use crate::env;
 use crate::error::Error;
 use crate::method::Method;
-use crate::mps::{Inherited, Mps, MpsFacts, MpsInput, MpsNode};
+use crate::mps::{InheritedMps, Mps, MpsFacts, MpsInput, MpsNode};
 use crate::runtime::{choose, Rendering, StepLists, Unbindable, Vendor};
-use crate::settings::option::{Choice, Request};
+use crate::settings::option::{Choice, OptionRequest};
 use crate::settings::site::{Config, NvmlSource};
 use crate::text::quote;
 use crate::topology::{nvml_uuids, resolve_tokens};
@@ -32,7 +32,7 @@ pub struct StepFacts<'a> {
     /// `None`: `init` never ran.
     pub config: Option<&'a Result<Config, Error>>,
     /// `None`: the user gave no option.
-    pub request: Option<&'a Result<Request, Error>>,
+    pub request: Option<&'a Result<OptionRequest, Error>>,
     /// The step's user and task count on this node, for MPS; `None`: the
     /// front end starts no daemons.
     pub mps: Option<MpsFacts>,
@@ -270,7 +270,7 @@ fn plan_mps(
     config: &Config,
     node: &dyn Node,
     facts: Option<MpsFacts>,
-) -> (Mps, Inherited) {
+) -> (Mps, InheritedMps) {
     let input = MpsInput {
         asked: want.mps,
         settings: &config.mps,

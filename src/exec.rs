@@ -9,7 +9,7 @@
 
 use crate::args::ExecArgs;
 use crate::in_task::{apply, decided, join_mps};
-use desi_gpu_map_core::start::{Answer, Mapping};
+use desi_gpu_map_core::start::{Mapping, Verdict};
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -53,15 +53,15 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
     say(&lines);
     let mut command = Command::new(app);
     command.args(app_args);
-    match start.answer {
-        Answer::Refuse(why) => return Err(why.to_string()),
-        Answer::Unchanged { why, said } => {
+    match start.verdict {
+        Verdict::Refuse(why) => return Err(why.to_string()),
+        Verdict::Unchanged { why, said } => {
             if said {
                 let runs = format!("{why}; {} runs unchanged", app.to_string_lossy());
                 say(&[exec_line(&runs)]);
             }
         }
-        Answer::Map(mut mapping) => {
+        Verdict::Map(mut mapping) => {
             join_mps(&mut mapping);
             let lines = apply_to(&mapping, &mut command);
             say(&mapping.said(lines));

@@ -20,7 +20,7 @@
 
 use crate::args::exec_from_variables;
 use crate::in_task::{apply, decided, join_mps, PROCESS};
-use desi_gpu_map_core::start::{keeper_to_tell, not_passed, Answer, Mapping};
+use desi_gpu_map_core::start::{keeper_to_tell, not_passed, Mapping, Verdict};
 use desi_gpu_map_core::step::StepPlan;
 use desi_gpu_map_host::mps::keeper;
 use std::io::Write;
@@ -53,14 +53,14 @@ fn prolog_lines() -> Result<Vec<String>, String> {
         .iter()
         .map(|note| print(&note.to_string()))
         .collect();
-    match start.answer {
-        Answer::Refuse(why) => return Err(why.to_string()),
-        Answer::Unchanged { why, said } => {
+    match start.verdict {
+        Verdict::Refuse(why) => return Err(why.to_string()),
+        Verdict::Unchanged { why, said } => {
             if said {
                 lines.push(print(&format!("{why}; the task runs unchanged")));
             }
         }
-        Answer::Map(mut mapping) => {
+        Verdict::Map(mut mapping) => {
             if let StepPlan::Map(_) = mapping.plan {
                 lines.extend(not_passed(&PROCESS).map(|why| print(&why.to_string())));
             }

@@ -3,10 +3,10 @@
 //! any step, no job at all); which step it is ([`StepIdentity`]); and
 //! whether that very step is mapped already.
 
-use super::answer::{unchanged, Answer};
 use super::facts::{in_step, TaskFacts};
 use super::mapping::TaskIds;
 use super::share::{mapping, task_ids};
+use super::verdict::{unchanged, Verdict};
 use super::why::{BadStepId, WhyRefused, WhyUnchanged};
 use crate::env;
 use crate::launch::Launch;
@@ -14,9 +14,9 @@ use crate::step::{parse_step_id, special_step_name, step_tag, Given, Node, StepI
 
 /// A launcher's rank: its launch is its identity (no step of Slurm's),
 /// its variables its place, and its GPUs what it was given.
-pub(super) fn for_launch(facts: &TaskFacts, node: &dyn Node, launch: &Launch) -> Answer {
+pub(super) fn for_launch(facts: &TaskFacts, node: &dyn Node, launch: &Launch) -> Verdict {
     if facts.asked.mps {
-        return Answer::Refuse(WhyRefused::MpsUnderLauncher {
+        return Verdict::Refuse(WhyRefused::MpsUnderLauncher {
             launcher: launch.launcher.title,
         });
     }
@@ -39,9 +39,9 @@ pub(super) fn for_launch(facts: &TaskFacts, node: &dyn Node, launch: &Launch) ->
 /// A process no launcher placed: a task of an srun step is mapped as the
 /// plugin would; elsewhere it runs unchanged, or outside any job nothing
 /// runs (unless allowed).
-pub(super) fn for_slurm(facts: &TaskFacts, node: &dyn Node) -> Answer {
+pub(super) fn for_slurm(facts: &TaskFacts, node: &dyn Node) -> Verdict {
     match outside_step(node, facts.allow_outside) {
-        Err(why) => return Answer::Refuse(why),
+        Err(why) => return Verdict::Refuse(why),
         Ok(Some(why)) => return unchanged(why, facts),
         Ok(None) => {}
     }

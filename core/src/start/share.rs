@@ -2,9 +2,9 @@
 //! once the front end has joined any MPS daemon the plan starts
 //! ([`Mapping`]).
 
-use super::answer::Answer;
 use super::facts::{in_step, TaskFacts};
 use super::mapping::{Mapping, TaskIds};
+use super::verdict::Verdict;
 use super::why::{BadStepId, UnreadableIds};
 use crate::env;
 use crate::files::hostname;
@@ -21,7 +21,7 @@ pub(super) fn mapping(
     step: Result<StepIdentity, BadStepId>,
     ids: Result<TaskIds, UnreadableIds>,
     launched: bool,
-) -> Answer {
+) -> Verdict {
     let local_tasks = ids.as_ref().ok().map(|ids| ids.local_count);
     // Slurm narrowed this task's lists itself: nothing to plan them from.
     let plan = match slurm_bound_here(node.env(env::TRES_BIND).as_deref()) {
@@ -37,7 +37,7 @@ pub(super) fn mapping(
     // Slurm's CPU binding describes a launcher's daemon step, not its
     // ranks: a rank's own CPUs are its mask.
     let slurms = |var| node.env(var).filter(|_| !launched);
-    Answer::Map(Box::new(Mapping {
+    Verdict::Map(Box::new(Mapping {
         plan,
         ids,
         node: name,

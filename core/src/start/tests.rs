@@ -1,5 +1,5 @@
 //! Each rule of a task about to start, on the step's fakes
-//! (`crate::step::testing`): the answer a front end gets, and what the
+//! (`crate::step::testing`): the verdict a front end gets, and what the
 //! task then gets.
 
 use super::*;
@@ -55,27 +55,27 @@ fn decide_in(pairs: &[&[(&str, &str)]], facts: &TaskFacts) -> Start {
     decide(facts, &node)
 }
 
-fn answer_in(pairs: &[&[(&str, &str)]], facts: &TaskFacts) -> Answer {
-    decide_in(pairs, facts).answer
+fn verdict_in(pairs: &[&[(&str, &str)]], facts: &TaskFacts) -> Verdict {
+    decide_in(pairs, facts).verdict
 }
 
-fn mapping(answer: Answer) -> Mapping {
-    match answer {
-        Answer::Map(mapping) => *mapping,
+fn mapping(verdict: Verdict) -> Mapping {
+    match verdict {
+        Verdict::Map(mapping) => *mapping,
         other => panic!("expected a mapping, got {other:?}"),
     }
 }
 
-fn refusal(answer: Answer) -> WhyRefused {
-    match answer {
-        Answer::Refuse(why) => why,
+fn refusal(verdict: Verdict) -> WhyRefused {
+    match verdict {
+        Verdict::Refuse(why) => why,
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
 
-fn unchanged_why(answer: Answer) -> (WhyUnchanged, bool) {
-    match answer {
-        Answer::Unchanged { why, said } => (why, said),
+fn unchanged_why(verdict: Verdict) -> (WhyUnchanged, bool) {
+    match verdict {
+        Verdict::Unchanged { why, said } => (why, said),
         other => panic!("expected to run unchanged, got {other:?}"),
     }
 }
@@ -83,7 +83,7 @@ fn unchanged_why(answer: Answer) -> (WhyUnchanged, bool) {
 #[test]
 fn outside_any_job_nothing_runs_unless_allowed() {
     assert_eq!(
-        refusal(answer_in(&[], &facts(false, false))),
+        refusal(verdict_in(&[], &facts(false, false))),
         WhyRefused::OutsideJob
     );
     // Allowed: planned as step 0, on this host's name; no ids to read.
@@ -91,7 +91,7 @@ fn outside_any_job_nothing_runs_unless_allowed() {
         allow_outside: true,
         ..facts(true, false)
     };
-    let m = mapping(answer_in(&[], &allowed));
+    let m = mapping(verdict_in(&[], &allowed));
     assert_eq!(m.node, "n1");
     assert_eq!(m.ids, Err(UnreadableIds::NotSet("SLURM_LOCALID")));
     assert!(matches!(m.plan, StepPlan::Unmapped(_)));
@@ -114,7 +114,7 @@ fn the_batch_interactive_and_extern_steps_run_unchanged() {
     ] {
         let step = [("SLURM_JOB_ID", "7"), ("SLURM_STEP_ID", id)];
         for verbose in [false, true] {
-            let (why, said) = unchanged_why(answer_in(&[&step, &SLURM_4], &facts(verbose, false)));
+            let (why, said) = unchanged_why(verdict_in(&[&step, &SLURM_4], &facts(verbose, false)));
             assert_eq!(
                 why,
                 WhyUnchanged::NeverMapped {
@@ -130,7 +130,7 @@ fn the_batch_interactive_and_extern_steps_run_unchanged() {
 #[test]
 fn a_job_outside_any_step_runs_unchanged() {
     for var in ["SLURM_JOB_ID", "SLURM_JOBID"] {
-        let (why, said) = unchanged_why(answer_in(&[&[(var, "7")]], &facts(false, false)));
+        let (why, said) = unchanged_why(verdict_in(&[&[(var, "7")]], &facts(false, false)));
         assert_eq!(
             why,
             WhyUnchanged::OutsideStep {
@@ -145,14 +145,14 @@ fn a_job_outside_any_step_runs_unchanged() {
 #[test]
 fn a_step_the_plugin_mapped_runs_unchanged_and_an_outer_steps_record_counts_for_nothing() {
     let mine = [("DESI_GPU_MAP_STEP", "7.3")];
-    let (why, said) = unchanged_why(answer_in(
+    let (why, said) = unchanged_why(verdict_in(
         &[&TASK_1_OF_4, &SLURM_4, &mine],
         &facts(true, false),
     ));
     assert_eq!(why, WhyUnchanged::StepMapped);
     assert!(said);
     let outer = [("DESI_GPU_MAP_STEP", "7.2")];
-    let m = mapping(answer_in(
+    let m = mapping(verdict_in(
         &[&TASK_1_OF_4, &SLURM_4, &outer],
         &facts(false, false),
     ));
@@ -163,7 +163,7 @@ fn a_step_the_plugin_mapped_runs_unchanged_and_an_outer_steps_record_counts_for_
 
 #[test]
 fn a_task_of_an_srun_step_is_mapped_and_records_its_step() {
-    let m = mapping(answer_in(&[&TASK_1_OF_4, &SLURM_4], &facts(false, false)));
+    let m = mapping(verdict_in(&[&TASK_1_OF_4, &SLURM_4], &facts(false, false)));
     assert_eq!(
         m.ids,
         Ok(TaskIds {
@@ -191,7 +191,7 @@ fn slurms_own_per_task_binding_stands_aside_before_any_plan() {
         "Slurm binds GPUs per task (SLURMD_TRES_BIND=\"gres/gpu:per_task:1\")".to_string(),
     ));
     for mps in [false, true] {
-        let m = mapping(answer_in(
+        let m = mapping(verdict_in(
             &[&TASK_1_OF_4, &SLURM_4, &bound],
             &facts(false, mps),
         ));
@@ -236,7 +236,7 @@ fn a_task_whose_ids_cannot_be_read_runs_unmapped_and_says_why() {
         let mut pairs: Vec<(&str, &str)> = [&TASK_1_OF_4[..], &SLURM_4].concat();
         pairs.retain(|(name, _)| *name != var);
         pairs.extend(value.map(|v| (var, v)));
-        let m = mapping(answer_in(&[&pairs], &facts(false, false)));
+        let m = mapping(verdict_in(&[&pairs], &facts(false, false)));
         assert_eq!(m.ids, Err(want.clone()), "{var}");
         assert!(!m.needs_own_cpus());
         let out = m.outcome(None, None);
@@ -259,7 +259,7 @@ fn a_launchers_rank_is_its_launch_not_a_step_of_slurms() {
         ("SLURM_CPU_BIND_TYPE", "mask_cpu:"),
         ("SLURM_CPU_BIND_LIST", "0x1"),
     ];
-    let m = mapping(answer_in(
+    let m = mapping(verdict_in(
         &[&OMPI_1_OF_2, &job, &bind],
         &facts(false, false),
     ));
@@ -293,19 +293,19 @@ fn a_launchers_rank_is_its_launch_not_a_step_of_slurms() {
         ancestor_pid: &proxy,
         ..facts(false, false)
     };
-    let m = mapping(answer_in(&[&mpich, &job], &by_proxy));
+    let m = mapping(verdict_in(&[&mpich, &job], &by_proxy));
     let out = m.outcome(None, None);
     assert_eq!(
         get(&out, "DESI_GPU_MAP_STEP"),
         Some("mpich:hydra_pmi_proxy.41")
     );
     // No tag: nothing recorded (no made-up step of Slurm's either).
-    let m = mapping(answer_in(&[&mpich, &job], &facts(false, false)));
+    let m = mapping(verdict_in(&[&mpich, &job], &facts(false, false)));
     assert_eq!(get(&m.outcome(None, None), "DESI_GPU_MAP_STEP"), None);
     // In an srun step (its daemon's): that step's list as Slurm set it,
     // and still the launch's record.
     let step = [("SLURM_JOB_ID", "7"), ("SLURM_STEP_ID", "0")];
-    let m = mapping(answer_in(
+    let m = mapping(verdict_in(
         &[&OMPI_1_OF_2, &step, &SLURM_4],
         &facts(false, false),
     ));
@@ -317,7 +317,7 @@ fn a_launchers_rank_is_its_launch_not_a_step_of_slurms() {
     );
     // In the batch step itself: mapped all the same, never untouched.
     let batch = [("SLURM_JOB_ID", "7"), ("SLURM_STEP_ID", "4294967291")];
-    let m = mapping(answer_in(
+    let m = mapping(verdict_in(
         &[&OMPI_1_OF_2, &batch, &job[1..]],
         &facts(false, false),
     ));
@@ -327,7 +327,7 @@ fn a_launchers_rank_is_its_launch_not_a_step_of_slurms() {
 #[test]
 fn a_launch_mapped_by_an_earlier_exec_runs_unchanged() {
     let mine = [("DESI_GPU_MAP_STEP", "openmpi:prterun-n1-42@1")];
-    let (why, said) = unchanged_why(answer_in(&[&OMPI_1_OF_2, &mine], &facts(false, false)));
+    let (why, said) = unchanged_why(verdict_in(&[&OMPI_1_OF_2, &mine], &facts(false, false)));
     assert_eq!(why, WhyUnchanged::LaunchMapped);
     assert!(!said);
     // Another launch's record (an outer one) counts for nothing.
@@ -335,19 +335,19 @@ fn a_launch_mapped_by_an_earlier_exec_runs_unchanged() {
         ("DESI_GPU_MAP_STEP", "openmpi:prterun-n1-41@1"),
         ("CUDA_VISIBLE_DEVICES", "0,1"),
     ];
-    mapping(answer_in(&[&OMPI_1_OF_2, &outer], &facts(false, false)));
+    mapping(verdict_in(&[&OMPI_1_OF_2, &outer], &facts(false, false)));
 }
 
 #[test]
 fn mps_under_a_launcher_and_unplaceable_ranks_are_refused() {
     assert_eq!(
-        refusal(answer_in(&[&OMPI_1_OF_2], &facts(false, true))),
+        refusal(verdict_in(&[&OMPI_1_OF_2], &facts(false, true))),
         WhyRefused::MpsUnderLauncher {
             launcher: "Open MPI (mpirun, prterun)"
         }
     );
     let half = [("MPI_LOCALRANKID", "1")];
-    let why = refusal(answer_in(&[&half], &facts(false, false)));
+    let why = refusal(verdict_in(&[&half], &facts(false, false)));
     assert!(matches!(why, WhyRefused::Unplaced(_)), "{why:?}");
     assert_eq!(
         why.to_string(),
@@ -372,7 +372,7 @@ fn an_outer_launchs_variables_are_noted_under_verbose_only() {
             names: vec!["OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"]
         })
     );
-    let m = mapping(start.answer);
+    let m = mapping(start.verdict);
     assert_eq!(m.ids.map(|ids| ids.local_count), Ok(4));
     let quiet = TaskFacts {
         ancestry: through_srun.ancestry.clone(),
@@ -386,7 +386,7 @@ fn an_outer_launchs_variables_are_noted_under_verbose_only() {
 fn a_routine_stand_aside_is_said_under_verbose_only_and_news_always() {
     // No GPUs here: routine.
     for verbose in [false, true] {
-        let m = mapping(answer_in(&[&TASK_1_OF_4], &facts(verbose, false)));
+        let m = mapping(verdict_in(&[&TASK_1_OF_4], &facts(verbose, false)));
         assert_eq!(m.said(vec!["line".to_string()]).is_empty(), !verbose);
     }
     // A list no task may be given: news.
@@ -395,7 +395,7 @@ fn a_routine_stand_aside_is_said_under_verbose_only_and_news_always() {
         ("SLURM_STEP_GPUS", "0,0"),
         ("SLURM_GPUS_ON_NODE", "2"),
     ];
-    let m = mapping(answer_in(&[&TASK_1_OF_4, &bad], &facts(false, false)));
+    let m = mapping(verdict_in(&[&TASK_1_OF_4, &bad], &facts(false, false)));
     assert!(matches!(m.plan, StepPlan::Unmapped(_)), "{:?}", m.plan);
     assert!(!m.said(vec!["line".to_string()]).is_empty());
 }
@@ -410,7 +410,7 @@ fn a_closest_task_asks_for_its_cpus_and_slurmstepds_but_a_rank_only_its_own() {
         },
         ..facts(false, false)
     };
-    let m = mapping(answer_in(&[&TASK_1_OF_4, &SLURM_4], &closest));
+    let m = mapping(verdict_in(&[&TASK_1_OF_4, &SLURM_4], &closest));
     // The fake node's GPUs are not located: nothing to read.
     assert!(!m.needs_own_cpus() && !m.needs_stepd_cpus());
     let mut located = m.clone();

@@ -1,4 +1,4 @@
-//! The one answer for a task about to start ([`Answer`]), and what is
+//! The one verdict for a task about to start ([`Verdict`]), and what is
 //! said first ([`Start`]).
 
 use super::facts::TaskFacts;
@@ -11,12 +11,12 @@ pub struct Start {
     /// Said before anything else (under `verbose` only): launchers'
     /// variables that came in through srun, which count for nothing.
     pub outer: Option<OuterLaunch>,
-    pub answer: Answer,
+    pub verdict: Verdict,
 }
 
-/// The one answer for a task about to start.
+/// The one verdict for a task about to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
+pub enum Verdict {
     /// Nothing may run, for this reason.
     Refuse(WhyRefused),
     /// The program runs as it is: why, and whether that is said (under
@@ -28,8 +28,8 @@ pub enum Answer {
 }
 
 /// Runs unchanged, saying why under `verbose`.
-pub(super) fn unchanged(why: WhyUnchanged, facts: &TaskFacts) -> Answer {
-    Answer::Unchanged {
+pub(super) fn unchanged(why: WhyUnchanged, facts: &TaskFacts) -> Verdict {
+    Verdict::Unchanged {
         why,
         said: facts.asked.verbose,
     }

@@ -6,6 +6,7 @@ use crate::cpuset::CpuSet;
 use crate::env;
 use crate::error::Error;
 use crate::files::{Files, NoFiles};
+use crate::method::closest::NodeCpus;
 use crate::method::{Method, Visible};
 use crate::names::named;
 use crate::runtime::{Vendor, VendorSetting};
@@ -13,8 +14,8 @@ use crate::settings::option::{Choice, OptionRequest};
 use crate::settings::site::{Config, NvmlSource};
 use crate::slurm::gpus::join;
 use crate::step::{
-    assign_in, plan_step, Node, NodeCpus, NvmlAsk, StepFacts, StepMap, StepPlan, TaskCpus,
-    TaskInputs, Unmapped,
+    assign_in, plan_step, Node, NvmlAsk, StepFacts, StepMap, StepPlan, TaskCpus, TaskInputs,
+    Unmapped,
 };
 use crate::topology::Topology;
 use std::collections::HashMap;

@@ -8,7 +8,7 @@ use desi_gpu_map_core::env;
 use desi_gpu_map_core::error::Error;
 use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::launch::watched;
-use desi_gpu_map_core::settings::site::{Config, MpsSettings};
+use desi_gpu_map_core::settings::config::{Config, MpsSettings};
 use desi_gpu_map_core::start::{decide, Asked, Mapping, Start, TaskFacts};
 use desi_gpu_map_core::step::{carry_out, Node, NvmlAsk};
 use desi_gpu_map_host::cpus;

@@ -7,7 +7,7 @@ use desi_gpu_map_core::cpuset::CpuSet;
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::names::Named;
 use desi_gpu_map_core::runtime::{choose, Vendor};
-use desi_gpu_map_core::settings::site::NvmlSource;
+use desi_gpu_map_core::settings::config::NvmlSource;
 use desi_gpu_map_core::slurm::gpus::parse_gpu_list;
 use desi_gpu_map_core::text::bare;
 use desi_gpu_map_core::topology::{kernel_place, locate_token, sysfs_bus_id, GpuPlace};

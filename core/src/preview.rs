@@ -10,8 +10,8 @@ use crate::method::closest::NodeCpus;
 use crate::method::{Method, Visible};
 use crate::names::named;
 use crate::runtime::{Vendor, VendorSetting};
+use crate::settings::config::{Config, NvmlSource};
 use crate::settings::option::{Choice, OptionRequest};
-use crate::settings::site::{Config, NvmlSource};
 use crate::slurm::gpus::join;
 use crate::step::{
     assign_in, plan_step, Node, NvmlAsk, StepFacts, StepMap, StepPlan, TaskCpus, TaskInputs,

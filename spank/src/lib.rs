@@ -38,11 +38,12 @@ use desi_gpu_map_core::env;
 use desi_gpu_map_core::mps::Mps;
 use desi_gpu_map_core::names::Named;
 use desi_gpu_map_core::settings::client_args::Client;
+use desi_gpu_map_core::settings::config::Config;
 use desi_gpu_map_core::settings::option::{
     check_help_source, option_form, parse_option, usage, OptionRequest, ENV_FORM, OPTION,
 };
 use desi_gpu_map_core::settings::site::{
-    check_request, parse_args, request_from_variable, taken_from_variable, Config,
+    check_request, parse_args, request_from_variable, taken_from_variable,
 };
 use desi_gpu_map_core::step::StepPlan;
 use desi_gpu_map_core::Error;

@@ -4,8 +4,8 @@
 
 use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::mps::MpsFacts;
+use desi_gpu_map_core::settings::config::Config;
 use desi_gpu_map_core::settings::option::OptionRequest;
-use desi_gpu_map_core::settings::site::Config;
 use desi_gpu_map_core::step::{plan_step, Node, NvmlAsk, StepFacts, StepIdentity, StepPlan};
 use desi_gpu_map_core::Error;
 use desi_gpu_map_host::files::HostFiles;

@@ -11,7 +11,7 @@ use super::serving::{InheritedMps, Mps, MPS_NAMES};
 use crate::env;
 use crate::files::hostname;
 use crate::runtime::Vendor;
-use crate::settings::site::{MpsMode, MpsShare};
+use crate::settings::config::{MpsMode, MpsShare};
 use crate::slurm::gpus::is_uuid;
 use crate::text::quote;
 use crate::topology::nvml_uuids;

@@ -8,8 +8,9 @@
 use super::*;
 use crate::method::visible_list;
 use crate::method::Method;
+use crate::settings::config::Config;
 use crate::settings::option::{Choice, OptionRequest};
-use crate::settings::site::{parse_args, Config};
+use crate::settings::site::parse_args;
 use crate::slurm::gpus::join;
 use crate::step::testing::DiskFiles;
 use crate::step::testing::FakeNode;

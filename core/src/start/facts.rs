@@ -6,8 +6,8 @@ use super::why::{NoMethod, NotPassed};
 use crate::env;
 use crate::launch::Ancestry;
 use crate::method::Method;
+use crate::settings::config::Config;
 use crate::settings::option::{exec_request, Choice, OptionRequest};
-use crate::settings::site::Config;
 use crate::step::{parse_step_id, special_step_name, Node};
 
 /// What the user asked the front end for: the method, and the modifiers.

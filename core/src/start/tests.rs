@@ -5,8 +5,8 @@
 use super::*;
 use crate::launch::Ancestry;
 use crate::method::Method;
+use crate::settings::config::Config;
 use crate::settings::option::{Choice, OptionRequest};
-use crate::settings::site::Config;
 use crate::step::testing::{get, FakeNode, SLURM_4};
 use crate::step::{Aside, StepPlan};
 
@@ -195,7 +195,7 @@ fn slurms_own_per_task_binding_stands_aside_before_any_plan() {
             &[&TASK_1_OF_4, &SLURM_4, &bound],
             &facts(false, mps),
         ));
-        let flag = crate::settings::site::DEFAULT_FLAG;
+        let flag = crate::settings::config::DEFAULT_FLAG;
         assert_eq!(m.plan, StepPlan::slurm_binds(flag, why.clone(), mps));
         // Routine, said under verbose only; with MPS asked it is news.
         assert_eq!(m.said(vec!["line".to_string()]).is_empty(), !mps);

@@ -13,7 +13,7 @@ use crate::env;
 use crate::error::Error;
 use crate::method::Method;
 use crate::runtime::{kernel_gpus, Vendor};
-use crate::settings::site::{Config, NvmlSource};
+use crate::settings::config::{Config, NvmlSource};
 use crate::slurm::gpus::{check_list, parse_gpu_list};
 
 /// What a process outside any srun step was given, as its launch's

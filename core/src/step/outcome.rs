@@ -178,8 +178,9 @@ mod tests {
     use crate::cpuset::CpuSet;
     use crate::method::closest::NodeCpus;
     use crate::method::Method;
+    use crate::settings::config::Config;
     use crate::settings::option::Choice;
-    use crate::settings::site::{parse_args, Config};
+    use crate::settings::site::parse_args;
     use crate::step::testing::*;
     use crate::step::*;
 

@@ -17,8 +17,8 @@ use crate::error::Error;
 use crate::method::Method;
 use crate::mps::{InheritedMps, Mps, MpsFacts, MpsInput, MpsNode};
 use crate::runtime::{choose, Rendering, StepLists, Unbindable, Vendor};
+use crate::settings::config::{Config, NvmlSource};
 use crate::settings::option::{Choice, OptionRequest};
-use crate::settings::site::{Config, NvmlSource};
 use crate::text::quote;
 use crate::topology::{nvml_uuids, resolve_tokens};
 use std::path::Path;
@@ -45,7 +45,7 @@ pub struct StepFacts<'a> {
 /// list (once, with a `closest` step's places in the same load), the
 /// vendor and the kernel's files only for a step that gets mapped.
 pub fn plan_step(facts: &StepFacts, node: &dyn Node) -> StepPlan {
-    let default_flag = crate::settings::site::DEFAULT_FLAG;
+    let default_flag = crate::settings::config::DEFAULT_FLAG;
     let step = match &facts.step {
         Ok(step) => step,
         Err(e) => return StepPlan::aside(default_flag, Aside::UnreadableStepId(e.clone())),

@@ -1,7 +1,7 @@
 //! What a step is asked for: the user's option over the site's default.
 
+use crate::settings::config::Config;
 use crate::settings::option::{Choice, OptionRequest};
-use crate::settings::site::Config;
 
 /// What the user and the site together ask of a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,8 +9,8 @@ use super::{
 use crate::error::Error;
 use crate::files::{Files, Stat};
 use crate::method::Method;
+use crate::settings::config::Config;
 use crate::settings::option::{Choice, OptionRequest};
-use crate::settings::site::Config;
 use crate::topology::Topology;
 use std::cell::Cell;
 use std::collections::HashMap;

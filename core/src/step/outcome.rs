@@ -176,7 +176,6 @@ fn variables_with(map: &StepMap, mps: &Mps, assignment: &Assignment) -> Vec<(Str
 mod tests {
     use super::*;
     use crate::cpuset::CpuSet;
-    use crate::method::closest::NodeCpus;
     use crate::method::Method;
     use crate::settings::config::Config;
     use crate::settings::option::Choice;
@@ -464,44 +463,6 @@ mod tests {
     }
 
     #[test]
-    fn an_exported_cpu_list_counts_only_where_slurm_bound_the_tasks() {
-        // GPUs 0 and 1 next to CPU 1, 2 and 3 next to CPU 0; slurmstepd on
-        // CPUs 0-1. The user exported a list for 8 tasks (task/none: Slurm
-        // writes none, and binds no task).
-        let mut map = mapped_4(&Config::default(), Method::Closest);
-        let cpus = |l: &str| CpuSet::parse(l).unwrap();
-        map.near = GpuCpus::Located(vec![cpus("1"), cpus("1"), cpus("0"), cpus("0")]);
-        let list = "0x1,0x1,0x1,0x3,0x3,0x3,0x3,0x3";
-        let gpus = |own: &dyn Fn(usize) -> CpuSet| -> Vec<String> {
-            (0..8)
-                .map(|l| {
-                    let t = TaskInputs {
-                        cpus: TaskCpus {
-                            own: Some(own(l)),
-                            parent: Some(cpus("0-1")),
-                            bind_type: Some("mask_cpu:"),
-                            bind_list: Some(list),
-                        },
-                        ..task(l, 8, Some("0,1,2,3"))
-                    };
-                    let out = map_task(&map, &t);
-                    get(&out, "CUDA_VISIBLE_DEVICES").unwrap().to_string()
-                })
-                .collect()
-        };
-        // Unbound: entries 0x3 equal every task's mask, and prove nothing.
-        assert_eq!(
-            gpus(&|_| cpus("0-1")),
-            ["0", "0", "1", "1", "2", "2", "3", "3"]
-        );
-        // Had Slurm bound tasks 0-2 to CPU 0 (and 3-7 to both, which they
-        // cannot tell from unbound): the bound ones take the list, and
-        // place tasks 0-2 next to CPU 0.
-        let bound = gpus(&|l| if l < 3 { cpus("0") } else { cpus("0-1") });
-        assert_eq!(bound[..3], ["2", "2", "3"]);
-    }
-
-    #[test]
     fn a_closest_step_that_falls_back_says_contiguous() {
         let config = Config {
             verbose: true,
@@ -530,43 +491,5 @@ mod tests {
         assert!(verbose.unwrap().contains(" method=closest "));
         let other = mapped_4(&config, Method::RoundRobin);
         assert_eq!(other.method_used(), Method::RoundRobin);
-    }
-
-    proptest::proptest! {
-        /// What `plan` does (one [`NodeCpus`] for all of a node's tasks)
-        /// gives each task what it gets deciding alone in the plugin.
-        #[test]
-        fn a_node_shared_binding_gives_each_task_its_own_answer(
-            runs in proptest::collection::vec((0usize..128, 1usize..64), 1..40),
-            unbound in proptest::collection::vec(proptest::bool::ANY, 40),
-        ) {
-            let mut map = mapped_4(&Config::default(), Method::Closest);
-            let perlmutter = crate::topology::Preset::Perlmutter.topology();
-            map.near = locate(&map.gpus, Ok(&perlmutter));
-            let node = CpuSet::parse("0-127").unwrap();
-            let bound: Vec<CpuSet> = runs
-                .iter()
-                .map(|&(first, len)| CpuSet::range(first, (first + len - 1).min(127)).unwrap())
-                .collect();
-            let list = bound.iter().map(CpuSet::to_mask).collect::<Vec<_>>().join(",");
-            let n = bound.len();
-            // Some tasks unbound (their own mask slurmstepd's): they do not
-            // take the list for Slurm's.
-            let inputs: Vec<TaskInputs> = (0..n)
-                .map(|l| TaskInputs {
-                    cpus: TaskCpus {
-                        own: Some(if unbound[l] { node.clone() } else { bound[l].clone() }),
-                        parent: Some(node.clone()),
-                        bind_type: Some("mask_cpu:"),
-                        bind_list: Some(&list),
-                    },
-                    ..task(l, n, Some("0,1,2,3"))
-                })
-                .collect();
-            let shared = NodeCpus::new(Some("mask_cpu:"), Some(&list), n);
-            for t in &inputs {
-                proptest::prop_assert_eq!(assign_in(&map, t, &shared), assign(&map, t));
-            }
-        }
     }
 }

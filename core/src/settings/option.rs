@@ -270,18 +270,17 @@ See {PLUGIN}(8) and `desi-gpu-map plan --help`.
 
 /// `--method`'s value: the words `--desi-gpu-map` takes, refused as the
 /// plugin refuses them; `help` names nothing to run.
-pub fn exec_request(value: &str) -> Result<OptionRequest, String> {
+pub fn exec_request(value: &str) -> Result<OptionRequest, Error> {
     match parse_option(value) {
-        Ok(OptionRequest::Help) | Err(Error::BadOption { .. }) => Err(format!(
-            "invalid --method {}; valid values: {}",
-            crate::text::quote(value),
-            valid_values().replace(", help;", ";")
-        )),
-        Err(Error::BadCombination { why, .. }) => Err(format!(
-            "invalid --method {}: {why}; give a method with mps, as in contiguous,mps",
-            crate::text::quote(value)
-        )),
-        Err(e) => Err(e.to_string()),
+        Ok(OptionRequest::Help) | Err(Error::BadOption { .. }) => Err(Error::BadMethod {
+            value: value.to_string(),
+            valid: valid_values().replace(", help;", ";"),
+        }),
+        Err(Error::BadCombination { why, .. }) => Err(Error::BadMethodCombination {
+            value: value.to_string(),
+            why,
+        }),
+        Err(e) => Err(e),
         Ok(request) => Ok(request),
     }
 }
@@ -297,6 +296,22 @@ mod tests {
             verbose,
             mps: false,
         }
+    }
+
+    #[test]
+    fn exec_refuses_in_its_own_words() {
+        assert_eq!(
+            exec_request("help").unwrap_err().to_string(),
+            format!(
+                "invalid --method \"help\"; valid values: {}",
+                valid_values().replace(", help;", ";")
+            )
+        );
+        assert_eq!(
+            exec_request("none,mps").unwrap_err().to_string(),
+            "invalid --method \"none,mps\": none maps no task, and MPS needs mapped tasks; give \
+             a method with mps, as in contiguous,mps"
+        );
     }
 
     #[test]

@@ -344,7 +344,7 @@ pub fn request_from_variable(
     let value = variable?;
     Some(exec_request(value).map_err(|why| Error::MethodVariable {
         value: value.to_string(),
-        why,
+        why: Box::new(why),
     }))
 }
 

@@ -33,7 +33,7 @@ impl Asked {
             (Some(request), _) => request,
             (None, Some(value)) => exec_request(value).map_err(|why| NoMethod::BadVariable {
                 value: value.to_string(),
-                why,
+                why: Box::new(why),
             })?,
             (None, None) => OptionRequest::Use {
                 choice: None,

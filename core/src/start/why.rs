@@ -5,6 +5,7 @@
 //! worded once, in its `Display`.
 
 use crate::env;
+use crate::error::Error;
 use crate::launch::Refusal;
 use crate::text::quote;
 use std::fmt;
@@ -82,9 +83,8 @@ impl fmt::Display for WhyUnchanged {
 /// Why the user's request names no method to map with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NoMethod {
-    /// The method variable's `value` is refused, as `--method`'s would be
-    /// (`why`: the option's own words).
-    BadVariable { value: String, why: String },
+    /// The method variable's `value` is refused, as `--method`'s would be.
+    BadVariable { value: String, why: Box<Error> },
     /// `help` was asked for.
     Help,
 }
@@ -259,11 +259,15 @@ mod tests {
         );
         let bad = NoMethod::BadVariable {
             value: "x".to_string(),
-            why: "invalid --method \"x\"".to_string(),
+            why: Box::new(Error::BadMethod {
+                value: "x".to_string(),
+                valid: "contiguous".to_string(),
+            }),
         };
         assert_eq!(
             bad.to_string(),
-            "DESI_GPU_MAP_METHOD=\"x\": invalid --method \"x\"; give --method"
+            "DESI_GPU_MAP_METHOD=\"x\": invalid --method \"x\"; valid values: contiguous; give \
+             --method"
         );
     }
 

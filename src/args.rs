@@ -10,10 +10,10 @@ use desi_gpu_map_core::method::{method_names, Method, Visible};
 use desi_gpu_map_core::names::{names, Named};
 use desi_gpu_map_core::preview::{Distribution, DEFAULT_GPUS, MAX_LISTED_GPUS, MAX_PREVIEW_ROWS};
 use desi_gpu_map_core::runtime::VendorSetting;
-use desi_gpu_map_core::settings::option::{exec_request, option_form, Request};
-use desi_gpu_map_core::settings::site::{
+use desi_gpu_map_core::settings::config::{
     MpsShare, NvmlSource, DEFAULT_NVML_TIMEOUT_S, NVML_TIMEOUT_RANGE_S,
 };
+use desi_gpu_map_core::settings::option::{exec_request, option_form, OptionRequest};
 use desi_gpu_map_core::slurm::gpus::MAX_LIST_ENTRIES;
 use desi_gpu_map_core::slurm::tasks::{MAX_NODES, MAX_TASKS_PER_NODE};
 use desi_gpu_map_core::text::quote;
@@ -58,7 +58,7 @@ pub struct ExecArgs {
             env::METHOD
         )
     )]
-    pub method: Option<Request>,
+    pub method: Option<OptionRequest>,
     /// One line per task on its stderr, and a line where the task runs
     /// unchanged.
     #[arg(long)]

@@ -8,8 +8,8 @@
 //! signals and exit code.
 
 use crate::args::ExecArgs;
-use crate::task::{apply, decided, join_mps};
-use desi_gpu_map_core::start::{Answer, Mapping};
+use crate::in_task::{apply, decided, join_mps};
+use desi_gpu_map_core::start::{Mapping, Verdict};
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -45,19 +45,23 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
         "no command to run: desi-gpu-map exec [OPTIONS] -- APP [ARGS...]".to_string()
     })?;
     let start = decided(args)?;
-    let lines: Vec<String> = start.notes.iter().map(|note| exec_line(note)).collect();
+    let lines: Vec<String> = start
+        .outer
+        .iter()
+        .map(|note| exec_line(&note.to_string()))
+        .collect();
     say(&lines);
     let mut command = Command::new(app);
     command.args(app_args);
-    match start.answer {
-        Answer::Refuse(why) => return Err(why),
-        Answer::Unchanged { why, said } => {
+    match start.verdict {
+        Verdict::Refuse(why) => return Err(why.to_string()),
+        Verdict::Unchanged { why, said } => {
             if said {
                 let runs = format!("{why}; {} runs unchanged", app.to_string_lossy());
                 say(&[exec_line(&runs)]);
             }
         }
-        Answer::Map(mut mapping) => {
+        Verdict::Map(mut mapping) => {
             join_mps(&mut mapping);
             let lines = apply_to(&mapping, &mut command);
             say(&mapping.said(lines));

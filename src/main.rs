@@ -13,12 +13,12 @@
 mod args;
 mod edge;
 mod exec;
+mod in_task;
 mod json;
 mod keeper;
 mod plan;
 mod prolog;
 mod show;
-mod task;
 
 #[cfg(test)]
 mod manpage;

@@ -319,7 +319,7 @@ fn to_text(method: Method, visible: Visible, rows: &[Row], loads: &[Load]) -> St
 
 /// The preview as `plan --json` prints it.
 #[derive(Serialize)]
-struct Report<'a> {
+struct PreviewJson<'a> {
     method: &'a str,
     visible: &'a str,
     /// Present (true) only under `--mps`.
@@ -404,7 +404,7 @@ fn to_json(
     rows: &[Row],
     loads: &[Load],
 ) -> Result<String, serde_json::Error> {
-    json::line(&Report {
+    json::line(&PreviewJson {
         method: method.name(),
         visible: visible.name(),
         mps,

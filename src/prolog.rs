@@ -19,9 +19,9 @@
 //!   last, waits until the daemon is stopped and its directory gone.
 
 use crate::args::exec_from_variables;
+use crate::in_task::{apply, decided, join_mps, PROCESS};
 use crate::keeper;
-use crate::task::{apply, decided, join_mps, PROCESS};
-use desi_gpu_map_core::start::{keeper_to_tell, not_passed, Answer, Mapping};
+use desi_gpu_map_core::start::{keeper_to_tell, not_passed, Mapping, Verdict};
 use desi_gpu_map_core::step::StepPlan;
 use std::io::Write;
 use std::process::ExitCode;
@@ -48,17 +48,21 @@ pub fn prolog() -> ExitCode {
 fn prolog_lines() -> Result<Vec<String>, String> {
     let args = exec_from_variables()?;
     let start = decided(&args)?;
-    let mut lines: Vec<String> = start.notes.iter().map(|note| print(note)).collect();
-    match start.answer {
-        Answer::Refuse(why) => return Err(why),
-        Answer::Unchanged { why, said } => {
+    let mut lines: Vec<String> = start
+        .outer
+        .iter()
+        .map(|note| print(&note.to_string()))
+        .collect();
+    match start.verdict {
+        Verdict::Refuse(why) => return Err(why.to_string()),
+        Verdict::Unchanged { why, said } => {
             if said {
                 lines.push(print(&format!("{why}; the task runs unchanged")));
             }
         }
-        Answer::Map(mut mapping) => {
+        Verdict::Map(mut mapping) => {
             if let StepPlan::Map(_) = mapping.plan {
-                lines.extend(not_passed(&PROCESS).map(|why| print(&why)));
+                lines.extend(not_passed(&PROCESS).map(|why| print(&why.to_string())));
             }
             join_mps(&mut mapping);
             lines.extend(variables(&mapping));
@@ -108,9 +112,9 @@ pub fn epilog() -> ExitCode {
     let Ok(args) = exec_from_variables() else {
         return ExitCode::SUCCESS;
     };
-    let settings = crate::task::mps_settings(&args);
+    let settings = crate::in_task::mps_settings(&args);
     let uid = rustix::process::getuid().as_raw();
-    if let Some(daemon) = keeper_to_tell(uid, &settings, &crate::task::PROCESS) {
+    if let Some(daemon) = keeper_to_tell(uid, &settings, &crate::in_task::PROCESS) {
         let _ = keeper::task_ended(&daemon, Instant::now() + EPILOG_WAIT);
     }
     ExitCode::SUCCESS

@@ -7,7 +7,7 @@ use desi_gpu_map_core::cpuset::CpuSet;
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::names::Named;
 use desi_gpu_map_core::runtime::{choose, Vendor};
-use desi_gpu_map_core::settings::site::NvmlSource;
+use desi_gpu_map_core::settings::config::NvmlSource;
 use desi_gpu_map_core::slurm::gpus::parse_gpu_list;
 use desi_gpu_map_core::text::bare;
 use desi_gpu_map_core::topology::{kernel_place, locate_token, sysfs_bus_id, GpuPlace};
@@ -274,7 +274,7 @@ fn pipe_remark(key: &str) -> &'static str {
 /// The report as `show --json` prints it: the facts in order, then whether
 /// the MPS pipe directory is set but does not exist, the flag's name, the
 /// devices and what NVML said.
-struct Report<'a> {
+struct ReportJson<'a> {
     flag: &'a str,
     facts: &'a [(&'a str, Option<String>)],
     pipe_missing: bool,
@@ -303,7 +303,7 @@ struct DeviceReport<'a> {
     missing: Option<&'a str>,
 }
 
-impl Serialize for Report<'_> {
+impl Serialize for ReportJson<'_> {
     fn serialize<S: Serializer>(&self, out: S) -> Result<S::Ok, S::Error> {
         let mut map = out.serialize_map(None)?;
         for (key, value) in self.facts {
@@ -341,7 +341,7 @@ fn to_json(
             missing: s.missing.as_deref(),
         })
         .collect();
-    json::line(&Report {
+    json::line(&ReportJson {
         flag,
         facts,
         pipe_missing,

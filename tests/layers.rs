@@ -46,12 +46,13 @@ const CRATES: &[Crate] = &[
     Crate {
         src: "src",
         layers: &[
-            "edge", "json", "keeper", "args", "plan", "show", "task", "exec", "prolog", "manpage",
+            "edge", "json", "keeper", "args", "plan", "show", "in_task", "exec", "prolog",
+            "manpage",
         ],
     },
     Crate {
         src: "spank/src",
-        layers: &["logger", "exports", "copies", "node", "mps", "task"],
+        layers: &["logger", "exports", "copies", "node", "mps", "task_init"],
     },
 ];
 
@@ -93,8 +94,8 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// A file's module path inside its crate: `step/task.rs` is
-/// `["step", "task"]`, `step/mod.rs` is `["step"]`, a crate root `[]`.
+/// A file's module path inside its crate: `step/outcome.rs` is
+/// `["step", "outcome"]`, `step/mod.rs` is `["step"]`, a crate root `[]`.
 fn module_of(src: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src).unwrap().with_extension("");
     let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into()).collect();
@@ -293,8 +294,8 @@ fn exists(src: &Path, module: &[String]) -> bool {
     path.with_extension("rs").is_file() || path.join("mod.rs").is_file()
 }
 
-/// The deepest module of `path` that is a file: `crate::step::task::X` is
-/// `step/task`; `crate::step::X` is `step` (its face); `crate::Error`
+/// The deepest module of `path` that is a file: `crate::step::outcome::X` is
+/// `step/outcome`; `crate::step::X` is `step` (its face); `crate::Error`
 /// (an item of the crate root) is `[]`.
 fn resolve(src: &Path, path: &[String]) -> Vec<String> {
     let mut module = path.to_vec();
@@ -387,22 +388,22 @@ fn the_check_finds_a_ring_and_reads_imports() {
     assert_eq!(ring(&graph), Some("ring: a -> b -> c -> a".to_string()));
     let src = root().join("core/src");
     let module = |m: &str| m.split('/').map(String::from).collect::<Vec<_>>();
-    let step_task = module("step/task");
+    let step_outcome = module("step/outcome");
     let got = paths_in(
         "use crate::step::{Node, map::StepMap}; crate::Error; super::binding::X",
-        &step_task,
+        &step_outcome,
         false,
         &src,
     );
     let resolved: Vec<String> = got.iter().map(|p| resolve(&src, p).join("/")).collect();
     assert_eq!(resolved, ["step", "step/map", "", "step/binding"]);
     let face = paths_in(
-        "pub use task::{task_outcome, TaskInputs};",
+        "pub use outcome::{task_outcome, TaskInputs};",
         &module("step"),
         true,
         &src,
     );
-    assert_eq!(resolve(&src, &face[0]).join("/"), "step/task");
+    assert_eq!(resolve(&src, &face[0]).join("/"), "step/outcome");
     let code = code_lines("use crate::a; // crate::b\n#[cfg(test)]\nmod tests {\nuse crate::c;\n");
     assert_eq!(code, ["use crate::a; "]);
 }

@@ -334,7 +334,7 @@ fn every_text_names_the_snippet_as_env_snippet() {
 /// podman-hpc's module (`packaging/podman-hpc/desi-gpu-map.yaml`) carries
 /// into the container every variable that a mapped task may be given: the
 /// GPU lists of every vendor, CUDA's device order, MPS's three, and the
-/// plugin's own (`variables` in core/src/step/task.rs, `mps_variables`),
+/// plugin's own (`variables` in core/src/step/outcome.rs, `mps_variables`),
 /// each named here by its declaration in core/src/env.rs; and it names
 /// nothing that env.rs does not declare.
 #[test]

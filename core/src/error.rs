@@ -60,9 +60,14 @@ pub enum Error {
     /// A task that Slurm bound itself, where a mapping was expected.
     SlurmBound(String),
     /// The user's `DESI_GPU_MAP_METHOD`, which the plugin takes over its
-    /// site's default, is no request: the value, and why (the parser's
-    /// words, as exec and the task prolog say them).
-    MethodVariable { value: String, why: String },
+    /// site's default, is no request: the value, and why (as exec and
+    /// the task prolog say it).
+    MethodVariable { value: String, why: Box<Error> },
+    /// An `exec --method` value (or its variable's) that names no choice;
+    /// `valid` lists them.
+    BadMethod { value: String, valid: String },
+    /// An `exec --method` value whose words do not go together.
+    BadMethodCombination { value: String, why: &'static str },
 }
 
 /// How asking NVML in a child process failed, carried across the process
@@ -244,6 +249,18 @@ impl fmt::Display for Error {
             Error::MethodVariable { value, why } => {
                 write!(f, "{}={}: {why}", crate::env::METHOD, quote(value))
             }
+            Error::BadMethod { value, valid } => {
+                write!(
+                    f,
+                    "invalid --method {}; valid values: {valid}",
+                    quote(value)
+                )
+            }
+            Error::BadMethodCombination { value, why } => write!(
+                f,
+                "invalid --method {}: {why}; give a method with mps, as in contiguous,mps",
+                quote(value)
+            ),
         }
     }
 }

@@ -6,15 +6,16 @@ use crate::cpuset::CpuSet;
 use crate::env;
 use crate::error::Error;
 use crate::files::{Files, NoFiles};
+use crate::method::closest::NodeCpus;
 use crate::method::{Method, Visible};
 use crate::names::named;
 use crate::runtime::{Vendor, VendorSetting};
-use crate::settings::option::{Choice, Request};
-use crate::settings::site::{Config, NvmlSource};
+use crate::settings::config::{Config, NvmlSource};
+use crate::settings::option::{Choice, OptionRequest};
 use crate::slurm::gpus::join;
 use crate::step::{
-    assign_in, plan_step, Node, NodeCpus, NvmlAsk, StepFacts, StepMap, StepPlan, TaskCpus,
-    TaskInputs, Unmapped,
+    assign_in, plan_step, Node, NvmlAsk, StepFacts, StepMap, StepPlan, TaskCpus, TaskInputs,
+    Unmapped,
 };
 use crate::topology::Topology;
 use std::collections::HashMap;
@@ -364,7 +365,7 @@ pub fn preview_map(
         vendor: VendorSetting::Fixed(Vendor::Nvidia),
         ..Config::default()
     });
-    let request = Ok(Request::Use {
+    let request = Ok(OptionRequest::Use {
         choice: Some(Choice::Map(method)),
         verbose: false,
         mps: false,

@@ -92,15 +92,15 @@ pub fn lines_in_child(
     // The child has its own copy: without closing ours, no end of file.
     drop(writer);
     let read = read_answer(File::from(reader), deadline);
-    let reaped = end_child(pid, matches!(read, Answer::Ended(_)), deadline);
+    let reaped = end_child(pid, matches!(read, Heard::Ended(_)), deadline);
     match read {
-        Answer::Ended(bytes) if bytes.is_empty() => Err(wire::no_answer(&describe(reaped))),
-        Answer::Ended(bytes) => wire::decode(&bytes),
-        Answer::TimedOut => Err(Error::NvmlTimedOut {
+        Heard::Ended(bytes) if bytes.is_empty() => Err(wire::no_answer(&describe(reaped))),
+        Heard::Ended(bytes) => wire::decode(&bytes),
+        Heard::TimedOut => Err(Error::NvmlTimedOut {
             seconds: timeout.as_secs(),
         }),
-        Answer::TooLong => Err(wire::too_long()),
-        Answer::Broken(e) => Err(broken(format!(
+        Heard::TooLong => Err(wire::too_long()),
+        Heard::Broken(e) => Err(broken(format!(
             "cannot read the discovery process's answer: {e}"
         ))),
     }
@@ -120,7 +120,8 @@ fn answer(mut out: File, work: impl FnOnce() -> Result<Vec<String>, Error>) -> i
 
 // ------------------------------------------------------------ the parent
 
-enum Answer {
+/// What the parent heard from the child, by the deadline.
+enum Heard {
     /// The child closed the pipe (it exited): everything it wrote.
     Ended(Vec<u8>),
     TimedOut,
@@ -129,24 +130,24 @@ enum Answer {
 }
 
 /// Reads until end of file or the deadline, whichever comes first.
-fn read_answer(pipe: File, deadline: Instant) -> Answer {
+fn read_answer(pipe: File, deadline: Instant) -> Heard {
     let mut answer = Vec::new();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Answer::TimedOut;
+            return Heard::TimedOut;
         }
         let mut fds = [PollFd::new(&pipe, PollFlags::IN)];
         match poll(&mut fds, Some(&timespec(left))) {
             Ok(0) | Err(Errno::INTR) => continue,
             Ok(_) => {}
-            Err(e) => return Answer::Broken(e.into()),
+            Err(e) => return Heard::Broken(e.into()),
         }
         match drain(&pipe, &mut answer, MAX_ANSWER + 1) {
-            Ok(Pipe::Ended) => return Answer::Ended(answer),
-            Ok(Pipe::Open) if answer.len() > MAX_ANSWER => return Answer::TooLong,
+            Ok(Pipe::Ended) => return Heard::Ended(answer),
+            Ok(Pipe::Open) if answer.len() > MAX_ANSWER => return Heard::TooLong,
             Ok(Pipe::Open) => {}
-            Err(e) => return Answer::Broken(e),
+            Err(e) => return Heard::Broken(e),
         }
     }
 }

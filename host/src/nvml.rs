@@ -6,7 +6,7 @@
 
 use crate::deadline::lines_in_child;
 use desi_gpu_map_core::error::{Error, NvmlCause};
-use desi_gpu_map_core::settings::site::NvmlSource;
+use desi_gpu_map_core::settings::config::NvmlSource;
 use desi_gpu_map_core::step::NvmlAsk;
 use desi_gpu_map_core::text::quote;
 use desi_gpu_map_core::wire;

@@ -31,17 +31,18 @@ mod exports;
 mod logger;
 mod mps;
 mod node;
-mod task;
+mod task_init;
 
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::mps::Mps;
 use desi_gpu_map_core::names::Named;
 use desi_gpu_map_core::settings::client_args::Client;
+use desi_gpu_map_core::settings::config::Config;
 use desi_gpu_map_core::settings::option::{
-    check_help_source, option_form, parse_option, usage, Request, ENV_FORM, OPTION,
+    check_help_source, option_form, parse_option, usage, OptionRequest, ENV_FORM, OPTION,
 };
 use desi_gpu_map_core::settings::site::{
-    check_request, parse_args, request_from_variable, taken_from_variable, Config,
+    check_request, parse_args, request_from_variable, taken_from_variable,
 };
 use desi_gpu_map_core::step::StepPlan;
 use desi_gpu_map_core::Error;
@@ -77,7 +78,7 @@ pub(crate) struct DesiGpuMap {
     /// or why they are unusable.
     lines: Vec<Result<Config, Error>>,
     /// The user's option value (`None`: not given), or why it is unusable.
-    request: Option<Result<Request, Error>>,
+    request: Option<Result<OptionRequest, Error>>,
     /// The step's plan on this node, made once in `user_init`.
     plan: Option<StepPlan>,
     /// True when another copy of the plugin, loaded first from another
@@ -86,7 +87,7 @@ pub(crate) struct DesiGpuMap {
     /// The step's MPS daemon on this node, while it serves.
     daemon: Option<mps::Served>,
     /// What `user_init` found of container plugins, for each task.
-    beside: task::Beside,
+    beside: task_init::Beside,
     post_opt_calls: u32,
     user_init_calls: u32,
     task_init_privileged_calls: u32,
@@ -164,7 +165,7 @@ impl DesiGpuMap {
     fn request_from_variable(
         &self,
         spank: &SpankHandle,
-    ) -> Option<(Result<Request, Error>, String)> {
+    ) -> Option<(Result<OptionRequest, Error>, String)> {
         if self.request.is_some() {
             return None;
         }
@@ -305,7 +306,7 @@ unsafe impl Plugin for DesiGpuMap {
                 .map(|v| parse_option(&v))
                 .transpose();
             if is_client(spank) {
-                if let Ok(Some(Request::Help)) = request {
+                if let Ok(Some(OptionRequest::Help)) = request {
                     help(spank)?;
                 }
             }
@@ -347,7 +348,7 @@ unsafe impl Plugin for DesiGpuMap {
         }
         self.start_mps(spank, &mut plan);
         if let StepPlan::Map(_) = plan {
-            self.beside = task::Beside::found();
+            self.beside = task_init::Beside::found();
         }
         let took = started.elapsed().as_micros();
         log::debug!("user_init took {took} us ({})", plan.kind());
@@ -379,7 +380,7 @@ unsafe impl Plugin for DesiGpuMap {
         let cpu = thread_cpu();
         let kind = self.plan.as_ref().map_or("no plan", StepPlan::kind);
         if let Some(plan) = &self.plan {
-            task::apply(spank, plan, &self.beside);
+            task_init::apply(spank, plan, &self.beside);
         }
         log::debug!(
             "task_init took {} us ({kind}), thread cpu {} us",

@@ -4,8 +4,8 @@
 
 use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::mps::MpsFacts;
-use desi_gpu_map_core::settings::option::Request;
-use desi_gpu_map_core::settings::site::Config;
+use desi_gpu_map_core::settings::config::Config;
+use desi_gpu_map_core::settings::option::OptionRequest;
 use desi_gpu_map_core::step::{plan_step, Node, NvmlAsk, StepFacts, StepIdentity, StepPlan};
 use desi_gpu_map_core::Error;
 use desi_gpu_map_host::files::HostFiles;
@@ -35,7 +35,7 @@ pub fn option_value(spank: &SpankHandle, name: &str) -> Option<String> {
 pub fn plan(
     spank: &SpankHandle,
     config: Option<&Result<Config, Error>>,
-    request: Option<&Result<Request, Error>>,
+    request: Option<&Result<OptionRequest, Error>>,
 ) -> StepPlan {
     let facts = StepFacts {
         step: spank

@@ -14,11 +14,16 @@
 //!   ([`closest_own`]), see there.
 //! - Any step GPU whose local CPUs are unknown makes the whole step fall
 //!   back to `contiguous` ([`crate::topology::near_cpus`] says which and why).
+//! - A task's position by the rule ([`closest_position`]), with what the
+//!   node's tasks share read once ([`NodeCpus`]), and how it was matched
+//!   ([`Closeness`]).
 
 use crate::cpuset::CpuSet;
 use crate::error::Error;
 use crate::method::{position, Method};
+use crate::slurm::cpu_bind::bind_list_cpus;
 use crate::text::quote;
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -195,6 +200,145 @@ pub fn list_is_slurms(
         (Some(own), Some(parent), Some(entry)) => own.is_strictly_within(parent) && own == entry,
         _ => false,
     }
+}
+
+/// How a `closest` task was matched, for the `verbose` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Closeness {
+    /// The CPUs it was matched by; `None`: unknown (placed contiguously).
+    pub cpus: Option<CpuSet>,
+    /// `slurm` (every task's CPUs from SLURM_CPU_BIND_LIST, where Slurm
+    /// bound the task), `own` (its own mask only) or `none`.
+    pub from: &'static str,
+    /// Its GPU's local CPUs.
+    pub gpu_cpus: CpuSet,
+    /// Nearness told no GPU apart (for every task, where all are known):
+    /// the tasks were placed by the contiguous rule. Set only for local
+    /// task 0, which says so once per node.
+    pub alike: bool,
+}
+
+impl Closeness {
+    /// Whether the task's CPUs overlap its GPU's local CPUs.
+    pub fn matches(&self) -> bool {
+        self.cpus
+            .as_ref()
+            .is_some_and(|c| c.overlap(&self.gpu_cpus) > 0)
+    }
+}
+
+/// What `closest` reads alike in every task of a node: Slurm's list of
+/// every task's CPUs (`SLURM_CPU_BIND_TYPE`, `SLURM_CPU_BIND_LIST`, read
+/// once) and the position the rule gives each task (computed once, on first
+/// use, for one step's map). The plugin's task makes one for itself
+/// ([`crate::step::assign`]); `desi-gpu-map plan` makes one per node and
+/// hands it to [`crate::step::assign_in`] for each of the node's tasks, so that a preview reads each
+/// task's CPUs once, not once per task.
+pub struct NodeCpus<'a> {
+    bind_type: Option<&'a str>,
+    bind_list: Option<&'a str>,
+    local_count: usize,
+    listed: OnceCell<Option<Vec<CpuSet>>>,
+    /// `None`: one task asks, for itself ([`closest_of`]); `Some`: every
+    /// task's position, computed once ([`closest_all`]). The two agree.
+    picks: Option<OnceCell<Result<Vec<usize>, Error>>>,
+}
+
+impl<'a> NodeCpus<'a> {
+    /// The node's tasks' shared binding, for all of them: the bind type
+    /// and list every task finds in its environment, and their count.
+    pub fn new(bind_type: Option<&'a str>, bind_list: Option<&'a str>, local_count: usize) -> Self {
+        NodeCpus {
+            bind_type,
+            bind_list,
+            local_count,
+            listed: OnceCell::new(),
+            picks: Some(OnceCell::new()),
+        }
+    }
+
+    /// One task's own view of it, as the plugin's task has it in
+    /// `task_init`, asked once.
+    pub fn for_one(
+        bind_type: Option<&'a str>,
+        bind_list: Option<&'a str>,
+        local_count: usize,
+    ) -> Self {
+        NodeCpus {
+            picks: None,
+            ..NodeCpus::new(bind_type, bind_list, local_count)
+        }
+    }
+
+    /// Every task's CPUs from Slurm's list, if it is one.
+    fn listed(&self) -> Option<&[CpuSet]> {
+        self.listed
+            .get_or_init(|| bind_list_cpus(self.bind_type, self.bind_list, self.local_count))
+            .as_deref()
+    }
+
+    /// Task `local_id`'s position by the rule over `listed` (the list's
+    /// tasks) and the step's GPUs: alone, or from every task's, made once.
+    fn pick(&self, listed: &[CpuSet], near: &[CpuSet], local_id: usize) -> Result<usize, Error> {
+        let Some(picks) = &self.picks else {
+            return closest_of(listed, near, local_id);
+        };
+        match picks.get_or_init(|| closest_all(listed, near)) {
+            Ok(picks) => picks
+                .get(local_id)
+                .copied()
+                .ok_or(Error::LocalIdOutOfRange {
+                    local_id,
+                    local_count: listed.len(),
+                }),
+            Err(e) => Err(e.clone()),
+        }
+    }
+}
+
+/// A `closest` task's position: from every task's CPUs when Slurm lists
+/// them (the same answer in every task), else from its own mask, else
+/// contiguous. Task `local_id` of `local_count` has the CPU mask `own`,
+/// its slurmstepd `parent`, each where known; `node` is what its node's
+/// tasks share.
+pub fn closest_position(
+    near: &[CpuSet],
+    own: Option<&CpuSet>,
+    parent: Option<&CpuSet>,
+    (local_id, local_count): (usize, usize),
+    node: &NodeCpus,
+) -> Result<(usize, Closeness), Error> {
+    // The list counts only where Slurm bound this task to its entry (a
+    // list a user exported, or one in other CPU numbers, does not).
+    let all = node
+        .listed()
+        .filter(|all| list_is_slurms(all, own, parent, local_id));
+    // Only local task 0 says whether nearness told no GPU apart.
+    let first = local_id == 0;
+    let (at, mine, from, alike) = match (all, own) {
+        (Some(all), _) => {
+            let at = node.pick(all, near, local_id)?;
+            let alike = first && all.iter().all(|t| near_all_alike(Some(t), near));
+            (at, all.get(local_id).cloned(), "slurm", alike)
+        }
+        (None, Some(own)) => {
+            let at = closest_own(own, local_id, local_count, near)?;
+            let alike = first && near_all_alike(Some(own), near);
+            (at, Some(own.clone()), "own", alike)
+        }
+        (None, None) => {
+            let at = position(Method::Contiguous, local_id, local_count, near.len())?;
+            (at, None, "none", first && near_all_alike(None, near))
+        }
+    };
+    let gpu_cpus = near.get(at).cloned().unwrap_or_default();
+    let closeness = Closeness {
+        cpus: mine,
+        from,
+        gpu_cpus,
+        alike,
+    };
+    Ok((at, closeness))
 }
 
 #[cfg(test)]

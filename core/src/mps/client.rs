@@ -1,7 +1,7 @@
 //! What each task of a step under MPS gets: its share of its GPU, the
 //! variables written for it, those it loses, and what local task 0 says.
 
-use super::serving::{Inherited, Mps, MPS_NAMES};
+use super::serving::{InheritedMps, Mps, MPS_NAMES};
 use crate::env;
 use crate::method::{position, Method};
 
@@ -55,7 +55,7 @@ pub fn mps_variables(mps: &Mps, position: usize) -> Vec<(String, String)> {
 /// wherever the plugin's daemon on this host does not serve it, every one
 /// of the plugin's where they name another node's daemon, and a parent's
 /// share that the step's own daemon does not give.
-pub fn mps_unset(mps: &Mps, inherited: &Inherited, position: usize) -> Vec<String> {
+pub fn mps_unset(mps: &Mps, inherited: &InheritedMps, position: usize) -> Vec<String> {
     let flags = [env::MPS, env::MPS_HOST];
     let names: &[&str] = match mps {
         Mps::Serving(d) if d.shares.get(position).copied().flatten().is_none() => &[env::MPS_SHARE],

@@ -3,7 +3,7 @@
 use super::input::MpsNode;
 use super::no_mps::NoMps;
 use crate::env;
-use crate::settings::site::MpsSettings;
+use crate::settings::config::MpsSettings;
 use std::path::{Path, PathBuf};
 
 /// The control daemon: the site's, or the first in the standard places.

@@ -7,11 +7,11 @@ use super::daemon::Daemon;
 use super::dirs::{base_dir, check_base, check_socket, dir_name};
 use super::input::{MpsFacts, MpsInput, MpsNode};
 use super::no_mps::{NoMps, MAX_CLIENTS};
-use super::serving::{Inherited, Mps, MPS_NAMES};
+use super::serving::{InheritedMps, Mps, MPS_NAMES};
 use crate::env;
 use crate::files::hostname;
 use crate::runtime::Vendor;
-use crate::settings::site::{MpsMode, MpsShare};
+use crate::settings::config::{MpsMode, MpsShare};
 use crate::slurm::gpus::is_uuid;
 use crate::text::quote;
 use crate::topology::nvml_uuids;
@@ -21,7 +21,7 @@ use std::path::Path;
 /// task's only where its flag is set, and its daemon as this node's only
 /// where the host matches and the socket is there (a base such as a
 /// shared `TMPDIR` may show another node's).
-pub fn inherited(node: &MpsNode) -> Inherited {
+pub fn inherited(node: &MpsNode) -> InheritedMps {
     let pipe = (node.env)(env::MPS_PIPE);
     let ours = pipe.is_some() && (node.env)(env::MPS).is_some();
     let host = hostname(node.files);
@@ -35,7 +35,7 @@ pub fn inherited(node: &MpsNode) -> Inherited {
         .into_iter()
         .filter(|name| (node.env)(name).is_some())
         .collect();
-    Inherited {
+    InheritedMps {
         pipe,
         ours,
         here,
@@ -46,7 +46,7 @@ pub fn inherited(node: &MpsNode) -> Inherited {
 /// Decides MPS for a mapped step that `inherited` what it did. The node is
 /// asked for NVML's UUIDs only where MPS will run and Slurm's list names
 /// GPUs by index.
-pub fn decide(input: &MpsInput, inherited: &Inherited, node: &MpsNode) -> Mps {
+pub fn decide(input: &MpsInput, inherited: &InheritedMps, node: &MpsNode) -> Mps {
     let tasks = input.facts.map_or(0, |f| f.local_tasks);
     let mode = input.settings.mode;
     let auto = mode == MpsMode::Auto && tasks > input.gpus.len();
@@ -75,7 +75,13 @@ pub fn decide(input: &MpsInput, inherited: &Inherited, node: &MpsNode) -> Mps {
 }
 
 /// The daemon at `pipe` serves the step: its tasks' GPUs by UUID.
-fn theirs(input: &MpsInput, inherited: &Inherited, node: &MpsNode, pipe: &str, loud: bool) -> Mps {
+fn theirs(
+    input: &MpsInput,
+    inherited: &InheritedMps,
+    node: &MpsNode,
+    pipe: &str,
+    loud: bool,
+) -> Mps {
     let mut why = format!(
         "the MPS daemon at {}={} serves this step; no MPS daemon started",
         env::MPS_PIPE,
@@ -98,7 +104,7 @@ fn theirs(input: &MpsInput, inherited: &Inherited, node: &MpsNode, pipe: &str, l
 
 /// MPS where it is asked for (or `mps=auto` wants it): another's that
 /// serves already, else a daemon of the step's own; or why none.
-fn serve(input: &MpsInput, inherited: &Inherited, node: &MpsNode) -> Result<Mps, NoMps> {
+fn serve(input: &MpsInput, inherited: &InheritedMps, node: &MpsNode) -> Result<Mps, NoMps> {
     let facts = input.facts.ok_or(NoMps::NotSlurmstepd)?;
     if input.vendor != Vendor::Nvidia {
         return Err(NoMps::NotNvidia(input.vendor));
@@ -118,7 +124,7 @@ fn serve(input: &MpsInput, inherited: &Inherited, node: &MpsNode) -> Result<Mps,
 /// Another's MPS that serves the step already: Slurm's `gres/mps`, or the
 /// parent's daemon where it runs (a nested step on another node gets its
 /// own).
-fn served_already(input: &MpsInput, inherited: &Inherited, node: &MpsNode) -> Option<Mps> {
+fn served_already(input: &MpsInput, inherited: &InheritedMps, node: &MpsNode) -> Option<Mps> {
     // A nested step inherits its parent task's share: the plugin's, not
     // Slurm's or the user's.
     if let Some(share) = (node.env)(env::MPS_SHARE).filter(|_| !inherited.ours) {
@@ -146,7 +152,7 @@ fn served_already(input: &MpsInput, inherited: &Inherited, node: &MpsNode) -> Op
 fn daemon(
     input: &MpsInput,
     facts: &MpsFacts,
-    inherited: &Inherited,
+    inherited: &InheritedMps,
     node: &MpsNode,
 ) -> Result<Daemon, NoMps> {
     let per_gpu = tasks_per_gpu(input.method, input.gpus.len(), facts.local_tasks);

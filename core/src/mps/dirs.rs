@@ -6,7 +6,7 @@ use super::input::MpsNode;
 use super::no_mps::NoMps;
 use crate::env;
 use crate::files::Stat;
-use crate::settings::site::MpsSettings;
+use crate::settings::config::MpsSettings;
 use std::path::{Path, PathBuf};
 
 /// The longest path of a Unix socket (`sun_path` holds 108 bytes with its

@@ -5,7 +5,7 @@ use crate::error::Error;
 use crate::files::Files;
 use crate::method::Method;
 use crate::runtime::Vendor;
-use crate::settings::site::MpsSettings;
+use crate::settings::config::MpsSettings;
 use std::time::Duration;
 
 /// What the front end knows of the step's user and tasks on this node;

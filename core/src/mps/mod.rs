@@ -42,4 +42,4 @@ pub use decide::{decide, inherited};
 pub use dirs::{dir_name, named_daemon};
 pub use input::{MpsFacts, MpsInput, MpsNode};
 pub use no_mps::{NoMps, MAX_CLIENTS};
-pub use serving::{Inherited, Mps};
+pub use serving::{InheritedMps, Mps};

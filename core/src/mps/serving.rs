@@ -49,7 +49,7 @@ impl Mps {
 
 /// The MPS variables a step found in its environment.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Inherited {
+pub struct InheritedMps {
     /// A daemon's pipe directory (`CUDA_MPS_PIPE_DIRECTORY`).
     pub pipe: Option<String>,
     /// The pipe is the plugin's, from a parent task (its flag is set).

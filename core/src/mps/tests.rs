@@ -6,8 +6,9 @@ use crate::env;
 use crate::error::NvmlFailure;
 use crate::files::Stat;
 use crate::method::Method;
-use crate::settings::option::{Choice, Request};
-use crate::settings::site::{parse_args, Config};
+use crate::settings::config::Config;
+use crate::settings::option::{Choice, OptionRequest};
+use crate::settings::site::parse_args;
 use crate::step::testing::*;
 use crate::step::{plan_step, task_outcome, StepFacts, StepPlan};
 use std::path::{Path, PathBuf};
@@ -52,7 +53,7 @@ fn plan_mps_files(
     let mut all = vec!["mps_control=/opt/nv/nvidia-cuda-mps-control"];
     all.extend_from_slice(args);
     let config = Ok(parse_args(&all).unwrap());
-    let request = Ok(Request::Use {
+    let request = Ok(OptionRequest::Use {
         choice: Some(Choice::Map(Method::Contiguous)),
         verbose: false,
         mps: asked,
@@ -218,7 +219,7 @@ fn each_reason_to_run_without_mps_is_one_line() {
     );
 }
 
-fn parse_option_mps() -> Request {
+fn parse_option_mps() -> OptionRequest {
     crate::settings::option::parse_option("contiguous,mps").unwrap()
 }
 

@@ -8,8 +8,9 @@
 use super::*;
 use crate::method::visible_list;
 use crate::method::Method;
-use crate::settings::option::{Choice, Request};
-use crate::settings::site::{parse_args, Config};
+use crate::settings::config::Config;
+use crate::settings::option::{Choice, OptionRequest};
+use crate::settings::site::parse_args;
 use crate::slurm::gpus::join;
 use crate::step::testing::DiskFiles;
 use crate::step::testing::FakeNode;
@@ -210,7 +211,7 @@ fn plan_of(vendor: Vendor, config: &Config, env: &HashMap<String, String>) -> St
         vendor: VendorSetting::Fixed(vendor),
         ..config.clone()
     });
-    let request = Ok(Request::Use {
+    let request = Ok(OptionRequest::Use {
         choice: Some(Choice::Map(Method::RoundRobin)),
         verbose: true,
         mps: false,

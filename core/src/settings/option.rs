@@ -102,7 +102,7 @@ fn modifier_prefix(modifier: Modifier) -> String {
 
 /// What the user asked for with `--desi-gpu-map`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Request {
+pub enum OptionRequest {
     /// Print the usage and exit 0.
     Help,
     /// `choice` is `None` for modifiers alone: the site default.
@@ -131,7 +131,7 @@ pub fn valid_values() -> String {
 /// Parses one option value, as typed by the user or read from the
 /// environment form of the option: a method (or `none` or `help`) and
 /// modifiers, comma-separated, in any order, each at most once.
-pub fn parse_option(value: &str) -> Result<Request, Error> {
+pub fn parse_option(value: &str) -> Result<OptionRequest, Error> {
     let (mut choice, mut help, mut modifiers) = (None, false, Vec::new());
     for word in value.split(',') {
         if let Ok(modifier) = word.parse::<Modifier>() {
@@ -151,7 +151,7 @@ pub fn parse_option(value: &str) -> Result<Request, Error> {
     let mps = modifiers.contains(&Modifier::Mps);
     if help {
         return match mps {
-            false => Ok(Request::Help),
+            false => Ok(OptionRequest::Help),
             true => Err(bad_combination(
                 value,
                 "help prints the usage and runs nothing",
@@ -164,7 +164,7 @@ pub fn parse_option(value: &str) -> Result<Request, Error> {
             "none maps no task, and MPS needs mapped tasks",
         ));
     }
-    Ok(Request::Use {
+    Ok(OptionRequest::Use {
         choice,
         verbose: modifiers.contains(&Modifier::Verbose),
         mps,
@@ -198,7 +198,7 @@ pub fn check_help_source(
     args: &[String],
     client: Client,
 ) -> Result<(), Error> {
-    let from_env = env_form.is_some_and(|v| parse_option(v) == Ok(Request::Help));
+    let from_env = env_form.is_some_and(|v| parse_option(v) == Ok(OptionRequest::Help));
     if from_env && !typed_option(args, client) {
         return Err(help_from_environment());
     }
@@ -270,18 +270,17 @@ See {PLUGIN}(8) and `desi-gpu-map plan --help`.
 
 /// `--method`'s value: the words `--desi-gpu-map` takes, refused as the
 /// plugin refuses them; `help` names nothing to run.
-pub fn exec_request(value: &str) -> Result<Request, String> {
+pub fn exec_request(value: &str) -> Result<OptionRequest, Error> {
     match parse_option(value) {
-        Ok(Request::Help) | Err(Error::BadOption { .. }) => Err(format!(
-            "invalid --method {}; valid values: {}",
-            crate::text::quote(value),
-            valid_values().replace(", help;", ";")
-        )),
-        Err(Error::BadCombination { why, .. }) => Err(format!(
-            "invalid --method {}: {why}; give a method with mps, as in contiguous,mps",
-            crate::text::quote(value)
-        )),
-        Err(e) => Err(e.to_string()),
+        Ok(OptionRequest::Help) | Err(Error::BadOption { .. }) => Err(Error::BadMethod {
+            value: value.to_string(),
+            valid: valid_values().replace(", help;", ";"),
+        }),
+        Err(Error::BadCombination { why, .. }) => Err(Error::BadMethodCombination {
+            value: value.to_string(),
+            why,
+        }),
+        Err(e) => Err(e),
         Ok(request) => Ok(request),
     }
 }
@@ -291,12 +290,28 @@ mod tests {
     use super::*;
     use crate::method::method_names;
 
-    fn use_(choice: Choice, verbose: bool) -> Request {
-        Request::Use {
+    fn use_(choice: Choice, verbose: bool) -> OptionRequest {
+        OptionRequest::Use {
             choice: Some(choice),
             verbose,
             mps: false,
         }
+    }
+
+    #[test]
+    fn exec_refuses_in_its_own_words() {
+        assert_eq!(
+            exec_request("help").unwrap_err().to_string(),
+            format!(
+                "invalid --method \"help\"; valid values: {}",
+                valid_values().replace(", help;", ";")
+            )
+        );
+        assert_eq!(
+            exec_request("none,mps").unwrap_err().to_string(),
+            "invalid --method \"none,mps\": none maps no task, and MPS needs mapped tasks; give \
+             a method with mps, as in contiguous,mps"
+        );
     }
 
     #[test]
@@ -313,11 +328,11 @@ mod tests {
         assert_eq!(parse_option("verbose,contiguous"), Ok(use_(c, true)));
         assert_eq!(parse_option("verbose,round-robin"), Ok(use_(r, true)));
         assert_eq!(parse_option("verbose,none"), Ok(use_(Choice::Off, true)));
-        assert_eq!(parse_option("help"), Ok(Request::Help));
-        assert_eq!(parse_option("verbose,help"), Ok(Request::Help));
+        assert_eq!(parse_option("help"), Ok(OptionRequest::Help));
+        assert_eq!(parse_option("verbose,help"), Ok(OptionRequest::Help));
         assert_eq!(
             parse_option("verbose"),
-            Ok(Request::Use {
+            Ok(OptionRequest::Use {
                 choice: None,
                 verbose: true,
                 mps: false
@@ -359,7 +374,7 @@ mod tests {
     fn modifiers_stand_anywhere_once_and_mps_needs_a_method() {
         let c = Some(Choice::Map(Method::Contiguous));
         let req = |choice, verbose, mps| {
-            Ok(Request::Use {
+            Ok(OptionRequest::Use {
                 choice,
                 verbose,
                 mps,

@@ -1,157 +1,20 @@
 //! The site's plugstack arguments: `key=value` words after the plugin path
-//! on its `plugstack.conf` line.
+//! on its `plugstack.conf` line, read into the plugin's [`Config`].
 
+use super::config::{
+    Config, MpsMode, MpsShare, NvmlSource, Untracked, DEFAULT_FLAG, DEFAULT_NVML_TIMEOUT_S,
+    NVML_TIMEOUT_RANGE_S,
+};
 use crate::env::FlagClash;
 use crate::error::{ArgProblem, Error};
 use crate::method::Visible;
-use crate::names::{named, names, Named};
+use crate::names::{names, Named};
 use crate::runtime::VendorSetting;
-use crate::settings::option::{exec_request, Choice, Request};
+use crate::settings::option::{exec_request, Choice, OptionRequest};
 use crate::text::{one_of, quote};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
-
-/// Where NVML comes from, for steps in which Slurm names no GPU list.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NvmlSource {
-    /// `libnvidia-ml.so.1` from the loader's search path.
-    Auto,
-    /// Never load NVML.
-    Off,
-    /// This library file (an absolute path: from plugstack.conf for the
-    /// plugin, from the user for `desi-gpu-map exec`, which runs as the user).
-    Path(PathBuf),
-}
-
-/// What to do where Slurm tracks no GPUs for a step (no GPU GRES).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Untracked {
-    /// Such a step has no GPUs: it is left alone.
-    Ignore,
-    /// Every GPU NVML finds belongs to the step: right only on sites
-    /// without GPU GRES whose GPU jobs hold their nodes whole.
-    WholeNode,
-}
-
-named!(Untracked {
-    Ignore => "ignore",
-    WholeNode => "whole-node",
-});
-
-/// When a step's tasks run under CUDA MPS (`mps=`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MpsMode {
-    /// Never: the `mps` modifier is refused before allocation.
-    Off,
-    /// When the user asks (`--desi-gpu-map=METHOD,mps`).
-    Allow,
-    /// Also wherever a node's tasks outnumber the step's GPUs there.
-    Auto,
-}
-
-named!(MpsMode {
-    Off => "off",
-    Allow => "allow",
-    Auto => "auto",
-});
-
-/// How much of its GPU each MPS client may use (`mps_share=`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MpsShare {
-    /// `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` = floor(100 / tasks on its GPU).
-    Even,
-    /// No limit set: MPS's own default.
-    None,
-}
-
-named!(MpsShare {
-    Even => "even",
-    None => "none",
-});
-
-/// The site configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    pub default: Choice,
-    pub flag: String,
-    pub visible: Visible,
-    pub nvml: NvmlSource,
-    pub untracked: Untracked,
-    /// How long NVML discovery may take before the step stands aside.
-    pub nvml_timeout: Duration,
-    /// Whose runtime reads the GPU lists on the node (see `vendor`).
-    pub vendor: VendorSetting,
-    pub verbose: bool,
-    /// Where `closest` reads the kernel's GPU files (`proc/driver/nvidia`,
-    /// `sys/bus/pci`): `/`, or a fake tree in tests. Only plugstack.conf
-    /// sets it for the plugin, so no user can point the plugin at files of
-    /// their own (exec's hidden `--kernel-root` misleads only the user's
-    /// own task).
-    pub kernel_root: std::path::PathBuf,
-    /// CUDA MPS: the `mps`, `mps_share`, `mps_dir` and `mps_control` keys.
-    pub mps: MpsSettings,
-}
-
-/// The site's CUDA MPS keys.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MpsSettings {
-    /// When tasks run under MPS (`mps=`).
-    pub mode: MpsMode,
-    /// Each client's share of its GPU (`mps_share=`).
-    pub share: MpsShare,
-    /// Where each step's private MPS directory is made (`mps_dir=`);
-    /// `None`: the step's `TMPDIR`, else `/tmp`.
-    pub dir: Option<PathBuf>,
-    /// The MPS control daemon (`mps_control=`); `None`: found in
-    /// [`crate::env::MPS_CONTROL_DIRS`].
-    pub control: Option<PathBuf>,
-    /// What names the control daemon, in messages: the site's key, or
-    /// exec's option and variable.
-    pub control_named_by: String,
-}
-
-/// The site's key that names the MPS control daemon, as messages say it.
-pub const SITE_CONTROL_KEY: &str = "the site's mps_control=";
-
-impl Default for MpsSettings {
-    fn default() -> Self {
-        MpsSettings {
-            mode: MpsMode::Allow,
-            share: MpsShare::None,
-            dir: None,
-            control: None,
-            control_named_by: SITE_CONTROL_KEY.to_string(),
-        }
-    }
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            default: Choice::Off,
-            flag: DEFAULT_FLAG.to_string(),
-            visible: Visible::Single,
-            nvml: NvmlSource::Auto,
-            untracked: Untracked::Ignore,
-            nvml_timeout: Duration::from_secs(DEFAULT_NVML_TIMEOUT_S),
-            vendor: VendorSetting::Auto,
-            verbose: false,
-            kernel_root: std::path::PathBuf::from("/"),
-            mps: MpsSettings::default(),
-        }
-    }
-}
-
-pub use crate::env::DEFAULT_FLAG;
-
-/// NVML discovery's deadline, in whole seconds: the default and the range.
-/// A job cancelled while discovery waits stays COMPLETING until the
-/// deadline (slurmstepd is inside `user_init`), so the range ends at Slurm's
-/// default `KillWait` (30 s): no longer than a task ignoring SIGTERM holds
-/// a cancelled job anyway.
-pub const DEFAULT_NVML_TIMEOUT_S: u64 = 10;
-pub const NVML_TIMEOUT_RANGE_S: std::ops::RangeInclusive<u64> = 1..=30;
 
 /// One plugstack argument, declared once: messages, the man page and the
 /// packaging's texts (`packaging/README.md`'s table among them) are checked
@@ -380,22 +243,6 @@ fn named<T: Named + FromStr>(key: &'static str, value: &str) -> Result<T, ArgPro
         .map_err(|_| bad_value(key, value, one_of(&names::<T>())))
 }
 
-impl NvmlSource {
-    /// The accepted forms, for messages.
-    pub const FORMS: &'static str = "auto, off, /ABSOLUTE/PATH";
-}
-
-/// As it is written in plugstack.conf (and `FromStr` reads it back).
-impl std::fmt::Display for NvmlSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NvmlSource::Auto => f.write_str("auto"),
-            NvmlSource::Off => f.write_str("off"),
-            NvmlSource::Path(path) => write!(f, "{}", path.display()),
-        }
-    }
-}
-
 impl FromStr for NvmlSource {
     type Err = ArgProblem;
 
@@ -464,8 +311,8 @@ fn parse_flag(value: &str) -> Result<String, ArgProblem> {
 /// Refuses, before anything is allocated, what this site does not allow:
 /// `mps` where plugstack.conf says `mps=off`, and `mps` beside a site
 /// default of `none`.
-pub fn check_request(request: &Request, config: &Config) -> Result<(), Error> {
-    let Request::Use {
+pub fn check_request(request: &OptionRequest, config: &Config) -> Result<(), Error> {
+    let OptionRequest::Use {
         choice, mps: true, ..
     } = request
     else {
@@ -490,14 +337,14 @@ pub fn check_request(request: &Request, config: &Config) -> Result<(), Error> {
 pub fn request_from_variable(
     variable: Option<&str>,
     config: &Config,
-) -> Option<Result<Request, Error>> {
+) -> Option<Result<OptionRequest, Error>> {
     if config.default == Choice::Off {
         return None;
     }
     let value = variable?;
     Some(exec_request(value).map_err(|why| Error::MethodVariable {
         value: value.to_string(),
-        why,
+        why: Box::new(why),
     }))
 }
 
@@ -527,7 +374,7 @@ mod tests {
         let rr = Choice::Map(Method::RoundRobin);
         assert_eq!(
             request_from_variable(Some("roundrobin,mps,verbose"), &site),
-            Some(Ok(Request::Use {
+            Some(Ok(OptionRequest::Use {
                 choice: Some(rr),
                 verbose: true,
                 mps: true
@@ -536,7 +383,7 @@ mod tests {
         // The user's none wins over the site's method too.
         assert_eq!(
             request_from_variable(Some("none"), &site),
-            Some(Ok(Request::Use {
+            Some(Ok(OptionRequest::Use {
                 choice: Some(Choice::Off),
                 verbose: false,
                 mps: false

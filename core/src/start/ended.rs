@@ -4,7 +4,7 @@
 use super::facts::in_step;
 use crate::env;
 use crate::mps::{named_daemon, Daemon};
-use crate::settings::site::MpsSettings;
+use crate::settings::config::MpsSettings;
 use crate::step::{parse_step_id, step_tag, Node};
 
 /// The daemon whose keeper the epilog of a task of an srun step tells

@@ -2,13 +2,13 @@
 //! the user asked it for ([`Asked`]), and what the task's environment says
 //! of its step.
 
+use super::why::{NoMethod, NotPassed};
 use crate::env;
 use crate::launch::Ancestry;
 use crate::method::Method;
-use crate::settings::option::{exec_request, Choice, Request};
-use crate::settings::site::Config;
+use crate::settings::config::Config;
+use crate::settings::option::{exec_request, Choice, OptionRequest};
 use crate::step::{parse_step_id, special_step_name, Node};
-use crate::text::quote;
 
 /// What the user asked the front end for: the method, and the modifiers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,22 +25,24 @@ impl Asked {
     /// `contiguous`; verbose where the request or the front end's own flag
     /// (`verbose`) says so. `help` names no method to map with.
     pub fn read(
-        option: Option<Request>,
+        option: Option<OptionRequest>,
         variable: Option<&str>,
         verbose: bool,
-    ) -> Result<Asked, String> {
+    ) -> Result<Asked, NoMethod> {
         let request = match (option, variable) {
             (Some(request), _) => request,
-            (None, Some(value)) => exec_request(value)
-                .map_err(|e| format!("{}={}: {e}; give --method", env::METHOD, quote(value)))?,
-            (None, None) => Request::Use {
+            (None, Some(value)) => exec_request(value).map_err(|why| NoMethod::BadVariable {
+                value: value.to_string(),
+                why: Box::new(why),
+            })?,
+            (None, None) => OptionRequest::Use {
                 choice: None,
                 verbose: false,
                 mps: false,
             },
         };
         match request {
-            Request::Use {
+            OptionRequest::Use {
                 choice,
                 verbose: said,
                 mps,
@@ -49,7 +51,7 @@ impl Asked {
                 verbose: said || verbose,
                 mps,
             }),
-            Request::Help => Err("help names no method to map with; give --method".to_string()),
+            OptionRequest::Help => Err(NoMethod::Help),
         }
     }
 }
@@ -88,7 +90,7 @@ pub(super) fn in_step(node: &dyn Node) -> bool {
 /// does, whatever the script exported): it is mapped with their defaults,
 /// which its batch script may have asked otherwise. Said by the node's
 /// first task; `None` where any of them arrived, or the environment did.
-pub fn not_passed(node: &dyn Node) -> Option<String> {
+pub fn not_passed(node: &dyn Node) -> Option<NotPassed> {
     let ours = std::iter::once(env::METHOD).chain(env::MIRRORS);
     if node.env(env::PATH).is_some() || ours.into_iter().any(|name| node.env(name).is_some()) {
         return None;
@@ -96,18 +98,7 @@ pub fn not_passed(node: &dyn Node) -> Option<String> {
     if node.env(env::LOCAL_ID)?.trim() != "0" {
         return None;
     }
-    let export = match node.env(env::EXPORT_ENV) {
-        Some(value) => format!("{}={}", env::EXPORT_ENV, quote(&value)),
-        None => "srun --export=NONE".to_string(),
-    };
-    Some(format!(
-        "srun passed this task only Slurm's own variables ({export}, no {}), none of {} \
-         and exec's other variables: it is mapped with their defaults (contiguous, without \
-         mps); pass them with srun --export=ALL (in a batch script: export {}=ALL), or by \
-         value, as in srun --export=NONE,{}=roundrobin",
-        env::PATH,
-        env::METHOD,
-        env::EXPORT_ENV,
-        env::METHOD
-    ))
+    Some(NotPassed {
+        export: node.env(env::EXPORT_ENV),
+    })
 }

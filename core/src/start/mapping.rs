@@ -1,6 +1,7 @@
 //! What a mapped task gets ([`Mapping`]): its ids, its step's plan, the
 //! daemon it joins, the CPUs it reads, and what is said.
 
+use super::why::UnreadableIds;
 use crate::cpuset::CpuSet;
 use crate::mps::{Daemon, Mps};
 use crate::step::{
@@ -23,7 +24,7 @@ pub struct TaskIds {
 pub struct Mapping {
     pub plan: StepPlan,
     /// The task's ids, or why they cannot be read.
-    pub ids: Result<TaskIds, String>,
+    pub ids: Result<TaskIds, UnreadableIds>,
     /// The node's name, for the lines the task says.
     pub node: String,
     /// `CUDA_VISIBLE_DEVICES` and `SLURMD_TRES_BIND` as the task has them.
@@ -81,7 +82,7 @@ impl Mapping {
     pub fn outcome(&self, own: Option<CpuSet>, stepd: Option<CpuSet>) -> TaskOutcome {
         let ids = match &self.ids {
             Ok(ids) => ids,
-            Err(why) => return unreadable_task(&self.plan, &self.node, why),
+            Err(why) => return unreadable_task(&self.plan, &self.node, &why.to_string()),
         };
         let task = TaskInputs {
             node: &self.node,

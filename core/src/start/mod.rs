@@ -3,32 +3,38 @@
 //! task prolog (`SLURM_SCRIPT_CONTEXT=prolog_task`), which sees the task's
 //! environment, ancestors and CPUs the same way. The front end gathers
 //! [`TaskFacts`] and its [`Node`], calls [`decide`], and carries out the
-//! one answer it gets ([`Answer`]): refuse, run the program unchanged, or
+//! one verdict it gets ([`Verdict`]): refuse, run the program unchanged, or
 //! carry out the task's share of its step's plan ([`Mapping`]). Every rule
 //! of which is here; the front end decides nothing.
 //!
 //! - `facts`: what the front end gathers, and what the user asked;
 //! - `mapping`: what a mapped task gets ([`Mapping`]);
-//! - `answer`: the one answer, and what is said first;
-//! - `task`: the task's ids and node, and its step's plan;
+//! - `verdict`: the one verdict, and what is said first;
+//! - `share`: the task's ids and node, and its step's plan;
 //! - `ended`: a task that has ended: the keeper its task epilog tells;
 //! - `place`: where the task runs (a launcher's rank, a task of an srun
 //!   step, or neither), which step it is, and whether it is mapped already;
+//! - `why`: why a task is refused, runs unchanged, or gets less than it
+//!   asked for, each reason worded once;
 //! - `tests`: (tests only) each rule, on the step's fakes.
 
-mod answer;
 mod ended;
 mod facts;
 mod mapping;
 mod place;
-mod task;
+mod share;
 #[cfg(test)]
 mod tests;
+mod verdict;
+mod why;
 
-pub use answer::{Answer, Start};
 pub use ended::keeper_to_tell;
 pub use facts::{not_passed, Asked, TaskFacts};
 pub use mapping::{Mapping, TaskIds};
+pub use verdict::{Start, Verdict};
+pub use why::{
+    BadStepId, NoMethod, NotPassed, OuterLaunch, UnreadableIds, WhyRefused, WhyUnchanged,
+};
 
 use crate::launch::{launched, Launched};
 use crate::step::Node;
@@ -45,22 +51,16 @@ pub fn decide(facts: &TaskFacts, node: &dyn Node) -> Start {
         Ok(Launched::Slurm { ignored }) => (None, ignored),
         Err(why) => {
             return Start {
-                notes: Vec::new(),
-                answer: Answer::Refuse(format!("{why}; nothing was run")),
+                outer: None,
+                verdict: Verdict::Refuse(WhyRefused::Unplaced(why)),
             }
         }
     };
-    let notes = match (facts.asked.verbose, ignored.is_empty()) {
-        (true, false) => vec![format!(
-            "{} came in through srun from an outer launch, not from a launcher of this task: \
-             ignored",
-            ignored.join(", ")
-        )],
-        _ => Vec::new(),
-    };
-    let answer = match launch {
+    let outer =
+        (facts.asked.verbose && !ignored.is_empty()).then_some(OuterLaunch { names: ignored });
+    let verdict = match launch {
         Some(launch) => place::for_launch(facts, node, &launch),
         None => place::for_slurm(facts, node),
     };
-    Start { notes, answer }
+    Start { outer, verdict }
 }

@@ -3,29 +3,26 @@
 //! any step, no job at all); which step it is ([`StepIdentity`]); and
 //! whether that very step is mapped already.
 
-use super::answer::{unchanged, Answer};
 use super::facts::{in_step, TaskFacts};
 use super::mapping::TaskIds;
-use super::task::{mapping, task_ids};
+use super::share::{mapping, task_ids};
+use super::verdict::{unchanged, Verdict};
+use super::why::{BadStepId, WhyRefused, WhyUnchanged};
 use crate::env;
 use crate::launch::Launch;
 use crate::step::{parse_step_id, special_step_name, step_tag, Given, Node, StepIdentity};
-use crate::text::quote;
 
 /// A launcher's rank: its launch is its identity (no step of Slurm's),
 /// its variables its place, and its GPUs what it was given.
-pub(super) fn for_launch(facts: &TaskFacts, node: &dyn Node, launch: &Launch) -> Answer {
+pub(super) fn for_launch(facts: &TaskFacts, node: &dyn Node, launch: &Launch) -> Verdict {
     if facts.asked.mps {
-        return Answer::Refuse(format!(
-            "mps is for srun's tasks, and these are {}'s ranks: start the MPS daemon around \
-             the launch, or launch with srun; nothing was run",
-            launch.launcher.title
-        ));
+        return Verdict::Refuse(WhyRefused::MpsUnderLauncher {
+            launcher: launch.launcher.title,
+        });
     }
     let tag = launch.tag(&|name| node.env(name), facts.ancestor_pid);
     if mapped_already(node, tag.as_deref()) {
-        let why = "this launch is mapped already (by an earlier exec)";
-        return unchanged(why.to_string(), facts);
+        return unchanged(WhyUnchanged::LaunchMapped, facts);
     }
     let step = StepIdentity::Launch {
         tag,
@@ -42,9 +39,9 @@ pub(super) fn for_launch(facts: &TaskFacts, node: &dyn Node, launch: &Launch) ->
 /// A process no launcher placed: a task of an srun step is mapped as the
 /// plugin would; elsewhere it runs unchanged, or outside any job nothing
 /// runs (unless allowed).
-pub(super) fn for_slurm(facts: &TaskFacts, node: &dyn Node) -> Answer {
+pub(super) fn for_slurm(facts: &TaskFacts, node: &dyn Node) -> Verdict {
     match outside_step(node, facts.allow_outside) {
-        Err(why) => return Answer::Refuse(why),
+        Err(why) => return Verdict::Refuse(why),
         Ok(Some(why)) => return unchanged(why, facts),
         Ok(None) => {}
     }
@@ -54,8 +51,7 @@ pub(super) fn for_slurm(facts: &TaskFacts, node: &dyn Node) -> Answer {
         .and(step_id(node).ok())
         .and_then(|id| step_tag(node, id));
     if mapped_already(node, this.as_deref()) {
-        let why = "this step is mapped already (by the plugin)";
-        return unchanged(why.to_string(), facts);
+        return unchanged(WhyUnchanged::StepMapped, facts);
     }
     // Outside any step (allowed), the step's id reads as 0, as before.
     let step = step_id(node).map(StepIdentity::Slurm);
@@ -68,16 +64,13 @@ pub(super) fn for_slurm(facts: &TaskFacts, node: &dyn Node) -> Answer {
 /// allocation's shell: only srun steps get `SLURM_STEP_ID`). `None`: a
 /// task of a step, or `allow_outside`. Outside any Slurm job, nothing may
 /// run.
-pub(super) fn outside_step(node: &dyn Node, allow_outside: bool) -> Result<Option<String>, String> {
+pub(super) fn outside_step(
+    node: &dyn Node,
+    allow_outside: bool,
+) -> Result<Option<WhyUnchanged>, WhyRefused> {
     if let Some(value) = node.env(env::STEP_ID) {
         let special = parse_step_id(&value).and_then(special_step_name);
-        return Ok(special.map(|name| {
-            format!(
-                "this is {name} ({}={}), which is never mapped",
-                env::STEP_ID,
-                value.trim()
-            )
-        }));
+        return Ok(special.map(|name| WhyUnchanged::NeverMapped { name, value }));
     }
     if allow_outside {
         return Ok(None);
@@ -86,18 +79,8 @@ pub(super) fn outside_step(node: &dyn Node, allow_outside: bool) -> Result<Optio
         .into_iter()
         .find_map(|name| node.env(name).map(|value| (name, value)));
     match job {
-        Some((name, value)) => Ok(Some(format!(
-            "not in an srun step ({name}={} is set, {} is not: a batch script or an \
-             allocation's shell), so nothing is mapped",
-            quote(&value),
-            env::STEP_ID
-        ))),
-        None => Err(format!(
-            "not inside a Slurm job (neither {} nor {} is set), so nothing was run; start it \
-             with srun, or give --allow-outside-slurm to test",
-            env::STEP_ID,
-            env::JOB_ID
-        )),
+        Some((var, value)) => Ok(Some(WhyUnchanged::OutsideStep { var, value })),
+        None => Err(WhyRefused::OutsideJob),
     }
 }
 
@@ -110,10 +93,9 @@ fn mapped_already(node: &dyn Node, this: Option<&str>) -> bool {
 }
 
 /// This step's id (0 outside a step, where that is allowed).
-fn step_id(node: &dyn Node) -> Result<u32, String> {
+fn step_id(node: &dyn Node) -> Result<u32, BadStepId> {
     let value = node.env(env::STEP_ID).unwrap_or_else(|| "0".to_string());
-    parse_step_id(&value)
-        .ok_or_else(|| format!("{}={} is not a step id", env::STEP_ID, quote(&value)))
+    parse_step_id(&value).ok_or(BadStepId { value })
 }
 
 /// What a launcher's rank was given: in an srun step (its daemon's,
@@ -126,7 +108,7 @@ fn given(node: &dyn Node) -> Option<Given> {
         .any(|name| node.env(name).is_some());
     match (in_step(node), in_job) {
         (true, _) => None,
-        (false, true) => Some(Given::Inherited),
-        (false, false) => Some(Given::InheritedOrNode),
+        (false, true) => Some(Given::InJob),
+        (false, false) => Some(Given::OutsideJob),
     }
 }

@@ -1,12 +1,12 @@
 //! Each rule of a task about to start, on the step's fakes
-//! (`crate::step::testing`): the answer a front end gets, and what the
+//! (`crate::step::testing`): the verdict a front end gets, and what the
 //! task then gets.
 
 use super::*;
 use crate::launch::Ancestry;
 use crate::method::Method;
-use crate::settings::option::{Choice, Request};
-use crate::settings::site::Config;
+use crate::settings::config::Config;
+use crate::settings::option::{Choice, OptionRequest};
 use crate::step::testing::{get, FakeNode, SLURM_4};
 use crate::step::{Aside, StepPlan};
 
@@ -55,27 +55,27 @@ fn decide_in(pairs: &[&[(&str, &str)]], facts: &TaskFacts) -> Start {
     decide(facts, &node)
 }
 
-fn answer_in(pairs: &[&[(&str, &str)]], facts: &TaskFacts) -> Answer {
-    decide_in(pairs, facts).answer
+fn verdict_in(pairs: &[&[(&str, &str)]], facts: &TaskFacts) -> Verdict {
+    decide_in(pairs, facts).verdict
 }
 
-fn mapping(answer: Answer) -> Mapping {
-    match answer {
-        Answer::Map(mapping) => *mapping,
+fn mapping(verdict: Verdict) -> Mapping {
+    match verdict {
+        Verdict::Map(mapping) => *mapping,
         other => panic!("expected a mapping, got {other:?}"),
     }
 }
 
-fn refusal(answer: Answer) -> String {
-    match answer {
-        Answer::Refuse(why) => why,
+fn refusal(verdict: Verdict) -> WhyRefused {
+    match verdict {
+        Verdict::Refuse(why) => why,
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
 
-fn unchanged_why(answer: Answer) -> (String, bool) {
-    match answer {
-        Answer::Unchanged { why, said } => (why, said),
+fn unchanged_why(verdict: Verdict) -> (WhyUnchanged, bool) {
+    match verdict {
+        Verdict::Unchanged { why, said } => (why, said),
         other => panic!("expected to run unchanged, got {other:?}"),
     }
 }
@@ -83,18 +83,17 @@ fn unchanged_why(answer: Answer) -> (String, bool) {
 #[test]
 fn outside_any_job_nothing_runs_unless_allowed() {
     assert_eq!(
-        refusal(answer_in(&[], &facts(false, false))),
-        "not inside a Slurm job (neither SLURM_STEP_ID nor SLURM_JOB_ID is set), so nothing \
-         was run; start it with srun, or give --allow-outside-slurm to test"
+        refusal(verdict_in(&[], &facts(false, false))),
+        WhyRefused::OutsideJob
     );
     // Allowed: planned as step 0, on this host's name; no ids to read.
     let allowed = TaskFacts {
         allow_outside: true,
         ..facts(true, false)
     };
-    let m = mapping(answer_in(&[], &allowed));
+    let m = mapping(verdict_in(&[], &allowed));
     assert_eq!(m.node, "n1");
-    assert_eq!(m.ids, Err("SLURM_LOCALID is not set".to_string()));
+    assert_eq!(m.ids, Err(UnreadableIds::NotSet("SLURM_LOCALID")));
     assert!(matches!(m.plan, StepPlan::Unmapped(_)));
     assert_eq!(
         m.outcome(None, None).say,
@@ -115,10 +114,13 @@ fn the_batch_interactive_and_extern_steps_run_unchanged() {
     ] {
         let step = [("SLURM_JOB_ID", "7"), ("SLURM_STEP_ID", id)];
         for verbose in [false, true] {
-            let (why, said) = unchanged_why(answer_in(&[&step, &SLURM_4], &facts(verbose, false)));
+            let (why, said) = unchanged_why(verdict_in(&[&step, &SLURM_4], &facts(verbose, false)));
             assert_eq!(
                 why,
-                format!("this is {name} (SLURM_STEP_ID={id}), which is never mapped")
+                WhyUnchanged::NeverMapped {
+                    name,
+                    value: id.to_string()
+                }
             );
             assert_eq!(said, verbose);
         }
@@ -128,13 +130,13 @@ fn the_batch_interactive_and_extern_steps_run_unchanged() {
 #[test]
 fn a_job_outside_any_step_runs_unchanged() {
     for var in ["SLURM_JOB_ID", "SLURM_JOBID"] {
-        let (why, said) = unchanged_why(answer_in(&[&[(var, "7")]], &facts(false, false)));
+        let (why, said) = unchanged_why(verdict_in(&[&[(var, "7")]], &facts(false, false)));
         assert_eq!(
             why,
-            format!(
-                "not in an srun step ({var}=\"7\" is set, SLURM_STEP_ID is not: a batch script \
-                 or an allocation's shell), so nothing is mapped"
-            )
+            WhyUnchanged::OutsideStep {
+                var,
+                value: "7".to_string()
+            }
         );
         assert!(!said);
     }
@@ -143,14 +145,14 @@ fn a_job_outside_any_step_runs_unchanged() {
 #[test]
 fn a_step_the_plugin_mapped_runs_unchanged_and_an_outer_steps_record_counts_for_nothing() {
     let mine = [("DESI_GPU_MAP_STEP", "7.3")];
-    let (why, said) = unchanged_why(answer_in(
+    let (why, said) = unchanged_why(verdict_in(
         &[&TASK_1_OF_4, &SLURM_4, &mine],
         &facts(true, false),
     ));
-    assert_eq!(why, "this step is mapped already (by the plugin)");
+    assert_eq!(why, WhyUnchanged::StepMapped);
     assert!(said);
     let outer = [("DESI_GPU_MAP_STEP", "7.2")];
-    let m = mapping(answer_in(
+    let m = mapping(verdict_in(
         &[&TASK_1_OF_4, &SLURM_4, &outer],
         &facts(false, false),
     ));
@@ -161,7 +163,7 @@ fn a_step_the_plugin_mapped_runs_unchanged_and_an_outer_steps_record_counts_for_
 
 #[test]
 fn a_task_of_an_srun_step_is_mapped_and_records_its_step() {
-    let m = mapping(answer_in(&[&TASK_1_OF_4, &SLURM_4], &facts(false, false)));
+    let m = mapping(verdict_in(&[&TASK_1_OF_4, &SLURM_4], &facts(false, false)));
     assert_eq!(
         m.ids,
         Ok(TaskIds {
@@ -189,11 +191,11 @@ fn slurms_own_per_task_binding_stands_aside_before_any_plan() {
         "Slurm binds GPUs per task (SLURMD_TRES_BIND=\"gres/gpu:per_task:1\")".to_string(),
     ));
     for mps in [false, true] {
-        let m = mapping(answer_in(
+        let m = mapping(verdict_in(
             &[&TASK_1_OF_4, &SLURM_4, &bound],
             &facts(false, mps),
         ));
-        let flag = crate::settings::site::DEFAULT_FLAG;
+        let flag = crate::settings::config::DEFAULT_FLAG;
         assert_eq!(m.plan, StepPlan::slurm_binds(flag, why.clone(), mps));
         // Routine, said under verbose only; with MPS asked it is news.
         assert_eq!(m.said(vec!["line".to_string()]).is_empty(), !mps);
@@ -202,26 +204,40 @@ fn slurms_own_per_task_binding_stands_aside_before_any_plan() {
 
 #[test]
 fn a_task_whose_ids_cannot_be_read_runs_unmapped_and_says_why() {
-    let cases: [(&str, Option<&str>, &str); 4] = [
-        ("SLURM_LOCALID", None, "SLURM_LOCALID is not set"),
+    let cases: [(&str, Option<&str>, UnreadableIds); 4] = [
+        (
+            "SLURM_LOCALID",
+            None,
+            UnreadableIds::NotSet("SLURM_LOCALID"),
+        ),
         (
             "SLURM_NODEID",
             Some("x"),
-            "SLURM_NODEID=\"x\" is not a number",
+            UnreadableIds::NotANumber {
+                name: "SLURM_NODEID",
+                value: "x".to_string(),
+            },
         ),
         (
             "SLURM_NODEID",
             Some("1"),
-            "SLURM_STEP_TASKS_PER_NODE=\"4\" gives no task count for node 1",
+            UnreadableIds::NoTaskCount {
+                counts: "4".to_string(),
+                node_id: 1,
+            },
         ),
-        ("SLURM_PROCID", Some("4294967296"), "rank too large"),
+        (
+            "SLURM_PROCID",
+            Some("4294967296"),
+            UnreadableIds::RankTooLarge,
+        ),
     ];
     for (var, value, want) in cases {
         let mut pairs: Vec<(&str, &str)> = [&TASK_1_OF_4[..], &SLURM_4].concat();
         pairs.retain(|(name, _)| *name != var);
         pairs.extend(value.map(|v| (var, v)));
-        let m = mapping(answer_in(&[&pairs], &facts(false, false)));
-        assert_eq!(m.ids, Err(want.to_string()), "{var}");
+        let m = mapping(verdict_in(&[&pairs], &facts(false, false)));
+        assert_eq!(m.ids, Err(want.clone()), "{var}");
         assert!(!m.needs_own_cpus());
         let out = m.outcome(None, None);
         assert!(out.set.is_empty());
@@ -243,7 +259,7 @@ fn a_launchers_rank_is_its_launch_not_a_step_of_slurms() {
         ("SLURM_CPU_BIND_TYPE", "mask_cpu:"),
         ("SLURM_CPU_BIND_LIST", "0x1"),
     ];
-    let m = mapping(answer_in(
+    let m = mapping(verdict_in(
         &[&OMPI_1_OF_2, &job, &bind],
         &facts(false, false),
     ));
@@ -277,19 +293,19 @@ fn a_launchers_rank_is_its_launch_not_a_step_of_slurms() {
         ancestor_pid: &proxy,
         ..facts(false, false)
     };
-    let m = mapping(answer_in(&[&mpich, &job], &by_proxy));
+    let m = mapping(verdict_in(&[&mpich, &job], &by_proxy));
     let out = m.outcome(None, None);
     assert_eq!(
         get(&out, "DESI_GPU_MAP_STEP"),
         Some("mpich:hydra_pmi_proxy.41")
     );
     // No tag: nothing recorded (no made-up step of Slurm's either).
-    let m = mapping(answer_in(&[&mpich, &job], &facts(false, false)));
+    let m = mapping(verdict_in(&[&mpich, &job], &facts(false, false)));
     assert_eq!(get(&m.outcome(None, None), "DESI_GPU_MAP_STEP"), None);
     // In an srun step (its daemon's): that step's list as Slurm set it,
     // and still the launch's record.
     let step = [("SLURM_JOB_ID", "7"), ("SLURM_STEP_ID", "0")];
-    let m = mapping(answer_in(
+    let m = mapping(verdict_in(
         &[&OMPI_1_OF_2, &step, &SLURM_4],
         &facts(false, false),
     ));
@@ -301,7 +317,7 @@ fn a_launchers_rank_is_its_launch_not_a_step_of_slurms() {
     );
     // In the batch step itself: mapped all the same, never untouched.
     let batch = [("SLURM_JOB_ID", "7"), ("SLURM_STEP_ID", "4294967291")];
-    let m = mapping(answer_in(
+    let m = mapping(verdict_in(
         &[&OMPI_1_OF_2, &batch, &job[1..]],
         &facts(false, false),
     ));
@@ -311,27 +327,30 @@ fn a_launchers_rank_is_its_launch_not_a_step_of_slurms() {
 #[test]
 fn a_launch_mapped_by_an_earlier_exec_runs_unchanged() {
     let mine = [("DESI_GPU_MAP_STEP", "openmpi:prterun-n1-42@1")];
-    let (why, said) = unchanged_why(answer_in(&[&OMPI_1_OF_2, &mine], &facts(false, false)));
-    assert_eq!(why, "this launch is mapped already (by an earlier exec)");
+    let (why, said) = unchanged_why(verdict_in(&[&OMPI_1_OF_2, &mine], &facts(false, false)));
+    assert_eq!(why, WhyUnchanged::LaunchMapped);
     assert!(!said);
     // Another launch's record (an outer one) counts for nothing.
     let outer = [
         ("DESI_GPU_MAP_STEP", "openmpi:prterun-n1-41@1"),
         ("CUDA_VISIBLE_DEVICES", "0,1"),
     ];
-    mapping(answer_in(&[&OMPI_1_OF_2, &outer], &facts(false, false)));
+    mapping(verdict_in(&[&OMPI_1_OF_2, &outer], &facts(false, false)));
 }
 
 #[test]
 fn mps_under_a_launcher_and_unplaceable_ranks_are_refused() {
     assert_eq!(
-        refusal(answer_in(&[&OMPI_1_OF_2], &facts(false, true))),
-        "mps is for srun's tasks, and these are Open MPI (mpirun, prterun)'s ranks: start the \
-         MPS daemon around the launch, or launch with srun; nothing was run"
+        refusal(verdict_in(&[&OMPI_1_OF_2], &facts(false, true))),
+        WhyRefused::MpsUnderLauncher {
+            launcher: "Open MPI (mpirun, prterun)"
+        }
     );
     let half = [("MPI_LOCALRANKID", "1")];
+    let why = refusal(verdict_in(&[&half], &facts(false, false)));
+    assert!(matches!(why, WhyRefused::Unplaced(_)), "{why:?}");
     assert_eq!(
-        refusal(answer_in(&[&half], &facts(false, false))),
+        why.to_string(),
         "MPI_LOCALRANKID=\"1\" is set but MPI_LOCALNRANKS is not: mpich's variables are half \
          set, so this rank's place on the node is unknown; nothing was run"
     );
@@ -348,27 +367,26 @@ fn an_outer_launchs_variables_are_noted_under_verbose_only() {
     };
     let start = decide_in(&[&OMPI_1_OF_2, &TASK_1_OF_4, &SLURM_4], &through_srun);
     assert_eq!(
-        start.notes,
-        [
-            "OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE came in through srun from an \
-          outer launch, not from a launcher of this task: ignored"
-        ]
+        start.outer,
+        Some(OuterLaunch {
+            names: vec!["OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"]
+        })
     );
-    let m = mapping(start.answer);
+    let m = mapping(start.verdict);
     assert_eq!(m.ids.map(|ids| ids.local_count), Ok(4));
     let quiet = TaskFacts {
         ancestry: through_srun.ancestry.clone(),
         ..facts(false, false)
     };
     let start = decide_in(&[&OMPI_1_OF_2, &TASK_1_OF_4, &SLURM_4], &quiet);
-    assert!(start.notes.is_empty());
+    assert!(start.outer.is_none());
 }
 
 #[test]
 fn a_routine_stand_aside_is_said_under_verbose_only_and_news_always() {
     // No GPUs here: routine.
     for verbose in [false, true] {
-        let m = mapping(answer_in(&[&TASK_1_OF_4], &facts(verbose, false)));
+        let m = mapping(verdict_in(&[&TASK_1_OF_4], &facts(verbose, false)));
         assert_eq!(m.said(vec!["line".to_string()]).is_empty(), !verbose);
     }
     // A list no task may be given: news.
@@ -377,7 +395,7 @@ fn a_routine_stand_aside_is_said_under_verbose_only_and_news_always() {
         ("SLURM_STEP_GPUS", "0,0"),
         ("SLURM_GPUS_ON_NODE", "2"),
     ];
-    let m = mapping(answer_in(&[&TASK_1_OF_4, &bad], &facts(false, false)));
+    let m = mapping(verdict_in(&[&TASK_1_OF_4, &bad], &facts(false, false)));
     assert!(matches!(m.plan, StepPlan::Unmapped(_)), "{:?}", m.plan);
     assert!(!m.said(vec!["line".to_string()]).is_empty());
 }
@@ -392,7 +410,7 @@ fn a_closest_task_asks_for_its_cpus_and_slurmstepds_but_a_rank_only_its_own() {
         },
         ..facts(false, false)
     };
-    let m = mapping(answer_in(&[&TASK_1_OF_4, &SLURM_4], &closest));
+    let m = mapping(verdict_in(&[&TASK_1_OF_4, &SLURM_4], &closest));
     // The fake node's GPUs are not located: nothing to read.
     assert!(!m.needs_own_cpus() && !m.needs_stepd_cpus());
     let mut located = m.clone();
@@ -408,7 +426,7 @@ fn a_closest_task_asks_for_its_cpus_and_slurmstepds_but_a_rank_only_its_own() {
 
 #[test]
 fn the_option_wins_over_the_variable_and_contiguous_over_nothing() {
-    let roundrobin = Request::Use {
+    let roundrobin = OptionRequest::Use {
         choice: Some(Choice::Map(Method::RoundRobin)),
         verbose: false,
         mps: false,
@@ -439,14 +457,23 @@ fn the_option_wins_over_the_variable_and_contiguous_over_nothing() {
         })
     );
     let bad = asked(None, Some("x"), false).unwrap_err();
+    let NoMethod::BadVariable { value, why } = &bad else {
+        panic!("{bad:?}")
+    };
+    assert_eq!(value, "x");
+    assert!(
+        matches!(**why, crate::error::Error::BadMethod { .. }),
+        "{why:?}"
+    );
+    let bad = bad.to_string();
     assert!(
         bad.starts_with("DESI_GPU_MAP_METHOD=\"x\": invalid --method \"x\"; valid values: ")
             && bad.ends_with("; give --method"),
         "{bad}"
     );
     assert_eq!(
-        asked(Some(Request::Help), None, false),
-        Err("help names no method to map with; give --method".to_string())
+        asked(Some(OptionRequest::Help), None, false),
+        Err(NoMethod::Help)
     );
 }
 
@@ -458,6 +485,13 @@ fn a_task_given_only_slurms_variables_is_told_what_did_not_arrive_once_per_node(
     };
     // FakeNode answers the last of a name given twice: local task 0.
     let said = not_passed(&node(&[])).expect("said");
+    assert_eq!(
+        said,
+        NotPassed {
+            export: Some("NONE".to_string())
+        }
+    );
+    let said = said.to_string();
     for part in [
         "SLURM_EXPORT_ENV=\"NONE\"",
         "no PATH",

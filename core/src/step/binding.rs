@@ -73,8 +73,8 @@ pub(super) fn slurm_bound_task(map: &StepMap, task: &TaskInputs) -> Option<Strin
 
 #[cfg(test)]
 mod tests {
-    use crate::settings::option::{Choice, Request};
-    use crate::settings::site::Config;
+    use crate::settings::config::Config;
+    use crate::settings::option::{Choice, OptionRequest};
     use crate::step::testing::*;
     use crate::step::*;
 
@@ -111,7 +111,7 @@ mod tests {
     fn mps_asked_where_slurm_binds_is_said_not_dropped() {
         let mut pairs = SLURM_4.to_vec();
         pairs.push(("SLURM_GPUS_PER_TASK", "1"));
-        let request = Request::Use {
+        let request = OptionRequest::Use {
             choice: Some(Choice::Map(crate::method::Method::Contiguous)),
             verbose: false,
             mps: true,
@@ -168,9 +168,9 @@ mod tests {
         // Flags=no_gpu_env, whole node: NVML lists the GPUs and the user's
         // stale list (from the GPU session they submitted from) survives
         // into every task. It is overwritten, and Slurm is not blamed.
-        let config = crate::settings::site::Config {
+        let config = crate::settings::config::Config {
             verbose: true,
-            ..crate::settings::site::Config::default()
+            ..crate::settings::config::Config::default()
         };
         let c = crate::settings::option::Choice::Map(crate::method::Method::Contiguous);
         for stale in ["5,6", "0,0", "0"] {

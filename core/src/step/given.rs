@@ -13,18 +13,18 @@ use crate::env;
 use crate::error::Error;
 use crate::method::Method;
 use crate::runtime::{kernel_gpus, Vendor};
-use crate::settings::site::{Config, NvmlSource};
+use crate::settings::config::{Config, NvmlSource};
 use crate::slurm::gpus::{check_list, parse_gpu_list};
 
 /// What a process outside any srun step was given, as its launch's
 /// identity records it ([`super::StepIdentity::Launch`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Given {
-    /// The list it inherited, else none: it runs inside a Slurm job
-    /// (a batch script, or a launcher's daemon that is no srun task).
-    Inherited,
-    /// The list it inherited, else every GPU of the node: no Slurm job.
-    InheritedOrNode,
+    /// Inside a Slurm job (a batch script, or a launcher's daemon that is
+    /// no srun task): the list it inherited, else none.
+    InJob,
+    /// In no Slurm job: the list it inherited, else every GPU of the node.
+    OutsideJob,
 }
 
 /// The lists a process may inherit, for `vendor`: its runtime's own list
@@ -65,8 +65,8 @@ pub(super) fn from_given(
                 listed: Listed::Inherited { var, value, cuda },
             })
         }
-        (None, Given::Inherited) => Err(Missing::NoGpus(WhyNoList::NothingGiven { node: None })),
-        (None, Given::InheritedOrNode) => whole_node(config, node, method, vendor, placed),
+        (None, Given::InJob) => Err(Missing::NoGpus(WhyNoList::NothingGiven { node: None })),
+        (None, Given::OutsideJob) => whole_node(config, node, method, vendor, placed),
     }
 }
 
@@ -157,7 +157,7 @@ mod tests {
         for (cuda, second) in [("4,5,6,7", "5"), ("GPU-a,GPU-b", "GPU-b")] {
             let (p, calls) = launched(
                 &[("CUDA_VISIBLE_DEVICES", cuda)],
-                Given::InheritedOrNode,
+                Given::OutsideJob,
                 &config,
                 Ok(uuids(2)),
             );
@@ -173,7 +173,7 @@ mod tests {
         // Six ranks on four GPUs.
         let (p, _) = launched(
             &[("CUDA_VISIBLE_DEVICES", "4,5,6,7")],
-            Given::Inherited,
+            Given::InJob,
             &config,
             Ok(vec![]),
         );
@@ -192,7 +192,7 @@ mod tests {
         let config = Config::default();
         let (p, _) = launched(
             &[("CUDA_VISIBLE_DEVICES", "")],
-            Given::InheritedOrNode,
+            Given::OutsideJob,
             &config,
             Ok(uuids(2)),
         );
@@ -204,7 +204,7 @@ mod tests {
         );
         let (p, _) = launched(
             &[("CUDA_VISIBLE_DEVICES", "1,1")],
-            Given::InheritedOrNode,
+            Given::OutsideJob,
             &config,
             Ok(uuids(2)),
         );
@@ -213,7 +213,7 @@ mod tests {
             "CUDA_VISIBLE_DEVICES, the GPU list this process inherited, is unusable: GPU list \
              \"1,1\" names \"1\" twice; tasks left unchanged"
         );
-        let (p, calls) = launched(&[], Given::Inherited, &config, Ok(uuids(2)));
+        let (p, calls) = launched(&[], Given::InJob, &config, Ok(uuids(2)));
         assert_eq!(calls, 0);
         let why = aside(p);
         assert!(why.is_routine());
@@ -227,7 +227,7 @@ mod tests {
     #[test]
     fn with_no_list_and_no_job_every_gpu_of_the_node() {
         let config = Config::default();
-        let (p, calls) = launched(&[], Given::InheritedOrNode, &config, Ok(uuids(3)));
+        let (p, calls) = launched(&[], Given::OutsideJob, &config, Ok(uuids(3)));
         let map = mapped(p);
         assert_eq!((map.gpus.clone(), calls), (uuids(3), 1));
         assert_eq!(map.listed.source(), "nvml");
@@ -240,12 +240,7 @@ mod tests {
             node.files.texts.insert(path.into(), info);
         }
         let request = Some(asking(Choice::Map(Method::RoundRobin)));
-        let map = mapped(plan_as(
-            &node,
-            rank_given(Given::InheritedOrNode),
-            &off,
-            request,
-        ));
+        let map = mapped(plan_as(&node, rank_given(Given::OutsideJob), &off, request));
         assert_eq!(map.gpus, ["GPU-a", "GPU-b"]);
         assert_eq!((map.listed.source(), node.calls.get()), ("kernel", 0));
         // Neither lists any: nothing to map, said with verbose only.
@@ -253,7 +248,7 @@ mod tests {
             kind: crate::error::NvmlFailure::Init,
             why: "NVML: no library".into(),
         };
-        let (p, _) = launched(&[], Given::InheritedOrNode, &Config::default(), Err(none));
+        let (p, _) = launched(&[], Given::OutsideJob, &Config::default(), Err(none));
         let why = aside(p);
         assert!(why.is_routine());
         assert!(

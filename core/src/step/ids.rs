@@ -115,10 +115,10 @@ mod tests {
         assert_eq!(StepIdentity::Slurm(3).given(), None);
         let launch = StepIdentity::Launch {
             tag: Some("pals:77".to_string()),
-            given: Some(Given::Inherited),
+            given: Some(Given::InJob),
         };
         assert_eq!(launch.record(&node).as_deref(), Some("pals:77"));
-        assert_eq!(launch.given(), Some(Given::Inherited));
+        assert_eq!(launch.given(), Some(Given::InJob));
         assert!(!launch.is_special());
         let untagged = StepIdentity::Launch {
             tag: None,

@@ -8,7 +8,7 @@ use crate::error::Error;
 use crate::method::closest::Fallback;
 use crate::method::Method;
 use crate::runtime::Vendor;
-use crate::settings::site::{Config, NvmlSource};
+use crate::settings::config::{Config, NvmlSource};
 use crate::topology::{from_kernel, from_nvml_lines, near_cpus, place_uuids, Topology};
 
 /// The node's GPU UUIDs through NVML, for a step mapped with `method`. A

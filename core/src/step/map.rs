@@ -5,7 +5,7 @@ use super::source::Listed;
 use crate::cpuset::CpuSet;
 use crate::method::closest::Fallback;
 use crate::method::{Method, Visible};
-use crate::mps::{Daemon, Inherited, Mps, NoMps};
+use crate::mps::{Daemon, InheritedMps, Mps, NoMps};
 use crate::runtime::Rendering;
 
 /// A step whose tasks get mapped.
@@ -34,7 +34,7 @@ pub struct StepMap {
     pub mps: Mps,
     /// The MPS variables the step inherited (from a parent task, the site
     /// or the user), which decide what its tasks keep.
-    pub mps_inherited: Inherited,
+    pub mps_inherited: InheritedMps,
 }
 
 impl StepMap {

@@ -21,7 +21,11 @@
 //! - `aside`: why a step stands aside ([`Aside`]), and what its tasks lose;
 //! - `map`: a mapped step's record ([`StepMap`]);
 //! - `inputs`: one task as a front end knows it ([`TaskInputs`]);
-//! - `task`: what each task gets, and the variables written for it
+//! - `assign`: where each task sits in the step's lists ([`Assignment`]),
+//!   `closest`'s position coming from its rule
+//!   ([`crate::method::closest::closest_position`]);
+//! - `lines`: what a task says (its `verbose` report, why it stands aside);
+//! - `outcome`: what each task gets, and the variables written for it
 //!   (through [`crate::runtime`], which writes the lists for the node's
 //!   vendor).
 //!
@@ -33,36 +37,37 @@
 //! This file is the folder's face: its modules, and what they export.
 
 mod aside;
+mod assign;
 mod binding;
 mod container;
 mod decision;
 mod given;
 mod ids;
 mod inputs;
+mod lines;
 mod locate;
 mod map;
 mod node;
+mod outcome;
 mod plan;
 mod resolve;
 mod source;
-mod task;
 #[cfg(test)]
 pub(crate) mod testing;
 
 pub use aside::{Aside, Unmapped};
+pub use assign::{assign, assign_in, Assignment};
 pub use binding::slurm_bound_here;
 pub use container::{container_plugin_after, Container};
 pub use decision::StepPlan;
 pub use given::Given;
 pub use ids::{is_special_step, parse_step_id, special_step_name, step_tag, StepIdentity};
 pub use inputs::{TaskCpus, TaskInputs};
+pub use lines::aside_line;
 pub use locate::locate;
 pub use map::{GpuCpus, StepMap};
 pub use node::{Node, NvmlAsk};
+pub use outcome::{carry_out, map_task, task_outcome, unreadable_task, variables, TaskOutcome};
 pub use plan::{plan_step, StepFacts};
 pub use resolve::{resolve, Resolved};
 pub use source::{Listed, NotSlurms, WhyNoList};
-pub use task::{
-    aside_line, assign, assign_in, carry_out, map_task, task_outcome, unreadable_task, variables,
-    Assignment, Closeness, NodeCpus, TaskOutcome,
-};

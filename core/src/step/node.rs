@@ -5,7 +5,7 @@
 
 use crate::error::Error;
 use crate::files::Files;
-use crate::settings::site::Config;
+use crate::settings::config::Config;
 use crate::topology::Topology;
 
 /// What NVML is asked.

@@ -15,10 +15,10 @@ use super::source::{from_nvml, from_slurm, other_lists, Listed, Missing, StepGpu
 use crate::env;
 use crate::error::Error;
 use crate::method::Method;
-use crate::mps::{Inherited, Mps, MpsFacts, MpsInput, MpsNode};
+use crate::mps::{InheritedMps, Mps, MpsFacts, MpsInput, MpsNode};
 use crate::runtime::{choose, Rendering, StepLists, Unbindable, Vendor};
-use crate::settings::option::{Choice, Request};
-use crate::settings::site::{Config, NvmlSource};
+use crate::settings::config::{Config, NvmlSource};
+use crate::settings::option::{Choice, OptionRequest};
 use crate::text::quote;
 use crate::topology::{nvml_uuids, resolve_tokens};
 use std::path::Path;
@@ -32,7 +32,7 @@ pub struct StepFacts<'a> {
     /// `None`: `init` never ran.
     pub config: Option<&'a Result<Config, Error>>,
     /// `None`: the user gave no option.
-    pub request: Option<&'a Result<Request, Error>>,
+    pub request: Option<&'a Result<OptionRequest, Error>>,
     /// The step's user and task count on this node, for MPS; `None`: the
     /// front end starts no daemons.
     pub mps: Option<MpsFacts>,
@@ -45,7 +45,7 @@ pub struct StepFacts<'a> {
 /// list (once, with a `closest` step's places in the same load), the
 /// vendor and the kernel's files only for a step that gets mapped.
 pub fn plan_step(facts: &StepFacts, node: &dyn Node) -> StepPlan {
-    let default_flag = crate::settings::site::DEFAULT_FLAG;
+    let default_flag = crate::settings::config::DEFAULT_FLAG;
     let step = match &facts.step {
         Ok(step) => step,
         Err(e) => return StepPlan::aside(default_flag, Aside::UnreadableStepId(e.clone())),
@@ -270,7 +270,7 @@ fn plan_mps(
     config: &Config,
     node: &dyn Node,
     facts: Option<MpsFacts>,
-) -> (Mps, Inherited) {
+) -> (Mps, InheritedMps) {
     let input = MpsInput {
         asked: want.mps,
         settings: &config.mps,

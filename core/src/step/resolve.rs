@@ -1,7 +1,7 @@
 //! What a step is asked for: the user's option over the site's default.
 
-use crate::settings::option::{Choice, Request};
-use crate::settings::site::Config;
+use crate::settings::config::Config;
+use crate::settings::option::{Choice, OptionRequest};
 
 /// What the user and the site together ask of a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,9 +16,9 @@ pub struct Resolved {
 }
 
 /// The method and verbosity for a step: the user's option over the site's.
-pub fn resolve(request: Option<Request>, config: &Config) -> Resolved {
+pub fn resolve(request: Option<OptionRequest>, config: &Config) -> Resolved {
     let (choice, verbose, asked, mps) = match request {
-        Some(Request::Use {
+        Some(OptionRequest::Use {
             choice: Some(choice),
             verbose,
             mps,
@@ -28,13 +28,13 @@ pub fn resolve(request: Option<Request>, config: &Config) -> Resolved {
             choice != Choice::Off,
             mps,
         ),
-        Some(Request::Use {
+        Some(OptionRequest::Use {
             choice: None,
             verbose,
             mps,
         }) => (config.default, verbose || config.verbose, true, mps),
         // Help never reaches a node: srun, sbatch and salloc exit on it.
-        Some(Request::Help) | None => (config.default, config.verbose, false, false),
+        Some(OptionRequest::Help) | None => (config.default, config.verbose, false, false),
     };
     Resolved {
         choice,
@@ -56,13 +56,13 @@ mod tests {
         let config = parse_args(&["default=roundrobin"]).unwrap();
         let rr = Choice::Map(Method::RoundRobin);
         let c = Choice::Map(Method::Contiguous);
-        let got = |request: Option<Request>| {
+        let got = |request: Option<OptionRequest>| {
             let r = resolve(request, &config);
             (r.choice, r.verbose, r.asked)
         };
         assert_eq!(got(None), (rr, false, false));
         assert_eq!(got(Some(asking(Choice::Off))), (Choice::Off, false, false));
-        let verbose = |choice| Request::Use {
+        let verbose = |choice| OptionRequest::Use {
             choice,
             verbose: true,
             mps: false,

@@ -4,7 +4,7 @@
 
 use crate::env;
 use crate::error::Error;
-use crate::settings::site::{Config, NvmlSource, Untracked};
+use crate::settings::config::{Config, NvmlSource, Untracked};
 use crate::slurm::gpus::{check_list, is_uuid, parse_gpu_list};
 use crate::text::quote;
 use std::fmt;
@@ -506,8 +506,9 @@ mod tests {
     use super::*;
     use crate::error::NvmlFailure;
     use crate::method::Method;
+    use crate::settings::config::{Config, NvmlSource};
     use crate::settings::option::Choice;
-    use crate::settings::site::{parse_args, Config, NvmlSource};
+    use crate::settings::site::parse_args;
     use crate::step::testing::*;
     use crate::step::*;
 

@@ -9,8 +9,8 @@ use super::{
 use crate::error::Error;
 use crate::files::{Files, Stat};
 use crate::method::Method;
-use crate::settings::option::{Choice, Request};
-use crate::settings::site::Config;
+use crate::settings::config::Config;
+use crate::settings::option::{Choice, OptionRequest};
 use crate::topology::Topology;
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -154,8 +154,8 @@ pub(crate) fn env_of(pairs: &[(&str, &str)]) -> HashMap<String, String> {
 }
 
 /// The user's option giving `choice`.
-pub(crate) fn asking(choice: Choice) -> Request {
-    Request::Use {
+pub(crate) fn asking(choice: Choice) -> OptionRequest {
+    OptionRequest::Use {
         choice: Some(choice),
         verbose: false,
         mps: false,
@@ -166,7 +166,7 @@ pub(crate) fn asking(choice: Choice) -> Request {
 /// called.
 pub(crate) fn plan_req(
     config: &Config,
-    request: Option<Request>,
+    request: Option<OptionRequest>,
     pairs: &[(&str, &str)],
     nvml: Result<Vec<String>, Error>,
 ) -> (StepPlan, usize) {
@@ -176,7 +176,7 @@ pub(crate) fn plan_req(
 pub(crate) fn plan_step_id(
     step_id: u32,
     config: &Config,
-    request: Option<Request>,
+    request: Option<OptionRequest>,
     pairs: &[(&str, &str)],
     nvml: Result<Vec<String>, Error>,
 ) -> (StepPlan, usize) {
@@ -190,7 +190,7 @@ pub(crate) fn plan_on(
     node: &FakeNode,
     step_id: u32,
     config: &Config,
-    request: Option<Request>,
+    request: Option<OptionRequest>,
 ) -> StepPlan {
     plan_as(node, StepIdentity::Slurm(step_id), config, request)
 }
@@ -200,7 +200,7 @@ pub(crate) fn plan_as(
     node: &FakeNode,
     step: StepIdentity,
     config: &Config,
-    request: Option<Request>,
+    request: Option<OptionRequest>,
 ) -> StepPlan {
     let config = Ok(config.clone());
     let request = request.map(Ok);

@@ -2,13 +2,14 @@
 //! once the front end has joined any MPS daemon the plan starts
 //! ([`Mapping`]).
 
-use super::answer::Answer;
 use super::facts::{in_step, TaskFacts};
 use super::mapping::{Mapping, TaskIds};
+use super::verdict::Verdict;
+use super::why::{BadStepId, UnreadableIds};
 use crate::env;
 use crate::files::hostname;
 use crate::mps::MpsFacts;
-use crate::settings::option::Request;
+use crate::settings::option::OptionRequest;
 use crate::slurm::tasks::local_count;
 use crate::step::{plan_step, slurm_bound_here, Node, StepFacts, StepIdentity, StepPlan};
 
@@ -17,10 +18,10 @@ use crate::step::{plan_step, slurm_bound_here, Node, StepFacts, StepIdentity, St
 pub(super) fn mapping(
     facts: &TaskFacts,
     node: &dyn Node,
-    step: Result<StepIdentity, String>,
-    ids: Result<TaskIds, String>,
+    step: Result<StepIdentity, BadStepId>,
+    ids: Result<TaskIds, UnreadableIds>,
     launched: bool,
-) -> Answer {
+) -> Verdict {
     let local_tasks = ids.as_ref().ok().map(|ids| ids.local_count);
     // Slurm narrowed this task's lists itself: nothing to plan them from.
     let plan = match slurm_bound_here(node.env(env::TRES_BIND).as_deref()) {
@@ -36,7 +37,7 @@ pub(super) fn mapping(
     // Slurm's CPU binding describes a launcher's daemon step, not its
     // ranks: a rank's own CPUs are its mask.
     let slurms = |var| node.env(var).filter(|_| !launched);
-    Answer::Map(Box::new(Mapping {
+    Verdict::Map(Box::new(Mapping {
         plan,
         ids,
         node: name,
@@ -54,18 +55,18 @@ pub(super) fn mapping(
 fn plan(
     facts: &TaskFacts,
     node: &dyn Node,
-    step: Result<StepIdentity, String>,
+    step: Result<StepIdentity, BadStepId>,
     local_tasks: Option<usize>,
 ) -> StepPlan {
     let config = Ok(facts.config.clone());
     let asked = facts.asked;
-    let request = Ok(Request::Use {
+    let request = Ok(OptionRequest::Use {
         choice: Some(asked.choice),
         verbose: asked.verbose,
         mps: asked.mps,
     });
     let facts = StepFacts {
-        step,
+        step: step.map_err(|why| why.to_string()),
         config: Some(&config),
         request: Some(&request),
         mps: local_tasks.and_then(|count| mps_facts(facts, node, count)),
@@ -88,26 +89,24 @@ fn mps_facts(facts: &TaskFacts, node: &dyn Node, local_tasks: usize) -> Option<M
 
 /// The task's node-local id, the node's task count and its rank, from the
 /// variables slurmstepd set.
-pub(super) fn task_ids(node: &dyn Node) -> Result<TaskIds, String> {
-    let number = |name: &str| -> Result<usize, String> {
-        let value = node.env(name).ok_or_else(|| format!("{name} is not set"))?;
-        value
-            .trim()
-            .parse::<usize>()
-            .map_err(|_| format!("{name}={value:?} is not a number"))
+pub(super) fn task_ids(node: &dyn Node) -> Result<TaskIds, UnreadableIds> {
+    let number = |name: &'static str| -> Result<usize, UnreadableIds> {
+        let value = node.env(name).ok_or(UnreadableIds::NotSet(name))?;
+        match value.trim().parse::<usize>() {
+            Ok(number) => Ok(number),
+            Err(_) => Err(UnreadableIds::NotANumber { name, value }),
+        }
     };
     let local_id = number(env::LOCAL_ID)?;
     let node_id = number(env::NODE_ID)?;
     let counts = node
         .env(env::TASKS_PER_NODE)
-        .ok_or_else(|| format!("{} is not set", env::TASKS_PER_NODE))?;
-    let local_count = local_count(&counts, node_id).ok_or_else(|| {
-        format!(
-            "{}={counts:?} gives no task count for node {node_id}",
-            env::TASKS_PER_NODE
-        )
-    })?;
-    let rank = u32::try_from(number(env::RANK)?).map_err(|_| "rank too large".to_string())?;
+        .ok_or(UnreadableIds::NotSet(env::TASKS_PER_NODE))?;
+    let local_count = match local_count(&counts, node_id) {
+        Some(count) => count,
+        None => return Err(UnreadableIds::NoTaskCount { counts, node_id }),
+    };
+    let rank = u32::try_from(number(env::RANK)?).map_err(|_| UnreadableIds::RankTooLarge)?;
     Ok(TaskIds {
         local_id,
         local_count,

@@ -75,7 +75,7 @@ impl Beside {
 
 /// The task's ids, read from Slurm; the node name and the container are
 /// filled in after.
-struct TaskIds {
+struct FromSlurm {
     local_id: usize,
     local_count: usize,
     rank: u32,
@@ -87,7 +87,7 @@ struct TaskIds {
     bind_list: Option<String>,
 }
 
-impl TaskIds {
+impl FromSlurm {
     fn with_node<'a>(&'a self, node: &'a str, container: Container<'a>) -> TaskInputs<'a> {
         TaskInputs {
             node,
@@ -109,7 +109,7 @@ impl TaskIds {
 
 /// The task's ids and lists; its CPUs only where `with_cpus` (a located
 /// `closest` step): other steps skip the affinity call.
-fn task_inputs(spank: &SpankHandle, with_cpus: bool) -> Result<TaskIds, String> {
+fn task_inputs(spank: &SpankHandle, with_cpus: bool) -> Result<FromSlurm, String> {
     let var = |name: &str| spank.getenv_lossy(name).ok().flatten();
     let local_id = spank
         .task_id()
@@ -120,7 +120,7 @@ fn task_inputs(spank: &SpankHandle, with_cpus: bool) -> Result<TaskIds, String> 
     let rank = spank
         .task_global_id()
         .map_err(|e| format!("cannot read the task rank: {e}"))?;
-    Ok(TaskIds {
+    Ok(FromSlurm {
         local_id: usize::try_from(local_id).map_err(|_| format!("odd local task id {local_id}"))?,
         local_count: usize::try_from(local_count).unwrap_or(0),
         rank,

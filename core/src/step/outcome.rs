@@ -1,49 +1,17 @@
-//! What each task of a step gets: its GPU, what stays visible, and the
-//! variables written into its environment, or why it is left alone.
+//! What each task of a step gets ([`TaskOutcome`]): the variables written
+//! into its environment for its [`Assignment`], or why it is left alone,
+//! and the lines it says.
 
 use super::aside::{stale_names, Aside, Unmapped};
-use super::binding::slurm_bound_task;
+use super::assign::{assign, Assignment};
 use super::decision::StepPlan;
 use super::inputs::TaskInputs;
+use super::lines::{aside_line, unbound_line, verbose_line};
 use super::map::{GpuCpus, StepMap};
-use crate::cpuset::CpuSet;
 use crate::env;
 use crate::error::Error;
-use crate::method::closest::{
-    closest_all, closest_of, closest_own, list_is_slurms, near_all_alike,
-};
-use crate::method::Method;
-use crate::method::{position, visible_list};
 use crate::mps::{mps_line, mps_unset, mps_variables, Mps};
 use crate::runtime::{render, StepLists};
-use crate::slurm::cpu_bind::bind_list_cpus;
-use crate::slurm::gpus::join;
-use std::cell::OnceCell;
-
-/// How a `closest` task was matched, for the `verbose` line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Closeness {
-    /// The CPUs it was matched by; `None`: unknown (placed contiguously).
-    pub cpus: Option<CpuSet>,
-    /// `slurm` (every task's CPUs from SLURM_CPU_BIND_LIST, where Slurm
-    /// bound the task), `own` (its own mask only) or `none`.
-    pub from: &'static str,
-    /// Its GPU's local CPUs.
-    pub gpu_cpus: CpuSet,
-    /// Nearness told no GPU apart (for every task, where all are known):
-    /// the tasks were placed by the contiguous rule. Set only for local
-    /// task 0, which says so once per node.
-    pub alike: bool,
-}
-
-impl Closeness {
-    /// Whether the task's CPUs overlap its GPU's local CPUs.
-    pub fn matches(&self) -> bool {
-        self.cpus
-            .as_ref()
-            .is_some_and(|c| c.overlap(&self.gpu_cpus) > 0)
-    }
-}
 
 /// What to do to one task.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -127,169 +95,6 @@ fn unmapped_task(unmapped: &Unmapped, node: &str, local_id: usize) -> TaskOutcom
     }
 }
 
-/// What one task of a mapped step gets: the one result that both the
-/// plugin ([`map_task`]) and `desi-gpu-map plan` read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Assignment {
-    /// The task's place in the step's GPU lists.
-    pub position: usize,
-    /// The task's GPU, as its list names it ([`StepMap::task_tokens`]).
-    pub gpu: String,
-    /// The step's GPUs that stay visible to the task, its own first, named
-    /// as its GPU is.
-    pub visible: Vec<String>,
-    /// How `closest` matched it; `None` for the other methods and for a
-    /// `closest` step that fell back to `contiguous`.
-    pub closeness: Option<Closeness>,
-}
-
-/// What `closest` reads alike in every task of a node: Slurm's list of
-/// every task's CPUs (`SLURM_CPU_BIND_TYPE`, `SLURM_CPU_BIND_LIST`, read
-/// once) and the position the rule gives each task (computed once, on first
-/// use, for one step's map). The plugin's task makes one for itself
-/// ([`assign`]); `desi-gpu-map plan` makes one per node and hands it to
-/// [`assign_in`] for each of the node's tasks, so that a preview reads each
-/// task's CPUs once, not once per task.
-pub struct NodeCpus<'a> {
-    bind_type: Option<&'a str>,
-    bind_list: Option<&'a str>,
-    local_count: usize,
-    listed: OnceCell<Option<Vec<CpuSet>>>,
-    /// `None`: one task asks, for itself ([`closest_of`]); `Some`: every
-    /// task's position, computed once ([`closest_all`]). The two agree.
-    picks: Option<OnceCell<Result<Vec<usize>, Error>>>,
-}
-
-impl<'a> NodeCpus<'a> {
-    /// The node's tasks' shared binding, for all of them: the bind type
-    /// and list every task finds in its environment, and their count.
-    pub fn new(bind_type: Option<&'a str>, bind_list: Option<&'a str>, local_count: usize) -> Self {
-        NodeCpus {
-            bind_type,
-            bind_list,
-            local_count,
-            listed: OnceCell::new(),
-            picks: Some(OnceCell::new()),
-        }
-    }
-
-    /// `task`'s own view of it, as the plugin's task has it in
-    /// `task_init`, asked once.
-    pub fn of(task: &TaskInputs<'a>) -> Self {
-        NodeCpus {
-            picks: None,
-            ..NodeCpus::new(task.cpus.bind_type, task.cpus.bind_list, task.local_count)
-        }
-    }
-
-    /// Every task's CPUs from Slurm's list, if it is one.
-    fn listed(&self) -> Option<&[CpuSet]> {
-        self.listed
-            .get_or_init(|| bind_list_cpus(self.bind_type, self.bind_list, self.local_count))
-            .as_deref()
-    }
-
-    /// Task `local_id`'s position by the rule over `listed` (the list's
-    /// tasks) and the step's GPUs: alone, or from every task's, made once.
-    fn pick(&self, listed: &[CpuSet], near: &[CpuSet], local_id: usize) -> Result<usize, Error> {
-        let Some(picks) = &self.picks else {
-            return closest_of(listed, near, local_id);
-        };
-        match picks.get_or_init(|| closest_all(listed, near)) {
-            Ok(picks) => picks
-                .get(local_id)
-                .copied()
-                .ok_or(Error::LocalIdOutOfRange {
-                    local_id,
-                    local_count: listed.len(),
-                }),
-            Err(e) => Err(e.clone()),
-        }
-    }
-}
-
-/// The GPU one task of a mapped step gets, and what it keeps visible; or
-/// why it keeps what Slurm gave it: Slurm bound it itself
-/// ([`Error::SlurmBound`]), or its ids fit no position.
-pub fn assign(map: &StepMap, task: &TaskInputs) -> Result<Assignment, Error> {
-    assign_in(map, task, &NodeCpus::of(task))
-}
-
-/// [`assign`], with what the node's tasks share made once for them all:
-/// `node` must come from this task's own bind type, list and local count
-/// (every task of a node has the same), which are not read again here.
-pub fn assign_in(map: &StepMap, task: &TaskInputs, node: &NodeCpus) -> Result<Assignment, Error> {
-    if let Some(why) = slurm_bound_task(map, task) {
-        return Err(Error::SlurmBound(why));
-    }
-    let (position, closeness) = match (&map.method, &map.near) {
-        (Method::Closest, GpuCpus::Located(near)) => closest_position(near, task, node)?,
-        _ => {
-            let method = map.method_used();
-            let at = position(method, task.local_id, task.local_count, map.gpus.len())?;
-            (at, None)
-        }
-    };
-    let visible: Vec<String> = visible_list(map.task_tokens(), position, map.rendering.visible)
-        .into_iter()
-        .map(String::from)
-        .collect();
-    let gpu = visible.first().cloned().unwrap_or_default();
-    Ok(Assignment {
-        position,
-        gpu,
-        visible,
-        closeness,
-    })
-}
-
-/// A `closest` task's position: from every task's CPUs when Slurm lists
-/// them (the same answer in every task), else from its own mask, else
-/// contiguous.
-fn closest_position(
-    near: &[CpuSet],
-    task: &TaskInputs,
-    node: &NodeCpus,
-) -> Result<(usize, Option<Closeness>), Error> {
-    let cpus = &task.cpus;
-    // The list counts only where Slurm bound this task to its entry (a
-    // list a user exported, or one in other CPU numbers, does not).
-    let all = node
-        .listed()
-        .filter(|all| list_is_slurms(all, cpus.own.as_ref(), cpus.parent.as_ref(), task.local_id));
-    // Only local task 0 says whether nearness told no GPU apart.
-    let first = task.local_id == 0;
-    let (at, mine, from, alike) = match (all, &cpus.own) {
-        (Some(all), _) => {
-            let at = node.pick(all, near, task.local_id)?;
-            let alike = first && all.iter().all(|t| near_all_alike(Some(t), near));
-            (at, all.get(task.local_id).cloned(), "slurm", alike)
-        }
-        (None, Some(own)) => {
-            let at = closest_own(own, task.local_id, task.local_count, near)?;
-            let alike = first && near_all_alike(Some(own), near);
-            (at, Some(own.clone()), "own", alike)
-        }
-        (None, None) => {
-            let at = position(
-                Method::Contiguous,
-                task.local_id,
-                task.local_count,
-                near.len(),
-            )?;
-            (at, None, "none", first && near_all_alike(None, near))
-        }
-    };
-    let gpu_cpus = near.get(at).cloned().unwrap_or_default();
-    let closeness = Closeness {
-        cpus: mine,
-        from,
-        gpu_cpus,
-        alike,
-    };
-    Ok((at, Some(closeness)))
-}
-
 /// Maps one task of a mapped step.
 pub fn map_task(map: &StepMap, task: &TaskInputs) -> TaskOutcome {
     match assign(map, task) {
@@ -367,69 +172,14 @@ fn variables_with(map: &StepMap, mps: &Mps, assignment: &Assignment) -> Vec<(Str
     set
 }
 
-/// The `verbose` report: one `key=value` line per task.
-fn verbose_line(map: &StepMap, mps: &Mps, task: &TaskInputs, assignment: &Assignment) -> String {
-    let line = format!(
-        "desi-gpu-map: node={} rank={} local={}/{} gpu={} visible={} gpus={} method={} source={}",
-        task.node,
-        task.rank,
-        task.local_id,
-        task.local_count,
-        if assignment.gpu.is_empty() {
-            "-"
-        } else {
-            &assignment.gpu
-        },
-        join(&assignment.visible),
-        join(map.task_tokens()),
-        map.method_used(),
-        map.listed.source(),
-    );
-    let line = match &assignment.closeness {
-        Some(c) => format!(
-            "{line} cpus={} cpus_from={} gpu_cpus={} near={}",
-            c.cpus.as_ref().map_or("-".to_string(), ToString::to_string),
-            c.from,
-            c.gpu_cpus,
-            if c.matches() { "yes" } else { "no" }
-        ),
-        None => line,
-    };
-    match mps {
-        Mps::Serving(d) => {
-            let share = d.shares.get(assignment.position).copied().flatten();
-            let share = share.map_or("-".to_string(), |s| s.to_string());
-            format!("{line} mps={} mps_share={share}", d.pipe().display())
-        }
-        _ => line,
-    }
-}
-
-/// What local task 0 says when nearness told no GPU apart.
-fn unbound_line(c: &Closeness) -> String {
-    let cpus = c
-        .cpus
-        .as_ref()
-        .map_or("unknown".to_string(), ToString::to_string);
-    format!(
-        "closest: the tasks' CPUs ({cpus} for local task 0) are as near to every GPU as \
-         to any (bind tasks to CPUs, e.g. srun --cpu-bind=cores); using contiguous"
-    )
-}
-
-/// The line a task prints when its step stands aside (local task 0 only,
-/// so each node says it once).
-pub fn aside_line(node: &str, why: &str) -> String {
-    format!("desi-gpu-map: node {node}: {why}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cpuset::CpuSet;
     use crate::method::Method;
+    use crate::settings::config::Config;
     use crate::settings::option::Choice;
-    use crate::settings::site::{parse_args, Config};
+    use crate::settings::site::parse_args;
     use crate::step::testing::*;
     use crate::step::*;
 
@@ -713,44 +463,6 @@ mod tests {
     }
 
     #[test]
-    fn an_exported_cpu_list_counts_only_where_slurm_bound_the_tasks() {
-        // GPUs 0 and 1 next to CPU 1, 2 and 3 next to CPU 0; slurmstepd on
-        // CPUs 0-1. The user exported a list for 8 tasks (task/none: Slurm
-        // writes none, and binds no task).
-        let mut map = mapped_4(&Config::default(), Method::Closest);
-        let cpus = |l: &str| CpuSet::parse(l).unwrap();
-        map.near = GpuCpus::Located(vec![cpus("1"), cpus("1"), cpus("0"), cpus("0")]);
-        let list = "0x1,0x1,0x1,0x3,0x3,0x3,0x3,0x3";
-        let gpus = |own: &dyn Fn(usize) -> CpuSet| -> Vec<String> {
-            (0..8)
-                .map(|l| {
-                    let t = TaskInputs {
-                        cpus: TaskCpus {
-                            own: Some(own(l)),
-                            parent: Some(cpus("0-1")),
-                            bind_type: Some("mask_cpu:"),
-                            bind_list: Some(list),
-                        },
-                        ..task(l, 8, Some("0,1,2,3"))
-                    };
-                    let out = map_task(&map, &t);
-                    get(&out, "CUDA_VISIBLE_DEVICES").unwrap().to_string()
-                })
-                .collect()
-        };
-        // Unbound: entries 0x3 equal every task's mask, and prove nothing.
-        assert_eq!(
-            gpus(&|_| cpus("0-1")),
-            ["0", "0", "1", "1", "2", "2", "3", "3"]
-        );
-        // Had Slurm bound tasks 0-2 to CPU 0 (and 3-7 to both, which they
-        // cannot tell from unbound): the bound ones take the list, and
-        // place tasks 0-2 next to CPU 0.
-        let bound = gpus(&|l| if l < 3 { cpus("0") } else { cpus("0-1") });
-        assert_eq!(bound[..3], ["2", "2", "3"]);
-    }
-
-    #[test]
     fn a_closest_step_that_falls_back_says_contiguous() {
         let config = Config {
             verbose: true,
@@ -779,43 +491,5 @@ mod tests {
         assert!(verbose.unwrap().contains(" method=closest "));
         let other = mapped_4(&config, Method::RoundRobin);
         assert_eq!(other.method_used(), Method::RoundRobin);
-    }
-
-    proptest::proptest! {
-        /// What `plan` does (one [`NodeCpus`] for all of a node's tasks)
-        /// gives each task what it gets deciding alone in the plugin.
-        #[test]
-        fn a_node_shared_binding_gives_each_task_its_own_answer(
-            runs in proptest::collection::vec((0usize..128, 1usize..64), 1..40),
-            unbound in proptest::collection::vec(proptest::bool::ANY, 40),
-        ) {
-            let mut map = mapped_4(&Config::default(), Method::Closest);
-            let perlmutter = crate::topology::Preset::Perlmutter.topology();
-            map.near = locate(&map.gpus, Ok(&perlmutter));
-            let node = CpuSet::parse("0-127").unwrap();
-            let bound: Vec<CpuSet> = runs
-                .iter()
-                .map(|&(first, len)| CpuSet::range(first, (first + len - 1).min(127)).unwrap())
-                .collect();
-            let list = bound.iter().map(CpuSet::to_mask).collect::<Vec<_>>().join(",");
-            let n = bound.len();
-            // Some tasks unbound (their own mask slurmstepd's): they do not
-            // take the list for Slurm's.
-            let inputs: Vec<TaskInputs> = (0..n)
-                .map(|l| TaskInputs {
-                    cpus: TaskCpus {
-                        own: Some(if unbound[l] { node.clone() } else { bound[l].clone() }),
-                        parent: Some(node.clone()),
-                        bind_type: Some("mask_cpu:"),
-                        bind_list: Some(&list),
-                    },
-                    ..task(l, n, Some("0,1,2,3"))
-                })
-                .collect();
-            let shared = NodeCpus::new(Some("mask_cpu:"), Some(&list), n);
-            for t in &inputs {
-                proptest::prop_assert_eq!(assign_in(&map, t, &shared), assign(&map, t));
-            }
-        }
     }
 }

@@ -9,7 +9,7 @@ use desi_gpu_map_core::env;
 use desi_gpu_map_core::error::Error;
 use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::launch::watched;
-use desi_gpu_map_core::settings::site::{Config, MpsSettings};
+use desi_gpu_map_core::settings::config::{Config, MpsSettings};
 use desi_gpu_map_core::start::{decide, Asked, Mapping, Start, TaskFacts};
 use desi_gpu_map_core::step::{carry_out, Node, NvmlAsk};
 use desi_gpu_map_host::cpus;
@@ -28,7 +28,8 @@ pub fn decided(args: &ExecArgs) -> Result<Start, String> {
     // Not UTF-8 is a bad value, never an unset one: U+FFFD names no method.
     let method = std::env::var_os(env::METHOD).map(|v| v.to_string_lossy().into_owned());
     let facts = TaskFacts {
-        asked: Asked::read(args.method, method.as_deref(), args.verbose)?,
+        asked: Asked::read(args.method, method.as_deref(), args.verbose)
+            .map_err(|e| e.to_string())?,
         allow_outside: args.allow_outside_slurm,
         config: config(args),
         ancestry: launch_ancestry(&watched()),

@@ -1,34 +1,35 @@
-//! The one answer for a task about to start ([`Answer`]), and what is
+//! The one verdict for a task about to start ([`Verdict`]), and what is
 //! said first ([`Start`]).
 
 use super::facts::TaskFacts;
 use super::mapping::Mapping;
+use super::why::{OuterLaunch, WhyRefused, WhyUnchanged};
 
 /// What the front end does, and what it says first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Start {
-    /// Lines said before anything else (under `verbose` only): launchers'
+    /// Said before anything else (under `verbose` only): launchers'
     /// variables that came in through srun, which count for nothing.
-    pub notes: Vec<String>,
-    pub answer: Answer,
+    pub outer: Option<OuterLaunch>,
+    pub verdict: Verdict,
 }
 
-/// The one answer for a task about to start.
+/// The one verdict for a task about to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
+pub enum Verdict {
     /// Nothing may run, for this reason.
-    Refuse(String),
+    Refuse(WhyRefused),
     /// The program runs as it is: why, and whether that is said (under
     /// `verbose` only).
-    Unchanged { why: String, said: bool },
+    Unchanged { why: WhyUnchanged, said: bool },
     /// The task gets its share of its step's plan: mapped, or standing
     /// aside with stale flags cleared.
     Map(Box<Mapping>),
 }
 
 /// Runs unchanged, saying why under `verbose`.
-pub(super) fn unchanged(why: String, facts: &TaskFacts) -> Answer {
-    Answer::Unchanged {
+pub(super) fn unchanged(why: WhyUnchanged, facts: &TaskFacts) -> Verdict {
+    Verdict::Unchanged {
         why,
         said: facts.asked.verbose,
     }

@@ -1,0 +1,70 @@
+//! The lines a task says: its `verbose` report, why `closest` placed the
+//! node's tasks contiguously, and why a step or task stands aside.
+
+use super::assign::Assignment;
+use super::inputs::TaskInputs;
+use super::map::StepMap;
+use crate::method::closest::Closeness;
+use crate::mps::Mps;
+use crate::slurm::gpus::join;
+
+/// The `verbose` report: one `key=value` line per task.
+pub(super) fn verbose_line(
+    map: &StepMap,
+    mps: &Mps,
+    task: &TaskInputs,
+    assignment: &Assignment,
+) -> String {
+    let line = format!(
+        "desi-gpu-map: node={} rank={} local={}/{} gpu={} visible={} gpus={} method={} source={}",
+        task.node,
+        task.rank,
+        task.local_id,
+        task.local_count,
+        if assignment.gpu.is_empty() {
+            "-"
+        } else {
+            &assignment.gpu
+        },
+        join(&assignment.visible),
+        join(map.task_tokens()),
+        map.method_used(),
+        map.listed.source(),
+    );
+    let line = match &assignment.closeness {
+        Some(c) => format!(
+            "{line} cpus={} cpus_from={} gpu_cpus={} near={}",
+            c.cpus.as_ref().map_or("-".to_string(), ToString::to_string),
+            c.from,
+            c.gpu_cpus,
+            if c.matches() { "yes" } else { "no" }
+        ),
+        None => line,
+    };
+    match mps {
+        Mps::Serving(d) => {
+            let share = d.shares.get(assignment.position).copied().flatten();
+            let share = share.map_or("-".to_string(), |s| s.to_string());
+            format!("{line} mps={} mps_share={share}", d.pipe().display())
+        }
+        _ => line,
+    }
+}
+
+/// What local task 0 says when nearness told no GPU apart.
+pub(super) fn unbound_line(c: &Closeness) -> String {
+    let cpus = c
+        .cpus
+        .as_ref()
+        .map_or("unknown".to_string(), ToString::to_string);
+    format!(
+        "closest: the tasks' CPUs ({cpus} for local task 0) are as near to every GPU as \
+         to any (bind tasks to CPUs, e.g. srun --cpu-bind=cores); using contiguous"
+    )
+}
+
+/// The line a task prints when its step stands aside (local task 0 only,
+/// so each node says it once).
+pub fn aside_line(node: &str, why: &str) -> String {
+    format!("desi-gpu-map: node {node}: {why}")
+}

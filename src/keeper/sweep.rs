@@ -90,9 +90,9 @@ mod tests {
 
     /// A live keeper's stand-in: killed by its pid and reaped when dropped
     /// (a failed assertion included), and its lock is gone with it.
-    struct Keeper(Child);
+    struct LockHolder(Child);
 
-    impl Drop for Keeper {
+    impl Drop for LockHolder {
         fn drop(&mut self) {
             let _ = self.0.kill();
             let _ = self.0.wait();
@@ -104,7 +104,7 @@ mod tests {
     /// own where `netns`, that holds the directory's lock until it is
     /// killed. Returned once it holds it. Nothing of it is in this
     /// process, whose other tests' children inherit what it holds.
-    fn keeper_of(dir: &Path, netns: bool) -> Keeper {
+    fn keeper_of(dir: &Path, netns: bool) -> LockHolder {
         let mut cmd = Command::new(if netns { "unshare" } else { "flock" });
         if netns {
             cmd.args(["--net", "flock"]);
@@ -114,7 +114,7 @@ mod tests {
             .args(["sh", "-c", "echo ready; exec sleep 600"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
-        let mut keeper = Keeper(cmd.spawn().expect("run util-linux's flock and unshare"));
+        let mut keeper = LockHolder(cmd.spawn().expect("run util-linux's flock and unshare"));
         let mut line = String::new();
         std::io::BufReader::new(keeper.0.stdout.take().unwrap())
             .read_line(&mut line)

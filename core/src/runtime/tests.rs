@@ -13,10 +13,8 @@ use crate::settings::option::{Choice, OptionRequest};
 use crate::settings::site::parse_args;
 use crate::slurm::gpus::join;
 use crate::step::testing::DiskFiles;
-use crate::step::testing::FakeNode;
-use crate::step::{
-    map_task, plan_step, Aside, StepFacts, StepMap, StepPlan, TaskCpus, TaskInputs, Unmapped,
-};
+use crate::step::testing::{plan_on, FakeNode};
+use crate::step::{map_task, Aside, StepMap, StepPlan, TaskCpus, TaskInputs, Unmapped};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -207,20 +205,14 @@ fn plan_for(vendor: Vendor, config: &Config, env: &HashMap<String, String>) -> S
 /// The plan for a `roundrobin` step with `env` on a `vendor` node, where
 /// NVML lists the node's GPUs as `GPU-0`...
 fn plan_of(vendor: Vendor, config: &Config, env: &HashMap<String, String>) -> StepPlan {
-    let config = Ok(Config {
+    let config = Config {
         vendor: VendorSetting::Fixed(vendor),
         ..config.clone()
-    });
-    let request = Ok(OptionRequest::Use {
+    };
+    let request = OptionRequest::Use {
         choice: Some(Choice::Map(Method::RoundRobin)),
         verbose: true,
         mps: false,
-    });
-    let facts = StepFacts {
-        step: Ok(crate::step::StepIdentity::Slurm(0)),
-        config: Some(&config),
-        request: Some(&request),
-        mps: None,
     };
     let node = FakeNode {
         env: env.clone(),
@@ -229,7 +221,7 @@ fn plan_of(vendor: Vendor, config: &Config, env: &HashMap<String, String>) -> St
         calls: Cell::new(0),
         places: None,
     };
-    plan_step(&facts, &node)
+    plan_on(&node, 0, &config, Some(request))
 }
 
 /// Why a step stands aside on a `vendor` node; panics when it maps.

@@ -37,43 +37,51 @@ fn candidates(vendor: Vendor) -> Vec<&'static str> {
     names
 }
 
-/// The process's GPUs on this node: see the module's comment. `placed`
-/// keeps a `closest` step's places from NVML's load, as for a Slurm step.
+/// The GPUs the process was given on this node (see the module's
+/// comment); `None` where every GPU of the node is its own: it inherited
+/// no list and runs in no Slurm job ([`whole_node`]).
 pub(super) fn from_given(
     given: Given,
-    config: &Config,
     node: &dyn Node,
-    method: Method,
     vendor: Vendor,
-    placed: &mut Option<Result<Vec<String>, Error>>,
-) -> Result<StepGpus, Missing> {
+) -> Option<Result<StepGpus, Missing>> {
     let cuda = node.env(env::CUDA);
     let inherited = candidates(vendor)
         .into_iter()
         .find_map(|var| node.env(var).map(|value| (var, value)));
     match (inherited, given) {
-        (Some((var, value)), _) => {
-            if value.trim().is_empty() {
-                return Err(Missing::NoGpus(WhyNoList::GivenEmpty { var }));
-            }
-            let gpus = parse_gpu_list(&value).map_err(|error| {
-                let error = Box::new(error);
-                Missing::Failed(WhyNoList::BadGiven { var, error })
-            })?;
-            Ok(StepGpus {
-                gpus,
-                listed: Listed::Inherited { var, value, cuda },
-            })
-        }
-        (None, Given::InJob) => Err(Missing::NoGpus(WhyNoList::NothingGiven { node: None })),
-        (None, Given::OutsideJob) => whole_node(config, node, method, vendor, placed),
+        (Some((var, value)), _) => Some(inherited_list(var, value, cuda)),
+        (None, Given::InJob) => Some(Err(Missing::NoGpus(WhyNoList::NothingGiven { node: None }))),
+        (None, Given::OutsideJob) => None,
     }
+}
+
+/// The list `var` the process inherited, with the value `cuda` of
+/// `CUDA_VISIBLE_DEVICES` beside it.
+fn inherited_list(
+    var: &'static str,
+    value: String,
+    cuda: Option<String>,
+) -> Result<StepGpus, Missing> {
+    if value.trim().is_empty() {
+        return Err(Missing::NoGpus(WhyNoList::GivenEmpty { var }));
+    }
+    let gpus = parse_gpu_list(&value).map_err(|error| {
+        let error = Box::new(error);
+        Missing::Failed(WhyNoList::BadGiven { var, error })
+    })?;
+    Ok(StepGpus {
+        gpus,
+        listed: Listed::Inherited { var, value, cuda },
+    })
 }
 
 /// Every GPU of the node: NVML's UUIDs (NVIDIA's GPUs, NVML on), else the
 /// kernel's listing under the site's `kernel_root`, in PCI bus order
 /// (NVIDIA's GPUs by the UUIDs the driver's files name, others by index).
-fn whole_node(
+/// `placed` keeps a `closest` step's places from NVML's load, as for a
+/// Slurm step.
+pub(super) fn whole_node(
     config: &Config,
     node: &dyn Node,
     method: Method,

@@ -5,7 +5,7 @@
 use super::aside::Aside;
 use super::binding::slurm_binds_per_task;
 use super::decision::StepPlan;
-use super::given::from_given;
+use super::given::{from_given, whole_node};
 use super::ids::StepIdentity;
 use super::locate::{discover, gpu_cpus, uuids_of_places};
 use super::map::{placing, GpuCpus, StepMap};
@@ -90,7 +90,8 @@ fn plan_mapping(
     let listed = match identity.given() {
         Some(given) => {
             let vendor = choose(config.vendor, node.files(), Path::new("/")).vendor;
-            from_given(given, config, node, method, vendor, &mut placed)
+            from_given(given, node, vendor)
+                .unwrap_or_else(|| whole_node(config, node, method, vendor, &mut placed))
         }
         None => list_step(config, node, method, &mut placed),
     };

@@ -1,5 +1,7 @@
-//! Unit tests of vendor detection and rendering, compiled only under
-//! #[cfg(test)] (see runtime/mod.rs).
+//! Unit tests of rendering and the vendor setting, compiled only under
+//! #[cfg(test)] (see runtime/mod.rs). Detection reads a node's files: it
+//! is tested on real trees, through the host's files
+//! (`host/tests/kernel_files.rs`).
 //!
 //! The rendering is checked against a model of each runtime's documented
 //! layering ([`device_seen`]): which physical GPUs a task's runtime exposes,
@@ -12,13 +14,10 @@ use crate::settings::config::Config;
 use crate::settings::option::{Choice, OptionRequest};
 use crate::settings::site::parse_args;
 use crate::slurm::gpus::join;
-use crate::step::testing::DiskFiles;
 use crate::step::testing::{plan_on, FakeNode};
 use crate::step::{map_task, Aside, StepMap, StepPlan, TaskCpus, TaskInputs, Unmapped};
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 // ------------------------------------------------------------ the model
 
@@ -575,149 +574,6 @@ fn pci_bus_order_is_set_only_where_nvidia_gpus_are_named_by_index() {
         let task = task_env(&plan_for(vendor, &config, &env), &env, 1, 4);
         assert_eq!(get(&task, "CUDA_DEVICE_ORDER"), None, "{vendor:?}");
     }
-}
-
-// ------------------------------------------------------------ detection
-
-/// A fake `/` under the system's temporary directory, removed on drop.
-struct FakeRoot(PathBuf);
-
-impl FakeRoot {
-    fn new() -> FakeRoot {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("dgm-vendor-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        FakeRoot(dir)
-    }
-
-    /// A PCI device with the given vendor and class, as sysfs writes them.
-    fn pci(&self, address: &str, vendor: &str, class: &str) -> &Self {
-        let dir = self.0.join("sys/bus/pci/devices").join(address);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("vendor"), format!("{vendor}\n")).unwrap();
-        std::fs::write(dir.join("class"), format!("{class}\n")).unwrap();
-        self
-    }
-
-    fn touch(&self, path: &str) -> &Self {
-        let path = self.0.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, "").unwrap();
-        self
-    }
-
-    fn detect(&self) -> Chosen {
-        detect(&DiskFiles, &self.0)
-    }
-}
-
-impl Drop for FakeRoot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-#[test]
-fn detects_a_single_vendor_from_pci() {
-    let r = FakeRoot::new();
-    r.pci("0000:00:00.0", "0x8086", "0x060000") // Intel host bridge: not a GPU
-        .pci("0000:02:00.0", "0x1a03", "0x030000") // ASPEED BMC graphics
-        .pci("0000:c1:00.0", "0x1002", "0x038000"); // AMD Instinct MI250X
-    assert_eq!(r.detect().vendor, Vendor::Amd);
-    assert!(
-        r.detect().why.contains("amd GPUs on PCI"),
-        "{}",
-        r.detect().why
-    );
-
-    let r = FakeRoot::new();
-    r.pci("0000:17:00.0", "0x10de", "0x030200"); // H100: 3D controller
-    assert_eq!(r.detect().vendor, Vendor::Nvidia);
-
-    let r = FakeRoot::new();
-    r.pci("0000:29:00.0", "0x8086", "0x038000"); // Data Center GPU Max
-    assert_eq!(r.detect().vendor, Vendor::Intel);
-
-    let r = FakeRoot::new();
-    r.pci("0000:05:00.0", "0x1002", "0x120000"); // processing accelerator
-    assert_eq!(r.detect().vendor, Vendor::Amd);
-}
-
-#[test]
-fn several_vendors_are_told_apart_by_the_compute_driver() {
-    let r = FakeRoot::new();
-    r.pci("0000:00:02.0", "0x8086", "0x030000") // Intel integrated graphics
-        .pci("0000:c1:00.0", "0x1002", "0x038000")
-        .touch("dev/kfd");
-    assert_eq!(r.detect().vendor, Vendor::Amd);
-
-    let r = FakeRoot::new();
-    r.pci("0000:00:02.0", "0x8086", "0x030000")
-        .pci("0000:17:00.0", "0x10de", "0x030200")
-        .touch("sys/module/nvidia/version");
-    assert_eq!(r.detect().vendor, Vendor::Nvidia);
-
-    // An old server's AMD BMC graphics (radeon, no kfd) next to NVIDIA GPUs.
-    let r = FakeRoot::new();
-    r.pci("0000:01:03.0", "0x1002", "0x030000")
-        .pci("0000:17:00.0", "0x10de", "0x030200")
-        .touch("dev/nvidiactl");
-    assert_eq!(r.detect().vendor, Vendor::Nvidia);
-}
-
-#[test]
-fn unknown_or_mixed_nodes_fall_back_to_nvidia() {
-    let r = FakeRoot::new();
-    let found = r.detect();
-    assert_eq!(found.vendor, Vendor::Nvidia);
-    assert_eq!(found.why, "no GPU vendor detected; NVIDIA by default");
-
-    let r = FakeRoot::new();
-    r.pci("0000:00:01.0", "0x1af4", "0xffff00") // virtio: this test machine
-        .pci("0000:00:03.0", "0x1af4", "0x020000");
-    assert_eq!(r.detect().vendor, Vendor::Nvidia);
-
-    let r = FakeRoot::new();
-    r.pci("0000:17:00.0", "0x10de", "0x030200")
-        .pci("0000:c1:00.0", "0x1002", "0x038000")
-        .touch("dev/kfd")
-        .touch("sys/module/nvidia/version");
-    let found = r.detect();
-    assert_eq!(found.vendor, Vendor::Nvidia);
-    assert_eq!(
-        found.why,
-        "GPUs of several vendors (nvidia, amd); NVIDIA by default"
-    );
-
-    // Unreadable or odd sysfs files are skipped, not trusted.
-    let r = FakeRoot::new();
-    r.pci("0000:c1:00.0", "AMD", "0x038000")
-        .pci("0000:c2:00.0", "0x1002", "");
-    assert_eq!(r.detect().vendor, Vendor::Nvidia);
-}
-
-#[test]
-fn a_driver_alone_decides_when_pci_shows_no_gpu() {
-    let r = FakeRoot::new();
-    r.touch("dev/kfd");
-    let found = r.detect();
-    assert_eq!(found.vendor, Vendor::Amd);
-    assert_eq!(found.why, "detected: no GPU on PCI, amd driver present");
-}
-
-#[test]
-fn the_plugstack_setting_overrides_detection() {
-    let r = FakeRoot::new();
-    r.pci("0000:17:00.0", "0x10de", "0x030200");
-    let found = choose(VendorSetting::Fixed(Vendor::Amd), &DiskFiles, &r.0);
-    assert_eq!(found.vendor, Vendor::Amd);
-    assert_eq!(found.why, "vendor=amd in plugstack.conf");
-    assert_eq!(
-        choose(VendorSetting::Auto, &DiskFiles, &r.0).vendor,
-        Vendor::Nvidia
-    );
 }
 
 #[test]

@@ -304,39 +304,3 @@ pub(crate) const SLURM_4: [(&str, &str); 5] = [
 pub(crate) fn uuids(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("GPU-fake-n1-{i}")).collect()
 }
-
-/// The test machine's own files, for rules tested on a real tree in a
-/// temporary folder (the front ends' `HostFiles` is in the host crate,
-/// which the core cannot depend on).
-pub(crate) struct DiskFiles;
-
-impl Files for DiskFiles {
-    fn read(&self, path: &Path) -> io::Result<String> {
-        std::fs::read_to_string(path)
-    }
-
-    fn list(&self, dir: &Path, most: usize) -> io::Result<Vec<String>> {
-        std::fs::read_dir(dir)?
-            .take(most)
-            .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
-            .collect()
-    }
-
-    fn exists(&self, path: &Path) -> bool {
-        path.exists()
-    }
-
-    fn stat(&self, path: &Path) -> io::Result<Stat> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(path)?;
-        Ok(Stat {
-            uid: meta.uid(),
-            mode: meta.mode() & 0o7777,
-            is_dir: meta.is_dir(),
-        })
-    }
-
-    fn resolve(&self, path: &Path) -> io::Result<PathBuf> {
-        std::fs::canonicalize(path)
-    }
-}

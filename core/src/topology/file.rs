@@ -1,7 +1,7 @@
 //! The topology file format (see the parent module's documentation), for
 //! `desi-gpu-map plan --topology FILE`.
 
-use super::place::{union_of, GpuPlace, Topology};
+use super::gpu_place::{union_of, GpuPlace, Topology};
 use crate::cpuset::CpuSet;
 use crate::runtime::MAX_NODE_GPUS;
 use crate::slurm::gpus::parse_gpu_list;

@@ -1,8 +1,8 @@
 //! The step's GPUs located through the kernel's files (read through
 //! [`Files`]): their NUMA node and local CPUs from sysfs.
 
-use super::place::{union_of, GpuPlace, Topology};
-use super::resolve::{index, resolve_tokens};
+use super::gpu_place::{union_of, GpuPlace, Topology};
+use super::tokens::{index, resolve_tokens};
 use crate::cpuset::CpuSet;
 use crate::files::{read_text, Files};
 use crate::runtime::Vendor;

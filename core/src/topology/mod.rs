@@ -17,15 +17,15 @@
 //! local CPUs).
 
 mod file;
+mod gpu_place;
 mod kernel;
 mod nvml_lines;
-mod place;
 mod presets;
-mod resolve;
+mod tokens;
 
 pub use file::BadTopology;
+pub use gpu_place::{near_cpus, GpuPlace, Topology};
 pub use kernel::{from_kernel, kernel_place, locate_token};
 pub use nvml_lines::{from_nvml_lines, nvml_uuids, place_uuids, sysfs_bus_id};
-pub use place::{near_cpus, GpuPlace, Topology};
 pub use presets::Preset;
-pub use resolve::resolve_tokens;
+pub use tokens::resolve_tokens;

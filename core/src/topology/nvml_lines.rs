@@ -1,8 +1,8 @@
 //! The step's GPUs located from NVML's answer: one line per GPU (UUID, PCI
 //! bus id, minor, local CPUs), as the front end's NVML query writes it.
 
-use super::place::{union_of, GpuPlace, Topology};
-use super::resolve::resolve_tokens;
+use super::gpu_place::{union_of, GpuPlace, Topology};
+use super::tokens::resolve_tokens;
 use crate::cpuset::CpuSet;
 use crate::runtime::{KernelGpu, MAX_NODE_GPUS};
 use crate::text::quote;

@@ -1,6 +1,6 @@
 //! Machines whose GPU-to-CPU wiring is public, as topologies.
 
-use super::place::{GpuPlace, Topology};
+use super::gpu_place::{GpuPlace, Topology};
 use crate::cpuset::CpuSet;
 use crate::names::named;
 

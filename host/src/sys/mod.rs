@@ -12,7 +12,7 @@
 //!   else each one `/proc/self/fd` lists. Callable between fork and exec.
 //! - [`as_user`] (`user.rs`): a command's child runs as a user (groups,
 //!   gid, uid), its inherited descriptors closed at exec.
-//! - [`allowed_cpus`] (`cpus.rs`): the CPUs a process may run on, from
+//! - [`allowed_cpus`] (`affinity.rs`): the CPUs a process may run on, from
 //!   sched_getaffinity(2), which `hidepid` does not hide.
 //! - [`tie_to_parent`] (`parent.rs`): a command's child is killed when
 //!   this process dies.
@@ -31,7 +31,7 @@
 
 #![allow(unsafe_code)]
 
-mod cpus;
+mod affinity;
 mod fds;
 mod fork;
 mod objects;
@@ -39,7 +39,7 @@ mod parent;
 mod signals;
 mod user;
 
-pub use cpus::allowed_cpus;
+pub use affinity::allowed_cpus;
 pub use fds::close_on_exec;
 pub(crate) use fork::fork_child;
 pub use objects::{loaded_objects, loaded_plugin_name};

@@ -1,17 +1,20 @@
 //! What a front end that runs as the task itself gathers, and how it
-//! carries out the core's answer: `exec` (which then becomes the
+//! carries out the core's answer, by the protocol every front end follows
+//! ([`desi_gpu_map_core::step::FrontEnd`]): `exec` (which then becomes the
 //! application) and the task prolog (which prints the task's variables
 //! for slurmstepd) share all of it, so they decide and apply alike.
 
 use crate::args::ExecArgs;
 use crate::keeper;
+use desi_gpu_map_core::cpuset::CpuSet;
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::error::Error;
 use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::launch::watched;
+use desi_gpu_map_core::mps::Daemon;
 use desi_gpu_map_core::settings::config::{Config, MpsSettings};
 use desi_gpu_map_core::start::{decide, Asked, Mapping, Start, TaskFacts};
-use desi_gpu_map_core::step::{carry_out, Node, NvmlAsk};
+use desi_gpu_map_core::step::{carry_out, FrontEnd, Node, NvmlAsk};
 use desi_gpu_map_host::cpus;
 use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::mps::daemon::random_token;
@@ -83,13 +86,7 @@ fn mps_control(args: &ExecArgs) -> Option<PathBuf> {
 /// Where the plan starts the step's daemon, this task joins it through
 /// the keeper (the node's first task to get here starts it).
 pub fn join_mps(mapping: &mut Mapping) {
-    if let Some((daemon, local_id)) = mapping.daemon_to_join() {
-        let joined = match task_unknown() {
-            Some(why) => Err(why),
-            None => keeper::join(daemon, stepd(), local_id).map_err(|e| e.to_string()),
-        };
-        mapping.joined(joined);
-    }
+    mapping.start_daemon(&mut InTask);
 }
 
 /// Why the keeper could not know this task: a task prolog exits before
@@ -121,17 +118,32 @@ pub fn apply(
     unset: &mut dyn FnMut(&str) -> Result<(), String>,
     set: &mut dyn FnMut(&str, &str) -> Result<(), String>,
 ) -> Vec<String> {
-    let own = mapping
-        .needs_own_cpus()
-        .then(|| allowed_cpus(None))
-        .flatten();
-    let stepd = mapping
-        .needs_stepd_cpus()
-        .then(stepd)
-        .flatten()
-        .and_then(|pid| allowed_cpus(Some(pid)));
-    let outcome = mapping.outcome(own, stepd);
-    carry_out(&outcome, &mapping.node, unset, set)
+    let outcome = mapping.outcome(&InTask);
+    carry_out(&outcome, &mapping.vars.node, unset, set)
+}
+
+/// The task's own process as the protocol's front end
+/// ([`desi_gpu_map_core::step::FrontEnd`]): it joins the step's daemon
+/// through the keeper, and reads CPUs from the kernel.
+struct InTask;
+
+impl FrontEnd for InTask {
+    fn start_daemon(&mut self, daemon: &Daemon, task: Option<usize>) -> Result<Daemon, String> {
+        if let Some(why) = task_unknown() {
+            return Err(why);
+        }
+        // The task names itself: exec's `Mapping` asks with its local id.
+        let local_id = task.unwrap_or(0);
+        keeper::join(daemon, stepd(), local_id).map_err(|e| e.to_string())
+    }
+
+    fn own_cpus(&self) -> Option<CpuSet> {
+        allowed_cpus(None)
+    }
+
+    fn stepd_cpus(&self) -> Option<CpuSet> {
+        stepd().and_then(|pid| allowed_cpus(Some(pid)))
+    }
 }
 
 /// The step's slurmstepd above this process, read from `/proc` once: the

@@ -52,7 +52,7 @@ const CRATES: &[Crate] = &[
     },
     Crate {
         src: "spank/src",
-        layers: &["logger", "exports", "copies", "node", "mps", "task_init"],
+        layers: &["logger", "exports", "copies", "mps", "node", "task_init"],
     },
 ];
 

@@ -6,8 +6,10 @@
 //!   `--desi-gpu-map`; `init_post_opt` checks its value before any allocation.
 //! - slurmstepd: `user_init` plans the step once per node (NVML, if needed,
 //!   is asked in a child process with a deadline: the host crate's
-//!   `deadline`), `task_init` maps each
-//!   task before it execs.
+//!   `deadline`) and starts its MPS daemon, `task_init` maps each
+//!   task before it execs: the core's protocol
+//!   (`desi_gpu_map_core::step::FrontEnd`), its steps split between the
+//!   two hooks.
 //!
 //! In slurmstepd nothing may fail: a failing hook there drains the node or
 //! fails the job, so every problem becomes a message and the task runs as
@@ -44,7 +46,7 @@ use desi_gpu_map_core::settings::option::{
 use desi_gpu_map_core::settings::site::{
     check_request, parse_args, request_from_variable, taken_from_variable,
 };
-use desi_gpu_map_core::step::StepPlan;
+use desi_gpu_map_core::step::{start_daemon, StepPlan};
 use desi_gpu_map_core::Error;
 use slurm_spank::{Context, Plugin, SpankHandle, SpankOption};
 use std::error::Error as StdError;
@@ -97,29 +99,18 @@ pub(crate) struct DesiGpuMap {
 
 impl DesiGpuMap {
     /// Starts the step's MPS daemon where the plan has one, before any task
-    /// execs; the plan then serves the tasks through it, or runs without.
+    /// execs (the protocol's step 2); the plan then serves the tasks
+    /// through it, or runs without.
     fn start_mps(&mut self, spank: &SpankHandle, plan: &mut StepPlan) {
-        let StepPlan::Map(map) = plan else {
-            return;
-        };
-        if let Mps::Start(daemon) = &map.mps {
-            let groups = spank.job_supplementary_gids().unwrap_or_default();
-            match mps::Served::start(daemon, groups) {
-                Ok(served) => {
-                    let daemon = served.daemon().clone();
-                    log::info!(
-                        "MPS daemon started for the step in {} (GPUs {})",
-                        daemon.dir().display(),
-                        daemon.gpus.join(",")
-                    );
-                    self.daemon = Some(served);
-                    map.mps_started(daemon);
-                }
-                Err(why) => map.mps_failed(why),
-            }
+        let mut stepd = node::Slurmstepd::new(spank);
+        start_daemon(plan, &mut stepd, None);
+        if let Some(served) = stepd.served {
+            self.daemon = Some(served);
         }
-        if let Mps::Without { why, .. } = &map.mps {
-            log::warn!("{why}; running without MPS");
+        if let StepPlan::Map(map) = plan {
+            if let Mps::Without { why, .. } = &map.mps {
+                log::warn!("{why}; running without MPS");
+            }
         }
     }
 

@@ -1,15 +1,23 @@
 //! slurmstepd as the core's [`Node`]: the step's environment through the
 //! SPANK handle, the machine's files, and NVML asked in a child process
-//! with a deadline. Also reads the plugstack arguments and the option value.
+//! with a deadline; and as the protocol's [`FrontEnd`]: the step's MPS
+//! daemon started as the job's user, a task's CPUs read by
+//! sched_getaffinity. Also reads the plugstack arguments and the option
+//! value.
 
+use crate::mps::Served;
+use desi_gpu_map_core::cpuset::CpuSet;
 use desi_gpu_map_core::files::Files;
-use desi_gpu_map_core::mps::MpsFacts;
+use desi_gpu_map_core::mps::{Daemon, MpsFacts};
 use desi_gpu_map_core::settings::config::Config;
 use desi_gpu_map_core::settings::option::OptionRequest;
-use desi_gpu_map_core::step::{plan_step, Node, NvmlAsk, StepFacts, StepIdentity, StepPlan};
+use desi_gpu_map_core::step::{
+    plan_step, FrontEnd, Node, NvmlAsk, StepFacts, StepIdentity, StepPlan,
+};
 use desi_gpu_map_core::Error;
 use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::nvml::ask_within;
+use desi_gpu_map_host::sys::allowed_cpus;
 use slurm_spank::{SpankError, SpankHandle};
 use std::time::Instant;
 
@@ -46,7 +54,7 @@ pub fn plan(
         request,
         mps: mps_facts(spank),
     };
-    plan_step(&facts, &Slurmstepd(spank))
+    plan_step(&facts, &Slurmstepd::new(spank))
 }
 
 /// The job's user and the step's tasks on this node, for an MPS daemon.
@@ -60,12 +68,27 @@ fn mps_facts(spank: &SpankHandle) -> Option<MpsFacts> {
     })
 }
 
-/// The node as slurmstepd sees it, in `user_init`.
-struct Slurmstepd<'a, 'b>(&'a SpankHandle<'b>);
+/// The node as slurmstepd sees it (the step's environment in `user_init`,
+/// the task's in `task_init`), and the daemon it starts (kept in
+/// `served`).
+pub struct Slurmstepd<'a, 'b> {
+    spank: &'a SpankHandle<'b>,
+    /// The step's daemon, once started.
+    pub served: Option<Served>,
+}
+
+impl<'a, 'b> Slurmstepd<'a, 'b> {
+    pub fn new(spank: &'a SpankHandle<'b>) -> Self {
+        Slurmstepd {
+            spank,
+            served: None,
+        }
+    }
+}
 
 impl Node for Slurmstepd<'_, '_> {
     fn env(&self, name: &str) -> Option<String> {
-        self.0.getenv_lossy(name).ok().flatten()
+        self.spank.getenv_lossy(name).ok().flatten()
     }
 
     fn files(&self) -> &dyn Files {
@@ -87,5 +110,45 @@ impl Node for Slurmstepd<'_, '_> {
             started.elapsed().as_micros()
         );
         answer
+    }
+}
+
+impl FrontEnd for Slurmstepd<'_, '_> {
+    /// Starts the daemon as the job's user, with the job's supplementary
+    /// groups, before any task execs.
+    fn start_daemon(&mut self, daemon: &Daemon, _task: Option<usize>) -> Result<Daemon, String> {
+        let groups = self.spank.job_supplementary_gids().unwrap_or_default();
+        let served = Served::start(daemon, groups).map_err(|e| e.to_string())?;
+        let daemon = served.daemon().clone();
+        log::info!(
+            "MPS daemon started for the step in {} (GPUs {})",
+            daemon.dir().display(),
+            daemon.gpus.join(",")
+        );
+        self.served = Some(served);
+        Ok(daemon)
+    }
+
+    /// The CPUs this task may run on. slurmstepd has already applied the
+    /// task plugin's binding: `exec_task()` in
+    /// `src/slurmd/slurmstepd/task.c` calls `setup_env()` (which writes
+    /// `SLURM_CPU_BIND_*`), then `task_g_pre_launch()` (task/affinity
+    /// binds), then `spank_user_task()` (our `task_init`), in this order
+    /// in the Slurm sources read for 19.05, 23.x and 24.11.7; on 22.05.8,
+    /// 24.11.5 and 26.05.5 the test cluster's tasks see their bound masks
+    /// here (tests/cluster/closest.rs).
+    fn own_cpus(&self) -> Option<CpuSet> {
+        allowed_cpus(None)
+    }
+
+    /// The CPUs slurmstepd may run on: the task is its fork
+    /// (`_fork_all_tasks()` in `src/slurmd/slurmstepd/mgr.c`), so an
+    /// unbound task has exactly these, and a task Slurm bound has fewer
+    /// (the core decides, `list_is_slurms`).
+    fn stepd_cpus(&self) -> Option<CpuSet> {
+        let parent = std::os::unix::process::parent_id();
+        // 1: slurmstepd is gone and the task was re-parented; that proves
+        // nothing.
+        (parent > 1).then(|| allowed_cpus(Some(parent))).flatten()
     }
 }

@@ -610,3 +610,38 @@ fn a_container_that_cannot_see_the_pipe_runs_its_tasks_without_mps_and_says_so()
     let out = task_outcome(&plan, &t);
     assert_eq!(get(&out, env::MPS_PIPE), Some(&*format!("{dir}/pipe")));
 }
+
+#[test]
+fn the_protocol_starts_the_daemon_the_plan_names_or_the_step_runs_without_it() {
+    use crate::step::{start_daemon, FrontEnd};
+    /// Starts every daemon it is asked for, and says for which task.
+    struct Starts(Option<Option<usize>>);
+    impl FrontEnd for Starts {
+        fn start_daemon(&mut self, daemon: &Daemon, task: Option<usize>) -> Result<Daemon, String> {
+            self.0 = Some(task);
+            Ok(daemon.clone())
+        }
+        fn own_cpus(&self) -> Option<crate::cpuset::CpuSet> {
+            None
+        }
+        fn stepd_cpus(&self) -> Option<crate::cpuset::CpuSet> {
+            None
+        }
+    }
+    let (planned, _) = plan_mps_with(&["mps_share=even"], true, &SLURM_4, places(), Some(USER));
+    let mut plan = planned.clone();
+    let mut front = Starts(None);
+    start_daemon(&mut plan, &mut front, None);
+    assert_eq!(front.0, Some(None), "asked once, for no task");
+    assert!(matches!(mps_of(&plan), Mps::Serving(_)), "{plan:?}");
+    let mut plan = planned;
+    let mut failing = FakeFront::default();
+    start_daemon(&mut plan, &mut failing, Some(2));
+    assert_eq!(failing.asked.get().0, 1);
+    assert_eq!(without(&plan), "not started");
+    // Nothing to start: the front end is not asked.
+    let (mut quiet, _) = plan_mps_with(&[], false, &SLURM_4, places(), Some(USER));
+    let mut front = Starts(None);
+    start_daemon(&mut quiet, &mut front, None);
+    assert_eq!(front.0, None);
+}

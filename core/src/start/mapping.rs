@@ -2,104 +2,52 @@
 //! daemon it joins, the CPUs it reads, and what is said.
 
 use super::why::UnreadableIds;
-use crate::cpuset::CpuSet;
-use crate::mps::{Daemon, Mps};
 use crate::step::{
-    task_outcome, unreadable_task, Aside, StepPlan, TaskCpus, TaskInputs, TaskOutcome, Unmapped,
+    start_daemon, task_outcome_read, Aside, Container, FrontEnd, StepPlan, TaskIds, TaskOutcome,
+    TaskVars, Unmapped,
 };
-/// Where the task sits: its node-local id, its node's task count and its
-/// rank (the launcher's, where one placed it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TaskIds {
-    pub local_id: usize,
-    pub local_count: usize,
-    pub rank: u32,
-}
 
 /// A task whose step was planned: the plan, and what the task needs to
-/// get its outcome. The front end joins the daemon the plan starts, if
-/// any ([`Mapping::daemon_to_join`], [`Mapping::joined`]), reads the CPUs
-/// asked for, and carries out [`Mapping::outcome`].
+/// get its outcome, by the protocol every front end follows
+/// ([`crate::step::FrontEnd`]): the front end joins the daemon the plan
+/// starts, if any ([`Mapping::start_daemon`]), and carries out
+/// [`Mapping::outcome`], which reads the CPUs the plan asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mapping {
     pub plan: StepPlan,
     /// The task's ids, or why they cannot be read.
     pub ids: Result<TaskIds, UnreadableIds>,
-    /// The node's name, for the lines the task says.
-    pub node: String,
-    /// `CUDA_VISIBLE_DEVICES` and `SLURMD_TRES_BIND` as the task has them.
-    pub cuda: Option<String>,
-    pub tres_bind: Option<String>,
-    /// Slurm's CPU binding of the task (`None` for a launcher's rank).
-    pub bind_type: Option<String>,
-    pub bind_list: Option<String>,
+    /// The task's variables (its node's name, its lists, Slurm's CPU
+    /// binding of it).
+    pub vars: TaskVars,
     /// A launcher's rank: no slurmstepd's mask above it tells it unbound.
     pub launched: bool,
     pub verbose: bool,
 }
 
 impl Mapping {
-    /// The daemon the plan starts for the step, and this task's local id,
-    /// where the task joins it (the node's first task to get there starts
-    /// it).
-    pub fn daemon_to_join(&self) -> Option<(&Daemon, usize)> {
-        let StepPlan::Map(map) = &self.plan else {
-            return None;
-        };
-        let Mps::Start(daemon) = &map.mps else {
-            return None;
-        };
-        let ids = self.ids.as_ref().ok()?;
-        Some((daemon, ids.local_id))
-    }
-
-    /// What joining the daemon came to: the daemon that answers, or why
-    /// none does (the step then runs mapped without it).
-    pub fn joined<E: std::fmt::Display>(&mut self, daemon: Result<Daemon, E>) {
-        let StepPlan::Map(map) = &mut self.plan else {
-            return;
-        };
-        match daemon {
-            Ok(daemon) => map.mps_started(daemon),
-            Err(why) => map.mps_failed(why),
+    /// Joins, through `front`, the daemon the plan starts for the step,
+    /// where the task's ids could be read (the node's first task to get
+    /// there starts it).
+    pub fn start_daemon(&mut self, front: &mut dyn FrontEnd) {
+        if let Ok(ids) = &self.ids {
+            start_daemon(&mut self.plan, front, Some(ids.local_id));
         }
     }
 
-    /// The task's own CPU mask is needed (a `closest` step's GPUs were
-    /// located).
-    pub fn needs_own_cpus(&self) -> bool {
-        self.ids.is_ok() && self.plan.needs_task_cpus()
-    }
-
-    /// slurmstepd's mask is needed too: an unbound task's own equals it.
-    /// A launcher's rank has none above it that tells.
-    pub fn needs_stepd_cpus(&self) -> bool {
-        self.needs_own_cpus() && !self.launched
-    }
-
-    /// What the task gets, with its own CPUs and slurmstepd's where they
-    /// were needed and could be read.
-    pub fn outcome(&self, own: Option<CpuSet>, stepd: Option<CpuSet>) -> TaskOutcome {
-        let ids = match &self.ids {
-            Ok(ids) => ids,
-            Err(why) => return unreadable_task(&self.plan, &self.node, &why.to_string()),
-        };
-        let task = TaskInputs {
-            node: &self.node,
-            local_id: ids.local_id,
-            local_count: ids.local_count,
-            rank: ids.rank,
-            cuda: self.cuda.as_deref(),
-            tres_bind: self.tres_bind.as_deref(),
-            cpus: TaskCpus {
-                own,
-                parent: stepd,
-                bind_type: self.bind_type.as_deref(),
-                bind_list: self.bind_list.as_deref(),
-            },
-            container: Default::default(),
-        };
-        task_outcome(&self.plan, &task)
+    /// What the task gets, with the CPUs the plan asks for read through
+    /// `front` (its own and slurmstepd's, which a launcher's rank has not).
+    pub fn outcome(&self, front: &dyn FrontEnd) -> TaskOutcome {
+        let stepd_above = !self.launched;
+        let container = Container::None;
+        task_outcome_read(
+            &self.plan,
+            &self.ids,
+            &self.vars,
+            stepd_above,
+            container,
+            front,
+        )
     }
 
     /// The lines to say of those the outcome gave: all of them under

@@ -4,8 +4,10 @@
 //! environment, ancestors and CPUs the same way. The front end gathers
 //! [`TaskFacts`] and its [`Node`], calls [`decide`], and carries out the
 //! one verdict it gets ([`Verdict`]): refuse, run the program unchanged, or
-//! carry out the task's share of its step's plan ([`Mapping`]). Every rule
-//! of which is here; the front end decides nothing.
+//! carry out the task's share of its step's plan ([`Mapping`]), by the
+//! protocol every front end follows, the plugin's included
+//! ([`crate::step::FrontEnd`]). Every rule of which is here; the front end
+//! decides nothing.
 //!
 //! - `facts`: what the front end gathers, and what the user asked;
 //! - `mapping`: what a mapped task gets ([`Mapping`]);
@@ -28,9 +30,10 @@ mod tests;
 mod verdict;
 mod why;
 
+pub use crate::step::TaskIds;
 pub use ended::keeper_to_tell;
 pub use facts::{not_passed, Asked, TaskFacts};
-pub use mapping::{Mapping, TaskIds};
+pub use mapping::Mapping;
 pub use verdict::{Start, Verdict};
 pub use why::{
     BadStepId, NoMethod, NotPassed, OuterLaunch, UnreadableIds, WhyRefused, WhyUnchanged,

@@ -4,13 +4,12 @@
 //! whether that very step is mapped already.
 
 use super::facts::{in_step, TaskFacts};
-use super::mapping::TaskIds;
 use super::share::{mapping, task_ids};
 use super::verdict::{unchanged, Verdict};
 use super::why::{BadStepId, WhyRefused, WhyUnchanged};
 use crate::env;
 use crate::launch::Launch;
-use crate::step::{parse_step_id, special_step_name, step_tag, Given, Node, StepIdentity};
+use crate::step::{parse_step_id, special_step_name, step_tag, Given, Node, StepIdentity, TaskIds};
 
 /// A launcher's rank: its launch is its identity (no step of Slurm's),
 /// its variables its place, and its GPUs what it was given.

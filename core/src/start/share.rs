@@ -3,7 +3,7 @@
 //! ([`Mapping`]).
 
 use super::facts::{in_step, TaskFacts};
-use super::mapping::{Mapping, TaskIds};
+use super::mapping::Mapping;
 use super::verdict::Verdict;
 use super::why::{BadStepId, UnreadableIds};
 use crate::env;
@@ -11,7 +11,9 @@ use crate::files::hostname;
 use crate::mps::MpsFacts;
 use crate::settings::option::OptionRequest;
 use crate::slurm::tasks::local_count;
-use crate::step::{plan_step, slurm_bound_here, Node, StepFacts, StepIdentity, StepPlan};
+use crate::step::{
+    plan_step, slurm_bound_here, Node, StepFacts, StepIdentity, StepPlan, TaskIds, TaskVars,
+};
 
 /// The task's share of its step (`step`), placed at `ids`; `launched`: a
 /// launcher placed it.
@@ -28,23 +30,15 @@ pub(super) fn mapping(
         Some(why) => StepPlan::slurm_binds(&facts.config.flag, why, facts.asked.mps),
         None => plan(facts, node, step, local_tasks),
     };
-    let name = node
-        .env(env::NODE_NAME)
-        // Outside a step (a launcher's rank, allowed outside Slurm): this
-        // host's own name.
-        .or_else(|| hostname(node.files()).filter(|_| launched || !in_step(node)))
-        .unwrap_or_else(|| "?".to_string());
-    // Slurm's CPU binding describes a launcher's daemon step, not its
-    // ranks: a rank's own CPUs are its mask.
-    let slurms = |var| node.env(var).filter(|_| !launched);
+    // Outside a step (a launcher's rank, allowed outside Slurm): this
+    // host's own name. Slurm's CPU binding describes a launcher's daemon
+    // step, not its ranks: a rank's own CPUs are its mask.
+    let host = || hostname(node.files()).filter(|_| launched || !in_step(node));
+    let vars = TaskVars::read(node, &plan, !launched, &host);
     Verdict::Map(Box::new(Mapping {
         plan,
         ids,
-        node: name,
-        cuda: node.env(env::CUDA),
-        tres_bind: node.env(env::TRES_BIND),
-        bind_type: slurms(env::CPU_BIND_TYPE),
-        bind_list: slurms(env::CPU_BIND_LIST),
+        vars,
         launched,
         verbose: facts.asked.verbose,
     }))

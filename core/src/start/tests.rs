@@ -7,7 +7,7 @@ use crate::launch::Ancestry;
 use crate::method::Method;
 use crate::settings::config::Config;
 use crate::settings::option::{Choice, OptionRequest};
-use crate::step::testing::{get, FakeNode, SLURM_4};
+use crate::step::testing::{get, FakeFront, FakeNode, SLURM_4};
 use crate::step::{Aside, StepPlan};
 
 /// A task of srun step 7.3, the node's second of four, on SLURM_4's GPUs.
@@ -92,11 +92,11 @@ fn outside_any_job_nothing_runs_unless_allowed() {
         ..facts(true, false)
     };
     let m = mapping(verdict_in(&[], &allowed));
-    assert_eq!(m.node, "n1");
+    assert_eq!(m.vars.node, "n1");
     assert_eq!(m.ids, Err(UnreadableIds::NotSet("SLURM_LOCALID")));
     assert!(matches!(m.plan, StepPlan::Unmapped(_)));
     assert_eq!(
-        m.outcome(None, None).say,
+        m.outcome(&FakeFront::default()).say,
         [
             "desi-gpu-map: node n1: no GPUs are allocated to this step on this node; tasks left \
           unchanged"
@@ -156,7 +156,7 @@ fn a_step_the_plugin_mapped_runs_unchanged_and_an_outer_steps_record_counts_for_
         &[&TASK_1_OF_4, &SLURM_4, &outer],
         &facts(false, false),
     ));
-    let out = m.outcome(None, None);
+    let out = m.outcome(&FakeFront::default());
     assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("1"));
     assert_eq!(get(&out, "DESI_GPU_MAP_STEP"), Some("7.3"));
 }
@@ -172,13 +172,15 @@ fn a_task_of_an_srun_step_is_mapped_and_records_its_step() {
             rank: 1
         })
     );
-    assert_eq!((m.node.as_str(), m.launched), ("gpu1", false));
+    assert_eq!((m.vars.node.as_str(), m.launched), ("gpu1", false));
     let StepPlan::Map(map) = &m.plan else {
         panic!("mapped: {:?}", m.plan)
     };
     assert_eq!(map.step.as_deref(), Some("7.3"));
-    assert!(m.daemon_to_join().is_none());
-    let out = m.outcome(None, None);
+    let mut front = FakeFront::default();
+    m.clone().start_daemon(&mut front);
+    assert_eq!(front.asked.get().0, 0, "no daemon to join");
+    let out = m.outcome(&FakeFront::default());
     assert_eq!(get(&out, "DESI_GPU_MAPPED"), Some("1"));
     // A mapped task's lines are news: said without verbose.
     assert!(!m.said(vec!["line".to_string()]).is_empty());
@@ -238,8 +240,9 @@ fn a_task_whose_ids_cannot_be_read_runs_unmapped_and_says_why() {
         pairs.extend(value.map(|v| (var, v)));
         let m = mapping(verdict_in(&[&pairs], &facts(false, false)));
         assert_eq!(m.ids, Err(want.clone()), "{var}");
-        assert!(!m.needs_own_cpus());
-        let out = m.outcome(None, None);
+        let front = FakeFront::default();
+        let out = m.outcome(&front);
+        assert_eq!(front.asked.get(), (0, 0, 0), "no CPUs read");
         assert!(out.set.is_empty());
         assert!(out.unset.contains(&"DESI_GPU_MAPPED".to_string()));
         assert_eq!(
@@ -271,16 +274,16 @@ fn a_launchers_rank_is_its_launch_not_a_step_of_slurms() {
             rank: 3
         })
     );
-    assert_eq!((m.node.as_str(), m.launched), ("n1", true));
+    assert_eq!((m.vars.node.as_str(), m.launched), ("n1", true));
     assert_eq!(
-        (m.bind_type.as_deref(), m.bind_list.as_deref()),
+        (m.vars.bind_type.as_deref(), m.vars.bind_list.as_deref()),
         (None, None)
     );
     let StepPlan::Map(map) = &m.plan else {
         panic!("mapped: {:?}", m.plan)
     };
     assert_eq!(map.listed.source(), "inherited");
-    let out = m.outcome(None, None);
+    let out = m.outcome(&FakeFront::default());
     assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("5"));
     assert_eq!(
         get(&out, "DESI_GPU_MAP_STEP"),
@@ -294,14 +297,17 @@ fn a_launchers_rank_is_its_launch_not_a_step_of_slurms() {
         ..facts(false, false)
     };
     let m = mapping(verdict_in(&[&mpich, &job], &by_proxy));
-    let out = m.outcome(None, None);
+    let out = m.outcome(&FakeFront::default());
     assert_eq!(
         get(&out, "DESI_GPU_MAP_STEP"),
         Some("mpich:hydra_pmi_proxy.41")
     );
     // No tag: nothing recorded (no made-up step of Slurm's either).
     let m = mapping(verdict_in(&[&mpich, &job], &facts(false, false)));
-    assert_eq!(get(&m.outcome(None, None), "DESI_GPU_MAP_STEP"), None);
+    assert_eq!(
+        get(&m.outcome(&FakeFront::default()), "DESI_GPU_MAP_STEP"),
+        None
+    );
     // In an srun step (its daemon's): that step's list as Slurm set it,
     // and still the launch's record.
     let step = [("SLURM_JOB_ID", "7"), ("SLURM_STEP_ID", "0")];
@@ -309,7 +315,7 @@ fn a_launchers_rank_is_its_launch_not_a_step_of_slurms() {
         &[&OMPI_1_OF_2, &step, &SLURM_4],
         &facts(false, false),
     ));
-    let out = m.outcome(None, None);
+    let out = m.outcome(&FakeFront::default());
     assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("1"));
     assert_eq!(
         get(&out, "DESI_GPU_MAP_STEP"),
@@ -412,16 +418,22 @@ fn a_closest_task_asks_for_its_cpus_and_slurmstepds_but_a_rank_only_its_own() {
     };
     let m = mapping(verdict_in(&[&TASK_1_OF_4, &SLURM_4], &closest));
     // The fake node's GPUs are not located: nothing to read.
-    assert!(!m.needs_own_cpus() && !m.needs_stepd_cpus());
+    let cpus_read = |m: &Mapping| {
+        let front = FakeFront::default();
+        m.outcome(&front);
+        let (_, own, stepd) = front.asked.get();
+        (own > 0, stepd > 0)
+    };
+    assert_eq!(cpus_read(&m), (false, false));
     let mut located = m.clone();
     let StepPlan::Map(map) = &mut located.plan else {
         panic!()
     };
     let cpus = crate::cpuset::CpuSet::parse_list("0").unwrap();
     map.near = crate::step::GpuCpus::Located(vec![cpus; 4]);
-    assert!(located.needs_own_cpus() && located.needs_stepd_cpus());
+    assert_eq!(cpus_read(&located), (true, true));
     located.launched = true;
-    assert!(located.needs_own_cpus() && !located.needs_stepd_cpus());
+    assert_eq!(cpus_read(&located), (true, false));
 }
 
 #[test]

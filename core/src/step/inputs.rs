@@ -1,8 +1,88 @@
 //! One task as a front end knows it: where it runs, its ids, its
-//! environment's lists, and its CPUs.
+//! environment's lists, and its CPUs. Its variables are read here, once,
+//! for every front end ([`TaskVars::read`]).
 
 use super::container::Container;
+use super::decision::StepPlan;
+use super::node::Node;
 use crate::cpuset::CpuSet;
+use crate::env;
+
+/// Where the task sits: its node-local id, its node's task count and its
+/// rank (the launcher's, where one placed it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskIds {
+    pub local_id: usize,
+    pub local_count: usize,
+    pub rank: u32,
+}
+
+/// The task's own variables, as every front end reads them: the plugin in
+/// `task_init`, exec and the task prolog as the task itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskVars {
+    /// The node's name, for the lines the task says.
+    pub node: String,
+    /// `CUDA_VISIBLE_DEVICES` and `SLURMD_TRES_BIND` as the task has them.
+    pub cuda: Option<String>,
+    pub tres_bind: Option<String>,
+    /// Slurm's CPU binding of the task, where its CPUs are needed.
+    pub bind_type: Option<String>,
+    pub bind_list: Option<String>,
+}
+
+impl TaskVars {
+    /// Reads, through `node`, the variables of a task of a step planned
+    /// as `plan`. Slurm's CPU binding is read only where the plan needs the
+    /// task's CPUs and `by_slurm`: slurmstepd started the task (a
+    /// launcher's rank's describes its launcher's daemon step, not it).
+    /// `host`: the node's name where Slurm set none (else `?`).
+    pub fn read(
+        node: &dyn Node,
+        plan: &StepPlan,
+        by_slurm: bool,
+        host: &dyn Fn() -> Option<String>,
+    ) -> TaskVars {
+        let cpus = by_slurm && plan.needs_task_cpus();
+        let binding = |name: &str| cpus.then(|| node.env(name)).flatten();
+        TaskVars {
+            node: node
+                .env(env::NODE_NAME)
+                .or_else(host)
+                .unwrap_or_else(|| "?".to_string()),
+            cuda: node.env(env::CUDA),
+            tres_bind: node.env(env::TRES_BIND),
+            bind_type: binding(env::CPU_BIND_TYPE),
+            bind_list: binding(env::CPU_BIND_LIST),
+        }
+    }
+
+    /// The task's inputs: these variables, its `ids`, its CPUs (`own`,
+    /// and its parent slurmstepd's) and where a container plugin stands.
+    pub fn inputs<'a>(
+        &'a self,
+        ids: &TaskIds,
+        own: Option<CpuSet>,
+        parent: Option<CpuSet>,
+        container: Container<'a>,
+    ) -> TaskInputs<'a> {
+        TaskInputs {
+            node: &self.node,
+            local_id: ids.local_id,
+            local_count: ids.local_count,
+            rank: ids.rank,
+            cuda: self.cuda.as_deref(),
+            tres_bind: self.tres_bind.as_deref(),
+            cpus: TaskCpus {
+                own,
+                parent,
+                bind_type: self.bind_type.as_deref(),
+                bind_list: self.bind_list.as_deref(),
+            },
+            container,
+        }
+    }
+}
 
 /// One task, as slurmstepd sees it in `task_init`, or as the task itself
 /// sees it (`desi-gpu-map exec`).
@@ -36,4 +116,44 @@ pub struct TaskCpus<'a> {
     pub bind_type: Option<&'a str>,
     /// `SLURM_CPU_BIND_LIST` in its environment: every task's CPUs.
     pub bind_list: Option<&'a str>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::method::Method;
+    use crate::settings::config::Config;
+    use crate::step::testing::*;
+    use crate::step::{locate, StepPlan};
+
+    #[test]
+    fn slurms_cpu_binding_is_read_only_for_a_task_whose_cpus_are_asked_for() {
+        let bind = [
+            ("SLURM_CPU_BIND_TYPE", "mask_cpu:"),
+            ("SLURM_CPU_BIND_LIST", "0x1"),
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+        ];
+        let node = FakeNode::new(&bind, Ok(vec![]));
+        let no_host = || None;
+        let config = Config::default();
+        let mut map = mapped_4(&config, Method::Closest);
+        let unlocated = StepPlan::Map(map.clone());
+        let perlmutter = crate::topology::Preset::Perlmutter.topology();
+        map.near = locate(&map.gpus, Ok(&perlmutter));
+        let located = StepPlan::Map(map);
+        let read = |plan: &StepPlan, by_slurm| {
+            let vars = TaskVars::read(&node, plan, by_slurm, &no_host);
+            (vars.bind_type.is_some(), vars.bind_list.is_some())
+        };
+        assert_eq!(read(&located, true), (true, true));
+        assert_eq!(read(&located, false), (false, false), "a launcher's rank");
+        assert_eq!(read(&unlocated, true), (false, false));
+        let vars = TaskVars::read(&node, &located, true, &no_host);
+        assert_eq!(
+            (vars.node.as_str(), vars.cuda.as_deref()),
+            ("?", Some("0,1"))
+        );
+        let host = || Some("h1".to_string());
+        assert_eq!(TaskVars::read(&node, &located, true, &host).node, "h1");
+    }
 }

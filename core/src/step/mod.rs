@@ -20,14 +20,17 @@
 //! - `decision`: the plan itself ([`StepPlan`]);
 //! - `aside`: why a step stands aside ([`Aside`]), and what its tasks lose;
 //! - `map`: a mapped step's record ([`StepMap`]);
-//! - `inputs`: one task as a front end knows it ([`TaskInputs`]);
+//! - `inputs`: one task as a front end knows it ([`TaskInputs`]), its
+//!   variables read in one place ([`TaskVars`]);
 //! - `assign`: where each task sits in the step's lists ([`Assignment`]),
 //!   `closest`'s position coming from its rule
 //!   ([`crate::method::closest::closest_position`]);
 //! - `lines`: what a task says (its `verbose` report, why it stands aside);
 //! - `outcome`: what each task gets, and the variables written for it
 //!   (through [`crate::runtime`], which writes the lists for the node's
-//!   vendor).
+//!   vendor);
+//! - `protocol`: the round trip every front end follows, from the plan to
+//!   each task's outcome ([`FrontEnd`]).
 //!
 //! CUDA MPS is decided in [`crate::mps`], from a small input this module
 //! hands it; the record keeps the decision, and each task's list names its
@@ -50,6 +53,7 @@ mod map;
 mod node;
 mod outcome;
 mod plan;
+mod protocol;
 mod resolve;
 mod source;
 #[cfg(test)]
@@ -62,12 +66,13 @@ pub use container::{container_plugin_after, Container};
 pub use decision::StepPlan;
 pub use given::Given;
 pub use ids::{is_special_step, parse_step_id, special_step_name, step_tag, StepIdentity};
-pub use inputs::{TaskCpus, TaskInputs};
+pub use inputs::{TaskCpus, TaskIds, TaskInputs, TaskVars};
 pub use lines::aside_line;
 pub use locate::locate;
 pub use map::{GpuCpus, StepMap};
 pub use node::{Node, NvmlAsk};
-pub use outcome::{carry_out, map_task, task_outcome, unreadable_task, variables, TaskOutcome};
+pub use outcome::{carry_out, map_task, task_outcome, variables, TaskOutcome};
 pub use plan::{plan_step, StepFacts};
+pub use protocol::{start_daemon, task_outcome_read, FrontEnd};
 pub use resolve::{resolve, Resolved};
 pub use source::{Listed, NotSlurms, WhyNoList};

@@ -60,7 +60,7 @@ pub fn carry_out(
 }
 
 /// A task whose ids could not be read: it runs unmapped, and says why.
-pub fn unreadable_task(plan: &StepPlan, node: &str, why: &str) -> TaskOutcome {
+pub(super) fn unreadable_task(plan: &StepPlan, node: &str, why: &str) -> TaskOutcome {
     match plan {
         StepPlan::Untouched => TaskOutcome::default(),
         // Which task is the node's first is unknown: each says why.

@@ -3,12 +3,14 @@
 //! beside it): a step planned from a few variables, and a task of it.
 
 use super::{
-    plan_step, Aside, Node, NvmlAsk, StepFacts, StepIdentity, StepMap, StepPlan, TaskInputs,
-    TaskOutcome, Unmapped, WhyNoList,
+    plan_step, Aside, FrontEnd, Node, NvmlAsk, StepFacts, StepIdentity, StepMap, StepPlan,
+    TaskInputs, TaskOutcome, Unmapped, WhyNoList,
 };
+use crate::cpuset::CpuSet;
 use crate::error::Error;
 use crate::files::{Files, Stat};
 use crate::method::Method;
+use crate::mps::Daemon;
 use crate::settings::config::Config;
 use crate::settings::option::{Choice, OptionRequest};
 use crate::topology::Topology;
@@ -280,6 +282,33 @@ pub(crate) fn task(local_id: usize, local_count: usize, cuda: Option<&str>) -> T
         tres_bind: None,
         cpus: super::TaskCpus::default(),
         container: Default::default(),
+    }
+}
+
+/// A front end that reads no CPUs and starts no daemon, and counts what
+/// it was asked: daemons, own CPUs, slurmstepd's.
+#[derive(Default)]
+pub(crate) struct FakeFront {
+    pub asked: Cell<(usize, usize, usize)>,
+}
+
+impl FrontEnd for FakeFront {
+    fn start_daemon(&mut self, _: &Daemon, _: Option<usize>) -> Result<Daemon, String> {
+        let (d, o, s) = self.asked.get();
+        self.asked.set((d + 1, o, s));
+        Err("not started".to_string())
+    }
+
+    fn own_cpus(&self) -> Option<CpuSet> {
+        let (d, o, s) = self.asked.get();
+        self.asked.set((d, o + 1, s));
+        None
+    }
+
+    fn stepd_cpus(&self) -> Option<CpuSet> {
+        let (d, o, s) = self.asked.get();
+        self.asked.set((d, o, s + 1));
+        None
     }
 }
 

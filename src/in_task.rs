@@ -15,11 +15,11 @@ use desi_gpu_map_core::mps::Daemon;
 use desi_gpu_map_core::settings::config::{Config, MpsSettings};
 use desi_gpu_map_core::start::{decide, Asked, Mapping, Start, TaskFacts};
 use desi_gpu_map_core::step::{carry_out, FrontEnd, Node, NvmlAsk};
-use desi_gpu_map_host::cpus;
 use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::mps::daemon::random_token;
 use desi_gpu_map_host::nvml::ask_within;
 use desi_gpu_map_host::process::{comm, launch_ancestry, task_pid, SLURMSTEPD};
+use desi_gpu_map_host::stepd;
 use desi_gpu_map_host::sys::allowed_cpus;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -36,7 +36,7 @@ pub fn decided(args: &ExecArgs) -> Result<Start, String> {
         allow_outside: args.allow_outside_slurm,
         config: config(args),
         ancestry: launch_ancestry(&watched()),
-        ancestor_pid: &cpus::ancestor_named,
+        ancestor_pid: &stepd::ancestor_named,
         uid: rustix::process::getuid().as_raw(),
         gid: rustix::process::getgid().as_raw(),
         token: random_token(),
@@ -150,7 +150,7 @@ impl FrontEnd for InTask {
 /// keeper and `closest` both ask for it.
 fn stepd() -> Option<u32> {
     static STEPD: OnceLock<Option<u32>> = OnceLock::new();
-    *STEPD.get_or_init(cpus::slurmstepd_above)
+    *STEPD.get_or_init(stepd::slurmstepd_above)
 }
 
 /// The task's own process as the core's node: its environment, the

@@ -40,7 +40,8 @@ const CRATES: &[Crate] = &[
     Crate {
         src: "host/src",
         layers: &[
-            "failure", "sys", "files", "process", "cpus", "child", "run", "deadline", "nvml", "mps",
+            "failure", "sys", "files", "process", "stepd", "child", "run", "deadline", "nvml",
+            "mps",
         ],
     },
     Crate {

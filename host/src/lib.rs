@@ -14,7 +14,6 @@
 #![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]
 
 pub mod child;
-pub mod cpus;
 pub mod deadline;
 pub mod failure;
 pub mod files;
@@ -22,4 +21,5 @@ pub mod mps;
 pub mod nvml;
 pub mod process;
 pub mod run;
+pub mod stepd;
 pub mod sys;

@@ -22,8 +22,8 @@
 #   24.11: the orig tarball's: python/tests/test_116_37.py, _21, _44 and
 #     expect/test1.49 (test_135_1, TaskEpilog, needs --auto-config: not in
 #     a root, see below).
-#   26.05: SchedMD's slurm-26.05 branch carries no testsuite/python or
-#     expect, so master's (284c3b95f0, the commit the patch was made on),
+#   26.05: SchedMD's slurm-26.05 branch and tags carry none of these
+#     tests, so master's (284c3b95f0, the commit the patch was made on),
 #     exported to $DGM_SLURM_SRC/master-284c3b95f0 with
 #       git archive 284c3b95f0 testsuite | tar -x -C that-dir
 #     test_116_37, _21 and _44 (master has no test1.49).
@@ -32,7 +32,7 @@
 # cluster's state dir), SLURM_CONF the cluster's slurm.conf, and for expect
 # SLURM_LOCAL_GLOBALS_FILE a globals.local that puts its test directory in
 # the state dir. They run as root, which is also the cluster's SlurmUser, so
-# the ATF needs no sudo.
+# 22.05's and 24.11's ATF need no sudo; master's gets a stand-in (below).
 #
 # One node, n1. The local-config tests run against the running cluster,
 # with the built slurmstepd bind-mounted over /usr/sbin/slurmstepd in n1's
@@ -95,6 +95,7 @@ case $series in
         local_tests=(tests/test_116_37.py tests/test_116_21.py tests/test_116_44.py)
         auto_tests=()
         expect_tests=()
+        sudo_stand_in=1
         ;;
     *) die "DGM_EPILOG_SERIES must be 22.05, 24.11 or 26.05" ;;
 esac
@@ -139,6 +140,30 @@ if [ -n "$root" ]; then
             "$root" "$c" >"$prefix/bin/$c"
         chmod 0755 "$prefix/bin/$c"
     done
+    # Master's ATF runs every command it is given a user for through
+    # `sudo -u USER /bin/bash -lc CMD`, root's too, and skips the test
+    # unless `sudo -ln` shows NOPASSWD: ALL. This host has no sudo, and a
+    # login shell would reset PATH to the host's 22.05 clients: a stand-in,
+    # first in PATH, that runs CMD as root only (we are root), with bash -c.
+    if [ "${sudo_stand_in:-0}" = 1 ]; then
+        cat >"$prefix/bin/sudo" <<'EOS'
+#!/bin/bash
+# benches/slurm-testsuite.sh's stand-in for sudo: root to root only.
+if [ "${1:-}" = -ln ]; then echo "    (ALL : ALL) NOPASSWD: ALL"; exit 0; fi
+user=root
+while [ $# -gt 0 ]; do
+    case $1 in
+        --preserve-env=* | -n | -E) shift ;;
+        -u) user=$2; shift 2 ;;
+        *) break ;;
+    esac
+done
+[ "$user" = root ] && [ "$(id -u)" = 0 ] || { echo "sudo stand-in: root to root only (asked for $user)" >&2; exit 1; }
+if [ "${1:-}" = /bin/bash ] && [ "${2:-}" = -lc ]; then exec /bin/bash -c "$3"; fi
+exec "$@"
+EOS
+        chmod 0755 "$prefix/bin/sudo"
+    fi
     export PATH=$prefix/bin:$PATH
 fi
 cat >"$work/testsuite.conf" <<EOF

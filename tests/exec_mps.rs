@@ -311,6 +311,41 @@ fn tasks_with_their_own_tmpdir_are_told_the_keepers_directory() {
     step.assert_nothing_left();
 }
 
+/// A keeper that ends before it answers (here a stand-in of the job's
+/// user that listens on the name, waits for a task's connection and
+/// closes it unanswered, as a keeper killed at its start does) costs the
+/// step nothing: a task starts the keeper again, and both are served.
+#[test]
+fn a_keeper_that_ends_before_it_answers_is_started_again() {
+    let step = KeptStep::new("e", 6);
+    let script = "import os, select, socket\n\
+                  s = socket.socket(socket.AF_UNIX)\n\
+                  s.bind('\\0' + os.environ['KEEPER_NAME'])\n\
+                  s.listen(8)\n\
+                  print('ready', flush=True)\n\
+                  select.select([s], [], [], 30)\n\
+                  s.close()\n";
+    let mut stand_in = Command::new("runuser")
+        .args(["-u", TASKS_USER, "--", "python3", "-c", script])
+        .env("KEEPER_NAME", step.name())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run python3 as the tasks' user");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(stand_in.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "ready\n", "the stand-in keeper");
+    let out = step.both(PIPE);
+    assert!(stand_in.wait().unwrap().success(), "the stand-in keeper");
+    let pipe = served_alike(&out);
+    assert!(pipe.contains(".keeper."), "named as a keeper's: {pipe}");
+    step.assert_nothing_left();
+}
+
 #[test]
 fn a_name_another_process_holds_neither_denies_nor_delays_mps() {
     let step = KeptStep::new("s", 2);

@@ -26,6 +26,10 @@ use std::time::{Duration, Instant};
 /// How much longer than the daemon's own timeout a task waits for the
 /// keeper's answer (the keeper starts the daemon first).
 const ANSWER_MARGIN: Duration = Duration::from_secs(5);
+/// How many times a task starts the keeper again where one ended before
+/// it answered (killed at its start, say): once, so that a keeper that
+/// cannot live costs the step its MPS, not its deadline.
+const MOST_RESTARTS: u32 = 1;
 /// The longest answer line read from a keeper.
 const MAX_ANSWER: u64 = 4096;
 /// How long the name may stay bound by a socket that takes no connection
@@ -64,9 +68,22 @@ fn by_name(daemon: &Daemon, stepd: Option<u32>, deadline: Instant) -> Met {
         Err(why) => return Met::Answered(Err(why)),
     };
     let mut bound_since: Option<Instant> = None;
+    let mut restarts = 0;
     loop {
         match reach::connect(&addr, Instant::now() + SQUAT_GRACE) {
-            Ok(stream) => return theirs_or_answer(stream, daemon, deadline),
+            Ok(stream) => match theirs_or_answer(stream, daemon, deadline) {
+                // Its listener is gone with it: the next connect is
+                // refused, and this task (or another) starts a keeper.
+                Met::Answered(Err(why))
+                    if ended_unanswered(&why)
+                        && restarts < MOST_RESTARTS
+                        && Instant::now() < deadline =>
+                {
+                    restarts += 1;
+                    continue;
+                }
+                met => return met,
+            },
             Err(Unreached::Full(waited)) => {
                 return Met::Taken(format!(
                     "a socket whose queue stayed full for {} ms holds the name @{}",
@@ -300,8 +317,25 @@ fn ask(stream: UnixStream, request: Request, deadline: Instant) -> std::io::Resu
     stream.set_write_timeout(Some(left))?;
     (&stream).write_all(request.line().as_bytes())?;
     let mut line = String::new();
-    BufReader::new(stream.take(MAX_ANSWER)).read_line(&mut line)?;
-    Ok(line)
+    match BufReader::new(stream.take(MAX_ANSWER)).read_line(&mut line)? {
+        0 => Err(ErrorKind::UnexpectedEof.into()),
+        _ => Ok(line),
+    }
+}
+
+/// The keeper closed the connection without a word (before the request
+/// was written, a broken pipe; after, a reset or the end of its stream):
+/// it ended before it answered.
+fn closed_unanswered(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::BrokenPipe | ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof
+    )
+}
+
+/// `why` is a keeper's end before it answered.
+fn ended_unanswered(why: &Failure) -> bool {
+    why.os_error().is_some_and(closed_unanswered)
 }
 
 /// A task of the step ended (its task epilog tells): the keeper of
@@ -341,7 +375,7 @@ pub fn task_ended(daemon: &Daemon, deadline: Instant) -> Result<Ended, Failure> 
             ))
         }),
         // The keeper closed its sockets: it has ended.
-        Err(e) if e.kind() == ErrorKind::ConnectionReset => Ok(Ended::Done),
+        Err(e) if closed_unanswered(&e) => Ok(Ended::Done),
         Err(e) => Err(Failure::os(
             format_args!("no answer from the MPS keeper @{}", daemon.stem),
             e,

@@ -12,10 +12,10 @@ use desi_gpu_map_host::process::{
     children_of, descends_from, environ, parent_of, pidfd, this_program, TASK_PID,
 };
 use desi_gpu_map_host::run::{Runner, POLL};
-use desi_gpu_map_host::sys::{allowed_cpus, close_on_exec, ending_fd, tie_to_parent};
+use desi_gpu_map_host::sys::{allowed_cpus, close_on_exec, ending_fd, session_of, tie_to_parent};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::net::sockopt::socket_peercred;
-use rustix::process::{getsid, Pid, Signal};
+use rustix::process::Signal;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -325,7 +325,7 @@ impl Keeper {
     /// The peer's pid, where it is the job's user's and a process of this
     /// step: in the step's session (slurmd makes one per step, every task
     /// and task prolog is in it, the keeper too, and no process can enter
-    /// a session it is not in; [`getsid`] needs no `/proc`, which
+    /// a session it is not in; [`session_of`] needs no `/proc`, which
     /// `hidepid` hides), or under this step's slurmstepd. Where neither
     /// can be told, it is refused.
     fn task_of_step(&self, stream: &UnixStream) -> Result<u32, Failure> {
@@ -344,14 +344,14 @@ impl Keeper {
     }
 }
 
-/// `pid` is in this process's session ([`getsid`], which needs no
-/// `/proc`).
+/// `pid` is in this process's session ([`session_of`], getsid(2), which
+/// needs no `/proc`). Inside a pid namespace that the step's session
+/// began outside of (a container's), every process of the step is in
+/// session 0, the keeper too: equal there as well, as far as this
+/// namespace can tell (the peer is the job's user's in any case).
 fn in_this_session(pid: u32) -> bool {
-    let theirs = i32::try_from(pid)
-        .ok()
-        .and_then(Pid::from_raw)
-        .and_then(|pid| getsid(Some(pid)).ok());
-    theirs.is_some() && theirs == getsid(None).ok()
+    let theirs = session_of(Some(pid));
+    theirs.is_some() && theirs == session_of(None)
 }
 
 /// The task a process that joins stands for, and a pidfd of it: the
@@ -464,7 +464,7 @@ mod tests {
         assert_eq!(task_of(prolog).map(|t| t.0), Some(parent.id()));
         assert_eq!(task_of(sleeping(other.id())).map(|t| t.0), Some(other.id()));
         // The parent's child first: the parent reaps it, and then ends.
-        let prolog = Pid::from_raw(i32::try_from(prolog).unwrap()).unwrap();
+        let prolog = rustix::process::Pid::from_raw(i32::try_from(prolog).unwrap()).unwrap();
         rustix::process::kill_process(prolog, Signal::KILL).unwrap();
         for child in [&mut task, &mut parent, &mut other] {
             let _ = child.kill();

@@ -14,6 +14,8 @@
 //!   gid, uid), its inherited descriptors closed at exec.
 //! - [`allowed_cpus`] (`affinity.rs`): the CPUs a process may run on, from
 //!   sched_getaffinity(2), which `hidepid` does not hide.
+//! - [`session_of`] (`session.rs`): the session a process is in, from
+//!   getsid(2), which `hidepid` does not hide either, 0 included.
 //! - [`tie_to_parent`] (`parent.rs`): a command's child is killed when
 //!   this process dies.
 //! - [`ending_fd`] (`signals.rs`): the signals that end a process, blocked
@@ -36,6 +38,7 @@ mod fds;
 mod fork;
 mod objects;
 mod parent;
+mod session;
 mod signals;
 mod user;
 
@@ -44,5 +47,6 @@ pub use fds::close_on_exec;
 pub(crate) use fork::fork_child;
 pub use objects::{loaded_objects, loaded_plugin_name};
 pub use parent::tie_to_parent;
+pub use session::session_of;
 pub use signals::ending_fd;
 pub use user::as_user;

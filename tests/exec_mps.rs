@@ -168,6 +168,30 @@ impl KeptStep {
             .expect("start desi-gpu-map exec")
     }
 
+    /// [`KeptStep::task`], its exec run by the words `wrap` (the command
+    /// that starts it, its arguments following), as a container runs it.
+    fn task_in(&self, local: usize, tmp: &str, wrap: &[&str], script: &str) -> std::process::Child {
+        self.as_task(local, 2, tmp)
+            .args(wrap)
+            .arg(env!("CARGO_BIN_EXE_desi-gpu-map"))
+            .args(["exec", "--nvml", &self.lib, "--mps-control"])
+            .arg(self.dir.join("nvidia-cuda-mps-control"))
+            .args(["--method", "contiguous,mps", "--", "sh", "-c", script])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start desi-gpu-map exec")
+    }
+
+    /// Both tasks at once, each run by `wrap` ([`KeptStep::task_in`]).
+    fn both_in(&self, wrap: &[&str], script: &str) -> [Output; 2] {
+        let tasks = [
+            self.task_in(0, "t0", wrap, script),
+            self.task_in(1, "t1", wrap, script),
+        ];
+        tasks.map(|t| t.wait_with_output().expect("wait for a task"))
+    }
+
     /// `runuser` as the tasks' user, with the variables of local task
     /// `local` of `count`; its command to follow.
     fn as_task(&self, local: usize, count: usize, tmp: &str) -> Command {
@@ -508,5 +532,91 @@ fn a_sweep_from_another_network_namespace_keeps_a_live_keepers_directory() {
     out.read_to_string(&mut rest).unwrap();
     assert_eq!(rest, "there\n", "the task's directory, after the sweep");
     assert!(task.wait().unwrap().success());
+    step.assert_nothing_left();
+}
+
+/// What `unshare` gives each task: a user and a pid namespace of its own,
+/// and its own `/proc`, in the network namespace the step's tasks share
+/// (podman's, podman-hpc's and `apptainer --pid`'s layout: a container
+/// per task).
+const OWN_PID_NAMESPACE: [&str; 6] = [
+    "unshare",
+    "--user",
+    "--map-current-user",
+    "--pid",
+    "--fork",
+    "--mount-proc",
+];
+
+/// What a task that is process 1 of its pid namespace says.
+const FIRST_IN_ITS_OWN: &str = "desi-gpu-map: node n1: this task is process 1 of a pid namespace \
+    of its own (a container per task?): an MPS keeper started from it would end with this task, \
+    and could not watch the step's other tasks; running without MPS";
+
+/// A step whose tasks each run as process 1 of a pid namespace of their
+/// own: no keeper starts (one would be killed with its task, before it
+/// removed its directory), and every task, local task 1 too, says why it
+/// runs without MPS. Nothing is left.
+#[test]
+fn tasks_each_first_in_a_pid_namespace_of_their_own_say_why_they_run_without_mps() {
+    let step = KeptStep::new("p", 7);
+    let out = step.both_in(&OWN_PID_NAMESPACE, PIPE);
+    for (i, out) in out.iter().enumerate() {
+        assert!(out.status.success(), "task {i}: {out:?}");
+        let words = words_of(out);
+        assert_eq!(words.len(), 2, "task {i}, no pipe directory: {out:?}");
+        assert_eq!(
+            words[0],
+            i.to_string(),
+            "task {i}, its GPU by index: {out:?}"
+        );
+        assert_eq!(words[1], "missing", "task {i}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let said: Vec<&str> = err.lines().collect();
+        assert_eq!(said, [FIRST_IN_ITS_OWN], "task {i}: {out:?}");
+    }
+    step.assert_nothing_left();
+}
+
+/// A step whose tasks each have a pid namespace of their own, where the
+/// task is neither its namespace's process 1 nor that one's child (an init
+/// and a shell above it), and the namespace outlives the task a moment:
+/// the task whose keeper it is gets MPS; the other, which the keeper
+/// cannot see (its pid reads 0 there, as the keeper's does to it), is
+/// told so and says it, whatever its local id; no peer's credentials are
+/// misread. Nothing is left.
+#[test]
+fn a_task_the_keeper_cannot_see_is_told_why_and_says_it() {
+    let step = KeptStep::new("q", 8);
+    let mut wrap = OWN_PID_NAMESPACE.to_vec();
+    wrap.extend(["sh", "-c", r#"sh -c '"$0" "$@"; true' "$@"; sleep 1"#, "sh"]);
+    let out = step.both_in(&wrap, PIPE);
+    let unseen = "desi-gpu-map: node n1: this task is in a pid namespace that the step's MPS \
+                  keeper, started by another task, cannot see into (a container per task?): the \
+                  keeper cannot tell when this task ends, and ends with that task's namespace; \
+                  running without MPS";
+    let mut served = 0;
+    for (i, out) in out.iter().enumerate() {
+        assert!(out.status.success(), "task {i}: {out:?}");
+        let words = words_of(out);
+        let err = String::from_utf8_lossy(&out.stderr);
+        if words.get(1).map(String::as_str) == Some("there") {
+            served += 1;
+            assert!(words[0].ends_with(&format!("-{i}")), "task {i}: {out:?}");
+            assert!(err.is_empty(), "task {i}: {out:?}");
+        } else {
+            assert_eq!(
+                words,
+                [i.to_string(), "missing".into()],
+                "task {i}: {out:?}"
+            );
+            assert_eq!(
+                err.lines().collect::<Vec<_>>(),
+                [unseen],
+                "task {i}: {out:?}"
+            );
+        }
+    }
+    assert_eq!(served, 1, "the keeper's own task only: {out:?}");
     step.assert_nothing_left();
 }

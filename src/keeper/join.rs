@@ -11,7 +11,7 @@ use desi_gpu_map_core::text::quote;
 use desi_gpu_map_host::failure::Failure;
 use desi_gpu_map_host::process::{command_lines_of, this_program};
 use desi_gpu_map_host::run::POLL;
-use rustix::net::sockopt::socket_peercred;
+use desi_gpu_map_host::sys::{peer_of, session_of};
 use rustix::net::SocketAddrUnix;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::fd::OwnedFd;
@@ -45,12 +45,36 @@ const MOST_ENTRIES: usize = 4096;
 /// it runs (in the directory the keeper made), or why the step runs
 /// without MPS.
 pub fn join(planned: &Daemon, stepd: Option<u32>, local_id: usize) -> Result<Daemon, Failure> {
+    if let Some(why) = ends_with_its_namespace() {
+        return Err(Failure::new(why));
+    }
     let daemon = planned.kept();
     let deadline = Instant::now() + daemon.timeout + ANSWER_MARGIN;
     match by_name(&daemon, stepd, deadline) {
         Met::Answered(answer) => answer,
         Met::Taken(who) => by_directory(&daemon, stepd, local_id == 0, deadline, &who),
     }
+}
+
+/// Why a keeper started from this task would end with it, where it
+/// would: this task is process 1 of its pid namespace, or its parent is
+/// and the step's session began outside that namespace (a container per
+/// task: `unshare --pid --fork`, podman or apptainer with a pid namespace
+/// of their own, with or without an init). The kernel kills every process
+/// of a pid namespace when its process 1 ends, a keeper and its daemon
+/// too, before the keeper can remove its directory; and the step's other
+/// tasks, in namespaces of their own, could not be watched from it
+/// anyway. So no keeper starts, and each such task runs without MPS.
+fn ends_with_its_namespace() -> Option<String> {
+    let first = "process 1 of a pid namespace of its own (a container per task?)";
+    let why = "an MPS keeper started from it would end with this task, and could not watch \
+               the step's other tasks";
+    if std::process::id() == 1 {
+        return Some(format!("this task is {first}: {why}"));
+    }
+    let below = session_of(None) == Some(0);
+    (below && std::os::unix::process::parent_id() == 1)
+        .then(|| format!("this task's parent is {first}: {why}"))
 }
 
 /// What the keeper's name led to.
@@ -152,18 +176,27 @@ fn theirs_or_answer(stream: UnixStream, daemon: &Daemon, deadline: Instant) -> M
             Met::Answered(answer(stream, daemon, deadline))
         }
         Ok((uid, pid)) => Met::Taken(format!(
-            "another user's process (uid {uid}, pid {pid}) holds the name @{}",
+            "another user's process (uid {uid}, {}) holds the name @{}",
+            pid_text(pid),
             daemon.stem
         )),
         Err(why) => Met::Answered(Err(why)),
     }
 }
 
-/// The peer's uid and pid.
-fn peer(stream: &UnixStream) -> Result<(u32, i32), Failure> {
-    let peer = socket_peercred(stream)
-        .map_err(|e| Failure::os("cannot tell who holds the MPS keeper's socket", e.into()))?;
-    Ok((peer.uid.as_raw(), peer.pid.as_raw_nonzero().get()))
+/// The peer's uid and, where it is in this task's pid namespace, pid.
+fn peer(stream: &UnixStream) -> Result<(u32, Option<u32>), Failure> {
+    let peer = peer_of(stream)
+        .map_err(|e| Failure::os("cannot tell who holds the MPS keeper's socket", e))?;
+    Ok((peer.uid, peer.pid))
+}
+
+/// A peer's pid, for messages.
+fn pid_text(pid: Option<u32>) -> String {
+    match pid {
+        Some(pid) => format!("pid {pid}"),
+        None => "outside this task's pid namespace".to_string(),
+    }
 }
 
 /// Meets the keeper in its directory, where another user holds its name:
@@ -288,9 +321,9 @@ fn answer(stream: UnixStream, daemon: &Daemon, deadline: Instant) -> Result<Daem
     let (peer_uid, pid) = peer(&stream)?;
     if peer_uid != uid {
         return Err(Failure::new(format!(
-            "the MPS keeper's socket @{} is held by uid {peer_uid} (pid {pid}), not by the \
-             job's user",
-            daemon.stem
+            "the MPS keeper's socket @{} is held by uid {peer_uid} ({}), not by the job's user",
+            daemon.stem,
+            pid_text(pid)
         )));
     }
     let line = ask(stream, Request::Join, deadline).map_err(|e| {
@@ -361,9 +394,9 @@ pub fn task_ended(daemon: &Daemon, deadline: Instant) -> Result<Ended, Failure> 
     let (uid, pid) = peer(&stream)?;
     if uid != rustix::process::getuid().as_raw() {
         return Err(Failure::new(format!(
-            "the MPS keeper's socket for @{} is held by uid {uid} (pid {pid}), not by the job's \
-             user",
-            daemon.stem
+            "the MPS keeper's socket for @{} is held by uid {uid} ({}), not by the job's user",
+            daemon.stem,
+            pid_text(pid)
         )));
     }
     match ask(stream, Request::Ended, deadline) {

@@ -12,9 +12,10 @@ use desi_gpu_map_host::process::{
     children_of, descends_from, environ, parent_of, pidfd, this_program, TASK_PID,
 };
 use desi_gpu_map_host::run::{Runner, POLL};
-use desi_gpu_map_host::sys::{allowed_cpus, close_on_exec, ending_fd, session_of, tie_to_parent};
+use desi_gpu_map_host::sys::{
+    allowed_cpus, close_on_exec, ending_fd, peer_of, session_of, tie_to_parent,
+};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
-use rustix::net::sockopt::socket_peercred;
 use rustix::process::Signal;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -260,6 +261,12 @@ impl Keeper {
             let pid = match self.task_of_step(&stream) {
                 Ok(pid) => pid,
                 Err(why) => {
+                    // A task of the step all the same, which the keeper
+                    // will not serve: known, so that the keeper ends with
+                    // the last task it serves, not a grace after it.
+                    if matches!(why, Refused::Unseen) {
+                        self.tally.apart();
+                    }
                     say(stream, &Answer::No(why.to_string()).line());
                     continue;
                 }
@@ -327,19 +334,52 @@ impl Keeper {
     /// and task prolog is in it, the keeper too, and no process can enter
     /// a session it is not in; [`session_of`] needs no `/proc`, which
     /// `hidepid` hides), or under this step's slurmstepd. Where neither
-    /// can be told, it is refused.
-    fn task_of_step(&self, stream: &UnixStream) -> Result<u32, Failure> {
-        let peer = socket_peercred(stream).map_err(std::io::Error::from)?;
-        if peer.uid.as_raw() != self.uid {
-            return Err(Failure::new("not the job's user"));
+    /// can be told, it is refused; so is a process outside the keeper's
+    /// pid namespace ([`Refused::Unseen`]).
+    fn task_of_step(&self, stream: &UnixStream) -> Result<u32, Refused> {
+        let peer = peer_of(stream).map_err(|e| {
+            Refused::Other(Failure::os(
+                "cannot tell who connected to the MPS keeper",
+                e,
+            ))
+        })?;
+        if peer.uid != self.uid {
+            return Err(Refused::Other(Failure::new("not the job's user")));
         }
-        let pid = peer.pid.as_raw_nonzero().get().unsigned_abs();
+        let Some(pid) = peer.pid else {
+            return Err(Refused::Unseen);
+        };
         let under_stepd = self.stepd.is_some_and(|stepd| descends_from(pid, stepd));
         match in_this_session(pid) || under_stepd {
             true => Ok(pid),
-            false => Err(Failure::new(format!(
+            false => Err(Refused::Other(Failure::new(format!(
                 "pid {pid} is not a process of this step"
-            ))),
+            )))),
+        }
+    }
+}
+
+/// Why the keeper answers a client `no` before it reads its request.
+enum Refused {
+    /// The job's user's process outside the keeper's pid namespace (a
+    /// task in a container of its own, where another task's started the
+    /// keeper): its pid reads 0 here, so its end cannot be watched, and the
+    /// keeper ends with its own namespace, whichever task's that is.
+    Unseen,
+    /// Anything else: another user's process, or not one of the step's.
+    Other(Failure),
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Unseen => write!(
+                f,
+                "this task is in a pid namespace that the step's MPS keeper, started by \
+                 another task, cannot see into (a container per task?): the keeper cannot \
+                 tell when this task ends, and ends with that task's namespace"
+            ),
+            Refused::Other(why) => write!(f, "{why}"),
         }
     }
 }

@@ -9,7 +9,7 @@ pub(super) struct Tally {
     expected: usize,
     /// How many slurmstepd had forked when the keeper started.
     forked: usize,
-    /// How many joined.
+    /// How many joined, or asked and were refused ([`Tally::apart`]).
     joined: usize,
     /// How long to wait for more tasks once every known one has exited,
     /// where not all are known.
@@ -33,6 +33,12 @@ impl Tally {
     pub(super) fn joined(&mut self) {
         self.joined += 1;
         self.quiet_since = None;
+    }
+
+    /// A task of the step that the keeper will not serve (outside its
+    /// pid namespace) asked: known, never live.
+    pub(super) fn apart(&mut self) {
+        self.joined += 1;
     }
 
     pub(super) fn exited(&mut self, now: Instant) {
@@ -80,6 +86,14 @@ mod tests {
         for _ in 0..3 {
             tally.joined();
         }
+        assert!(tally.done(0, t0));
+        // One served, one refused (in another pid namespace): done once
+        // the served one has exited, with no grace.
+        let mut tally = Tally::new(2, 0, GRACE, t0);
+        tally.joined();
+        tally.apart();
+        assert!(!tally.done(1, t0));
+        tally.exited(t0);
         assert!(tally.done(0, t0));
     }
 

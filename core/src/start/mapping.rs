@@ -2,9 +2,10 @@
 //! daemon it joins, the CPUs it reads, and what is said.
 
 use super::why::UnreadableIds;
+use crate::mps::{mps_line, Mps, NoMps};
 use crate::step::{
-    start_daemon, task_outcome_read, Aside, Container, FrontEnd, StepPlan, TaskIds, TaskOutcome,
-    TaskVars, Unmapped,
+    aside_line, start_daemon, task_outcome_read, Aside, Container, FrontEnd, StepPlan, TaskIds,
+    TaskOutcome, TaskVars, Unmapped,
 };
 
 /// A task whose step was planned: the plan, and what the task needs to
@@ -37,17 +38,41 @@ impl Mapping {
 
     /// What the task gets, with the CPUs the plan asks for read through
     /// `front` (its own and slurmstepd's, which a launcher's rank has not).
+    ///
+    /// A task whose own join failed says why, whatever its local id: exec
+    /// and the task prolog join the daemon task by task, so where one task
+    /// runs without MPS another may be served (local task 0 says a step's
+    /// reason in the outcome already, as the plugin's task 0 does).
     pub fn outcome(&self, front: &dyn FrontEnd) -> TaskOutcome {
         let stepd_above = !self.launched;
         let container = Container::None;
-        task_outcome_read(
+        let mut outcome = task_outcome_read(
             &self.plan,
             &self.ids,
             &self.vars,
             stepd_above,
             container,
             front,
-        )
+        );
+        if let Some(line) = self.join_failed() {
+            outcome.say.insert(0, aside_line(&self.vars.node, &line));
+        }
+        outcome
+    }
+
+    /// What a task other than local task 0 says where its own join of the
+    /// daemon failed.
+    fn join_failed(&self) -> Option<String> {
+        let (StepPlan::Map(map), Ok(ids)) = (&self.plan, &self.ids) else {
+            return None;
+        };
+        match &map.mps {
+            Mps::Without {
+                why: NoMps::NotStarted(_),
+                ..
+            } if ids.local_id != 0 => mps_line(&map.mps, map.verbose),
+            _ => None,
+        }
     }
 
     /// The lines to say of those the outcome gave: all of them under

@@ -527,3 +527,41 @@ fn a_task_given_only_slurms_variables_is_told_what_did_not_arrive_once_per_node(
     );
     assert_eq!(not_passed(&node(&[("SLURM_LOCALID", "1")])), None);
 }
+
+/// exec and the task prolog join the daemon task by task: a task whose
+/// own join failed says why, whatever its local id, and once; a task
+/// served, or a daemon not asked for (`mps=auto`, quiet), says nothing.
+#[test]
+fn every_task_whose_join_failed_says_why_once() {
+    use crate::mps::{Daemon, Mps};
+    let with_mps = |local: &str, asked: bool| {
+        let ids = [("SLURM_LOCALID", local)];
+        let mut m = mapping(verdict_in(
+            &[&TASK_1_OF_4, &ids, &SLURM_4],
+            &facts(false, false),
+        ));
+        let StepPlan::Map(map) = &mut m.plan else {
+            panic!("expected a mapped plan: {:?}", m.plan);
+        };
+        map.mps = Mps::Start(Box::new(Daemon {
+            asked,
+            ..Daemon::default()
+        }));
+        m
+    };
+    let line = "desi-gpu-map: node gpu1: not started; running without MPS";
+    for local in ["0", "1", "3"] {
+        let mut m = with_mps(local, true);
+        m.start_daemon(&mut FakeFront::default());
+        let said = m.outcome(&FakeFront::default()).say;
+        assert_eq!(
+            said.iter().filter(|l| *l == line).count(),
+            1,
+            "{local}: {said:?}"
+        );
+        let mut quiet = with_mps(local, false);
+        quiet.start_daemon(&mut FakeFront::default());
+        let said = quiet.outcome(&FakeFront::default()).say;
+        assert!(!said.iter().any(|l| l.contains("MPS")), "{local}: {said:?}");
+    }
+}

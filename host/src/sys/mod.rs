@@ -16,6 +16,8 @@
 //!   sched_getaffinity(2), which `hidepid` does not hide.
 //! - [`session_of`] (`session.rs`): the session a process is in, from
 //!   getsid(2), which `hidepid` does not hide either, 0 included.
+//! - [`peer_of`] (`peer.rs`): a unix socket's peer (uid, gid, and pid
+//!   where it is in this pid namespace), from `SO_PEERCRED`.
 //! - [`tie_to_parent`] (`parent.rs`): a command's child is killed when
 //!   this process dies.
 //! - [`ending_fd`] (`signals.rs`): the signals that end a process, blocked
@@ -38,6 +40,7 @@ mod fds;
 mod fork;
 mod objects;
 mod parent;
+mod peer;
 mod session;
 mod signals;
 mod user;
@@ -47,6 +50,7 @@ pub use fds::close_on_exec;
 pub(crate) use fork::fork_child;
 pub use objects::{loaded_objects, loaded_plugin_name};
 pub use parent::tie_to_parent;
+pub use peer::{peer_of, Peer};
 pub use session::session_of;
 pub use signals::ending_fd;
 pub use user::as_user;

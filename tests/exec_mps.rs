@@ -620,3 +620,59 @@ fn a_task_the_keeper_cannot_see_is_told_why_and_says_it() {
     assert_eq!(served, 1, "the keeper's own task only: {out:?}");
     step.assert_nothing_left();
 }
+
+/// Another user holds the step's keeper's name with a full queue, which
+/// sends the tasks to the keeper's directory, and puts 30,000 entries in
+/// the base it is made in: the tasks are served by one daemon all the same,
+/// without waiting out their deadline.
+#[test]
+fn a_squatted_name_and_a_crowded_base_neither_delay_nor_deny_mps() {
+    let step = KeptStep::new("c", 9);
+    // Root's, here: another user than the tasks'.
+    let name = rustix::net::SocketAddrUnix::new_abstract_name(step.name().as_bytes()).unwrap();
+    let squat = rustix::net::socket_with(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::STREAM,
+        rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )
+    .unwrap();
+    rustix::net::bind(&squat, &name).unwrap();
+    rustix::net::listen(&squat, 0).unwrap();
+    let mut queued = Vec::new();
+    loop {
+        let fd = rustix::net::socket_with(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::STREAM,
+            rustix::net::SocketFlags::CLOEXEC | rustix::net::SocketFlags::NONBLOCK,
+            None,
+        )
+        .unwrap();
+        if rustix::net::connect(&fd, &name).is_err() {
+            break;
+        }
+        queued.push(fd);
+        assert!(queued.len() < 64, "a queue of listen(0) never fills");
+    }
+    let base = step.dir.join("t0");
+    let crowd: Vec<std::path::PathBuf> = (0..30_000)
+        .map(|n| base.join(format!("crowd.{n}")))
+        .collect();
+    for file in &crowd {
+        std::fs::write(file, "").unwrap();
+    }
+    let started = std::time::Instant::now();
+    let pipe = served_alike(&step.both(PIPE));
+    let took = started.elapsed();
+    assert!(
+        pipe.starts_with(&base.display().to_string()),
+        "local task 0 started the keeper, without the name: {pipe}"
+    );
+    // Each task sleeps 1 s.
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    drop((queued, squat));
+    for file in &crowd {
+        std::fs::remove_file(file).unwrap();
+    }
+    step.assert_nothing_left();
+}

@@ -36,8 +36,11 @@ const MAX_ANSWER: u64 = 4096;
 /// before it counts as another user's: the job's own tasks bind and
 /// listen in one go.
 const SQUAT_GRACE: Duration = Duration::from_millis(250);
-/// The most entries of the base one look for the keeper's directory reads.
-const MOST_ENTRIES: usize = 4096;
+/// The longest one look through a base for the keeper's directory may
+/// take: the base may be `/tmp`, where anyone may make as many entries as
+/// they like. Not a count: a directory's entries come in its file system's
+/// order, and the keeper's may come last.
+const SCAN_BOUND: Duration = Duration::from_secs(1);
 
 /// A task of the step joins its node's daemon: the keeper's, started here
 /// if no task started one yet. `local_id`: the task's node-local id (task
@@ -234,40 +237,57 @@ fn by_directory(
 
 /// The first keeper's socket of the step's directories that takes a
 /// connection by `deadline`; an error where one's queue stays full until
-/// then; None where no keeper listens in any.
+/// then; None where no keeper listens in any. In each base, the directory
+/// a keeper of the step was started to make is looked at first, by its
+/// name; then the base is read, within [`SCAN_BOUND`].
 fn in_directory(daemon: &Daemon, deadline: Instant) -> Option<Result<UnixStream, Failure>> {
-    let dirs = keepers_bases(daemon).into_iter().flat_map(|base| {
-        keepers_dirs(&Daemon {
+    for (base, tokens) in keepers_bases(daemon) {
+        let here = Daemon {
             base,
             ..daemon.clone()
-        })
-    });
-    for dir in dirs {
-        let socket = dir.join(SOCKET);
-        let Ok(addr) = SocketAddrUnix::new(&socket) else {
-            continue;
         };
-        match reach::connect(&addr, deadline) {
-            Ok(stream) => return Some(Ok(stream)),
-            Err(Unreached::Full(waited)) => {
-                return Some(Err(Failure::new(format!(
-                    "the MPS keeper's socket {} took no connection in {} ms: its queue stayed \
-                     full",
-                    socket.display(),
-                    waited.as_millis()
-                ))))
+        let named = tokens
+            .iter()
+            .map(|&token| here.with_token(token).dir())
+            .filter(|dir| private(dir));
+        for dir in named {
+            if let Some(reached) = keeper_in(&dir, deadline) {
+                return Some(reached);
             }
-            Err(Unreached::Refused | Unreached::Failed(_)) => {}
+        }
+        for dir in keepers_dirs(&here, deadline) {
+            if let Some(reached) = keeper_in(&dir, deadline) {
+                return Some(reached);
+            }
         }
     }
     None
 }
 
+/// The keeper's socket in `dir`, where it takes a connection by
+/// `deadline`; an error where its queue stays full until then; None where
+/// no keeper listens there.
+fn keeper_in(dir: &Path, deadline: Instant) -> Option<Result<UnixStream, Failure>> {
+    let socket = dir.join(SOCKET);
+    let addr = SocketAddrUnix::new(&socket).ok()?;
+    match reach::connect(&addr, deadline) {
+        Ok(stream) => Some(Ok(stream)),
+        Err(Unreached::Full(waited)) => Some(Err(Failure::new(format!(
+            "the MPS keeper's socket {} took no connection in {} ms: its queue stayed full",
+            socket.display(),
+            waited.as_millis()
+        )))),
+        Err(Unreached::Refused | Unreached::Failed(_)) => None,
+    }
+}
+
 /// Where the step's keeper may have made its directory: this task's base,
 /// and the base of each keeper of this step that runs as the job's user
-/// (its command line says; another task's `TMPDIR` may differ).
-fn keepers_bases(daemon: &Daemon) -> Vec<PathBuf> {
-    let mut bases = vec![daemon.base.clone()];
+/// (its command line says; another task's `TMPDIR` may differ), each with
+/// the tokens such keepers were started with: a keeper's directory has
+/// that name unless another's was there first.
+fn keepers_bases(daemon: &Daemon) -> Vec<(PathBuf, Vec<u64>)> {
+    let mut bases: Vec<(PathBuf, Vec<u64>)> = vec![(daemon.base.clone(), Vec::new())];
     let uid = rustix::process::getuid().as_raw();
     for args in command_lines_of(uid) {
         let value = |flag: &str| {
@@ -275,34 +295,58 @@ fn keepers_bases(daemon: &Daemon) -> Vec<PathBuf> {
             args.get(at + 1)
         };
         let keeper = args.iter().any(|a| a == KEEPER_COMMAND);
-        if let (true, Some(stem), Some(base)) = (keeper, value("--stem"), value("--base")) {
-            if *stem == daemon.stem && !bases.iter().any(|b| b.as_os_str() == base.as_str()) {
-                bases.push(PathBuf::from(base));
+        let (true, Some(stem), Some(base)) = (keeper, value("--stem"), value("--base")) else {
+            continue;
+        };
+        if *stem != daemon.stem {
+            continue;
+        }
+        let token = value("--token").and_then(|t| t.parse::<u64>().ok());
+        let at = match bases
+            .iter()
+            .position(|(b, _)| b.as_os_str() == base.as_str())
+        {
+            Some(at) => at,
+            None => {
+                bases.push((PathBuf::from(base), Vec::new()));
+                bases.len() - 1
             }
+        };
+        if let (Some(token), Some((_, tokens))) = (token, bases.get_mut(at)) {
+            tokens.push(token);
         }
     }
     bases
 }
 
 /// The job's user's keeper directories of this step in the daemon's
-/// base: named `STEM.TOKEN`, not links, mode 0700.
-fn keepers_dirs(daemon: &Daemon) -> Vec<PathBuf> {
+/// base: named `STEM.TOKEN`, not links, mode 0700; as many as the base
+/// yields within [`SCAN_BOUND`] (and `deadline`), however many entries
+/// others put beside them.
+fn keepers_dirs(daemon: &Daemon, deadline: Instant) -> Vec<PathBuf> {
+    let until = deadline.min(Instant::now() + SCAN_BOUND);
     let prefix = format!("{}.", daemon.stem);
     let Ok(entries) = std::fs::read_dir(&daemon.base) else {
         return Vec::new();
     };
-    entries
-        .take(MOST_ENTRIES)
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            let name = e.file_name();
-            let name = name.to_str().unwrap_or_default();
-            name.strip_prefix(&prefix)
-                .is_some_and(|token| u64::from_str_radix(token, 16).is_ok())
-        })
-        .map(|e| e.path())
-        .filter(|dir| private(dir))
-        .collect()
+    let mut dirs = Vec::new();
+    for entry in entries {
+        if Instant::now() >= until {
+            break;
+        }
+        let Ok(entry) = entry else {
+            continue;
+        };
+        let name = entry.file_name();
+        let ours = name
+            .to_str()
+            .and_then(|name| name.strip_prefix(&prefix))
+            .is_some_and(|token| u64::from_str_radix(token, 16).is_ok());
+        if ours && private(&entry.path()) {
+            dirs.push(entry.path());
+        }
+    }
+    dirs
 }
 
 /// A directory (not a link) of this user's, mode 0700.
@@ -503,7 +547,66 @@ mod tests {
             base.join(format!("{}.0000000000000001", daemon.stem)),
         )
         .unwrap();
-        assert_eq!(keepers_dirs(&daemon), vec![ours]);
+        assert_eq!(
+            keepers_dirs(&daemon, Instant::now() + Duration::from_secs(5)),
+            vec![ours.clone()]
+        );
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// Where `name` comes in `dir` as read_dir(3) yields its entries.
+    fn read_at(dir: &Path, name: &str) -> Option<usize> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .position(|e| e.is_ok_and(|e| e.file_name() == name))
+    }
+
+    #[test]
+    fn a_keepers_directory_is_found_however_many_entries_come_before_it() {
+        let base = std::env::temp_dir().join(format!("dgm-crowd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        let daemon = Daemon {
+            base: base.clone(),
+            stem: format!(
+                "desi-gpu-map-mps.1.2.3.0.{}",
+                desi_gpu_map_core::mps::KEEPER_MARK
+            ),
+            ..Daemon::default()
+        };
+        let make = |token: u64| {
+            let dir = daemon.with_token(token).dir();
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+            dir
+        };
+        // The keeper's first (as tmpfs reads newest first), then what
+        // another user puts beside it: 20,000 entries.
+        let mut ours = make(1);
+        for n in 0..20_000 {
+            std::fs::write(base.join(format!("crowd.{n}")), "").unwrap();
+        }
+        // Where the file system reads entries in its own order (ext4's
+        // hash), another name until the keeper's comes after 4096 others,
+        // as in the case found: a look that read only so many missed it.
+        let mut token = 1;
+        let late = |dir: &Path| {
+            let name = dir.file_name().unwrap().to_str().unwrap();
+            read_at(&base, name).is_some_and(|at| at > 4096)
+        };
+        while !late(&ours) && token < 64 {
+            std::fs::remove_dir(&ours).unwrap();
+            token += 1;
+            ours = make(token);
+        }
+        assert!(
+            late(&ours),
+            "no name of the keeper's came after 4096 others"
+        );
+        let started = Instant::now();
+        let found = keepers_dirs(&daemon, Instant::now() + Duration::from_secs(5));
+        assert_eq!(found, vec![ours]);
+        assert!(started.elapsed() < SCAN_BOUND, "{:?}", started.elapsed());
         std::fs::remove_dir_all(&base).unwrap();
     }
 

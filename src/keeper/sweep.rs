@@ -11,9 +11,16 @@
 
 use desi_gpu_map_core::mps::{Daemon, KEEPER_MARK};
 use desi_gpu_map_host::mps::daemon::{lock, Lock};
+use std::time::{Duration, Instant};
 
 /// The most directories one sweep looks at.
 const MOST_SWEPT: usize = 256;
+/// The longest one sweep reads the base: it may be `/tmp`, where anyone may
+/// make as many entries as they like, in whatever order its file system
+/// reads them. A bound by time, not by a count of entries, so that a
+/// crowded base delays a keeper's start by at most this, and what it left
+/// is found however many entries come before it.
+const SWEEP_BOUND: Duration = Duration::from_secs(1);
 
 /// Removes the user's keeper directories in the daemon's base (named
 /// `desi-gpu-map-mps.UID.JOB.STEP.NODE.keeper.TOKEN` from the moment they
@@ -24,8 +31,9 @@ pub(super) fn sweep(daemon: &Daemon) {
     let Ok(entries) = std::fs::read_dir(&daemon.base) else {
         return;
     };
+    let until = Instant::now() + SWEEP_BOUND;
     let named = entries
-        .take(MOST_SWEPT * 16)
+        .take_while(|_| Instant::now() < until)
         .filter_map(|e| e.ok())
         .filter(|e| e.file_name().to_str().is_some_and(|n| keepers(n, &prefix)))
         .take(MOST_SWEPT);
@@ -55,7 +63,6 @@ mod tests {
     use std::io::BufRead;
     use std::path::{Path, PathBuf};
     use std::process::{Child, Command, Stdio};
-    use std::time::Duration;
 
     fn daemon_in(base: &Path) -> Daemon {
         Daemon {

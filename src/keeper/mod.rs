@@ -28,10 +28,16 @@
 //!   for ever: every connect to a keeper's socket is bounded (`reach`), a
 //!   name whose queue stays full counts as another user's, and a task
 //!   epilog tells the keeper by its directory too.
-//! - Each end proves its peer is the job's user (`SO_PEERCRED`), and the
-//!   keeper takes only processes of its step: of its session (Slurm makes
-//!   one per step; `getsid` needs no `/proc`, which `hidepid` hides) or
-//!   under its slurmstepd.
+//! - Each end proves its peer is the job's user (`SO_PEERCRED`, read
+//!   through [`desi_gpu_map_host::sys::peer_of`]), and the keeper takes
+//!   only processes of its step: of its session (Slurm makes one per step;
+//!   `getsid` needs no `/proc`, which `hidepid` hides) or under its
+//!   slurmstepd; and only those it can see, in its pid namespace or below.
+//!   A task in a pid namespace of its own (a container per task) is told
+//!   why not; one that is its namespace's process 1 (or whose parent is)
+//!   starts no keeper at all, since the kernel would kill the keeper with
+//!   it, before it removed its directory. Each says why it runs without
+//!   MPS, whatever its local id.
 //! - The keeper holds a pidfd of every task that joined (a task prolog
 //!   stands for its parent, the task) and of every
 //!   process slurmstepd had forked when it started (all of the node's

@@ -21,7 +21,7 @@
 //! - [`tie_to_parent`] (`parent.rs`): a command's child is killed when
 //!   this process dies.
 //! - [`ending_fd`] (`signals.rs`): the signals that end a process, blocked
-//!   and read from a signalfd.
+//!   (the children keep them blocked) and read from a signalfd.
 //! - [`loaded_objects`] and [`loaded_plugin_name`] (`objects.rs`): the
 //!   objects loaded in this process, and the name a SPANK plugin among
 //!   them exports.

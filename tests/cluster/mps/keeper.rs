@@ -306,6 +306,129 @@ fn a_keepers_name_another_user_listens_on_and_never_accepts_is_filled_in_vain() 
     served_though_bob_holds_the_keepers_name(4, false);
 }
 
+/// A base of the test's own for a step's MPS directory (its `TMPDIR`),
+/// under the state dir, which a series' root sees at the same path; named
+/// short, since the daemon's socket path must fit in 107 bytes. Removed
+/// when dropped.
+struct OwnBase(std::path::PathBuf);
+
+impl OwnBase {
+    /// `state_dir()/NAME`, made anew with `mode`, owned by `uid`.
+    fn new(name: &str, mode: u32, uid: u32) -> OwnBase {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::path::PathBuf::from(state_dir()).join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+        OwnBase(dir)
+    }
+
+    /// A sticky base of root's (another user than alice), crowded with
+    /// 30,000 files of root's.
+    fn crowded() -> OwnBase {
+        let base = OwnBase::new("cb", 0o1777, 0);
+        for n in 0..30_000 {
+            std::fs::write(base.0.join(format!("crowd.{n}")), "").unwrap();
+        }
+        base
+    }
+
+    fn path(&self) -> String {
+        self.0.display().to_string()
+    }
+
+    /// What is in it besides the crowd.
+    fn others(&self) -> Vec<String> {
+        std::fs::read_dir(&self.0)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| !name.starts_with("crowd."))
+            .collect()
+    }
+}
+
+impl Drop for OwnBase {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// bob holds the keeper's name with a full queue, which sends alice's
+/// tasks to the keeper's directory, and 30,000 entries of another user's
+/// sit in the MPS base beside it: her exec step is served by one daemon,
+/// with no task waiting out its deadline. Before, each task waited 15 s and
+/// ran without MPS: a look for the keeper's directory read only the base's
+/// first 4096 entries.
+#[test]
+fn a_squatted_name_and_a_crowded_base_neither_delay_nor_deny_exec_mps() {
+    let _c = exec_setup();
+    clear_what_others_left();
+    let job = alices_allocation();
+    let _squat = BobsSquat::new(&job.0, 0, true);
+    let base = OwnBase::crowded();
+    let step = format!(
+        "--jobid={} --overlap -t 1 -n4 -w n1 --gpus-per-node=4",
+        job.0
+    );
+    let started = Instant::now();
+    let out = srun(&step)
+        .user(ALICE)
+        .env("TMPDIR", &base.path())
+        .env("SLURM_TASK_EPILOG", &bin())
+        .args(&exec_mps("contiguous,mps"))
+        .probe(&task())
+        .run();
+    assert_four_served_within(&out, started.elapsed(), 10, "exec in a crowded base");
+    assert!(
+        wait_for(10, || base.others().is_empty()),
+        "left in the crowded base: {:?}",
+        base.others()
+    );
+    assert_nothing_left_unswept("exec in a crowded base");
+    drop(job);
+}
+
+/// What a task that is process 1 of its own pid namespace says.
+const FIRST_IN_ITS_OWN: &str = "desi-gpu-map: node n1: this task is process 1 of a pid \
+    namespace of its own (a container per task?): an MPS keeper started from it would end with \
+    this task, and could not watch the step's other tasks; running without MPS";
+
+/// A container per task (here `unshare`, giving each task a user and a pid
+/// namespace of its own in the network namespace the tasks share, as
+/// podman, podman-hpc and `apptainer --pid` do), with a `TMPDIR` of
+/// alice's (in her user namespace root's `/tmp` is nobody's): every task
+/// runs mapped without MPS and says why, local task 1 too, and nothing is
+/// left. Before, the first task's keeper served it alone, another task
+/// said a misread peer's uid as an errno or nothing, and the keeper died
+/// with the first task's namespace, leaving its directory.
+#[test]
+fn exec_in_a_pid_namespace_per_task_runs_without_mps_and_each_task_says_why() {
+    let _c = exec_setup();
+    clear_what_others_left();
+    let base = OwnBase::new("pn", 0o700, USERS[0].1);
+    let out = srun("-n2 -w n1 --gpus-per-node=2")
+        .user(ALICE)
+        .env("TMPDIR", &base.path())
+        .args("unshare --user --map-current-user --pid --fork --mount-proc")
+        .args(&exec_mps("contiguous,mps"))
+        .probe(&task())
+        .ok();
+    let rows = out.rows();
+    assert_eq!(rows.lines().count(), 2, "{out}");
+    assert!(
+        rows.lines().all(|r| r.ends_with(" unset unset none none")),
+        "{out}"
+    );
+    assert_eq!(out.said(), [FIRST_IN_ITS_OWN, FIRST_IN_ITS_OWN], "{out}");
+    assert!(
+        wait_for(10, || base.others().is_empty()),
+        "left in the tasks' base: {:?}",
+        base.others()
+    );
+    assert_nothing_left("a pid namespace per task");
+}
+
 // ------------------------------------------ the task prolog and epilog
 
 #[test]

@@ -140,7 +140,7 @@ prepare() {
         *) echo "Debian's $suite now ships Slurm $version, not $s: update tests/cluster/series" >&2; return 1 ;;
     esac
     deb=$(ls -t "$PWD"/target/package/desi-gpu-map_*+slurm"$s"_*.deb | head -n 1)
-    # pyxis against this series' headers; enroot on the host and in the root.
+    # pyxis against this series' headers; the suite's own enroot, in target/.
     pyxis_so=$(bash tests/containers/build.sh "$s" "$root")
 }
 

@@ -29,6 +29,9 @@ set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$SCRIPT_DIR/../.." && pwd)
+# ENROOT_PREFIX: the suite's own enroot (tests/containers/build.sh)
+# shellcheck source=tests/containers/paths.sh
+. "$REPO_DIR/tests/containers/paths.sh"
 D=${DGM_CLUSTER_DIR:-/tmp/desi-gpu-map-cluster}
 CTLD_PORT=${DGM_SLURMCTLD_PORT:-16817}
 NODE_PORT_BASE=${DGM_SLURMD_PORT_BASE:-17001}
@@ -38,6 +41,9 @@ SLURM_DEBUG=${DGM_SLURM_DEBUG:-info}
 # Set DGM_SLURMD_LD_LIBRARY_PATH= (empty) to start slurmd without it.
 SLURMD_LD_LIBRARY_PATH=${DGM_SLURMD_LD_LIBRARY_PATH-$D/nvml}
 MARKER=.desi-gpu-map-cluster
+# slurmd's PATH, which slurmstepd and pyxis keep: the suite's own enroot
+# first, where pyxis looks for `enroot`, before any the machine has.
+SLURMD_PATH=$ENROOT_PREFIX/bin:${PATH:-/usr/sbin:/usr/bin:/sbin:/bin}
 REAPER=$D/bin/dgm-reaper
 SHORT_HOST=$(hostname -s)
 # The root of the running cluster is recorded at `up`; other commands use it.
@@ -78,7 +84,8 @@ usage: cluster.sh COMMAND [ARGS]
   pyxis SO [before|after] [ARGS...]
                             put pyxis (spank_pyxis.so, tests/containers/build.sh) in the test
                             plugstack, before or after (default) the plugin's entry, with
-                            /run/pyxis and an enroot config for unprivileged users
+                            runtime_path=<statedir>/pyxis and the suite's enroot configured
+                            to keep every user's dirs under <statedir>/enroot
   pyxis off                 take pyxis out again (down does it too)
   nvml log                  print the fake NVML init log
   nvml clear-log            empty the fake NVML init log
@@ -579,7 +586,7 @@ start_slurmd() {
     local name=$1 pid i ns
     if [ -n "$ROOT" ]; then
         launch "$D/pids/slurmd-$name.pid" "$D/log/slurmd-$name.stderr" \
-            env ${SLURMD_LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$SLURMD_LD_LIBRARY_PATH"} \
+            env ${SLURMD_LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$SLURMD_LD_LIBRARY_PATH"} PATH="$SLURMD_PATH" \
             unshare --uts --mount --propagation private bash -c 'hostname "$1" &&
                 mount -t tmpfs -o mode=0755,size=1m dgm-run-slurm "$3/run/slurm" &&
                 if [ "$4" -gt 0 ]; then . "$5" && private_dev "$3/dev" "$4"; fi &&
@@ -589,7 +596,7 @@ start_slurmd() {
             bash "$name" "$D/slurm.conf" "$ROOT" "$(dev_gpus "$name")" "$SCRIPT_DIR/private-dev.sh"
     else
         launch "$D/pids/slurmd-$name.pid" "$D/log/slurmd-$name.stderr" \
-            env ${SLURMD_LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$SLURMD_LD_LIBRARY_PATH"} \
+            env ${SLURMD_LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$SLURMD_LD_LIBRARY_PATH"} PATH="$SLURMD_PATH" \
             unshare --uts --mount --propagation private sh -c 'hostname "$1" && exec /usr/sbin/slurmd -D -N "$1" -f "$2"' \
             sh "$name" "$D/slurm.conf"
     fi
@@ -739,7 +746,7 @@ do_down() {
         fi
     fi
     rm -f "$D/pids/reapers"
-    # pyxis' runtime dirs (a root's /run/pyxis before its /run is unmounted)
+    # pyxis' runtime dirs and enroot's, the suite's own
     pyxis_off
     # the root's mounts, once nothing runs in it
     unmount_root
@@ -859,18 +866,26 @@ cmd_plugin() {
 }
 
 # ---------------------------------------------------------------- pyxis
-# pyxis and enroot (tests/containers/build.sh) run where the series'
-# slurmstepd runs: on the host, or inside the root. Everything made here is
+# pyxis and the suite's own enroot (tests/containers/build.sh, installed in
+# ENROOT_PREFIX) run where the series' slurmstepd runs: on the host, or
+# inside the root, which sees the repository and the state dir at the same
+# paths. Everything they use is the suite's: pyxis' runtime_path and every
+# enroot dir are under the state dir, and enroot's configuration is in its
+# own prefix. Nothing of the machine's (its /etc/enroot, /run/pyxis, an
+# enroot or pyxis of its own) is read or touched. What is made here is
 # recorded in pids/ and undone by `pyxis off` and `down`.
 PYXIS_SNIPPETS=(00-pyxis.conf zz-pyxis.conf)
-# enroot's per-user dirs, as enroot sees them (in the root for a series
-# that runs there); 1777 so that every test user makes its own.
-ENROOT_BASE=/tmp/enroot-run
-ENROOT_DROPIN=/etc/enroot/enroot.conf.d/desi-gpu-map-test.conf
+# pyxis' runtime_path: slurmstepd makes a dir per uid in it.
+PYXIS_RUNTIME=$D/pyxis
+# enroot's per-user dirs; 1777 so that every test user makes its own.
+ENROOT_BASE=$D/enroot
+# The suite's enroot's drop-in: where each user's dirs are.
+ENROOT_DROPIN=$ENROOT_PREFIX/etc/enroot/enroot.conf.d/desi-gpu-map-test.conf
 
 # pyxis SO [before|after] [ARGS...]: pyxis' plugstack line, in a snippet
 # whose name sorts (glob(3), which Slurm's `include` uses, sorts in the C
-# locale here) before or after the plugin's own snippet.
+# locale here) before or after the plugin's own snippet; its runtime_path
+# is the state dir's.
 cmd_pyxis() {
     need_root
     require_up
@@ -879,11 +894,14 @@ cmd_pyxis() {
         pyxis_off
         return 0
     fi
-    local so=$1 order=after snippet
+    local so=$1 order=after snippet arg
     shift
     case "${1:-}" in before | after) order=$1; shift ;; esac
     [ -f "$so" ] || die "no $so (build it with tests/containers/build.sh SERIES [ROOT])"
-    [ -x "$ROOT/usr/local/bin/enroot" ] || die "no enroot in ${ROOT:-/}/usr/local/bin (tests/containers/build.sh installs it)"
+    [ -x "$ENROOT_PREFIX/bin/enroot" ] || die "no enroot in $ENROOT_PREFIX/bin (tests/containers/build.sh builds it)"
+    for arg in "$@"; do
+        case $arg in runtime_path=*) die "pyxis' runtime_path is the suite's own ($PYXIS_RUNTIME)" ;; esac
+    done
     case $order in before) snippet=${PYXIS_SNIPPETS[0]} ;; after) snippet=${PYXIS_SNIPPETS[1]} ;; esac
     # The plugin's snippet name is cmd_plugin's; check that the chosen
     # name really sorts on the asked side of it.
@@ -894,54 +912,60 @@ cmd_pyxis() {
     fi
     pyxis_runtime
     rm -f "${PYXIS_SNIPPETS[@]/#/$D/plugstack.conf.d/}"
-    echo "required $so $*" >"$D/plugstack.conf.d/$snippet.tmp"
+    echo "required $so runtime_path=$PYXIS_RUNTIME $*" >"$D/plugstack.conf.d/$snippet.tmp"
     mv -f "$D/plugstack.conf.d/$snippet.tmp" "$D/plugstack.conf.d/$snippet"
 }
 
-# pyxis_runtime: what pyxis and enroot need at run time, made once:
-# /run/pyxis (pyxis' runtime_path, where slurmstepd makes a dir per uid;
-# a root's /run is the cluster's tmpfs), and an enroot drop-in that puts
-# each user's runtime, cache and data under ENROOT_BASE, per node: the
-# nodes share /tmp, and a step's container has one name on every node.
+# pyxis_runtime: what pyxis and enroot need at run time, all the suite's:
+# PYXIS_RUNTIME, ENROOT_BASE, and the drop-in that puts each user's
+# runtime, cache and data (per node: the nodes share the state dir, and a
+# step's container has one name on every node) and config under
+# ENROOT_BASE.
 pyxis_runtime() {
-    if [ ! -d "$ROOT/run/pyxis" ]; then
-        mkdir -p "$ROOT/run/pyxis"
-        touch "$D/pids/created-run-pyxis"
+    if [ ! -d "$PYXIS_RUNTIME" ]; then
+        mkdir -m 0755 "$PYXIS_RUNTIME"
+        touch "$D/pids/created-pyxis-runtime"
     fi
-    if [ ! -e "$D/pids/created-enroot-base" ]; then
-        [ ! -e "$ROOT$ENROOT_BASE" ] || die "$ROOT$ENROOT_BASE exists and is not ours; remove it"
-        mkdir -p "$ROOT$ENROOT_BASE"
-        chmod 1777 "$ROOT$ENROOT_BASE"
-        touch "$D/pids/created-enroot-base"
+    if [ ! -d "$ENROOT_BASE" ]; then
+        mkdir -m 1777 "$ENROOT_BASE"
+        touch "$D/pids/created-enroot-dirs"
     fi
-    mkdir -p "$(dirname "$ROOT$ENROOT_DROPIN")"
-    cat >"$ROOT$ENROOT_DROPIN" <<EOF
+    mkdir -p "$(dirname "$ENROOT_DROPIN")"
+    cat >"$ENROOT_DROPIN.tmp" <<EOF
 # tests/cluster/cluster.sh pyxis: removed by pyxis off and down
 ENROOT_RUNTIME_PATH $ENROOT_BASE/user-\$(id -u)/\$(hostname)/run
 ENROOT_CACHE_PATH   $ENROOT_BASE/user-\$(id -u)/\$(hostname)/cache
 ENROOT_DATA_PATH    $ENROOT_BASE/user-\$(id -u)/\$(hostname)/data
+ENROOT_CONFIG_PATH  $ENROOT_BASE/user-\$(id -u)/config
 EOF
-    echo "$ROOT$ENROOT_DROPIN" >"$D/pids/created-enroot-dropin"
+    mv -f "$ENROOT_DROPIN.tmp" "$ENROOT_DROPIN"
+    echo "$ENROOT_DROPIN" >"$D/pids/created-enroot-dropin"
 }
 
 # pyxis_off: undo cmd_pyxis; safe to repeat, and after a failed `up`.
+# Also what an earlier cluster.sh recorded as its own, in the root or on
+# the host (its /run/pyxis and /tmp/enroot-run).
 pyxis_off() {
     [ -d "$D/pids" ] || return 0
     rm -f "${PYXIS_SNIPPETS[@]/#/$D/plugstack.conf.d/}"
     if [ -e "$D/pids/created-enroot-dropin" ]; then
-        rm -f "$(cat "$D/pids/created-enroot-dropin")"
+        rm -f "$(cat "$D/pids/created-enroot-dropin")" "$ENROOT_DROPIN.tmp"
         rm -f "$D/pids/created-enroot-dropin"
     fi
-    if [ -e "$D/pids/created-enroot-base" ]; then
+    local made dir
+    for made in enroot-dirs:"$ENROOT_BASE" enroot-base:"$ROOT/tmp/enroot-run"; do
+        dir=${made#*:}
+        [ -e "$D/pids/created-${made%%:*}" ] || continue
         # Containers a failed step left: files the users made, some read-only.
-        chmod -R u+w "$ROOT$ENROOT_BASE" 2>/dev/null || true
-        rm -rf "$ROOT$ENROOT_BASE"
-        rm -f "$D/pids/created-enroot-base"
-    fi
-    if [ -e "$D/pids/created-run-pyxis" ]; then
-        rm -rf "$ROOT/run/pyxis"
-        rm -f "$D/pids/created-run-pyxis"
-    fi
+        chmod -R u+w "$dir" 2>/dev/null || true
+        rm -rf "$dir"
+        rm -f "$D/pids/created-${made%%:*}"
+    done
+    for made in pyxis-runtime:"$PYXIS_RUNTIME" run-pyxis:"$ROOT/run/pyxis"; do
+        [ -e "$D/pids/created-${made%%:*}" ] || continue
+        rm -rf "${made#*:}"
+        rm -f "$D/pids/created-${made%%:*}"
+    done
 }
 
 cmd_plugstack_include() {

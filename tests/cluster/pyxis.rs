@@ -22,7 +22,7 @@
 
 use crate::common::layouts::{Case, EVERY_LAYOUT, PARTIAL_AND_ROTATE};
 use crate::common::*;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::MutexGuard;
 
 /// The user whose tasks run in the containers.
@@ -86,8 +86,9 @@ fn image(name: &str) -> String {
 }
 
 /// The cluster with this plugin and pyxis in `order`; `pyxis off` when
-/// dropped, even when a test fails, which removes /run/pyxis, the enroot
-/// drop-in and every enroot dir the steps left.
+/// dropped, even when a test fails, which removes pyxis' runtime dir, the
+/// enroot drop-in and every enroot dir the steps left (all the suite's own,
+/// [`made_for_pyxis`]).
 struct WithPyxis {
     _cluster: MutexGuard<'static, ()>,
 }
@@ -146,15 +147,40 @@ fn ran_in_the_image(ran: &Ran) {
     );
 }
 
+/// The suite's own enroot (`tests/containers/build.sh` installs it there,
+/// `tests/containers/paths.sh` says where): its prefix.
+fn enroot_prefix() -> PathBuf {
+    let out = std::process::Command::new("bash")
+        .args([
+            "-c",
+            ". tests/containers/paths.sh && echo \"$ENROOT_PREFIX\"",
+        ])
+        .current_dir(repo())
+        .env("REPO_DIR", repo())
+        .output()
+        .expect("run bash");
+    assert!(out.status.success(), "tests/containers/paths.sh: {out:?}");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// What `cluster.sh pyxis` makes, all of it the suite's own: pyxis'
+/// runtime_path and enroot's per-user dirs under the state dir, and the
+/// drop-in of the suite's enroot, in its own prefix. Nothing of the
+/// machine's (its `/etc/enroot`, `/run/pyxis`, an enroot of its own).
+fn made_for_pyxis() -> [PathBuf; 3] {
+    let state = PathBuf::from(state_dir());
+    [
+        state.join("pyxis"),
+        state.join("enroot"),
+        enroot_prefix().join("etc/enroot/enroot.conf.d/desi-gpu-map-test.conf"),
+    ]
+}
+
 /// The enroot dirs steps left under the test user's data dirs (pyxis
-/// removes each step's container at its end); a Slurm root's /tmp is its
-/// own.
+/// removes each step's container at its end), under the state dir, which
+/// a Slurm root sees at the same path.
 fn containers_left() -> Vec<String> {
-    let base = format!(
-        "{}/tmp/enroot-run/user-{}",
-        slurm_root().unwrap_or_default(),
-        USERS[0].1
-    );
+    let base = format!("{}/enroot/user-{}", state_dir(), USERS[0].1);
     let mut left = Vec::new();
     for node in std::fs::read_dir(&base).into_iter().flatten().flatten() {
         let data = node.path().join("data");
@@ -422,35 +448,39 @@ fn mps_inside_pyxis_is_served_where_its_pipe_is_mounted_and_said_where_not() {
     no_containers_left(&ran);
 }
 
-/// The harness' own promise: `pyxis off` (and `down`) leave nothing of
-/// pyxis or enroot behind, so other modules run without them.
+/// The harness' own promise: pyxis and enroot run on what the suite made
+/// for them alone (pyxis' runtime dir per user, enroot's dirs per user and
+/// node, under the state dir), whatever the machine's own enroot and pyxis
+/// say; and `pyxis off` (and `down`) leave nothing of it behind, so other
+/// modules run without them.
 #[test]
 fn pyxis_off_takes_pyxis_and_its_dirs_away() {
     let image = image("plain");
-    let root = slurm_root().unwrap_or_default();
+    let made = made_for_pyxis();
+    let state = PathBuf::from(state_dir());
+    let uid = USERS[0].1;
     {
         let _p = with_pyxis(Order::PluginThenPyxis, &[]);
         in_image("-N2 -n2 -w n[1-2] --gpus-per-node=1", &image).ok();
-        for made in [
-            "/run/pyxis",
-            "/tmp/enroot-run",
-            "/etc/enroot/enroot.conf.d/desi-gpu-map-test.conf",
-        ] {
+        for made in &made {
+            assert!(made.exists(), "{} is missing", made.display());
+        }
+        // Used: pyxis' dir for the user, and enroot's for each node.
+        let used = [
+            state.join(format!("pyxis/{uid}")),
+            state.join(format!("enroot/user-{uid}/n1/data")),
+            state.join(format!("enroot/user-{uid}/n2/data")),
+        ];
+        for used in used {
             assert!(
-                Path::new(&format!("{root}{made}")).exists(),
-                "{root}{made} is missing"
+                used.is_dir(),
+                "pyxis and enroot did not use {}",
+                used.display()
             );
         }
     }
-    for made in [
-        "/run/pyxis",
-        "/tmp/enroot-run",
-        "/etc/enroot/enroot.conf.d/desi-gpu-map-test.conf",
-    ] {
-        assert!(
-            !Path::new(&format!("{root}{made}")).exists(),
-            "pyxis off left {root}{made}"
-        );
+    for made in &made {
+        assert!(!made.exists(), "pyxis off left {}", made.display());
     }
     let _c = setup("required", &[]);
     // Without pyxis, srun does not know the option.

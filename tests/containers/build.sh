@@ -2,10 +2,11 @@
 # build.sh SERIES [ROOT]: what the container tests (tests/cluster/pyxis.rs)
 # need for one Slurm series, from the sources vendored in thirdparty/:
 # - enroot 4.1.2, built once with glibc (its musl submodule is not in the
-#   archive) into target/containers/enroot/stage, and installed under
-#   /usr/local (config in /etc/enroot) on the host and, with ROOT, in that
-#   Debian root too, where the series' slurmstepd runs under chroot; each
-#   only where `enroot version` is missing or another version;
+#   archive) and installed into the suite's own prefix,
+#   target/containers/enroot/prefix (paths.sh), its configuration in
+#   PREFIX/etc/enroot: nothing is installed on the host or in a root, and a
+#   machine's own enroot and /etc/enroot are never read nor touched (the
+#   cluster puts PREFIX/bin first on its nodes' PATH, where pyxis finds it);
 # - pyxis 0.24.0's spank_pyxis.so against the series' own headers (ROOT's,
 #   else the host's /usr/include): target/containers/SERIES/spank_pyxis.so,
 #   whose plugin_version Slurm checks;
@@ -13,10 +14,13 @@
 # Prints the spank_pyxis.so path. Each piece is rebuilt only when its
 # inputs changed, so a second run takes well under a second.
 # The Debian packages come from tests/deps.sh (host) and
-# tests/cluster/slurm-root.sh (roots). Must run as root (it installs).
+# tests/cluster/slurm-root.sh (roots). Runs as root, as the cluster does.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
+REPO_DIR=$repo
+# shellcheck source=tests/containers/paths.sh
+. tests/containers/paths.sh
 here=tests/containers
 third=$here/thirdparty
 out=$repo/target/containers
@@ -27,7 +31,7 @@ if [ $# -lt 1 ] || [ $# -gt 2 ]; then die "usage: build.sh SERIES [ROOT]"; fi
 series=$1 root=${2:-}
 [[ "$series" =~ ^[0-9]+\.[0-9]+$ ]] || die "SERIES must look like 22.05 (got '$series')"
 [ -z "$root" ] || [ -x "$root/usr/sbin/slurmd" ] || die "$root is not a Slurm root (tests/cluster/slurm-root.sh)"
-[ "$(id -u)" = 0 ] || die "must run as root (it installs enroot)"
+[ "$(id -u)" = 0 ] || die "must run as root (enroot's helpers must be root's)"
 
 # The archives are what the README says, or nothing is built from them.
 (cd "$third" && sha256sum --quiet -c SHA256SUMS) || die "$third does not match SHA256SUMS"
@@ -50,15 +54,14 @@ unpack() {
 # libbsd linked statically, so the helpers need only glibc in a root.
 # CPPFLAGS goes in the environment, which the Makefile appends to its
 # own; LDFLAGS and LDLIBS on the command line, which replace its own.
-# prefix and sysconfdir at build time too: the enroot script has them
-# baked in (it reads @sysconfdir@/enroot.conf).
+# prefix and sysconfdir at build time: the enroot script has them baked
+# in (it reads @sysconfdir@/enroot.conf), so they are the suite's own.
 enroot_cppflags="-D_GNU_SOURCE -include bsd/string.h"
-enroot_flags=(FORCE_GLIBC=1 prefix=/usr/local sysconfdir=/etc
+enroot_flags=(FORCE_GLIBC=1 "prefix=$ENROOT_PREFIX" "sysconfdir=$ENROOT_PREFIX/etc"
     "LDFLAGS=-Wl,-znow" "LDLIBS=-l:libbsd.a -l:libmd.a")
 edir=$out/enroot
-stage=$edir/stage
 estamp=$(sha256sum "$third/$ENROOT.tar.gz" | cut -c1-16)
-if ! fresh "$edir/.stamp" "$estamp" "$enroot_cppflags" "${enroot_flags[@]}" || [ ! -x "$stage/usr/local/bin/enroot" ]; then
+if ! fresh "$edir/.stamp" "$estamp" "$enroot_cppflags" "${enroot_flags[@]}" || [ ! -x "$ENROOT_PREFIX/bin/enroot" ]; then
     for f in /usr/bin/makeself /usr/include/bsd/string.h /usr/lib/x86_64-linux-gnu/libbsd.a; do
         [ -e "$f" ] || die "$f is missing: run tests/deps.sh (makeself, libbsd-dev)"
     done
@@ -73,26 +76,13 @@ if ! fresh "$edir/.stamp" "$estamp" "$enroot_cppflags" "${enroot_flags[@]}" || [
     # `make deps` runs `git submodule update`, which fails outside a git
     # checkout and is ignored (make's leading -).
     CPPFLAGS=$enroot_cppflags make -C "$src" "${enroot_flags[@]}" >"$edir/build.log" 2>&1 || { tail -n 30 "$edir/build.log" >&2; die "enroot did not build (log: $edir/build.log)"; }
-    rm -rf "$stage"
-    CPPFLAGS=$enroot_cppflags make -C "$src" "${enroot_flags[@]}" DESTDIR="$stage" install >>"$edir/build.log" 2>&1 || { tail -n 30 "$edir/build.log" >&2; die "enroot did not install into $stage"; }
+    rm -rf "$ENROOT_PREFIX" "$edir/stage"
+    CPPFLAGS=$enroot_cppflags make -C "$src" "${enroot_flags[@]}" install >>"$edir/build.log" 2>&1 || { tail -n 30 "$edir/build.log" >&2; die "enroot did not install into $ENROOT_PREFIX"; }
+    # Not `enroot version`, which would make its default dirs (/run/enroot,
+    # ~/.cache/enroot) on this machine: the script says its version.
+    grep -qx "export ENROOT_VERSION=\"$ENROOT_VERSION\"" "$ENROOT_PREFIX/bin/enroot" || die "$ENROOT_PREFIX/bin/enroot is not enroot $ENROOT_VERSION"
     stamp_of "$estamp" "$enroot_cppflags" "${enroot_flags[@]}" >"$edir/.stamp"
 fi
-
-# install_enroot DIR: the staged tree into DIR (/ or a root), unless its
-# enroot already says this version.
-install_enroot() {
-    local dir=$1 have
-    if [ "$dir" = / ]; then
-        have=$(/usr/local/bin/enroot version 2>/dev/null || true)
-    else
-        have=$(chroot "$dir" /usr/local/bin/enroot version 2>/dev/null || true)
-    fi
-    [ "$have" != "$ENROOT_VERSION" ] || return 0
-    echo "build.sh: installing enroot $ENROOT_VERSION in $dir" >&2
-    cp -a --no-preserve=ownership "$stage/." "$dir/"
-}
-install_enroot /
-[ -z "$root" ] || install_enroot "$root"
 
 # ---------------------------------------------------------------- pyxis
 inc=${root:+$root}/usr/include

@@ -260,13 +260,22 @@ impl Keeper {
             // and never waited for.
             let pid = match self.task_of_step(&stream) {
                 Ok(pid) => pid,
-                Err(why) => {
-                    // A task of the step all the same, which the keeper
-                    // will not serve: known, so that the keeper ends with
-                    // the last task it serves, not a grace after it.
-                    if matches!(why, Refused::Unseen) {
-                        self.tally.apart();
+                // The job's user's, where the keeper cannot see: a task
+                // epilog's word is taken (it tells no pid, and the keeper
+                // looks at its own tasks); a task is refused, and known
+                // all the same, so that the keeper ends with the last task
+                // it serves, not a grace after it.
+                Err(Refused::Unseen) => {
+                    match request_of(&stream) {
+                        Some(Request::Ended) => self.task_ended(stream),
+                        _ => {
+                            self.tally.apart();
+                            say(stream, &Answer::No(Refused::Unseen.to_string()).line());
+                        }
                     }
+                    continue;
+                }
+                Err(why) => {
                     say(stream, &Answer::No(why.to_string()).line());
                     continue;
                 }

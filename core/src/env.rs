@@ -60,6 +60,10 @@ pub const DEFAULT_FLAG: &str = "DESI_GPU_MAPPED";
 /// Exported to every mapped task.
 pub const METHOD: &str = "DESI_GPU_MAP_METHOD";
 pub const NODE_GPUS: &str = "DESI_GPU_MAP_NODE_GPUS";
+/// The GPUs the task holds, named as its GPU list names them, its first
+/// first: one, or its share where the node has fewer tasks than GPUs (under
+/// `visible=rotate`, the head of its list).
+pub const TASK_GPUS: &str = "DESI_GPU_MAP_GPUS";
 /// The step the task was mapped in (`JOBID.STEPID`), so that
 /// `desi-gpu-map exec` tells the plugin's mapping of this step from a flag
 /// inherited from an outer one.

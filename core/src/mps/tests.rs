@@ -520,7 +520,11 @@ fn a_task_that_keeps_a_daemons_pipe_gets_its_gpu_by_uuid() {
     let socket = |f: &mut FakeFiles| f.exists.push(PathBuf::from("/tmp/d/pipe/control"));
     let (plan, _) = plan_mps_files(&[], false, &parent, places(), Some(USER), socket);
     assert!(matches!(mps_of(&plan), Mps::Theirs { ours: true, .. }));
-    assert_eq!(gpu_and_unset(&plan, 1), ("GPU-u1".to_string(), vec![]));
+    // Two tasks on four GPUs: task 1 holds the second half.
+    assert_eq!(
+        gpu_and_unset(&plan, 1),
+        ("GPU-u2,GPU-u3".to_string(), vec![])
+    );
     // A site's (or the user's) daemon: UUIDs too, and no flag of ours.
     let site = [&SLURM_4[..], &[(env::MPS_PIPE, "/site/mps")]].concat();
     let (plan, _) = plan_mps_with(&[], false, &site, places(), Some(USER));
@@ -532,14 +536,17 @@ fn a_task_that_keeps_a_daemons_pipe_gets_its_gpu_by_uuid() {
             ..
         }
     ));
-    assert_eq!(gpu_and_unset(&plan, 0), ("GPU-u0".to_string(), vec![]));
+    assert_eq!(
+        gpu_and_unset(&plan, 0),
+        ("GPU-u0,GPU-u1".to_string(), vec![])
+    );
     // A stale flag alone goes.
     let stale = [&SLURM_4[..], &[(env::MPS, "1")]].concat();
     let (plan, _) = plan_mps_with(&[], false, &stale, places(), Some(USER));
     assert_eq!(mps_of(&plan), Mps::Off);
     assert_eq!(
         gpu_and_unset(&plan, 0),
-        ("0".to_string(), vec![env::MPS.to_string()])
+        ("0,1".to_string(), vec![env::MPS.to_string()])
     );
 }
 
@@ -567,14 +574,17 @@ fn another_hosts_daemon_is_never_this_steps() {
     let plan = StepPlan::Map(map);
     assert_eq!(
         gpu_and_unset(&plan, 0),
-        ("GPU-u0".to_string(), vec![env::MPS_SHARE.to_string()])
+        (
+            "GPU-u0,GPU-u1".to_string(),
+            vec![env::MPS_SHARE.to_string()]
+        )
     );
     // Not asking: the other host's variables all go.
     let (plan, _) = plan_mps_files(&[], false, &elsewhere, places(), Some(USER), socket);
     assert_eq!(mps_of(&plan), Mps::Off);
     let (gpu, mut unset) = gpu_and_unset(&plan, 0);
     unset.sort();
-    assert_eq!(gpu, "0");
+    assert_eq!(gpu, "0,1");
     assert_eq!(
         unset,
         [env::MPS_SHARE, env::MPS_PIPE, env::MPS, env::MPS_HOST].map(String::from)

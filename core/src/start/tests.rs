@@ -316,7 +316,8 @@ fn a_launchers_rank_is_its_launch_not_a_step_of_slurms() {
         &facts(false, false),
     ));
     let out = m.outcome(&FakeFront::default());
-    assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("1"));
+    // Rank 1 of 2 on four GPUs: the second half.
+    assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("2,3"));
     assert_eq!(
         get(&out, "DESI_GPU_MAP_STEP"),
         Some("openmpi:prterun-n1-42@1")

@@ -162,7 +162,8 @@ mod tests {
     #[test]
     fn an_inherited_list_is_the_ranks_whatever_it_names() {
         let config = Config::default();
-        for (cuda, second) in [("4,5,6,7", "5"), ("GPU-a,GPU-b", "GPU-b")] {
+        // Two ranks: on four GPUs the second holds two of them.
+        for (cuda, second) in [("4,5,6,7", "6,7"), ("GPU-a,GPU-b", "GPU-b")] {
             let (p, calls) = launched(
                 &[("CUDA_VISIBLE_DEVICES", cuda)],
                 Given::OutsideJob,

@@ -312,6 +312,7 @@ mod tests {
             [
                 "DESI_GPU_MAPPED",
                 "DESI_GPU_MAP_NODE_GPUS",
+                "DESI_GPU_MAP_GPUS",
                 "DESI_GPU_MAP_STEP",
                 "DESI_GPU_MAP_MPS",
                 "DESI_GPU_MAP_MPS_HOST"

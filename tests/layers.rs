@@ -53,7 +53,18 @@ const CRATES: &[Crate] = &[
     },
     Crate {
         src: "spank/src",
-        layers: &["logger", "exports", "copies", "mps", "node", "task_init"],
+        layers: &[
+            "logger",
+            "exports",
+            "copies",
+            "mps",
+            "node",
+            "task_init",
+            "context",
+            "lines",
+            "client",
+            "stepd",
+        ],
     },
 ];
 

@@ -382,6 +382,7 @@ pub fn preview_map(
         step: Ok(crate::step::StepIdentity::Slurm(0)),
         config: Some(&config),
         request: Some(&request),
+        method_variable: None,
         mps: None,
     };
     let node = Preview {

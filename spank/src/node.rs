@@ -7,6 +7,7 @@
 
 use crate::mps::Served;
 use desi_gpu_map_core::cpuset::CpuSet;
+use desi_gpu_map_core::env;
 use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::mps::{Daemon, MpsFacts};
 use desi_gpu_map_core::settings::config::Config;
@@ -45,6 +46,11 @@ pub fn plan(
     config: Option<&Result<Config, Error>>,
     request: Option<&Result<OptionRequest, Error>>,
 ) -> StepPlan {
+    // Bytes that are not UTF-8 read as U+FFFD, a bad value.
+    let method_variable = match request {
+        Some(_) => None,
+        None => spank.getenv_lossy(env::METHOD).ok().flatten(),
+    };
     let facts = StepFacts {
         step: spank
             .job_stepid()
@@ -52,6 +58,7 @@ pub fn plan(
             .map_err(|e| e.to_string()),
         config,
         request,
+        method_variable: method_variable.as_deref(),
         mps: mps_facts(spank),
     };
     plan_step(&facts, &Slurmstepd::new(spank))

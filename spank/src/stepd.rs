@@ -9,13 +9,9 @@
 //! Slurm made it.
 
 use crate::{mps, node, task_init, DesiGpuMap};
-use desi_gpu_map_core::env;
 use desi_gpu_map_core::mps::Mps;
 use desi_gpu_map_core::names::Named;
-use desi_gpu_map_core::settings::option::OptionRequest;
-use desi_gpu_map_core::settings::site::{request_from_variable, taken_from_variable};
 use desi_gpu_map_core::step::{start_daemon, StepPlan};
-use desi_gpu_map_core::Error;
 use desi_gpu_map_host::sys::thread_cpu;
 use slurm_spank::SpankHandle;
 use std::time::Instant;
@@ -24,26 +20,7 @@ use std::time::Instant;
 /// daemon started before any task execs.
 pub(crate) fn user_init(plugin: &mut DesiGpuMap, spank: &SpankHandle) {
     let started = Instant::now();
-    let from_variable = request_in_variable(plugin, spank);
-    let request = match &from_variable {
-        Some((request, _)) => Some(request),
-        None => plugin.request.as_ref(),
-    };
-    let config = plugin.lines.config();
-    let mut plan = node::plan(spank, config, request);
-    // The variable was the user's request: a step that stands aside
-    // keeps it, for exec and the task prolog to read (and refuse) as
-    // the plugin did, never to map with their default in its place.
-    if let (StepPlan::Unmapped(unmapped), Some(_)) = (&mut plan, &from_variable) {
-        unmapped.clear.retain(|name| name != env::METHOD);
-    }
-    if let (StepPlan::Map(map), Some((_, said)), Some(Ok(config))) =
-        (&mut plan, &from_variable, config)
-    {
-        let line = taken_from_variable(said, config);
-        log::debug!("{line}");
-        map.notes.push(line);
-    }
+    let mut plan = node::plan(spank, plugin.lines.config(), plugin.request.as_ref());
     start_mps(plugin, spank, &mut plan);
     if let StepPlan::Map(_) = plan {
         plugin.beside = task_init::Beside::found();
@@ -54,25 +31,6 @@ pub(crate) fn user_init(plugin: &mut DesiGpuMap, spank: &SpankHandle) {
         log::debug!("GPU lists written for {}", map.rendering.vendor.name());
     }
     plugin.plan = Some(plan);
-}
-
-/// Where the user gave no option and the site's default would map the
-/// step, the user's request in the job's `DESI_GPU_MAP_METHOD` (read for
-/// exec and the task prolog): the request, and the value, said under
-/// verbose. Bytes that are not UTF-8 read as U+FFFD, a bad value.
-fn request_in_variable(
-    plugin: &DesiGpuMap,
-    spank: &SpankHandle,
-) -> Option<(Result<OptionRequest, Error>, String)> {
-    if plugin.request.is_some() {
-        return None;
-    }
-    let Some(Ok(config)) = plugin.lines.config() else {
-        return None;
-    };
-    let value = spank.getenv_lossy(env::METHOD).ok().flatten();
-    let request = request_from_variable(value.as_deref(), config)?;
-    Some((request, value.unwrap_or_default()))
 }
 
 /// Starts the step's MPS daemon where the plan has one, before any task

@@ -66,6 +66,7 @@ fn plan_mps_files(
         step: Ok(crate::step::StepIdentity::Slurm(0)),
         config: Some(&config),
         request: Some(&request),
+        method_variable: None,
         mps: facts,
     };
     (plan_step(&facts, &node), node.calls.get())
@@ -209,6 +210,7 @@ fn each_reason_to_run_without_mps_is_one_line() {
         step: Ok(crate::step::StepIdentity::Slurm(0)),
         config: Some(&config),
         request: Some(&request),
+        method_variable: None,
         mps: Some(USER),
     };
     let why = without(&plan_step(&facts, &node));

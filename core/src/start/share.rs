@@ -63,6 +63,7 @@ fn plan(
         step: step.map_err(|why| why.to_string()),
         config: Some(&config),
         request: Some(&request),
+        method_variable: None,
         mps: local_tasks.and_then(|count| mps_facts(facts, node, count)),
     };
     plan_step(&facts, node)

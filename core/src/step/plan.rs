@@ -19,6 +19,7 @@ use crate::mps::{InheritedMps, Mps, MpsFacts, MpsInput, MpsNode};
 use crate::runtime::{choose, Rendering, StepLists, Unbindable, Vendor};
 use crate::settings::config::{Config, NvmlSource};
 use crate::settings::option::{Choice, OptionRequest};
+use crate::settings::site::{request_from_variable, taken_from_variable};
 use crate::text::quote;
 use crate::topology::{nvml_uuids, resolve_tokens};
 use std::path::Path;
@@ -33,6 +34,12 @@ pub struct StepFacts<'a> {
     pub config: Option<&'a Result<Config, Error>>,
     /// `None`: the user gave no option.
     pub request: Option<&'a Result<OptionRequest, Error>>,
+    /// The job's `DESI_GPU_MAP_METHOD` as the plugin found it (lossy
+    /// UTF-8): where the user gave no option and the site's default would
+    /// map the step, it is the user's request, as exec and the task prolog
+    /// read it ([`request_from_variable`]). `None` for every other front
+    /// end, which reads it as its own method.
+    pub method_variable: Option<&'a str>,
     /// The step's user and task count on this node, for MPS; `None`: the
     /// front end starts no daemons.
     pub mps: Option<MpsFacts>,
@@ -58,13 +65,43 @@ pub fn plan_step(facts: &StepFacts, node: &dyn Node) -> StepPlan {
         Some(Err(e)) => return StepPlan::aside(default_flag, Aside::Misconfigured(e.clone())),
         None => return StepPlan::aside(default_flag, Aside::NotInitialised),
     };
-    let request = match facts.request {
-        Some(Ok(request)) => Some(*request),
-        Some(Err(e)) => return StepPlan::aside(&config.flag, Aside::BadRequest(e.clone())),
-        None => None,
+    let from_variable = match facts.request {
+        Some(_) => None,
+        None => facts
+            .method_variable
+            .and_then(|value| Some((request_from_variable(Some(value), config)?, value))),
     };
-    let want = resolve(request, config);
-    plan_mapping(&want, config, node, step, facts.mps)
+    let asked = match &from_variable {
+        Some((request, _)) => Some(request),
+        None => facts.request,
+    };
+    let mut plan = match asked {
+        Some(Err(e)) => StepPlan::aside(&config.flag, Aside::BadRequest(e.clone())),
+        Some(Ok(request)) => plan_mapping(
+            &resolve(Some(*request), config),
+            config,
+            node,
+            step,
+            facts.mps,
+        ),
+        None => plan_mapping(&resolve(None, config), config, node, step, facts.mps),
+    };
+    if let Some((_, value)) = from_variable {
+        taken_from(&mut plan, value, config);
+    }
+    plan
+}
+
+/// A step the job's `DESI_GPU_MAP_METHOD` asked for: one that stands
+/// aside keeps the variable, for exec and the task prolog to read (and
+/// refuse) as the plugin did, never to map with their default in its
+/// place; a mapped one says, under `verbose`, where its method came from.
+fn taken_from(plan: &mut StepPlan, value: &str, config: &Config) {
+    match plan {
+        StepPlan::Unmapped(unmapped) => unmapped.clear.retain(|name| name != env::METHOD),
+        StepPlan::Map(map) => map.notes.push(taken_from_variable(value, config)),
+        StepPlan::Untouched => {}
+    }
 }
 
 /// Decides for a normal step whose inputs could all be read.
@@ -339,6 +376,52 @@ mod tests {
         }
     }
 
+    /// The job's `DESI_GPU_MAP_METHOD`, where the user gave no option and
+    /// the site's default would map: the user's request, as exec reads it.
+    #[test]
+    fn the_method_variable_asks_over_the_site_default_and_a_bad_one_keeps_it() {
+        let node = FakeNode::new(&SLURM_4, Ok(vec![]));
+        let site = parse_args(&["default=contiguous"]);
+        let facts = |value| StepFacts {
+            step: Ok(StepIdentity::Slurm(1)),
+            config: Some(&site),
+            request: None,
+            method_variable: value,
+            mps: None,
+        };
+        let map = mapped(plan_step(&facts(Some("roundrobin")), &node));
+        assert_eq!(map.method, Method::RoundRobin);
+        assert_eq!(
+            map.notes.last().map(String::as_str),
+            Some("DESI_GPU_MAP_METHOD=\"roundrobin\" asks for this step over the site's default=contiguous")
+        );
+        // A bad value stands aside and keeps the variable, for exec and
+        // the task prolog to refuse as the plugin did.
+        let StepPlan::Unmapped(unmapped) = plan_step(&facts(Some("bogus")), &node) else {
+            panic!("a bad variable must stand aside");
+        };
+        assert!(matches!(unmapped.why, Some(Aside::BadRequest(_))));
+        assert!(!unmapped.clear.iter().any(|n| n == env::METHOD));
+        // No variable: the site's default, said nowhere.
+        let map = mapped(plan_step(&facts(None), &node));
+        assert_eq!(map.method, Method::Contiguous);
+        assert!(!map.notes.iter().any(|n| n.contains("asks for this step")));
+        // The option, where given, is the request: the variable is not read.
+        let asked = Ok(asking(Choice::Map(Method::Contiguous)));
+        let given = StepFacts {
+            request: Some(&asked),
+            ..facts(Some("bogus"))
+        };
+        assert_eq!(mapped(plan_step(&given, &node)).method, Method::Contiguous);
+        // A site without a default: the variable is exec's, never the plugin's.
+        let off = Ok(Config::default());
+        let quiet = StepFacts {
+            config: Some(&off),
+            ..facts(Some("roundrobin"))
+        };
+        assert!(matches!(plan_step(&quiet, &node), StepPlan::Unmapped(_)));
+    }
+
     #[test]
     fn unreadable_facts_stand_aside_with_the_reason() {
         let node = FakeNode::new(&SLURM_4, Ok(vec![]));
@@ -351,6 +434,7 @@ mod tests {
                     step: Err("no id".to_string()),
                     config: Some(&config),
                     request: None,
+                    method_variable: None,
                     mps: None,
                 },
                 Aside::UnreadableStepId("no id".to_string()),
@@ -360,6 +444,7 @@ mod tests {
                     step: Ok(StepIdentity::Slurm(1)),
                     config: Some(&bad_config),
                     request: None,
+                    method_variable: None,
                     mps: None,
                 },
                 Aside::Misconfigured(bad_config.clone().unwrap_err()),
@@ -369,6 +454,7 @@ mod tests {
                     step: Ok(StepIdentity::Slurm(1)),
                     config: None,
                     request: None,
+                    method_variable: None,
                     mps: None,
                 },
                 Aside::NotInitialised,
@@ -378,6 +464,7 @@ mod tests {
                     step: Ok(StepIdentity::Slurm(1)),
                     config: Some(&config),
                     request: Some(&bad_request),
+                    method_variable: None,
                     mps: None,
                 },
                 Aside::BadRequest(bad_request.clone().unwrap_err()),

@@ -210,6 +210,7 @@ pub(crate) fn plan_as(
         step: Ok(step),
         config: Some(&config),
         request: request.as_ref(),
+        method_variable: None,
         mps: None,
     };
     plan_step(&facts, node)

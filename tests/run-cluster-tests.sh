@@ -14,7 +14,8 @@
 #   suites by subject (SUITES below), closest's task_none_ tests, and on
 #   22.05 only HOST_SUITES: desi (DESI's desispec in real MPI ranks:
 #   Debian's python3-mpi4py; and the batch scripts desispec's branch
-#   writes, 64 ranks a job, about 80 s), mpi (exec under mpirun and mpiexec in an
+#   writes, 64 ranks a job, 10 jobs: the suite took 195 s on a loaded
+#   2-core machine), mpi (exec under mpirun and mpiexec in an
 #   allocation: openmpi-bin, mpich) and podman (NERSC's podman-hpc over
 #   Debian's podman: tests/containers/podman-hpc.sh), which the 24.11 and
 #   26.05 roots lack;

@@ -14,7 +14,7 @@ use desi_gpu_map_core::launch::watched;
 use desi_gpu_map_core::mps::Daemon;
 use desi_gpu_map_core::settings::config::{Config, MpsSettings};
 use desi_gpu_map_core::start::{decide, Asked, Mapping, Start, TaskFacts};
-use desi_gpu_map_core::step::{carry_out, FrontEnd, Node, NvmlAsk};
+use desi_gpu_map_core::step::{carry_out, FrontEnd, Node, NvmlAsk, Snapshot};
 use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::mps::daemon::random_token;
 use desi_gpu_map_host::nvml::ask_within;
@@ -28,11 +28,11 @@ use std::sync::OnceLock;
 /// and `args` (exec's options, or the variables that mirror them); or why
 /// `args` cannot be read.
 pub fn decided(args: &ExecArgs) -> Result<Start, String> {
-    // Not UTF-8 is a bad value, never an unset one: U+FFFD names no method.
-    let method = std::env::var_os(env::METHOD).map(|v| v.to_string_lossy().into_owned());
+    let vars = snapshot();
+    let asked = Asked::read(args.method, vars.method.as_deref(), args.verbose);
     let facts = TaskFacts {
-        asked: Asked::read(args.method, method.as_deref(), args.verbose)
-            .map_err(|e| e.to_string())?,
+        asked: asked.map_err(|e| e.to_string())?,
+        vars,
         allow_outside: args.allow_outside_slurm,
         config: config(args),
         ancestry: launch_ancestry(&watched()),
@@ -161,11 +161,14 @@ pub struct Process;
 /// This process, as the core's node.
 pub const PROCESS: Process = Process;
 
-impl Node for Process {
-    fn env(&self, name: &str) -> Option<String> {
-        std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
-    }
+/// The variables a decision reads, as this process has them, each read
+/// once. Not UTF-8 is a bad value, never an unset one: U+FFFD names no
+/// method, and no list.
+pub fn snapshot() -> Snapshot {
+    Snapshot::read(&|name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
+}
 
+impl Node for Process {
     fn files(&self) -> &dyn Files {
         &HostFiles
     }

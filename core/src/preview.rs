@@ -3,7 +3,6 @@
 //! [`assign`].
 
 use crate::cpuset::CpuSet;
-use crate::env;
 use crate::error::Error;
 use crate::files::{Files, NoFiles};
 use crate::method::closest::NodeCpus;
@@ -14,8 +13,8 @@ use crate::settings::config::{Config, NvmlSource};
 use crate::settings::option::{Choice, OptionRequest};
 use crate::slurm::gpus::join;
 use crate::step::{
-    assign_in, plan_step, Node, NvmlAsk, StepFacts, StepMap, StepPlan, TaskCpus, TaskInputs,
-    Unmapped,
+    assign_in, plan_step, Node, NvmlAsk, Snapshot, StepFacts, StepMap, StepPlan, TaskCpus,
+    TaskInputs, Unmapped,
 };
 use crate::topology::Topology;
 use std::collections::HashMap;
@@ -378,18 +377,22 @@ pub fn preview_map(
         verbose: false,
         mps: false,
     });
+    // The step's GPUs as Slurm would list them.
+    let vars = Snapshot {
+        cuda: Some(cuda.to_string()),
+        step_gpus: Some(cuda.to_string()),
+        gpus_on_node: Some(count.to_string()),
+        ..Snapshot::default()
+    };
     let facts = StepFacts {
         step: Ok(crate::step::StepIdentity::Slurm(0)),
         config: Some(&config),
         request: Some(&request),
         method_variable: None,
+        vars: &vars,
         mps: None,
     };
-    let node = Preview {
-        cuda,
-        count: count.to_string(),
-        topology,
-    };
+    let node = Preview { topology };
     match plan_step(&facts, &node) {
         StepPlan::Map(map) => Ok(map),
         StepPlan::Unmapped(Unmapped { why: Some(why), .. }) => {
@@ -399,23 +402,13 @@ pub fn preview_map(
     }
 }
 
-/// A node described by the preview's arguments: the step's GPUs as Slurm
-/// would list them, no files, no NVML, and the given topology.
+/// A node described by the preview's arguments: no files, no NVML, and
+/// the given topology.
 struct Preview<'a> {
-    cuda: &'a str,
-    count: String,
     topology: Option<&'a Topology>,
 }
 
 impl Node for Preview<'_> {
-    fn env(&self, name: &str) -> Option<String> {
-        match name {
-            env::CUDA | env::STEP_GPUS => Some(self.cuda.to_string()),
-            env::GPUS_ON_NODE => Some(self.count.clone()),
-            _ => None,
-        }
-    }
-
     fn files(&self) -> &dyn Files {
         &NoFiles
     }

@@ -7,13 +7,12 @@
 
 use crate::mps::Served;
 use desi_gpu_map_core::cpuset::CpuSet;
-use desi_gpu_map_core::env;
 use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::mps::{Daemon, MpsFacts};
 use desi_gpu_map_core::settings::config::Config;
 use desi_gpu_map_core::settings::option::OptionRequest;
 use desi_gpu_map_core::step::{
-    plan_step, FrontEnd, Node, NvmlAsk, StepFacts, StepIdentity, StepPlan,
+    plan_step, FrontEnd, Node, NvmlAsk, Snapshot, StepFacts, StepIdentity, StepPlan,
 };
 use desi_gpu_map_core::Error;
 use desi_gpu_map_host::files::HostFiles;
@@ -46,10 +45,11 @@ pub fn plan(
     config: Option<&Result<Config, Error>>,
     request: Option<&Result<OptionRequest, Error>>,
 ) -> StepPlan {
+    let vars = snapshot(spank);
     // Bytes that are not UTF-8 read as U+FFFD, a bad value.
     let method_variable = match request {
         Some(_) => None,
-        None => spank.getenv_lossy(env::METHOD).ok().flatten(),
+        None => vars.method.as_deref(),
     };
     let facts = StepFacts {
         step: spank
@@ -58,7 +58,8 @@ pub fn plan(
             .map_err(|e| e.to_string()),
         config,
         request,
-        method_variable: method_variable.as_deref(),
+        method_variable,
+        vars: &vars,
         mps: mps_facts(spank),
     };
     plan_step(&facts, &Slurmstepd::new(spank))
@@ -93,11 +94,14 @@ impl<'a, 'b> Slurmstepd<'a, 'b> {
     }
 }
 
-impl Node for Slurmstepd<'_, '_> {
-    fn env(&self, name: &str) -> Option<String> {
-        self.spank.getenv_lossy(name).ok().flatten()
-    }
+/// The variables a decision reads, as slurmstepd holds them (the step's
+/// in `user_init`, the task's in `task_init`), each read once; bytes that
+/// are not UTF-8 read as U+FFFD.
+pub fn snapshot(spank: &SpankHandle) -> Snapshot {
+    Snapshot::read(&|name| spank.getenv_lossy(name).ok().flatten())
+}
 
+impl Node for Slurmstepd<'_, '_> {
     fn files(&self) -> &dyn Files {
         &HostFiles
     }

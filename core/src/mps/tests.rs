@@ -67,6 +67,7 @@ fn plan_mps_files(
         config: Some(&config),
         request: Some(&request),
         method_variable: None,
+        vars: &node.vars(),
         mps: facts,
     };
     (plan_step(&facts, &node), node.calls.get())
@@ -211,6 +212,7 @@ fn each_reason_to_run_without_mps_is_one_line() {
         config: Some(&config),
         request: Some(&request),
         method_variable: None,
+        vars: &node.vars(),
         mps: Some(USER),
     };
     let why = without(&plan_step(&facts, &node));

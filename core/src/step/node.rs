@@ -1,5 +1,5 @@
 //! The one narrow interface through which the core asks about the node it
-//! plans a step for. slurmstepd (the plugin), a task's own process
+//! plans a step for: its files and NVML. slurmstepd (the plugin), a task's own process
 //! (`desi-gpu-map exec`) and the preview (`desi-gpu-map plan`) each
 //! implement it; none decides anything.
 
@@ -18,11 +18,10 @@ pub enum NvmlAsk {
     Places,
 }
 
-/// The node, as the core sees it.
+/// The node, as the core sees it: its files and NVML. Its variables are
+/// no question the core asks: the front end hands them in, read once
+/// ([`super::Snapshot`]).
 pub trait Node {
-    /// A variable of the step's (or task's) environment, as lossy UTF-8.
-    fn env(&self, name: &str) -> Option<String>;
-
     /// The node's kernel files.
     fn files(&self) -> &dyn Files;
 

@@ -11,6 +11,7 @@ use super::locate::{discover, gpu_cpus, uuids_of_places};
 use super::map::{placing, GpuCpus, StepMap};
 use super::node::{Node, NvmlAsk};
 use super::resolve::{resolve, Resolved};
+use super::snapshot::Snapshot;
 use super::source::{from_nvml, from_slurm, other_lists, Listed, Missing, StepGpus};
 use crate::env;
 use crate::error::Error;
@@ -40,6 +41,8 @@ pub struct StepFacts<'a> {
     /// read it ([`request_from_variable`]). `None` for every other front
     /// end, which reads it as its own method.
     pub method_variable: Option<&'a str>,
+    /// The step's variables, read once by the front end.
+    pub vars: &'a Snapshot,
     /// The step's user and task count on this node, for MPS; `None`: the
     /// front end starts no daemons.
     pub mps: Option<MpsFacts>,
@@ -77,14 +80,10 @@ pub fn plan_step(facts: &StepFacts, node: &dyn Node) -> StepPlan {
     };
     let mut plan = match asked {
         Some(Err(e)) => StepPlan::aside(&config.flag, Aside::BadRequest(e.clone())),
-        Some(Ok(request)) => plan_mapping(
-            &resolve(Some(*request), config),
-            config,
-            node,
-            step,
-            facts.mps,
-        ),
-        None => plan_mapping(&resolve(None, config), config, node, step, facts.mps),
+        Some(Ok(request)) => {
+            plan_mapping(&resolve(Some(*request), config), config, node, step, facts)
+        }
+        None => plan_mapping(&resolve(None, config), config, node, step, facts),
     };
     if let Some((_, value)) = from_variable {
         taken_from(&mut plan, value, config);
@@ -110,13 +109,14 @@ fn plan_mapping(
     config: &Config,
     node: &dyn Node,
     identity: &StepIdentity,
-    facts: Option<MpsFacts>,
+    facts: &StepFacts,
 ) -> StepPlan {
     let method = match want.choice {
         Choice::Off => return StepPlan::quiet(&config.flag),
         Choice::Map(method) => method,
     };
-    let env = &|name: &str| node.env(name);
+    let vars = facts.vars;
+    let env = &|name: &str| vars.var(name);
     // Slurm's per-task requests bind an srun step's tasks, not a
     // launcher's ranks.
     if let (None, Some(binds)) = (identity.given(), slurm_binds_per_task(env)) {
@@ -127,10 +127,10 @@ fn plan_mapping(
     let listed = match identity.given() {
         Some(given) => {
             let vendor = choose(config.vendor, node.files(), Path::new("/")).vendor;
-            from_given(given, node, vendor)
+            from_given(given, vars, vendor)
                 .unwrap_or_else(|| whole_node(config, node, method, vendor, &mut placed))
         }
-        None => list_step(config, node, method, &mut placed),
+        None => list_step(config, node, vars, method, &mut placed),
     };
     let step = match listed {
         Ok(step) => step,
@@ -139,7 +139,7 @@ fn plan_mapping(
             return StepPlan::aside(&config.flag, Aside::Missing(why))
         }
     };
-    let written = match written(step, config, node) {
+    let written = match written(step, config, node, vars) {
         Ok(written) => written,
         Err(why) => return StepPlan::aside(&config.flag, Aside::Unbindable(why)),
     };
@@ -149,9 +149,9 @@ fn plan_mapping(
         method,
         written,
         near,
-        step: identity.record(node),
+        step: identity.record(vars),
     };
-    StepPlan::Map(record(parts, want, config, node, facts))
+    StepPlan::Map(record(parts, want, config, node, vars, facts.mps))
 }
 
 /// The step's list: Slurm's; else Slurm's UUIDs (`Flags=env_uuid`) where
@@ -161,10 +161,11 @@ fn plan_mapping(
 fn list_step(
     config: &Config,
     node: &dyn Node,
+    vars: &Snapshot,
     method: Method,
     placed: &mut Option<Result<Vec<String>, Error>>,
 ) -> Result<StepGpus, Missing> {
-    let env = &|name: &str| node.env(name);
+    let env = &|name: &str| vars.var(name);
     let not_slurms = match from_slurm(env) {
         Ok(listed) => return listed,
         Err(not_slurms) => not_slurms,
@@ -217,8 +218,13 @@ struct Written {
 
 /// Sorts the step's other lists and plans how its lists are written, or
 /// says why none can be narrowed.
-fn written(step: StepGpus, config: &Config, node: &dyn Node) -> Result<Written, Unbindable> {
-    let env = &|name: &str| node.env(name);
+fn written(
+    step: StepGpus,
+    config: &Config,
+    node: &dyn Node,
+    vars: &Snapshot,
+) -> Result<Written, Unbindable> {
+    let env = &|name: &str| vars.var(name);
     let runtimes = step.listed.is_runtimes().then_some(step.gpus.as_slice());
     let lists = other_lists(env, runtimes);
     let (mut others, mut notes) = (lists.slurms, lists.notes);
@@ -229,7 +235,7 @@ fn written(step: StepGpus, config: &Config, node: &dyn Node) -> Result<Written, 
             quote(value)
         ));
     }
-    let order = env(env::DEVICE_ORDER);
+    let order = vars.device_order.clone();
     let chosen = choose(config.vendor, node.files(), Path::new("/"));
     let carrier = chosen.vendor.carrier();
     // The kernel's listing of a node's AMD or Intel GPUs: their runtime's
@@ -274,9 +280,10 @@ fn record(
     want: &Resolved,
     config: &Config,
     node: &dyn Node,
+    vars: &Snapshot,
     facts: Option<MpsFacts>,
 ) -> StepMap {
-    let (mps, mps_inherited) = plan_mps(&parts, want, config, node, facts);
+    let (mps, mps_inherited) = plan_mps(&parts, want, config, node, vars, facts);
     let Parts {
         method,
         written,
@@ -307,6 +314,7 @@ fn plan_mps(
     want: &Resolved,
     config: &Config,
     node: &dyn Node,
+    vars: &Snapshot,
     facts: Option<MpsFacts>,
 ) -> (Mps, InheritedMps) {
     let input = MpsInput {
@@ -320,7 +328,7 @@ fn plan_mps(
         step: parts.step.as_deref(),
         facts,
     };
-    let env = |name: &str| node.env(name);
+    let env = |name: &str| vars.var(name);
     let places = || node.nvml(NvmlAsk::Places, config);
     let asks = MpsNode {
         env: &env,
@@ -381,12 +389,14 @@ mod tests {
     #[test]
     fn the_method_variable_asks_over_the_site_default_and_a_bad_one_keeps_it() {
         let node = FakeNode::new(&SLURM_4, Ok(vec![]));
+        let vars = node.vars();
         let site = parse_args(&["default=contiguous"]);
         let facts = |value| StepFacts {
             step: Ok(StepIdentity::Slurm(1)),
             config: Some(&site),
             request: None,
             method_variable: value,
+            vars: &vars,
             mps: None,
         };
         let map = mapped(plan_step(&facts(Some("roundrobin")), &node));
@@ -435,6 +445,7 @@ mod tests {
                     config: Some(&config),
                     request: None,
                     method_variable: None,
+                    vars: &node.vars(),
                     mps: None,
                 },
                 Aside::UnreadableStepId("no id".to_string()),
@@ -445,6 +456,7 @@ mod tests {
                     config: Some(&bad_config),
                     request: None,
                     method_variable: None,
+                    vars: &node.vars(),
                     mps: None,
                 },
                 Aside::Misconfigured(bad_config.clone().unwrap_err()),
@@ -455,6 +467,7 @@ mod tests {
                     config: None,
                     request: None,
                     method_variable: None,
+                    vars: &node.vars(),
                     mps: None,
                 },
                 Aside::NotInitialised,
@@ -465,6 +478,7 @@ mod tests {
                     config: Some(&config),
                     request: Some(&bad_request),
                     method_variable: None,
+                    vars: &node.vars(),
                     mps: None,
                 },
                 Aside::BadRequest(bad_request.clone().unwrap_err()),

@@ -2,6 +2,7 @@
 //! Fixtures shared by the step's unit tests (each module's tests stand
 //! beside it): a step planned from a few variables, and a task of it.
 
+use super::snapshot::Snapshot;
 use super::{
     plan_step, Aside, FrontEnd, Node, NvmlAsk, StepFacts, StepIdentity, StepMap, StepPlan,
     TaskInputs, TaskOutcome, Unmapped, WhyNoList,
@@ -42,13 +43,14 @@ impl FakeNode {
             places: Some(Err("the GPUs' local CPUs were not read".to_string())),
         }
     }
+
+    /// Its variables, as a front end hands them to the core.
+    pub(crate) fn vars(&self) -> Snapshot {
+        Snapshot::read(&|name| self.env.get(name).cloned())
+    }
 }
 
 impl Node for FakeNode {
-    fn env(&self, name: &str) -> Option<String> {
-        self.env.get(name).cloned()
-    }
-
     fn files(&self) -> &dyn Files {
         &self.files
     }
@@ -211,6 +213,7 @@ pub(crate) fn plan_as(
         config: Some(&config),
         request: request.as_ref(),
         method_variable: None,
+        vars: &node.vars(),
         mps: None,
     };
     plan_step(&facts, node)

@@ -13,8 +13,8 @@ use crate::settings::config::{Config, NvmlSource};
 use crate::settings::option::{Choice, OptionRequest};
 use crate::slurm::gpus::join;
 use crate::step::{
-    assign_in, plan_step, Node, NvmlAsk, Snapshot, StepFacts, StepMap, StepPlan, TaskCpus,
-    TaskInputs, Unmapped,
+    assign_in, plan_step, NoTopology, Node, NvmlAsk, Snapshot, StepFacts, StepMap, StepPlan,
+    TaskCpus, TaskInputs, Unmapped,
 };
 use crate::topology::Topology;
 use std::collections::HashMap;
@@ -417,12 +417,8 @@ impl Node for Preview<'_> {
         Err(Error::NvmlOff)
     }
 
-    fn given_places(&self) -> Option<Result<Topology, String>> {
-        Some(
-            self.topology
-                .cloned()
-                .ok_or_else(|| "no topology was given".to_string()),
-        )
+    fn given_places(&self) -> Option<Result<Topology, NoTopology>> {
+        Some(self.topology.cloned().ok_or(NoTopology))
     }
 }
 

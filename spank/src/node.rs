@@ -15,6 +15,7 @@ use desi_gpu_map_core::step::{
     plan_step, FrontEnd, Node, NvmlAsk, Snapshot, StepFacts, StepIdentity, StepPlan,
 };
 use desi_gpu_map_core::Error;
+use desi_gpu_map_host::failure::Failure;
 use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::nvml::ask_within;
 use desi_gpu_map_host::sys::allowed_cpus;
@@ -127,9 +128,11 @@ impl Node for Slurmstepd<'_, '_> {
 impl FrontEnd for Slurmstepd<'_, '_> {
     /// Starts the daemon as the job's user, with the job's supplementary
     /// groups, before any task execs.
-    fn start_daemon(&mut self, daemon: &Daemon, _task: Option<usize>) -> Result<Daemon, String> {
+    type NoDaemon = Failure;
+
+    fn start_daemon(&mut self, daemon: &Daemon, _task: Option<usize>) -> Result<Daemon, Failure> {
         let groups = self.spank.job_supplementary_gids().unwrap_or_default();
-        let served = Served::start(daemon, groups).map_err(|e| e.to_string())?;
+        let served = Served::start(daemon, groups)?;
         let daemon = served.daemon().clone();
         log::info!(
             "MPS daemon started for the step in {} (GPUs {})",

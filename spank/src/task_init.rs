@@ -104,8 +104,8 @@ fn apply_outcome(spank: &SpankHandle, outcome: &TaskOutcome, node: &str) {
     let lines = carry_out(
         outcome,
         node,
-        &mut |name| spank.unsetenv(name).map_err(|e| e.to_string()),
-        &mut |name, value| spank.setenv(name, value, true).map_err(|e| e.to_string()),
+        &mut |name| spank.unsetenv(name),
+        &mut |name, value| spank.setenv(name, value, true),
     );
     // A stand-aside line also goes to slurmd's log, for the admin.
     for line in &lines {

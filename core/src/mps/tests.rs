@@ -631,7 +631,12 @@ fn the_protocol_starts_the_daemon_the_plan_names_or_the_step_runs_without_it() {
     /// Starts every daemon it is asked for, and says for which task.
     struct Starts(Option<Option<usize>>);
     impl FrontEnd for Starts {
-        fn start_daemon(&mut self, daemon: &Daemon, task: Option<usize>) -> Result<Daemon, String> {
+        type NoDaemon = std::convert::Infallible;
+        fn start_daemon(
+            &mut self,
+            daemon: &Daemon,
+            task: Option<usize>,
+        ) -> Result<Daemon, Self::NoDaemon> {
             self.0 = Some(task);
             Ok(daemon.clone())
         }

@@ -29,7 +29,7 @@ impl Mapping {
     /// Joins, through `front`, the daemon the plan starts for the step,
     /// where the task's ids could be read (the node's first task to get
     /// there starts it).
-    pub fn start_daemon(&mut self, front: &mut dyn FrontEnd) {
+    pub fn start_daemon<F: FrontEnd + ?Sized>(&mut self, front: &mut F) {
         if let Ok(ids) = &self.ids {
             start_daemon(&mut self.plan, front, Some(ids.local_id));
         }
@@ -37,7 +37,7 @@ impl Mapping {
 
     /// What the task gets, with the CPUs the plan asks for read through
     /// `front` (its own and slurmstepd's, which a launcher's rank has not).
-    pub fn outcome(&self, front: &dyn FrontEnd) -> TaskOutcome {
+    pub fn outcome<F: FrontEnd + ?Sized>(&self, front: &F) -> TaskOutcome {
         let stepd_above = !self.launched;
         let container = Container::None;
         task_outcome_read(

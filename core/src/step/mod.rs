@@ -74,7 +74,7 @@ pub use inputs::{TaskCpus, TaskIds, TaskInputs, TaskVars};
 pub use lines::aside_line;
 pub use locate::locate;
 pub use map::{GpuCpus, StepMap};
-pub use node::{Node, NvmlAsk};
+pub use node::{NoTopology, Node, NvmlAsk};
 pub use outcome::{carry_out, map_task, task_outcome, variables, TaskOutcome};
 pub use plan::{plan_step, StepFacts};
 pub use protocol::{start_daemon, task_outcome_read, FrontEnd};

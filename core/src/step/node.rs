@@ -31,9 +31,20 @@ pub trait Node {
     fn nvml(&self, ask: NvmlAsk, config: &Config) -> Result<Vec<String>, Error>;
 
     /// The GPUs' places where the front end was handed them rather than
-    /// reading the node (the preview's topology, or why it has none);
+    /// reading the node (the preview's topology, or that it has none);
     /// `None`: the core locates the GPUs itself.
-    fn given_places(&self) -> Option<Result<Topology, String>> {
+    fn given_places(&self) -> Option<Result<Topology, NoTopology>> {
         None
+    }
+}
+
+/// A front end that hands the GPUs' places was given none (`plan`
+/// without `--topology`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoTopology;
+
+impl std::fmt::Display for NoTopology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("no topology was given")
     }
 }

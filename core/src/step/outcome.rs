@@ -38,11 +38,11 @@ pub fn task_outcome(plan: &StepPlan, task: &TaskInputs) -> TaskOutcome {
 /// environment, and returns the lines the task says. Removals come first,
 /// then each variable in order; a failed one stops the rest, since a
 /// half-set environment is better than a wrong flag (the flag is set last).
-pub fn carry_out(
+pub fn carry_out<E: std::fmt::Display>(
     outcome: &TaskOutcome,
     node: &str,
-    unset: &mut dyn FnMut(&str) -> Result<(), String>,
-    set: &mut dyn FnMut(&str, &str) -> Result<(), String>,
+    unset: &mut dyn FnMut(&str) -> Result<(), E>,
+    set: &mut dyn FnMut(&str, &str) -> Result<(), E>,
 ) -> Vec<String> {
     let mut lines = outcome.say.clone();
     for name in &outcome.unset {
@@ -383,7 +383,7 @@ mod tests {
         assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("0"));
         assert_eq!(
             out.say[0],
-            "desi-gpu-map: node n1: closest: the GPUs' local CPUs were not read; using contiguous"
+            "desi-gpu-map: node n1: closest: no topology was given; using contiguous"
         );
         assert!(map_task(&map, &task(1, 4, Some("0,1,2,3")))
             .say

@@ -4,8 +4,8 @@
 
 use super::snapshot::Snapshot;
 use super::{
-    plan_step, Aside, FrontEnd, Node, NvmlAsk, StepFacts, StepIdentity, StepMap, StepPlan,
-    TaskInputs, TaskOutcome, Unmapped, WhyNoList,
+    plan_step, Aside, FrontEnd, NoTopology, Node, NvmlAsk, StepFacts, StepIdentity, StepMap,
+    StepPlan, TaskInputs, TaskOutcome, Unmapped, WhyNoList,
 };
 use crate::cpuset::CpuSet;
 use crate::error::Error;
@@ -29,7 +29,7 @@ pub(crate) struct FakeNode {
     pub nvml: Result<Vec<String>, Error>,
     pub calls: Cell<usize>,
     /// `None`: the core locates `closest` GPUs itself.
-    pub places: Option<Result<Topology, String>>,
+    pub places: Option<Result<Topology, NoTopology>>,
 }
 
 impl FakeNode {
@@ -40,7 +40,7 @@ impl FakeNode {
             nvml,
             calls: Cell::new(0),
             // What a step whose GPUs were not located gets.
-            places: Some(Err("the GPUs' local CPUs were not read".to_string())),
+            places: Some(Err(NoTopology)),
         }
     }
 
@@ -60,7 +60,7 @@ impl Node for FakeNode {
         self.nvml.clone()
     }
 
-    fn given_places(&self) -> Option<Result<Topology, String>> {
+    fn given_places(&self) -> Option<Result<Topology, NoTopology>> {
         self.places.clone()
     }
 }
@@ -297,10 +297,12 @@ pub(crate) struct FakeFront {
 }
 
 impl FrontEnd for FakeFront {
-    fn start_daemon(&mut self, _: &Daemon, _: Option<usize>) -> Result<Daemon, String> {
+    type NoDaemon = &'static str;
+
+    fn start_daemon(&mut self, _: &Daemon, _: Option<usize>) -> Result<Daemon, &'static str> {
         let (d, o, s) = self.asked.get();
         self.asked.set((d + 1, o, s));
-        Err("not started".to_string())
+        Err("not started")
     }
 
     fn own_cpus(&self) -> Option<CpuSet> {

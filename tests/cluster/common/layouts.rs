@@ -88,11 +88,6 @@ pub const EVERY_LAYOUT: &[Case] = &[
             "-N1 -n2 -w n1 --gpus-per-node=4 --desi-gpu-map=roundrobin",
             &["0 n1 0 0,2 1", "1 n1 1 1,3 1"],
         ),
-        // closest on task/none (no CPUs to tell the GPUs apart): contiguous's shares.
-        case(
-            "-N1 -n2 -w n1 --gpus-per-node=4 --desi-gpu-map=closest",
-            &["0 n1 0 0,1 1", "1 n1 1 2,3 1"],
-        ),
         // One task a node (torchrun, flux start, Dask, Ray): every GPU.
         case(
             "-N2 --ntasks-per-node=1 -w n[1-2] --gpus-per-node=4 --desi-gpu-map=contiguous",

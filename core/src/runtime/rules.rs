@@ -57,20 +57,8 @@ pub enum VendorSetting {
     Fixed(Vendor),
 }
 
-/// `auto`, then every vendor, built from [`Vendor`]'s own list.
-const SETTINGS: [VendorSetting; Vendor::ALL.len() + 1] = {
-    let mut all = [VendorSetting::Auto; Vendor::ALL.len() + 1];
-    let mut i = 0;
-    while i < Vendor::ALL.len() {
-        // Evaluated by the compiler: an index out of range fails the build.
-        #[allow(clippy::indexing_slicing)]
-        {
-            all[i + 1] = VendorSetting::Fixed(Vendor::ALL[i]);
-        }
-        i += 1;
-    }
-    all
-};
+// `auto`, then every vendor, built from [`Vendor`]'s own list.
+crate::names::with_one_more!(SETTINGS: VendorSetting = VendorSetting::Auto, first, VendorSetting::Fixed, Vendor);
 
 impl Named for VendorSetting {
     const ALL: &'static [Self] = &SETTINGS;

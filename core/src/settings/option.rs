@@ -13,20 +13,8 @@ pub enum Choice {
     Map(Method),
 }
 
-/// Every method, then `none`, built from [`Method`]'s own list.
-const CHOICES: [Choice; Method::ALL.len() + 1] = {
-    let mut all = [Choice::Off; Method::ALL.len() + 1];
-    let mut i = 0;
-    while i < Method::ALL.len() {
-        // Evaluated by the compiler: an index out of range fails the build.
-        #[allow(clippy::indexing_slicing)]
-        {
-            all[i] = Choice::Map(Method::ALL[i]);
-        }
-        i += 1;
-    }
-    all
-};
+// Every method, then `none`, built from [`Method`]'s own list.
+crate::names::with_one_more!(CHOICES: Choice = Choice::Off, last, Choice::Map, Method);
 
 impl Named for Choice {
     const ALL: &'static [Self] = &CHOICES;

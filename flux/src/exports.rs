@@ -14,9 +14,11 @@ const TASK_INIT: &CStr = c"task.init";
 const TASK_EXIT: &CStr = c"task.exit";
 const SHELL_EXIT: &CStr = c"shell.exit";
 
-/// Set by the first load: the same `.so` loaded again (the site's plugin
-/// directory and a user's `userrc` naming the same file) is one library,
-/// whose state the second load must not share.
+/// Set by the first load: the same file loaded again (an initrc and a
+/// user's `userrc` naming one path) is one library, whose state a second
+/// registration would share; it registers nothing. (Copies at other paths
+/// are libraries of their own, and carry the same plugin name, of which
+/// Flux's plugin stack keeps one: measured, each task is mapped once.)
 static LOADED: AtomicBool = AtomicBool::new(false);
 
 /// Runs `work`, catching a panic; failure is -1 with the message logged.

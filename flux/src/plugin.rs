@@ -22,6 +22,7 @@ use desi_gpu_map_core::step::{
 };
 use desi_gpu_map_host::mps::daemon::random_token;
 use desi_gpu_map_host::nvml::ask_within;
+use std::path::Path;
 use std::sync::Mutex;
 
 /// The job on this node, planned once in `shell.init`.
@@ -51,6 +52,10 @@ pub fn shell_init(plugin: Plugin) -> Result<(), String> {
     }
     if let Some(asked) = &asked {
         check_request(asked, &config).map_err(|e| format!("-o {OPTION}: {e}"))?;
+    }
+    let mut config = config;
+    if resolve(asked, &config).mps {
+        control_on_path(&mut config, shell);
     }
     let facts = job_facts(shell.info().as_deref(), shell.rank_info().as_deref())?;
     let asked = who_wins(shell, asked, &config, facts.shell_rank);
@@ -111,6 +116,27 @@ fn named_for_mps(gpus: JobGpus, asked: Option<OptionRequest>, config: &Config) -
     {
         Ok(uuids) => uuids,
         Err(_) => gpus.list,
+    }
+}
+
+/// Where the site names no control daemon and none is in the usual
+/// directories (where the core looks), the first on the job's `PATH`.
+fn control_on_path(config: &mut Config, shell: Shell) {
+    let control = |dir: &Path| dir.join(env::MPS_CONTROL);
+    let usual = env::MPS_CONTROL_DIRS
+        .iter()
+        .any(|d| control(Path::new(d)).is_file());
+    if config.mps.control.is_some() || usual {
+        return;
+    }
+    let path = shell.getenv(env::PATH).unwrap_or_default();
+    let found = std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| control(&dir))
+        .find(|file| file.is_file());
+    if let Some(found) = found {
+        config.mps.control = Some(found);
+        config.mps.control_named_by = "the job's PATH".to_string();
     }
 }
 

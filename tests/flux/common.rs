@@ -25,7 +25,8 @@ pub fn prefix() -> PathBuf {
     prefix
 }
 
-/// The plugin (`DGM_FLUX_PLUGIN`, else the release build, else the debug one).
+/// The plugin (`DGM_FLUX_PLUGIN`, else the newer of the release and debug
+/// builds, so that a stale one is never tested).
 pub fn plugin() -> PathBuf {
     if let Some(so) = std::env::var_os("DGM_FLUX_PLUGIN") {
         return PathBuf::from(so);
@@ -33,8 +34,9 @@ pub fn plugin() -> PathBuf {
     let built = ["release", "debug"]
         .iter()
         .map(|p| repo().join(format!("target/{p}/libdesi_gpu_map_flux.so")))
-        .find(|so| so.is_file());
-    built.expect(
+        .filter_map(|so| Some((fs::metadata(&so).ok()?.modified().ok()?, so)))
+        .max();
+    built.map(|(_, so)| so).expect(
         "no libdesi_gpu_map_flux.so: cargo build -p desi-gpu-map-flux (or set DGM_FLUX_PLUGIN)",
     )
 }
@@ -215,10 +217,14 @@ pub fn in_flux_as(scratch: &Scratch, load: Load, script: &str, user: Option<&str
                 .unwrap();
             assert!(owned.success(), "chown {user} {}", dir.display());
             let mut cmd = Command::new("runuser");
-            cmd.args(["-u", user, "--"]).arg(&flux);
+            cmd.args(["-u", user, "--", "timeout", "300"]).arg(&flux);
             cmd
         }
-        None => Command::new(&flux),
+        None => {
+            let mut cmd = Command::new("timeout");
+            cmd.arg("300").arg(&flux);
+            cmd
+        }
     };
     let out = cmd
         .arg("start")

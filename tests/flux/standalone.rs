@@ -224,26 +224,36 @@ fn mps_serves_each_node_and_nothing_is_left_on_any_ending() {
     assert!(built.success(), "build the fake NVML");
     // A base of its own: the daemon's sockets must fit in 108 bytes.
     let base = ShortDir::new();
+    // No mps_control: the control daemon is found on the job's PATH.
     let site = format!(
-        "{{ nvml = \"{}\", mps_control = \"{}\", mps_dir = \"{}\" }}",
+        "{{ nvml = \"{}\", mps_dir = \"{}\" }}",
         lib.display(),
-        mps_control().display(),
         base.0.display()
     );
-    let script = format!("BASE={}\n", base.0.display())
+    let control_dir = mps_control().parent().unwrap().display().to_string();
+    let script = format!("BASE={}\nexport PATH={control_dir}:$PATH\n", base.0.display())
         + "job normal flux run -N2 --tasks-per-node=8 --gpus-per-node=4 -o desi-gpu-map=contiguous,mps sh -c \"$ROW\"\n\
          for d in $(ls -d $BASE/desi-gpu-map-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-normal 0\n\
          job failed flux run -N1 --tasks-per-node=4 --gpus-per-node=4 -o desi-gpu-map=contiguous,mps sh -c \"$ROW; [ \\$FLUX_TASK_LOCAL_ID != 2 ] || exit 3; sleep 1\"\n\
          for d in $(ls -d $BASE/desi-gpu-map-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-failed 0\n\
          id=$(flux submit -N1 --tasks-per-node=4 --gpus-per-node=4 -o desi-gpu-map=contiguous,mps sh -c 'echo $CUDA_MPS_PIPE_DIRECTORY > pipe-$FLUX_TASK_LOCAL_ID; sleep 300')\n\
          for i in $(seq 100); do [ -s pipe-3 ] && break; sleep 0.1; done\n\
-         echo \"PIPE $(cat pipe-0)\"; ls -d $BASE/desi-gpu-map-mps.* | sed 's/^/RUNNING /'; flux cancel $id; flux job wait $id; echo == cancel $?\n\
-         for d in $(ls -d $BASE/desi-gpu-map-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-cancel 0\n";
+         echo \"PIPE $(cat pipe-0)\"; ls -d $BASE/desi-gpu-map-mps.* | sed 's/^/RUNNING /'; flux cancel $id; flux job wait-event -t 60 $id clean >/dev/null; echo == cancel $?\n\
+         for d in $(ls -d $BASE/desi-gpu-map-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-cancel 0\n\
+         id=$(flux submit -N1 --tasks-per-node=2 --gpus-per-node=4 -o desi-gpu-map=contiguous,mps sh -c 'echo $CUDA_MPS_PIPE_DIRECTORY > raised-$FLUX_TASK_LOCAL_ID; sleep 300')\n\
+         for i in $(seq 100); do [ -s raised-1 ] && break; sleep 0.1; done\n\
+         echo \"PIPE $(cat raised-0)\"; flux job raise --type=test $id; flux job wait-event -t 60 $id clean >/dev/null; echo == raise $?\n\
+         for d in $(ls -d $BASE/desi-gpu-map-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-raise 0\n";
     let jobs = in_flux_as(&scratch, Load::SiteConf(&site), &script, Some("nobody"));
     let rows = jobs.rows("normal");
     assert_eq!(rows.len(), 16, "{}", jobs.all);
     let pipes: std::collections::BTreeSet<&str> = rows.iter().map(|r| r[6].as_str()).collect();
-    assert_eq!(pipes.len(), 2, "one daemon per node: {pipes:?}");
+    assert_eq!(
+        pipes.len(),
+        2,
+        "one daemon per node: {pipes:?}\n{}",
+        jobs.said("normal")
+    );
     for row in &rows {
         assert!(
             row[3].starts_with("GPU-fake-"),
@@ -261,7 +271,14 @@ fn mps_serves_each_node_and_nothing_is_left_on_any_ending() {
         cancel.contains("PIPE ") && cancel.contains("RUNNING "),
         "the job ran under MPS: {cancel}"
     );
-    for left in ["left-normal", "left-failed", "left-cancel"] {
+    assert_eq!(jobs.get("cancel").0, 0, "the cancelled job ended: {cancel}");
+    assert_eq!(jobs.get("raise").0, 0, "the raised job ended");
+    let raise = jobs.said("raise");
+    assert!(
+        raise.contains("PIPE /"),
+        "the raised job ran under MPS: {raise}"
+    );
+    for left in ["left-normal", "left-failed", "left-cancel", "left-raise"] {
         assert_eq!(jobs.said(left), "", "{left}: a daemon's directory is left");
     }
     // No daemon of this test's is left: each had its pipe under this

@@ -34,7 +34,7 @@ const CRATES: &[Crate] = &[
         src: "core/src",
         layers: &[
             "text", "env", "error", "wire", "files", "names", "cpuset", "slurm", "launch",
-            "method", "runtime", "topology", "settings", "mps", "step", "start", "preview",
+            "method", "runtime", "topology", "settings", "mps", "step", "start", "preview", "flux",
         ],
     },
     Crate {
@@ -65,6 +65,10 @@ const CRATES: &[Crate] = &[
             "client",
             "stepd",
         ],
+    },
+    Crate {
+        src: "flux/src",
+        layers: &["json", "conf", "ffi", "mps", "node", "plugin", "exports"],
     },
 ];
 

@@ -356,6 +356,28 @@ fn directories_go_under_the_site_base_else_tmpdir_else_tmp() {
     let (plan, _) = plan_mps_with(&[], true, &deep, places(), Some(USER));
     assert!(without(&plan).contains("longer than a socket path may be"));
     assert_eq!(dir_name(5, "./x", 0), "desi-gpu-map-mps.5.x.0");
+    // A base where pipe/control would fit but the daemon's other socket,
+    // pipe/control_privileged, would not: refused, naming that one.
+    let (plan, _) = plan_mps_with(&["mps_dir=/var/mps"], true, &SLURM_4, places(), Some(USER));
+    let Mps::Start(d) = mps_of(&plan) else {
+        panic!("{plan:?}")
+    };
+    let below = d.kept().pipe().as_os_str().len() - "/var/mps".len();
+    let base = format!("/{}", "b".repeat(107 - "/control".len() - below - 1));
+    let control = below + base.len() + "/control".len();
+    assert_eq!(control, 107, "pipe/control fits exactly");
+    let (plan, _) = plan_mps_with(
+        &[&format!("mps_dir={base}")],
+        true,
+        &SLURM_4,
+        places(),
+        Some(USER),
+    );
+    let why = without(&plan);
+    assert!(
+        why.contains("control_privileged is longer than a socket path may be"),
+        "{why}"
+    );
 }
 
 #[test]

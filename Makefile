@@ -9,9 +9,10 @@ DESTDIR ?=
 # series in its own) decides where `make install` takes the build from.
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
 SO := $(TARGET_DIR)/release/libdesi_gpu_map_spank.so
+FLUX_SO := $(TARGET_DIR)/release/libdesi_gpu_map_flux.so
 BIN := $(TARGET_DIR)/release/desi-gpu-map
 
-.PHONY: all build deps nvidia demo test check unit cluster-test clean
+.PHONY: all build deps nvidia flux demo test check unit flux-test cluster-test clean
 
 all: build
 
@@ -23,6 +24,11 @@ deps:
 nvidia:
 	bash tests/nvidia/fetch.sh >/dev/null
 
+# flux-core 0.88.0 built from its source snapshot into target/flux/install,
+# once (tests/flux/build.sh; about 10 minutes on 2 cores), for the Flux suites.
+flux: deps
+	bash tests/flux/build.sh >/dev/null
+
 build: deps
 	$(CARGO) build --release --workspace --locked
 
@@ -31,20 +37,25 @@ demo: build nvidia
 
 # Everything CI runs: style, lints, unit and property tests, then the
 # integration suite against a real local Slurm cluster.
-test: check unit package-test cluster-test
+test: check unit package-test flux-test cluster-test
 
 check: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
-	$(CARGO) clippy --workspace --all-targets --locked --features cluster-tests -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --locked --features cluster-tests,flux-tests -- -D warnings
 
 unit: deps nvidia
 	$(CARGO) test --workspace --locked
 
+# The Flux shell plugin in standalone Flux instances (tests/flux/); its
+# in-Slurm suite runs with the cluster's (tests/cluster/flux.rs).
+flux-test: build flux nvidia
+	$(CARGO) test --locked --features flux-tests --test flux
+
 # SERIES=22.05 (or "22.05,24.11") runs only those Slurm series; default all
 # in tests/cluster/series (the host's, then Debian roots; tests/run-cluster-tests.sh).
 SERIES ?= $(shell awk '!/^\#/ && NF {print $$1}' tests/cluster/series | paste -sd,)
-cluster-test: build nvidia
+cluster-test: build nvidia flux
 	SERIES="$(SERIES)" bash tests/run-cluster-tests.sh
 
 clean:
@@ -52,9 +63,10 @@ clean:
 
 # ---------------------------------------------------------------- install
 # make install [DESTDIR=...] [PREFIX=/usr/local] [SLURM_PLUGIN_DIR=...]
-#              [SYSCONFDIR=/etc]
+#              [SYSCONFDIR=/etc] [FLUX_PLUGIN_DIR=...]
 # Installs what `make build` made: the plugin into Slurm's plugin directory,
-# the command, the man pages, and the plugstack snippet unless one is there:
+# the Flux shell plugin into Flux's (its default initrc loads every .so
+# there), the command, the man pages, and the plugstack snippet unless one is there:
 # the admin's snippet (arguments, required/optional) is never overwritten.
 # `install` unlinks before copying, so running slurmstepds keep their copy.
 SYSCONFDIR ?= /etc
@@ -65,6 +77,11 @@ PLUGSTACK_DIR ?= $(SYSCONFDIR)/slurm/plugstack.conf.d
 # Debian installs shared objects 0644; RPM's strip and dependency scripts want 0755.
 PLUGIN_MODE ?= 0644
 # Slurm's PluginDir, found at most once and only when needed (see the script).
+# Flux's shell plugin directory: flux-core's pkg-config says where, else
+# PREFIX's lib/flux/shell/plugins.
+ifeq ($(origin FLUX_PLUGIN_DIR),undefined)
+FLUX_PLUGIN_DIR = $(eval FLUX_PLUGIN_DIR := $$(shell pkg-config --variable=fluxshellpluginpath flux-core 2>/dev/null || echo $(PREFIX)/lib/flux/shell/plugins))$(FLUX_PLUGIN_DIR)
+endif
 ifeq ($(origin SLURM_PLUGIN_DIR),undefined)
 SLURM_PLUGIN_DIR = $(eval SLURM_PLUGIN_DIR := $$(shell sh packaging/slurm-plugin-dir.sh))$(SLURM_PLUGIN_DIR)
 endif
@@ -72,11 +89,13 @@ endif
 .PHONY: install man package-deb package-rpm package-test
 
 install:
-	@for f in $(SO) $(BIN); do [ -f "$$f" ] || { echo "make install: $$f is missing; run make build first" >&2; exit 1; }; done
+	@for f in $(SO) $(FLUX_SO) $(BIN); do [ -f "$$f" ] || { echo "make install: $$f is missing; run make build first" >&2; exit 1; }; done
 	@[ -n "$(SLURM_PLUGIN_DIR)" ] || { echo "make install: set SLURM_PLUGIN_DIR to Slurm's PluginDir" >&2; exit 1; }
 	install -d $(DESTDIR)$(SLURM_PLUGIN_DIR) $(DESTDIR)$(BINDIR) \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(PLUGSTACK_DIR)
 	install -m $(PLUGIN_MODE) $(SO) $(DESTDIR)$(SLURM_PLUGIN_DIR)/desi_gpu_map.so
+	install -d $(DESTDIR)$(FLUX_PLUGIN_DIR)
+	install -m $(PLUGIN_MODE) $(FLUX_SO) $(DESTDIR)$(FLUX_PLUGIN_DIR)/desi_gpu_map.so
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/desi-gpu-map
 	install -m 0644 packaging/man/desi-gpu-map.1 $(DESTDIR)$(MANDIR)/man1/desi-gpu-map.1
 	install -m 0644 packaging/man/desi_gpu_map.8 $(DESTDIR)$(MANDIR)/man8/desi_gpu_map.8

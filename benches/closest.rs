@@ -71,7 +71,7 @@ fn main() {
         for t in &inputs {
             let got = assign(&map, black_box(t)).expect("a closest task");
             if round == 0 {
-                gpus[got.position] += 1;
+                gpus[got.position()] += 1;
             }
         }
         per_node.push(t0.elapsed().as_secs_f64());

@@ -11,9 +11,12 @@
 # lines below, nothing else:
 #   wrapper       as generated: every rank under desi_mps_wrapper (the
 #                 stand-in in tests/desi, what production runs today)
-#   exec          contrib/desispec/0002's recipe: `desi-gpu-map exec --` in
-#                 the wrapper's place, `export
-#                 DESI_GPU_MAP_METHOD=contiguous,mps` before the srun
+#   exec          contrib/desispec/0002's recipe as first written:
+#                 `desi-gpu-map exec --` in the wrapper's place, `export
+#                 DESI_GPU_MAP_METHOD=contiguous,mps` before the srun (0002
+#                 now writes it where a system sets `gpu_wrapper:
+#                 desi-gpu-map`, exporting roundrobin,mps, desispec's own
+#                 layout; the method moves ranks, not the cost)
 #   prolog        the wrapper dropped; `export SLURM_TASK_PROLOG=$(command
 #                 -v desi-gpu-map)` and the method exported
 #   prolog+epilog the same and SLURM_TASK_EPILOG (0002 as first written)

@@ -65,7 +65,7 @@ build() { # SERIES: 22.05 on this host, 24.11 and 26.05 in a build root
     case $series in
         22.05)
             top=$src_root/22.05 src=$top/slurm-wlm-22.05.8 b=$top/build
-            patch=$PWD/contrib/slurm/0001-slurmstepd-task-epilog-wait-22.05-24.11.patch
+            patch=$PWD/contrib/slurm/0001-slurmstepd-task-epilog-wait-22.05.patch
             conf+=(--with-pmix=/usr/lib/x86_64-linux-gnu/pmix2)
             [ -f "$src/configure" ] || die "no $src: add a 'Types: deb-src' entry for bookworm under /etc/apt/sources.list.d/, apt-get update, then (cd $top && apt-get source slurm-wlm/bookworm)"
             mkdir -p "$b"
@@ -77,7 +77,7 @@ build() { # SERIES: 22.05 on this host, 24.11 and 26.05 in a build root
             # slurm-26.05 branch exported there (no Debian 26.05 source here).
             top=$src_root/$series
             local suite=trixie from=${DGM_SLURM_2411_TREE:-$top/orig/slurm-slurm-24-11-5-1}
-            patch=$PWD/contrib/slurm/0001-slurmstepd-task-epilog-wait-22.05-24.11.patch
+            patch=$PWD/contrib/slurm/0001-slurmstepd-task-epilog-wait-24.11.patch
             if [ "$series" = 26.05 ]; then
                 suite=sid from=${DGM_SLURM_2605_TREE:-$top/slurm-26.05-branch}
                 patch=$PWD/contrib/slurm/0001-slurmstepd-task-epilog-wait-26.05-master.patch
@@ -106,11 +106,13 @@ build() { # SERIES: 22.05 on this host, 24.11 and 26.05 in a build root
     local root=${in[1]:-}
     f=$root$b/src/slurmd/slurmstepd/.libs/slurmstepd
     install -m 0755 "$f" "$out/$series/unpatched"
-    (cd "$root$src" && patch -s -p1 <"$patch") || die "the patch does not apply to $root$src"
-    trap '(cd "$root$src" && patch -s -R -p1 <"$patch")' EXIT
+    # Only its src/ part: the 26.05 branch carries none of master's python
+    # tests, which the patch's test is added to.
+    (cd "$root$src" && git apply --include='src/*' "$patch") || die "the patch does not apply to $root$src"
+    trap '(cd "$root$src" && git apply -R --include="src/*" "$patch")' EXIT
     "${in[@]}" nice -n 19 make -j2 -C "$b/src/slurmd/slurmstepd" slurmstepd "${mk[@]}" >"$top/make-$series-patched.log" 2>&1 ||
         die "make failed: $top/make-$series-patched.log"
-    (cd "$root$src" && patch -s -R -p1 <"$patch")
+    (cd "$root$src" && git apply -R --include='src/*' "$patch")
     trap - EXIT
     t3=$(date +%s)
     install -m 0755 "$f" "$out/$series/patched"

@@ -75,6 +75,8 @@ case $series in
         [ -z "${DGM_SLURM_ROOT:-}" ] || die "22.05 is the host's Slurm: unset DGM_SLURM_ROOT"
         local_tests=(tests/commands/srun/test_--task-epilog.py tests/commands/srun/test_--task-prolog.py
             tests/commands/srun/test_task-prolog_and_epilog.py)
+        patch=contrib/slurm/0001-slurmstepd-task-epilog-wait-22.05.patch
+        patch_test=tests/commands/srun/test_--task-epilog.py::test_task_epilog_wait
         auto_tests=(tests/parameters/slurm/TaskEpilog/test_task_epilog.py)
         expect_tests=(test1.49)
         ;;
@@ -87,6 +89,8 @@ case $series in
         local_tests=(tests/test_116_37.py tests/test_116_21.py tests/test_116_44.py)
         auto_tests=()
         expect_tests=(test1.49)
+        patch=contrib/slurm/0001-slurmstepd-task-epilog-wait-24.11.patch
+        patch_test=tests/test_116_37.py::test_task_epilog_wait
         ;;
     26.05)
         suite=${DGM_SLURM_TESTSUITE:-$src_root/master-284c3b95f0/testsuite}
@@ -96,6 +100,8 @@ case $series in
         auto_tests=()
         expect_tests=()
         sudo_stand_in=1
+        patch=contrib/slurm/0001-slurmstepd-task-epilog-wait-26.05-master.patch
+        patch_test=tests/test_116_37.py::test_task_epilog_wait
         ;;
     *) die "DGM_EPILOG_SERIES must be 22.05, 24.11 or 26.05" ;;
 esac
@@ -241,16 +247,22 @@ verdict_of_pytest() { # LOG RC -> PASS|FAIL|SKIP
     else echo FAIL; fi
 }
 
-pytest_local() { # VARIANT TEST: local-config, against the running cluster
-    local v=$1 t=$2 log t0 rc=0 ms left
-    log=$logs/$series-$v-$(basename "$t" .py).log
+pytest_local() { # VARIANT TEST [SUITE]: local-config, against the running cluster
+    local v=$1 t=$2 in=${3:-$suite} log t0 rc=0 ms left
+    log=$logs/$series-$v-$(basename "${t//::/-}" .py).log
     t0=$(date +%s%N)
-    (cd "$suite/python" && timeout 300 nice "${pytest[@]}" -s -rA -v -p no:cacheprovider \
+    (cd "$in/python" && timeout 300 nice "${pytest[@]}" -s -rA -v -p no:cacheprovider \
         --basetemp="$work/pytest-$v" "$t") >"$log" 2>&1 || rc=$?
     ms=$((($(date +%s%N) - t0) / 1000000))
     left=$(leftovers)
-    record "$v" "$t" "$(verdict_of_pytest "$log" "$rc")" "$ms" \
-        "srun $(srun_times "$log") ms; left running: ${left:-nothing} $(grep -E '^(SKIPPED|FAILED|ERROR) ' "$log" | head -1 | cut -c1-160)"
+    local verdict
+    verdict=$(verdict_of_pytest "$log" "$rc")
+    # The patch's own test guards the change: it must fail without it.
+    if [ "$in" = "$patched_suite" ] && [ "$v" = unpatched ]; then
+        case $verdict in FAIL) verdict=XFAIL ;; PASS) verdict=XPASS ;; esac
+    fi
+    record "$v" "$t" "$verdict" "$ms" \
+        "srun $(srun_times "$log") ms; left running: ${left:-nothing} $(grep -E '^(SKIPPED|FAILED|ERROR|E +AssertionError)' "$log" | head -2 | cut -c1-200 | paste -sd' ')"
     reap_leftovers
 }
 
@@ -330,10 +342,25 @@ pytest_auto() { # VARIANT TEST: auto-config, the ATF restarts Slurm itself
     reap_leftovers
 }
 
+# The patch's own test, which the testsuite above does not have: a copy
+# of its python/ with the patch's testsuite/ part applied (the patch for
+# this series, whose test is in the series' own layout), run against both
+# builds. XFAIL: it failed with the unpatched build, as it must; XPASS: it
+# passed there, and so guards nothing.
+patched_suite=$work/patched-src/testsuite
+rm -rf "$work/patched-src"
+mkdir -p "$patched_suite"
+cp -a "$suite/python" "$patched_suite/"
+git -C "$work/patched-src" init -q
+git -C "$work/patched-src" apply --include='testsuite/*' "$PWD/$patch" ||
+    die "$patch's testsuite/ part does not apply to $suite"
+
 echo "Slurm $version's testsuite ($suite), one node${root:+ in $root}, run as $(id -un); logs in $logs"
+echo "the patch's test: $patch_test, from $patch"
 for r in $(seq "$rounds"); do
     for v in unpatched patched; do
         use "$v"
+        pytest_local "$v" "$patch_test" "$patched_suite"
         for t in "${local_tests[@]}"; do pytest_local "$v" "$t"; done
         for t in "${expect_tests[@]}"; do expect_test "$v" "$t"; done
     done
@@ -348,5 +375,6 @@ done
 [ -z "$root" ] || echo "not run in a root: tests/test_135_1.py (TaskEpilog, --auto-config): the ATF would stop and start the daemons itself, the host's (it finds slurmctld in PATH), not the root's"
 echo "summary:"
 printf '  %s\n' "${results[@]}"
-# Non-zero where any test failed or skipped itself.
-! printf '%s\n' "${results[@]}" | grep -qE '^[a-z]+ +[^ ]+( --auto-config)? +(FAIL|SKIP) '
+# Non-zero where any test failed or skipped itself, or the patch's test
+# passed without the patch.
+! printf '%s\n' "${results[@]}" | grep -qE '^[a-z]+ +[^ ]+( --auto-config)? +(FAIL|SKIP|XPASS) '

@@ -20,7 +20,7 @@ use desi_gpu_map_core::text::quote;
 use std::ffi::OsStr;
 use std::str::FromStr;
 
-/// Bind each task of a Slurm job step to a GPU before it starts: bind a task
+/// Bind each task of a Slurm job step to its GPUs before it starts: bind a task
 /// where the plugin is not installed (exec), preview a layout, or show what a
 /// running task got.
 #[derive(Parser, Debug)]
@@ -32,11 +32,11 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Preview which GPU each task of a step gets, on any machine.
+    /// Preview which GPUs each task of a step gets, on any machine.
     Plan(PlanArgs),
     /// Inside a task: report the GPU binding this task got.
     Show(ShowArgs),
-    /// Inside a task: bind it to its GPU as the plugin would, then run APP
+    /// Inside a task: bind it to its GPUs as the plugin would, then run APP
     /// in its place (for sites without the plugin).
     Exec(ExecArgs),
     /// A step's MPS daemon on one node, for exec's METHOD,mps.
@@ -157,7 +157,8 @@ every GPU of the node (NVML, or the kernel's listing).
         ));
     }
     help.push_str(&format!(
-        "Flux ({}) and PMIx alone ({}) name no per-node count or local rank: refused.
+        "Flux ({}) and PMIx alone ({}) name no per-node count or local rank: refused
+(under Flux, the Flux shell plugin maps the tasks: flux run -o desi-gpu-map=METHOD).
 
 Examples:
   srun -N2 -n8 --gpus-per-node=4 desi-gpu-map exec --method contiguous -- python app.py

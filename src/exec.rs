@@ -79,7 +79,8 @@ fn exec_line(text: &str) -> String {
 /// outcome says.
 fn apply_to(mapping: &Mapping, command: &mut Command) -> Vec<String> {
     let env = std::cell::RefCell::new(command);
-    apply(
+    // A Command's environment takes every change.
+    apply::<std::convert::Infallible>(
         mapping,
         &mut |var| {
             env.borrow_mut().env_remove(var);

@@ -14,7 +14,8 @@ use desi_gpu_map_core::launch::watched;
 use desi_gpu_map_core::mps::Daemon;
 use desi_gpu_map_core::settings::config::{Config, MpsSettings};
 use desi_gpu_map_core::start::{decide, Asked, Mapping, Start, TaskFacts};
-use desi_gpu_map_core::step::{carry_out, FrontEnd, Node, NvmlAsk};
+use desi_gpu_map_core::step::{carry_out, FrontEnd, Node, NvmlAsk, Snapshot};
+use desi_gpu_map_host::failure::Failure;
 use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::mps::daemon::random_token;
 use desi_gpu_map_host::nvml::ask_within;
@@ -28,11 +29,11 @@ use std::sync::OnceLock;
 /// and `args` (exec's options, or the variables that mirror them); or why
 /// `args` cannot be read.
 pub fn decided(args: &ExecArgs) -> Result<Start, String> {
-    // Not UTF-8 is a bad value, never an unset one: U+FFFD names no method.
-    let method = std::env::var_os(env::METHOD).map(|v| v.to_string_lossy().into_owned());
+    let vars = snapshot();
+    let asked = Asked::read(args.method, vars.method.as_deref(), args.verbose);
     let facts = TaskFacts {
-        asked: Asked::read(args.method, method.as_deref(), args.verbose)
-            .map_err(|e| e.to_string())?,
+        asked: asked.map_err(|e| e.to_string())?,
+        vars,
         allow_outside: args.allow_outside_slurm,
         config: config(args),
         ancestry: launch_ancestry(&watched()),
@@ -96,27 +97,45 @@ pub fn join_mps(mapping: &mut Mapping) {
 /// prolog's parent is the task before its exec: named slurmstepd, or
 /// hidden where `/proc` is mounted `hidepid`. (The application inherits
 /// `SLURM_SCRIPT_CONTEXT` too, but its parents are its own.)
-fn task_unknown() -> Option<String> {
+fn task_unknown() -> Option<NotJoined> {
     let context = std::env::var_os("SLURM_SCRIPT_CONTEXT")?;
     let task = task_pid();
     let parent = std::os::unix::process::parent_id();
     let known = task == Some(std::process::id()) || task == Some(parent);
     let prolog = context == "prolog_task" && comm(parent).map_or(true, |name| name == SLURMSTEPD);
-    (prolog && !known).then(|| {
-        format!(
-            "the task prolog's parent (pid {parent}) is not its task (SLURM_TASK_PID={}), so no \
-             MPS keeper could tell when the task ends",
-            task.map_or("unset".to_string(), |t| t.to_string())
-        )
-    })
+    (prolog && !known).then_some(NotJoined::TaskUnknown { parent, task })
+}
+
+/// Why a task of exec or the task prolog joined no MPS daemon.
+#[derive(Debug)]
+pub enum NotJoined {
+    /// The task prolog runs beside its task, not as it: no keeper could
+    /// tell when the task ends.
+    TaskUnknown { parent: u32, task: Option<u32> },
+    /// The keeper did not serve it.
+    Keeper(Failure),
+}
+
+impl std::fmt::Display for NotJoined {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotJoined::TaskUnknown { parent, task } => write!(
+                f,
+                "the task prolog's parent (pid {parent}) is not its task (SLURM_TASK_PID={}), so \
+                 no MPS keeper could tell when the task ends",
+                task.map_or("unset".to_string(), |t| t.to_string())
+            ),
+            NotJoined::Keeper(failure) => failure.fmt(f),
+        }
+    }
 }
 
 /// Carries out the task's outcome through `unset` and `set`, reading the
 /// CPUs the core asks for; returns the lines the outcome says.
-pub fn apply(
+pub fn apply<E: std::fmt::Display>(
     mapping: &Mapping,
-    unset: &mut dyn FnMut(&str) -> Result<(), String>,
-    set: &mut dyn FnMut(&str, &str) -> Result<(), String>,
+    unset: &mut dyn FnMut(&str) -> Result<(), E>,
+    set: &mut dyn FnMut(&str, &str) -> Result<(), E>,
 ) -> Vec<String> {
     let outcome = mapping.outcome(&InTask);
     carry_out(&outcome, &mapping.vars.node, unset, set)
@@ -128,13 +147,15 @@ pub fn apply(
 struct InTask;
 
 impl FrontEnd for InTask {
-    fn start_daemon(&mut self, daemon: &Daemon, task: Option<usize>) -> Result<Daemon, String> {
+    type NoDaemon = NotJoined;
+
+    fn start_daemon(&mut self, daemon: &Daemon, task: Option<usize>) -> Result<Daemon, NotJoined> {
         if let Some(why) = task_unknown() {
             return Err(why);
         }
         // The task names itself: exec's `Mapping` asks with its local id.
         let local_id = task.unwrap_or(0);
-        keeper::join(daemon, stepd(), local_id).map_err(|e| e.to_string())
+        keeper::join(daemon, stepd(), local_id).map_err(NotJoined::Keeper)
     }
 
     fn own_cpus(&self) -> Option<CpuSet> {
@@ -161,11 +182,14 @@ pub struct Process;
 /// This process, as the core's node.
 pub const PROCESS: Process = Process;
 
-impl Node for Process {
-    fn env(&self, name: &str) -> Option<String> {
-        std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
-    }
+/// The variables a decision reads, as this process has them, each read
+/// once. Not UTF-8 is a bad value, never an unset one: U+FFFD names no
+/// method, and no list.
+pub fn snapshot() -> Snapshot {
+    Snapshot::read(&|name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
+}
 
+impl Node for Process {
     fn files(&self) -> &dyn Files {
         &HostFiles
     }

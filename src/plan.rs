@@ -81,7 +81,7 @@ fn shares(rows: &mut [Row]) -> Result<(), PlanError> {
         if row.clients > desi_gpu_map_core::mps::MAX_CLIENTS {
             return Err(PlanError::TooManyClients {
                 node: row.node,
-                gpu: row.gpu.clone(),
+                gpu: row.gpu(),
                 tasks: row.clients,
             });
         }
@@ -290,7 +290,7 @@ fn to_text(method: Method, visible: Visible, rows: &[Row], loads: &[Load]) -> St
     let mps = rows.iter().any(|r| r.share.is_some());
     let share_head = if mps { " share" } else { "" };
     // As wide as the longest GPU name: UUIDs (26.05's env_uuid) stay aligned.
-    let w = rows.iter().map(|r| r.gpu.len()).max().unwrap_or(0).max(8);
+    let w = rows.iter().map(|r| r.gpu().len()).max().unwrap_or(0).max(8);
     let _ = writeln!(
         out,
         "{:>6} {:>5} {:>9} {:>w$}{share_head}  visible",
@@ -306,7 +306,11 @@ fn to_text(method: Method, visible: Visible, rows: &[Row], loads: &[Load]) -> St
         let _ = writeln!(
             out,
             "{:>6} {:>5} {:>9} {:>w$}{share}  {}{cpus}",
-            r.rank, r.node, local, r.gpu, r.visible
+            r.rank,
+            r.node,
+            local,
+            r.gpu(),
+            r.visible
         );
     }
     let _ = writeln!(out, "\nload per GPU");
@@ -341,7 +345,10 @@ struct RowJson<'a> {
     node: usize,
     local_id: usize,
     local_count: usize,
-    gpu: &'a str,
+    /// The task's GPUs as one list (`0`, or `0,1` for a share).
+    gpu: String,
+    /// The same, one entry each.
+    gpus: &'a [String],
     visible: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     cpus: Option<&'a str>,
@@ -367,7 +374,8 @@ mod rows {
             node: r.node,
             local_id: r.local_id,
             local_count: r.local_count,
-            gpu: &r.gpu,
+            gpu: r.gpu(),
+            gpus: &r.gpus,
             visible: &r.visible,
             cpus: r.cpus.as_deref(),
             share: r.share,

@@ -19,7 +19,7 @@
 //!   last, waits until the daemon is stopped and its directory gone.
 
 use crate::args::exec_from_variables;
-use crate::in_task::{apply, decided, join_mps, PROCESS};
+use crate::in_task::{apply, decided, join_mps};
 use crate::keeper;
 use desi_gpu_map_core::start::{keeper_to_tell, not_passed, Mapping, Verdict};
 use desi_gpu_map_core::step::StepPlan;
@@ -62,7 +62,9 @@ fn prolog_lines() -> Result<Vec<String>, String> {
         }
         Verdict::Map(mut mapping) => {
             if let StepPlan::Map(_) = mapping.plan {
-                lines.extend(not_passed(&PROCESS).map(|why| print(&why.to_string())));
+                lines.extend(
+                    not_passed(&crate::in_task::snapshot()).map(|why| print(&why.to_string())),
+                );
             }
             join_mps(&mut mapping);
             lines.extend(variables(&mapping));
@@ -114,7 +116,7 @@ pub fn epilog() -> ExitCode {
     };
     let settings = crate::in_task::mps_settings(&args);
     let uid = rustix::process::getuid().as_raw();
-    if let Some(daemon) = keeper_to_tell(uid, &settings, &crate::in_task::PROCESS) {
+    if let Some(daemon) = keeper_to_tell(uid, &settings, &crate::in_task::snapshot()) {
         let _ = keeper::task_ended(&daemon, Instant::now() + EPILOG_WAIT);
     }
     ExitCode::SUCCESS

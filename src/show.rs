@@ -29,6 +29,8 @@ pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
         ("flag", var(&args.flag)),
         ("method", var(env::METHOD)),
         ("node_gpus", var(env::NODE_GPUS)),
+        // Every GPU the task holds (its share where tasks are fewer than GPUs).
+        ("task_gpus", var(env::TASK_GPUS)),
         ("vendor", Some(vendor.name().to_string())),
         ("cuda_visible_devices", var(env::CUDA)),
         ("rocr_visible_devices", var(env::ROCR)),

@@ -1,21 +1,28 @@
-//! The patches of `contrib/desispec`, applied to desispec's branch and
-//! checked by desispec's own unit tests: no Slurm, no GPU, no MPI.
+//! The patches of `contrib/`: desispec's, applied to desispec's branch
+//! with `git am` and checked by desispec's own unit tests and by the
+//! scripts its generator writes; and every patch's form (`git
+//! format-patch` mail, the project's author line, Slurm's `Changelog:`
+//! trailer). No Slurm, no GPU, no MPI.
 //!
-//! Each test unpacks the `py/` of desispec's branch snapshot
-//! (`../shared/thirdparty/desispec-main-efd9676.tar.gz`, beside the
-//! repository, its sha256 checked) into a temporary folder of its own,
-//! applies patches there with `git apply` (exact context, no fuzz), and
-//! runs desispec's `unittest` tests from that tree with Debian's
-//! `/usr/bin/python3` (its numpy, astropy, ... from `tests/deps.sh`) and
-//! what the branch imports from PyPI (`tests/desi/fetch.sh branch`), each
-//! test's outcome read from `tests/contrib/unittests.py`. The tests that
-//! must run are named, and each must pass: a test that did not run fails
-//! the check as a failing one does.
+//! Each desispec test unpacks the `py/` and `doc/` of desispec's branch
+//! snapshot (`../shared/thirdparty/desispec-main-efd9676.tar.gz`, beside
+//! the repository, its sha256 checked) into a temporary folder of its own,
+//! commits it there as a git repository, applies patches with `git am`
+//! (exact context, no fuzz) or only their tests with `git apply
+//! --include`, and runs desispec's `unittest` tests from that tree with
+//! Debian's `/usr/bin/python3` (its numpy, astropy, ... from
+//! `tests/deps.sh`) and what the branch imports from PyPI
+//! (`tests/desi/fetch.sh branch`), each test's outcome read from
+//! `tests/contrib/unittests.py`. The tests that must run are named, and
+//! each must pass: a test that did not run fails the check as a failing
+//! one does.
 //!
-//! Also: each patch's tests fail where its change is left out, and
-//! 0001 applies to desispec 0.70.0 (PyPI's newest, `tests/desi/fetch.sh`)
-//! and its tests pass there, while 0002 does not apply there, as their
-//! descriptions say.
+//! Also: each patch's tests fail where its change is left out; the scripts
+//! the patched branch writes without the `gpu_wrapper` key (or with
+//! `desi_mps_wrapper`) are the unpatched branch's, byte for byte, and with
+//! `desi-gpu-map` differ only in the GPU srun lines and the export; 0001
+//! applies to desispec 0.70.0 (PyPI's newest, `tests/desi/fetch.sh`) and
+//! its tests pass there, while 0002 does not apply there.
 //!
 //! Fails, never skips, when the snapshot, PyPI, git or python3 is missing.
 
@@ -36,6 +43,19 @@ const SNAPSHOT: &str = "desispec-main-efd9676.tar.gz";
 const SNAPSHOT_TOP: &str = "desispec-efd9676";
 const SNAPSHOT_SHA256: &str = "34d736ead370632ee0dd9857debd075ae7def89146324ebe433632e50425528b";
 
+/// Slurm's patches, one a series: SchedMD's master (and 25.11, 26.05 with
+/// `--exclude='testsuite/*'`), 23.11 to 25.05 (24.11: Debian trixie's orig
+/// tarball), and Debian bookworm's 22.05.8 (its test in 22.05.8's layout).
+const SLURM_PATCHES: [&str; 3] = [
+    "contrib/slurm/0001-slurmstepd-task-epilog-wait-26.05-master.patch",
+    "contrib/slurm/0001-slurmstepd-task-epilog-wait-24.11.patch",
+    "contrib/slurm/0001-slurmstepd-task-epilog-wait-22.05.patch",
+];
+
+/// The author every patch carries: the project's.
+const AUTHOR: &str =
+    "From: desi-gpu-map developers\n <maintainers@users.noreply.a-seed-840fadd1.example>\n";
+
 /// Where a patch's own tests live: `git apply --include` takes them alone.
 const TEST_FILES: &str = "py/desispec/test/*";
 
@@ -52,12 +72,16 @@ const NAMES: [&str; 3] = [
 
 /// Every test those names hold, with 0001's tests marked by what they
 /// give where gpu.py is left unpatched.
-const GPU_TESTS: [(&str, &str); 8] = [
+const GPU_TESTS: [(&str, &str); 9] = [
     ("desispec.test.test_gpu.TestGPU.test_doesnt_crash", "ok"),
     ("desispec.test.test_gpu.TestGPU.test_gpu_context", "ok"),
     ("desispec.test.test_gpu.TestGPU.test_gpu_envvar", "ok"),
     (
         "desispec.test.test_gpu.TestGPUMapped.test_is_gpu_mapped",
+        "ERROR",
+    ),
+    (
+        "desispec.test.test_gpu.TestGPUMapped.test_is_gpu_mapped_other_values",
         "ERROR",
     ),
     (
@@ -79,19 +103,27 @@ const GPU_TESTS: [(&str, &str); 8] = [
 ];
 
 /// 0002's tests, with what each gives where batch_writer.py is left
-/// unpatched (it still writes desi_mps_wrapper).
-const BATCH_TESTS: [(&str, &str); 3] = [
+/// unpatched (it ignores the key and writes desi_mps_wrapper).
+const BATCH_TESTS: [(&str, &str); 5] = [
     (
         "desispec.test.test_workflow_batch_writer.TestWorkflowBatchWriter.test_arc_and_cpu_unwrapped",
         "ok",
     ),
     (
-        "desispec.test.test_workflow_batch_writer.TestWorkflowBatchWriter.test_desi_proc_gpu",
+        "desispec.test.test_workflow_batch_writer.TestWorkflowBatchWriter.test_desi_gpu_map",
         "FAIL",
     ),
     (
-        "desispec.test.test_workflow_batch_writer.TestWorkflowBatchWriter.test_tilenight_gpu",
+        "desispec.test.test_workflow_batch_writer.TestWorkflowBatchWriter.test_desi_gpu_map_method",
         "FAIL",
+    ),
+    (
+        "desispec.test.test_workflow_batch_writer.TestWorkflowBatchWriter.test_desi_mps_wrapper",
+        "ok",
+    ),
+    (
+        "desispec.test.test_workflow_batch_writer.TestWorkflowBatchWriter.test_get_gpu_wrapper",
+        "ERROR",
     ),
 ];
 
@@ -193,8 +225,8 @@ fn branch_deps() -> &'static Path {
     })
 }
 
-/// A scratch folder holding a git work tree (no commit: `git apply` needs
-/// only the tree) at `tree/`, and a `tmp/` for the tests' own files.
+/// A scratch folder holding a git work tree at `tree/`, and a `tmp/` for
+/// the tests' own files.
 fn scratch_tree(what: &str) -> Scratch {
     let scratch = Scratch::new(what);
     let tree = scratch.path().join("tree");
@@ -207,7 +239,28 @@ fn scratch_tree(what: &str) -> Scratch {
     scratch
 }
 
-/// desispec's branch (its `py/`) unpacked into a scratch tree.
+/// git in `scratch`'s tree, as a committer of its own (no global config).
+fn git(scratch: &Scratch) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
+        .arg(scratch.path().join("tree"))
+        .args([
+            "-c",
+            "user.name=contrib test",
+            "-c",
+            "user.email=contrib@test.invalid",
+        ])
+        .args([
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "core.hooksPath=/dev/null",
+        ]);
+    cmd
+}
+
+/// desispec's branch (its `py/` and `doc/`) unpacked into a scratch tree
+/// and committed, as in a clone of it.
 fn branch_tree() -> Scratch {
     let scratch = scratch_tree("branch");
     let tree = scratch.path().join("tree");
@@ -218,10 +271,37 @@ fn branch_tree() -> Scratch {
             .arg("-C")
             .arg(&tree)
             .arg("--strip-components=1")
-            .arg(format!("{SNAPSHOT_TOP}/py")),
-        "unpacking the snapshot's py/",
+            .arg(format!("{SNAPSHOT_TOP}/py"))
+            .arg(format!("{SNAPSHOT_TOP}/doc")),
+        "unpacking the snapshot's py/ and doc/",
+    );
+    run(git(&scratch).args(["add", "-A"]), "git add");
+    run(
+        git(&scratch).args(["commit", "-q", "-m", "desispec efd9676"]),
+        "git commit",
     );
     scratch
+}
+
+/// `git am` of `patches` (under the repo), in order, on `scratch`'s tree;
+/// whether they applied, and what git said (an `am` that failed is
+/// aborted).
+fn git_am(scratch: &Scratch, patches: &[&str]) -> (bool, String) {
+    let out = git(scratch)
+        .arg("am")
+        .args(patches.iter().map(|p| repo().join(p)))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run git am ({e}): apt-get install git"));
+    if !out.status.success() {
+        let _ = git(scratch).args(["am", "--abort"]).output();
+    }
+    (out.status.success(), show(&out))
+}
+
+fn am(scratch: &Scratch, patches: &[&str]) {
+    let (applied, said) = git_am(scratch, patches);
+    assert!(applied, "git am {patches:?} failed:\n{said}");
 }
 
 /// desispec 0.70.0 from PyPI, laid out as its source (`py/desispec`: the
@@ -323,20 +403,84 @@ fn assert_outcomes(ran: &[(String, String)], want: &[(&str, &str)], what: &str) 
     );
 }
 
-/// Each alone (`desispec_tests_pass_with_both_patches` applies both).
+/// Every patch is `git format-patch` output, as `git am` takes it and
+/// the projects ask for: its `From <sha>` line, the project's author, a
+/// subject, a message above the `---` that says why, and a diff. Slurm's
+/// carry the `Changelog:` trailer SchedMD's CONTRIBUTING.md asks for and
+/// add a check to the testsuite.
 #[test]
-fn each_patch_applies_to_desispec_branch() {
-    let tree = branch_tree();
-    for patch in [GPU_PATCH, BATCH_PATCH] {
-        apply(&tree, patch, &["--check"]);
+fn every_patch_is_a_git_am_mail_by_the_project() {
+    for patch in [GPU_PATCH, BATCH_PATCH].iter().chain(&SLURM_PATCHES) {
+        let text = std::fs::read_to_string(repo().join(patch)).expect("read the patch");
+        let first = text.lines().next().unwrap_or_default();
+        let sha = first
+            .strip_prefix("From ")
+            .and_then(|l| l.strip_suffix(" Mon Sep 17 00:00:00 2001"))
+            .unwrap_or_default();
+        assert!(
+            sha.len() == 40 && sha.chars().all(|c| c.is_ascii_hexdigit()),
+            "{patch}: no git format-patch first line: {first:?}"
+        );
+        assert!(text.contains(AUTHOR), "{patch}: not the project's author");
+        assert!(text.contains("\nDate: "), "{patch}: no Date:");
+        assert!(text.contains("\nSubject: [PATCH"), "{patch}: no Subject:");
+        let (message, diff) = text.split_once("\n---\n").expect("a --- line");
+        let body = message.split_once("\n\n").map(|(_, b)| b).unwrap_or("");
+        assert!(
+            body.lines().count() >= 10,
+            "{patch}: its message says too little:\n{message}"
+        );
+        assert!(
+            !body.contains("Signed-off-by:"),
+            "{patch}: the sender signs off, not the project"
+        );
+        assert!(diff.contains("\ndiff --git a/"), "{patch}: no diff");
+        if patch.starts_with("contrib/slurm/") {
+            assert!(
+                message.contains("\nChangelog: slurmstepd - "),
+                "{patch}: no Changelog: trailer"
+            );
+            assert!(
+                diff.contains("\n+def test_task_epilog_wait():\n"),
+                "{patch}: no testsuite check"
+            );
+            for line in diff.lines().filter(|l| l.starts_with('+')) {
+                assert!(
+                    !line.contains("sleep(1)"),
+                    "{patch}: a comment about the removed code: {line}"
+                );
+            }
+        }
     }
+}
+
+/// 0001 alone, and the series 0001 then 0002, with `git am` on desispec's
+/// branch: each commit by the project's author.
+#[test]
+fn the_series_applies_with_git_am_to_desispec_branch() {
+    let tree = branch_tree();
+    am(&tree, &[GPU_PATCH]);
+    let tree = branch_tree();
+    am(&tree, &[GPU_PATCH, BATCH_PATCH]);
+    let out = run(
+        git(&tree).args(["log", "-2", "--format=%an <%ae>|%s"]),
+        "git log",
+    );
+    let log = text(&out.stdout);
+    let authors: Vec<&str> = log
+        .lines()
+        .map(|l| l.split('|').next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        authors, ["desi-gpu-map developers <maintainers@users.noreply.a-seed-840fadd1.example>"; 2],
+        "{log}"
+    );
 }
 
 #[test]
 fn desispec_tests_pass_with_both_patches() {
     let tree = branch_tree();
-    apply(&tree, GPU_PATCH, &[]);
-    apply(&tree, BATCH_PATCH, &[]);
+    am(&tree, &[GPU_PATCH, BATCH_PATCH]);
     let ran = unittests(&tree, branch_deps(), &NAMES);
     let want: Vec<(&str, &str)> = GPU_TESTS
         .iter()
@@ -357,15 +501,116 @@ fn each_patchs_tests_fail_without_its_change() {
     assert_outcomes(&ran, &want, "the patches' tests on the unpatched code");
 }
 
+/// What `tests/contrib/write_scripts.py` prints from `scratch`'s tree: the
+/// scripts the generator writes (perlmutter-gpu and -cpu; tilenight, arc,
+/// flat with nightlybias, science, prestdstar), in a production folder of
+/// `redux` (the same path for every tree compared, emptied first).
+fn scripts(scratch: &Scratch, redux: &Path) -> String {
+    let _ = std::fs::remove_dir_all(redux);
+    std::fs::create_dir_all(redux).expect("make redux/");
+    let tree = scratch.path().join("tree");
+    let tmp = scratch.path().join("tmp");
+    let path = format!("{}:{}", tree.join("py").display(), branch_deps().display());
+    let out = run(
+        Command::new("timeout")
+            .args(["-k", "10", "300", "/usr/bin/python3"])
+            .arg(repo().join("tests/contrib/write_scripts.py"))
+            .current_dir(&tmp)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("LANG", "C.UTF-8")
+            .env("HOME", &tmp)
+            .env("TMPDIR", &tmp)
+            .env("PYTHONPATH", path)
+            .env("PYTHONNOUSERSITE", "1")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("DESI_SPECTRO_REDUX", redux)
+            .env("SPECPROD", "test")
+            .env("DESI_LOGLEVEL", "WARNING"),
+        "tests/contrib/write_scripts.py",
+    );
+    let said = text(&out.stdout);
+    assert_eq!(
+        said.matches("\n=== ").count() + 1,
+        10,
+        "not 10 scripts:\n{said}"
+    );
+    said
+}
+
+/// Sets perlmutter-gpu's `gpu_wrapper` in `scratch`'s batch_config.yaml
+/// (the line 0002 writes), or removes it where `value` is None.
+fn set_gpu_wrapper(scratch: &Scratch, value: Option<&str>) {
+    let file = scratch
+        .path()
+        .join("tree/py/desispec/data/batch_config.yaml");
+    let yaml = std::fs::read_to_string(&file).expect("read batch_config.yaml");
+    let line = "    gpu_wrapper: desi_mps_wrapper\n";
+    assert_eq!(yaml.matches(line).count(), 1, "{yaml}");
+    let new = match value {
+        Some(v) => format!("    gpu_wrapper: {v}\n"),
+        None => String::new(),
+    };
+    std::fs::write(&file, yaml.replace(line, &new)).expect("write batch_config.yaml");
+}
+
+/// Without the key, or with `desi_mps_wrapper` (as 0002 ships
+/// batch_config.yaml), the patched branch writes today's scripts, byte for
+/// byte; with `desi-gpu-map` the GPU sruns that ran desi_mps_wrapper run
+/// `desi-gpu-map exec --`, the method desispec's round-robin is exported
+/// after MPICH_GPU_SUPPORT_ENABLED, and nothing else changes.
+#[test]
+fn scripts_without_the_key_are_todays_byte_for_byte() {
+    let redux_dir = Scratch::new("redux");
+    let redux = redux_dir.path().join("redux");
+    let today = scripts(&branch_tree(), &redux);
+    assert_eq!(
+        today.matches(" desi_mps_wrapper desi_proc").count(),
+        2 * 4,
+        "{today}"
+    );
+    let tree = branch_tree();
+    am(&tree, &[GPU_PATCH, BATCH_PATCH]);
+    assert_eq!(
+        scripts(&tree, &redux),
+        today,
+        "gpu_wrapper: desi_mps_wrapper"
+    );
+    set_gpu_wrapper(&tree, None);
+    assert_eq!(scripts(&tree, &redux), today, "no gpu_wrapper");
+    let tree = branch_tree();
+    am(&tree, &[GPU_PATCH, BATCH_PATCH]);
+    set_gpu_wrapper(&tree, Some("desi-gpu-map"));
+    let mapped = scripts(&tree, &redux);
+    let want = today
+        .replace(
+            " desi_mps_wrapper desi_proc",
+            " desi-gpu-map exec -- desi_proc",
+        )
+        .replace(
+            "export MPICH_GPU_SUPPORT_ENABLED=1\n",
+            "export MPICH_GPU_SUPPORT_ENABLED=1\nexport DESI_GPU_MAP_METHOD=roundrobin,mps\n",
+        );
+    assert_eq!(mapped, want, "gpu_wrapper: desi-gpu-map");
+    assert_eq!(
+        mapped.matches("export DESI_GPU_MAP_METHOD=").count(),
+        4,
+        "{mapped}"
+    );
+    assert!(!mapped.contains("desi_mps_wrapper"), "{mapped}");
+}
+
 #[test]
 fn gpu_patch_applies_to_desispec_0_70_0_and_its_tests_pass_there() {
+    // The release's tree is its py/ only: the patches' doc/changes.rst
+    // lines are left out.
     let tree = release_tree();
-    let (applied, said) = git_apply(&tree, BATCH_PATCH, &["--check"]);
+    let (applied, said) = git_apply(&tree, BATCH_PATCH, &["--check", "--include=py/*"]);
     assert!(
         !applied,
-        "0002 applies to 0.70.0, which its description denies:\n{said}"
+        "0002 applies to 0.70.0, which contrib/desispec/README.md denies:\n{said}"
     );
-    apply(&tree, GPU_PATCH, &[]);
+    apply(&tree, GPU_PATCH, &["--include=py/*"]);
     // desiutil 4.0.1 comes from the same folder as desispec 0.70.0, which
     // the tree's copy comes before.
     let ran = unittests(&tree, installed(), &NAMES[..1]);

@@ -9,14 +9,15 @@ bash "$harness" up 4 4
 bash "$harness" plugin required "$so"
 eval "$(bash "$harness" env)"
 probe='echo "$SLURM_PROCID $(hostname) $SLURM_LOCALID $CUDA_VISIBLE_DEVICES ${DESI_GPU_MAPPED-unset}"'
-# -n8 puts 4 tasks on each node's 4 GPUs; -n12 (6 per node) shows the methods differ.
-for ntasks in 8 12; do for method in contiguous roundrobin; do
+# -n8 puts 4 tasks on each node's 4 GPUs; -n12 (6 per node) shows the methods
+# differ; -n4 (2 per node) shows each task holding its share of the node's GPUs.
+for ntasks in 8 12 4; do for method in contiguous roundrobin; do
     echo
     echo "== srun -N2 -n$ntasks --ntasks-per-node=$((ntasks / 2)) --gpus-per-node=4 --desi-gpu-map=$method"
-    printf '%5s %5s %6s %5s %16s\n' rank node local gpu DESI_GPU_MAPPED
+    printf '%5s %5s %6s %8s %16s\n' rank node local gpu DESI_GPU_MAPPED
     srun -N2 -n"$ntasks" --ntasks-per-node=$((ntasks / 2)) --gpus-per-node=4 --desi-gpu-map="$method" bash -c "$probe" |
         sort -n | while read -r rank node local gpu flag; do
-            printf '%5s %5s %6s %5s %16s\n' "$rank" "$node" "$local" "$gpu" "$flag"
+            printf '%5s %5s %6s %8s %16s\n' "$rank" "$node" "$local" "$gpu" "$flag"
         done
 done; done
 control=$DGM_CLUSTER_DIR/mps/bin/nvidia-cuda-mps-control

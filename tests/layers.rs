@@ -34,7 +34,7 @@ const CRATES: &[Crate] = &[
         src: "core/src",
         layers: &[
             "text", "env", "error", "wire", "files", "names", "cpuset", "slurm", "launch",
-            "method", "runtime", "topology", "settings", "mps", "step", "start", "preview",
+            "method", "runtime", "topology", "settings", "mps", "step", "start", "preview", "flux",
         ],
     },
     Crate {
@@ -53,7 +53,22 @@ const CRATES: &[Crate] = &[
     },
     Crate {
         src: "spank/src",
-        layers: &["logger", "exports", "copies", "mps", "node", "task_init"],
+        layers: &[
+            "logger",
+            "exports",
+            "copies",
+            "mps",
+            "node",
+            "task_init",
+            "context",
+            "lines",
+            "client",
+            "stepd",
+        ],
+    },
+    Crate {
+        src: "flux/src",
+        layers: &["json", "conf", "ffi", "mps", "node", "plugin", "exports"],
     },
 ];
 

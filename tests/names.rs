@@ -357,6 +357,7 @@ fn the_podman_hpc_module_carries_every_variable_a_task_is_given() {
         env::DEFAULT_FLAG,
         env::METHOD,
         env::NODE_GPUS,
+        env::TASK_GPUS,
         env::STEP,
         env::MPS,
         env::MPS_HOST,

@@ -25,18 +25,18 @@ fn plan_prints_the_readme_table() {
     let want = "\
 method contiguous visible single
   rank  node     local      gpu  visible
-     0     0       0/3        0  0
+     0     0       0/3      0,1  0,1
      1     1       0/2        0  0
-     2     0       1/3        1  1
+     2     0       1/3        2  2
      3     1       1/2        1  1
-     4     0       2/3        2  2
+     4     0       2/3        3  3
 
 load per GPU
  node      gpu  tasks
     0        0      1
     0        1      1
     0        2      1
-    0        3      0
+    0        3      1
     1        0      1
     1        1      1
 ";
@@ -59,10 +59,48 @@ fn plan_json_for_scripts() {
     assert_eq!(
         stdout(&out),
         "{\"method\": \"contiguous\", \"visible\": \"rotate\", \"tasks\": [\
-{\"rank\": 0, \"node\": 0, \"local_id\": 0, \"local_count\": 3, \"gpu\": \"2\", \"visible\": \"2,3\"}, \
-{\"rank\": 1, \"node\": 0, \"local_id\": 1, \"local_count\": 3, \"gpu\": \"2\", \"visible\": \"2,3\"}, \
-{\"rank\": 2, \"node\": 0, \"local_id\": 2, \"local_count\": 3, \"gpu\": \"3\", \"visible\": \"3,2\"}], \
+{\"rank\": 0, \"node\": 0, \"local_id\": 0, \"local_count\": 3, \"gpu\": \"2\", \"gpus\": [\"2\"], \"visible\": \"2,3\"}, \
+{\"rank\": 1, \"node\": 0, \"local_id\": 1, \"local_count\": 3, \"gpu\": \"2\", \"gpus\": [\"2\"], \"visible\": \"2,3\"}, \
+{\"rank\": 2, \"node\": 0, \"local_id\": 2, \"local_count\": 3, \"gpu\": \"3\", \"gpus\": [\"3\"], \"visible\": \"3,2\"}], \
 \"load\": [{\"node\": 0, \"gpu\": \"2\", \"tasks\": 2}, {\"node\": 0, \"gpu\": \"3\", \"tasks\": 1}]}\n"
+    );
+}
+
+/// Fewer tasks than GPUs: each task's share, for each method, and no idle
+/// GPU in the load table (the issue's `plan -N1 -n2 --gpus 4`).
+#[test]
+fn plan_shows_each_tasks_share_where_tasks_are_fewer_than_gpus() {
+    for (method, want) in [
+        ("contiguous", [["0", "1"], ["2", "3"]]),
+        ("roundrobin", [["0", "2"], ["1", "3"]]),
+    ] {
+        let out = run(&[
+            "plan", "-N1", "-n2", "--gpus", "4", "--method", method, "--json",
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        let text = stdout(&out);
+        for (l, gpus) in want.iter().enumerate() {
+            let row = format!(
+                "\"local_id\": {l}, \"local_count\": 2, \"gpu\": \"{}\", \"gpus\": [\"{}\", \"{}\"]",
+                gpus.join(","),
+                gpus[0],
+                gpus[1]
+            );
+            assert!(text.contains(&row), "{method}: {row} in {text}");
+        }
+        assert!(!text.contains("\"tasks\": 0"), "an idle GPU: {text}");
+    }
+    // One task a node, as torchrun's and Flux's launchers run: every GPU.
+    let out = run(&["plan", "-N2", "--ntasks-per-node", "1", "--gpus", "4"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    assert!(
+        text.contains("     0     0       0/1  0,1,2,3  0,1,2,3\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("     1     1       0/1  0,1,2,3  0,1,2,3\n"),
+        "{text}"
     );
 }
 

@@ -14,10 +14,13 @@
 #   suites by subject (SUITES below), closest's task_none_ tests, and on
 #   22.05 only HOST_SUITES: desi (DESI's desispec in real MPI ranks:
 #   Debian's python3-mpi4py; and the batch scripts desispec's branch
-#   writes, 64 ranks a job, about 80 s), mpi (exec under mpirun and mpiexec in an
-#   allocation: openmpi-bin, mpich) and podman (NERSC's podman-hpc over
-#   Debian's podman: tests/containers/podman-hpc.sh), which the 24.11 and
-#   26.05 roots lack;
+#   writes, 64 ranks a job, 10 jobs: the suite took 195 s on a loaded
+#   2-core machine), mpi (exec under mpirun and mpiexec in an
+#   allocation: openmpi-bin, mpich), podman (NERSC's podman-hpc over
+#   Debian's podman: tests/containers/podman-hpc.sh) and flux (Flux built
+#   from its source on the host, tests/flux/build.sh, started by srun
+#   under the plugin, its jobs mapped by the Flux plugin), which the 24.11
+#   and 26.05 roots lack;
 # - n1 with 4 GPUs and n2 with 2 named by count, task/affinity and the
 #   host's real CPU count (DGM_TASK_AFFINITY=1): the rest of closest;
 # - the first cluster's nodes as production GPU sites run Slurm
@@ -37,7 +40,7 @@ harness=tests/cluster/cluster.sh
 SUITES=(methods sources input vendors exec prolog faults mps hidepid pyxis)
 # The series whose first cluster also runs HOST_SUITES (the host's).
 DESI_SERIES=22.05
-HOST_SUITES=(desi mpi podman)
+HOST_SUITES=(desi mpi podman flux)
 # Every module of the cluster binary runs on some cluster: these, closest
 # (on the first two) and production (on the third).
 MODULES=("${SUITES[@]}" "${HOST_SUITES[@]}" closest production)
@@ -126,6 +129,8 @@ prepare() {
         root=''
         version=$(/usr/sbin/slurmd -V | awk '{print $2}')
         cargo build --release --workspace --locked
+        # The flux suite's Flux (a no-op once built: target/flux/install).
+        bash tests/flux/build.sh >/dev/null
         bash packaging/deb/build-deb.sh
         so=$PWD/target/release/libdesi_gpu_map_spank.so
     else

@@ -100,15 +100,21 @@ fn show_reports_the_mapping_it_finds() {
         .env("DESI_GPU_MAPPED", "1")
         .env("DESI_GPU_MAP_METHOD", "roundrobin")
         .env("DESI_GPU_MAP_NODE_GPUS", "4")
-        .env("CUDA_VISIBLE_DEVICES", "GPU-fake-n1-2")
+        .env("DESI_GPU_MAP_GPUS", "GPU-fake-n1-2,GPU-fake-n1-3")
+        .env("CUDA_VISIBLE_DEVICES", "GPU-fake-n1-2,GPU-fake-n1-3")
         .output()
         .unwrap();
     let text = stdout(&out);
+    // Every GPU the task holds.
+    assert!(
+        text.contains("\"task_gpus\": \"GPU-fake-n1-2,GPU-fake-n1-3\""),
+        "{text}"
+    );
     assert!(text.contains("\"flag\": \"1\""), "{text}");
     assert!(text.contains("\"method\": \"roundrobin\""), "{text}");
     assert!(text.contains("\"node_gpus\": \"4\""), "{text}");
     assert!(
-        text.contains("\"cuda_visible_devices\": \"GPU-fake-n1-2\""),
+        text.contains("\"cuda_visible_devices\": \"GPU-fake-n1-2,GPU-fake-n1-3\""),
         "{text}"
     );
 }

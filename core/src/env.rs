@@ -32,14 +32,14 @@ pub const TRES_BIND: &str = "SLURMD_TRES_BIND";
 pub const CPU_BIND_TYPE: &str = "SLURM_CPU_BIND_TYPE";
 pub const CPU_BIND_LIST: &str = "SLURM_CPU_BIND_LIST";
 /// Requests under which Slurm binds GPUs per task itself (srun exports them).
-pub const PER_TASK_REQUESTS: [&str; 4] = [
-    "SLURM_GPUS_PER_TASK",
-    "SLURM_NTASKS_PER_GPU",
-    "SLURM_GPU_BIND",
-    "SLURM_TRES_BIND",
-];
+pub const GPUS_PER_TASK: &str = "SLURM_GPUS_PER_TASK";
+pub const NTASKS_PER_GPU: &str = "SLURM_NTASKS_PER_GPU";
+pub const GPU_BIND: &str = "SLURM_GPU_BIND";
+pub const TRES_BIND_REQUEST: &str = "SLURM_TRES_BIND";
+pub const PER_TASK_REQUESTS: [&str; 4] =
+    [GPUS_PER_TASK, NTASKS_PER_GPU, GPU_BIND, TRES_BIND_REQUEST];
 /// Those of them that may ask for no binding (`none`).
-pub const BIND_REQUESTS: [&str; 2] = ["SLURM_GPU_BIND", "SLURM_TRES_BIND"];
+pub const BIND_REQUESTS: [&str; 2] = [GPU_BIND, TRES_BIND_REQUEST];
 
 /// The packaged plugstack snippet's file name. Slurm expands `include
 /// DIR/*.conf` in glob(3)'s sorted order and calls plugins in that order:
@@ -60,6 +60,10 @@ pub const DEFAULT_FLAG: &str = "DESI_GPU_MAPPED";
 /// Exported to every mapped task.
 pub const METHOD: &str = "DESI_GPU_MAP_METHOD";
 pub const NODE_GPUS: &str = "DESI_GPU_MAP_NODE_GPUS";
+/// The GPUs the task holds, named as its GPU list names them, its first
+/// first: one, or its share where the node has fewer tasks than GPUs (under
+/// `visible=rotate`, the head of its list).
+pub const TASK_GPUS: &str = "DESI_GPU_MAP_GPUS";
 /// The step the task was mapped in (`JOBID.STEPID`), so that
 /// `desi-gpu-map exec` tells the plugin's mapping of this step from a flag
 /// inherited from an outer one.

@@ -226,7 +226,9 @@ impl fmt::Display for Refusal {
             Refusal::Flux { value } => write!(
                 f,
                 "Flux sets {}={} but no count of this node's tasks, and a GPU cannot be chosen \
-                 without one; export it (one of {}), or launch with srun, mpirun or mpiexec",
+                 without one; under Flux, run the job with the desi-gpu-map Flux shell plugin \
+                 (flux run -o desi-gpu-map=METHOD) instead of exec; else export the count (one \
+                 of {}), or launch with srun, mpirun or mpiexec",
                 env::FLUX_LOCAL_ID,
                 quote(value),
                 every_pair()
@@ -684,8 +686,9 @@ mod tests {
             flux,
             format!(
                 "Flux sets FLUX_TASK_LOCAL_ID=\"1\" but no count of this node's tasks, and a GPU \
-                 cannot be chosen without one; export it (one of {needed}), or launch with \
-                 srun, mpirun or mpiexec"
+                 cannot be chosen without one; under Flux, run the job with the desi-gpu-map \
+                 Flux shell plugin (flux run -o desi-gpu-map=METHOD) instead of exec; else \
+                 export the count (one of {needed}), or launch with srun, mpirun or mpiexec"
             )
         );
         let pmix = launched_in(&[("PMIX_RANK", "3"), ("PMIX_NAMESPACE", "x")])

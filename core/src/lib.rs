@@ -21,7 +21,9 @@
 //! - [`step`]: the plan for a step on one node, in one pass, and each task's share;
 //! - [`start`]: a task about to start, for a front end that runs as the task
 //!   (exec and the task prolog): refuse, run unchanged, or map;
-//! - [`preview`]: a layout's tasks on made-up nodes, for `desi-gpu-map plan`.
+//! - [`preview`]: a layout's tasks on made-up nodes, for `desi-gpu-map plan`;
+//! - [`flux`]: a Flux job on one node, for the Flux shell plugin: its GPUs
+//!   through the broker's grant, and who binds beside Flux's `gpu-affinity`.
 //!
 //! The crate depends on nothing that can touch the machine: the front ends
 //! and `desi-gpu-map-host` gather the facts and carry out the answers.
@@ -35,6 +37,7 @@ pub mod cpuset;
 pub mod env;
 pub mod error;
 pub mod files;
+pub mod flux;
 pub mod launch;
 pub mod method;
 pub mod mps;

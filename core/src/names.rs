@@ -53,7 +53,38 @@ macro_rules! named {
     };
 }
 
+/// A const table of `$outer` values: every value of `$inner`'s own list
+/// (`Named::ALL`), each wrapped in `$wrap`, with `$extra` first or last:
+/// a type that adds one value to another's names (a method or `none`; a
+/// vendor or `auto`) lists them from the other's table, never by hand.
+macro_rules! with_one_more {
+    ($table:ident: $outer:ty = $extra:expr, first, $wrap:path, $inner:ty) => {
+        $crate::names::with_one_more!(@ $table: $outer = $extra, 1, $wrap, $inner);
+    };
+    ($table:ident: $outer:ty = $extra:expr, last, $wrap:path, $inner:ty) => {
+        $crate::names::with_one_more!(@ $table: $outer = $extra, 0, $wrap, $inner);
+    };
+    (@ $table:ident: $outer:ty = $extra:expr, $from:literal, $wrap:path, $inner:ty) => {
+        const $table: [$outer; <$inner as $crate::names::Named>::ALL.len() + 1] = {
+            let inner = <$inner as $crate::names::Named>::ALL;
+            let mut all = [$extra; <$inner as $crate::names::Named>::ALL.len() + 1];
+            let mut i = 0;
+            while i < inner.len() {
+                // Evaluated by the compiler: an index out of range fails
+                // the build.
+                #[allow(clippy::indexing_slicing)]
+                {
+                    all[i + $from] = $wrap(inner[i]);
+                }
+                i += 1;
+            }
+            all
+        };
+    };
+}
+
 pub(crate) use named;
+pub(crate) use with_one_more;
 
 /// The value `text` names, by its name or an alias.
 pub fn parse_name<T: Named>(text: &str) -> Result<T, UnknownName> {

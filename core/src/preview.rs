@@ -3,7 +3,6 @@
 //! [`assign`].
 
 use crate::cpuset::CpuSet;
-use crate::env;
 use crate::error::Error;
 use crate::files::{Files, NoFiles};
 use crate::method::closest::NodeCpus;
@@ -14,8 +13,8 @@ use crate::settings::config::{Config, NvmlSource};
 use crate::settings::option::{Choice, OptionRequest};
 use crate::slurm::gpus::join;
 use crate::step::{
-    assign_in, plan_step, Node, NvmlAsk, StepFacts, StepMap, StepPlan, TaskCpus, TaskInputs,
-    Unmapped,
+    assign_in, plan_step, NoTopology, Node, NvmlAsk, Snapshot, StepFacts, StepMap, StepPlan,
+    TaskCpus, TaskInputs, Unmapped,
 };
 use crate::topology::Topology;
 use std::collections::HashMap;
@@ -251,16 +250,24 @@ pub struct Row {
     pub node: usize,
     pub local_id: usize,
     pub local_count: usize,
-    /// The task's GPU: the first entry of `visible`.
-    pub gpu: String,
+    /// The task's GPUs: one, or its share where the node has fewer tasks
+    /// than GPUs; the first entries of `visible`.
+    pub gpus: Vec<String>,
     pub visible: String,
     /// `closest`: the CPUs the task is bound to in the preview.
     pub cpus: Option<String>,
-    /// The tasks sharing its GPU as the plugin counts them for MPS
+    /// The tasks sharing its first GPU as the plugin counts them for MPS
     /// ([`crate::mps::tasks_per_gpu`]).
     pub clients: usize,
     /// `--mps`: its `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` under `mps_share=even`.
     pub share: Option<u32>,
+}
+
+impl Row {
+    /// The task's GPUs as one list (`0` or `0,1`), as `plan` prints them.
+    pub fn gpu(&self) -> String {
+        join(&self.gpus)
+    }
 }
 
 /// The whole step: each node's GPU list, and what each task gets from the
@@ -339,10 +346,10 @@ fn node_rows(
             node,
             local_id,
             local_count: ranks.len(),
-            gpu: got.gpu,
             visible: join(&got.visible),
             cpus: bound.get(local_id).map(ToString::to_string),
-            clients: clients.get(got.position).copied().unwrap_or(0),
+            clients: clients.get(got.position()).copied().unwrap_or(0),
+            gpus: got.gpus,
             share: None,
         });
     }
@@ -370,17 +377,22 @@ pub fn preview_map(
         verbose: false,
         mps: false,
     });
+    // The step's GPUs as Slurm would list them.
+    let vars = Snapshot {
+        cuda: Some(cuda.to_string()),
+        step_gpus: Some(cuda.to_string()),
+        gpus_on_node: Some(count.to_string()),
+        ..Snapshot::default()
+    };
     let facts = StepFacts {
         step: Ok(crate::step::StepIdentity::Slurm(0)),
         config: Some(&config),
         request: Some(&request),
+        method_variable: None,
+        vars: &vars,
         mps: None,
     };
-    let node = Preview {
-        cuda,
-        count: count.to_string(),
-        topology,
-    };
+    let node = Preview { topology };
     match plan_step(&facts, &node) {
         StepPlan::Map(map) => Ok(map),
         StepPlan::Unmapped(Unmapped { why: Some(why), .. }) => {
@@ -390,23 +402,13 @@ pub fn preview_map(
     }
 }
 
-/// A node described by the preview's arguments: the step's GPUs as Slurm
-/// would list them, no files, no NVML, and the given topology.
+/// A node described by the preview's arguments: no files, no NVML, and
+/// the given topology.
 struct Preview<'a> {
-    cuda: &'a str,
-    count: String,
     topology: Option<&'a Topology>,
 }
 
 impl Node for Preview<'_> {
-    fn env(&self, name: &str) -> Option<String> {
-        match name {
-            env::CUDA | env::STEP_GPUS => Some(self.cuda.to_string()),
-            env::GPUS_ON_NODE => Some(self.count.clone()),
-            _ => None,
-        }
-    }
-
     fn files(&self) -> &dyn Files {
         &NoFiles
     }
@@ -415,12 +417,8 @@ impl Node for Preview<'_> {
         Err(Error::NvmlOff)
     }
 
-    fn given_places(&self) -> Option<Result<Topology, String>> {
-        Some(
-            self.topology
-                .cloned()
-                .ok_or_else(|| "no topology was given".to_string()),
-        )
+    fn given_places(&self) -> Option<Result<Topology, NoTopology>> {
+        Some(self.topology.cloned().ok_or(NoTopology))
     }
 }
 
@@ -452,18 +450,21 @@ pub struct Load {
     pub tasks: usize,
 }
 
-/// Tasks per GPU on each node, in GPU-list order: one pass over the rows.
+/// Tasks per GPU on each node, in GPU-list order (a task counts on each
+/// GPU it holds): one pass over the rows.
 pub fn loads(rows: &[Row], gpus: &[Vec<String>]) -> Vec<Load> {
     let mut counts: Vec<HashMap<&str, usize>> = gpus
         .iter()
         .map(|list| list.iter().map(|g| (g.as_str(), 0)).collect())
         .collect();
     for row in rows {
-        if let Some(c) = counts
-            .get_mut(row.node)
-            .and_then(|node| node.get_mut(row.gpu.as_str()))
-        {
-            *c += 1;
+        for gpu in &row.gpus {
+            if let Some(c) = counts
+                .get_mut(row.node)
+                .and_then(|node| node.get_mut(gpu.as_str()))
+            {
+                *c += 1;
+            }
         }
     }
     let mut out = Vec::new();
@@ -517,18 +518,20 @@ mod tests {
         let ranks = place(&[3, 2], Distribution::Cyclic);
         let g = [gpus(4), gpus(2)];
         let rows = preview(&ranks, &g, Method::Contiguous, Visible::Single, None).unwrap();
-        let table: Vec<(usize, usize, usize, &str)> = rows
+        let table: Vec<(usize, usize, usize, String)> = rows
             .iter()
-            .map(|r| (r.rank, r.node, r.local_id, r.gpu.as_str()))
+            .map(|r| (r.rank, r.node, r.local_id, r.gpu()))
             .collect();
+        let row = |rank, node, local, gpu: &str| (rank, node, local, gpu.to_string());
+        // Node 0 has 3 tasks on 4 GPUs: the first holds two, none is idle.
         assert_eq!(
             table,
             [
-                (0, 0, 0, "0"),
-                (1, 1, 0, "0"),
-                (2, 0, 1, "1"),
-                (3, 1, 1, "1"),
-                (4, 0, 2, "2")
+                row(0, 0, 0, "0,1"),
+                row(1, 1, 0, "0"),
+                row(2, 0, 1, "2"),
+                row(3, 1, 1, "1"),
+                row(4, 0, 2, "3")
             ]
         );
         let l = loads(&rows, &g);
@@ -537,7 +540,8 @@ mod tests {
             gpu: gpu.to_string(),
             tasks,
         };
-        assert_eq!(l[3], load(0, "3", 0));
+        assert!(l.iter().all(|l| l.tasks == 1), "no idle GPU: {l:?}");
+        assert_eq!(l[3], load(0, "3", 1));
         assert_eq!(l[4], load(1, "0", 1));
     }
 
@@ -552,7 +556,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(rows[1].visible, "1,0");
-        assert_eq!(rows[1].gpu, "1");
+        assert_eq!(rows[1].gpu(), "1");
     }
 
     #[test]
@@ -567,10 +571,11 @@ mod tests {
             Some(&t),
         )
         .unwrap();
-        let got: Vec<(&str, &str)> = rows
+        let got: Vec<(String, &str)> = rows
             .iter()
-            .map(|r| (r.gpu.as_str(), r.cpus.as_deref().unwrap()))
+            .map(|r| (r.gpu(), r.cpus.as_deref().unwrap()))
             .collect();
+        let got: Vec<(&str, &str)> = got.iter().map(|(g, c)| (g.as_str(), *c)).collect();
         assert_eq!(
             got,
             [
@@ -584,7 +589,8 @@ mod tests {
                 ("0", "56-63")
             ]
         );
-        // Without a topology: contiguous, no CPUs shown.
+        // Without a topology: contiguous, no CPUs shown; 2 tasks on 4
+        // GPUs hold two each.
         let rows = preview(
             &[vec![0, 1]],
             &[gpus(4)],
@@ -593,7 +599,10 @@ mod tests {
             None,
         )
         .unwrap();
-        assert_eq!((rows[1].gpu.as_str(), rows[1].cpus.as_deref()), ("1", None));
+        assert_eq!(
+            (rows[1].gpu(), rows[1].cpus.as_deref()),
+            ("2,3".to_string(), None)
+        );
     }
 
     /// The cyclic placement and the load count as first written: rounds
@@ -619,7 +628,7 @@ mod tests {
             for gpu in node_gpus {
                 let tasks = rows
                     .iter()
-                    .filter(|r| r.node == node && &r.gpu == gpu)
+                    .filter(|r| r.node == node && r.gpus.contains(gpu))
                     .count();
                 out.push(Load {
                     node,

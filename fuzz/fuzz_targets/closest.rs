@@ -3,7 +3,7 @@
 //! whatever they accept. Input: three parts split at the first two NUL
 //! bytes (topology, bind list, NVML lines).
 #![no_main]
-use desi_gpu_map_core::method::closest::closest_all;
+use desi_gpu_map_core::method::closest::{closest_all, closest_shares};
 use desi_gpu_map_core::topology::near_cpus;
 use desi_gpu_map_core::slurm::cpu_bind::bind_list_cpus;
 use desi_gpu_map_core::topology::{from_nvml_lines, Topology};
@@ -32,6 +32,13 @@ fuzz_target!(|data: &[u8]| {
             let picks = closest_all(&tasks, &near).unwrap();
             assert_eq!(picks.len(), count);
             assert!(picks.iter().all(|&p| p < near.len()));
+        }
+        // Fewer tasks than GPUs: each GPU held once.
+        let fewer = near.len().saturating_sub(1).max(1);
+        if let Some(tasks) = bind_list_cpus(Some(kind), Some(list), fewer) {
+            let shares = closest_shares(&tasks, &near).unwrap();
+            let held: usize = shares.iter().map(Vec::len).sum();
+            assert!(fewer >= near.len() || held == near.len());
         }
     }
 });

@@ -20,6 +20,8 @@ next=$(sh packaging/slurm-series.sh --next)
 arch=$(dpkg --print-architecture)
 triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
 plugin_dir=${SLURM_PLUGIN_DIR:-/usr/lib/$triplet/slurm-wlm}
+# Flux's shell plugin directory, as Debian's flux-core builds it (multiarch).
+flux_dir=${FLUX_PLUGIN_DIR:-/usr/lib/$triplet/flux/shell/plugins}
 debversion=$version+slurm$series
 
 # Another series' plugin must not replace target/release's (the host's).
@@ -32,7 +34,7 @@ out=target/package
 root=$out/deb-root
 rm -rf "$root"
 mkdir -p "$root/DEBIAN"
-make -s install DESTDIR="$root" PREFIX=/usr SYSCONFDIR=/etc SLURM_PLUGIN_DIR="$plugin_dir" >/dev/null
+make -s install DESTDIR="$root" PREFIX=/usr SYSCONFDIR=/etc SLURM_PLUGIN_DIR="$plugin_dir" FLUX_PLUGIN_DIR="$flux_dir" >/dev/null
 gzip -9n "$root"/usr/share/man/man*/*
 install -D -m 0644 packaging/README.md "$root/usr/share/doc/desi-gpu-map/README.md"
 
@@ -59,6 +61,8 @@ Description: Slurm SPANK plugin binding each task of a job step to a GPU
  --desi-gpu-map=contiguous|roundrobin|closest (none turns it off). Built for
  Slurm $series.x only.
  The desi-gpu-map command previews a layout and shows a task's binding.
+ The Flux shell plugin in $flux_dir does the same for
+ flux run -o desi-gpu-map=METHOD.
 EOF
 echo /etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf >"$root/DEBIAN/conffiles"
 install -m 0755 packaging/deb/preinst packaging/deb/postinst packaging/deb/postrm "$root/DEBIAN/"

@@ -12,9 +12,10 @@ use desi_gpu_map_core::mps::{Daemon, MpsFacts};
 use desi_gpu_map_core::settings::config::Config;
 use desi_gpu_map_core::settings::option::OptionRequest;
 use desi_gpu_map_core::step::{
-    plan_step, FrontEnd, Node, NvmlAsk, StepFacts, StepIdentity, StepPlan,
+    plan_step, FrontEnd, Node, NvmlAsk, Snapshot, StepFacts, StepIdentity, StepPlan,
 };
 use desi_gpu_map_core::Error;
+use desi_gpu_map_host::failure::Failure;
 use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::nvml::ask_within;
 use desi_gpu_map_host::sys::allowed_cpus;
@@ -45,6 +46,12 @@ pub fn plan(
     config: Option<&Result<Config, Error>>,
     request: Option<&Result<OptionRequest, Error>>,
 ) -> StepPlan {
+    let vars = snapshot(spank);
+    // Bytes that are not UTF-8 read as U+FFFD, a bad value.
+    let method_variable = match request {
+        Some(_) => None,
+        None => vars.method.as_deref(),
+    };
     let facts = StepFacts {
         step: spank
             .job_stepid()
@@ -52,6 +59,8 @@ pub fn plan(
             .map_err(|e| e.to_string()),
         config,
         request,
+        method_variable,
+        vars: &vars,
         mps: mps_facts(spank),
     };
     plan_step(&facts, &Slurmstepd::new(spank))
@@ -86,11 +95,14 @@ impl<'a, 'b> Slurmstepd<'a, 'b> {
     }
 }
 
-impl Node for Slurmstepd<'_, '_> {
-    fn env(&self, name: &str) -> Option<String> {
-        self.spank.getenv_lossy(name).ok().flatten()
-    }
+/// The variables a decision reads, as slurmstepd holds them (the step's
+/// in `user_init`, the task's in `task_init`), each read once; bytes that
+/// are not UTF-8 read as U+FFFD.
+pub fn snapshot(spank: &SpankHandle) -> Snapshot {
+    Snapshot::read(&|name| spank.getenv_lossy(name).ok().flatten())
+}
 
+impl Node for Slurmstepd<'_, '_> {
     fn files(&self) -> &dyn Files {
         &HostFiles
     }
@@ -116,9 +128,11 @@ impl Node for Slurmstepd<'_, '_> {
 impl FrontEnd for Slurmstepd<'_, '_> {
     /// Starts the daemon as the job's user, with the job's supplementary
     /// groups, before any task execs.
-    fn start_daemon(&mut self, daemon: &Daemon, _task: Option<usize>) -> Result<Daemon, String> {
+    type NoDaemon = Failure;
+
+    fn start_daemon(&mut self, daemon: &Daemon, _task: Option<usize>) -> Result<Daemon, Failure> {
         let groups = self.spank.job_supplementary_gids().unwrap_or_default();
-        let served = Served::start(daemon, groups).map_err(|e| e.to_string())?;
+        let served = Served::start(daemon, groups)?;
         let daemon = served.daemon().clone();
         log::info!(
             "MPS daemon started for the step in {} (GPUs {})",

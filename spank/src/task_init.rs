@@ -2,7 +2,7 @@
 //! execs: the protocol's steps 3 and 4 ([`task_outcome_read`]), with
 //! slurmstepd as the front end ([`Slurmstepd`]).
 
-use crate::node::Slurmstepd;
+use crate::node::{snapshot, Slurmstepd};
 use desi_gpu_map_core::mps::Mps;
 use desi_gpu_map_core::step::{
     carry_out, container_plugin_after, task_outcome_read, Container, StepPlan, TaskIds,
@@ -19,7 +19,7 @@ pub fn apply(spank: &SpankHandle, plan: &StepPlan, beside: &Beside) {
         return;
     }
     let stepd = Slurmstepd::new(spank);
-    let vars = TaskVars::read(&stepd, plan, true, &|| None);
+    let vars = TaskVars::read(&snapshot(spank), plan, true, &|| None);
     let ids = task_ids(spank);
     // Where the task stands to a container plugin, for a task whose ids
     // were read (the only one that needs it).
@@ -104,8 +104,8 @@ fn apply_outcome(spank: &SpankHandle, outcome: &TaskOutcome, node: &str) {
     let lines = carry_out(
         outcome,
         node,
-        &mut |name| spank.unsetenv(name).map_err(|e| e.to_string()),
-        &mut |name, value| spank.setenv(name, value, true).map_err(|e| e.to_string()),
+        &mut |name| spank.unsetenv(name),
+        &mut |name, value| spank.setenv(name, value, true),
     );
     // A stand-aside line also goes to slurmd's log, for the admin.
     for line in &lines {

@@ -155,7 +155,7 @@ fn exec_gives_bound_tasks_the_gpus_next_to_their_cpus() {
         let ran = srun("-w n1 -n2 --gpus-per-node=4 --cpu-bind=cores")
             .probe(&line)
             .ok();
-        tasks_got(&ran, &[("2", a), ("0", b)]);
+        tasks_got(&ran, &[("2,3", a), ("0,1", b)]);
         ran.says(&format!("cpus={a} cpus_from=slurm gpu_cpus={a} near=yes"));
     }
 }
@@ -201,7 +201,7 @@ fn two_bound_tasks_take_the_gpus_next_to_their_cpus() {
     let ran = srun("-w n1 -n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=verbose,closest")
         .probe(probe::CPUS)
         .ok();
-    tasks_got(&ran, &[("2", a), ("0", b)]);
+    tasks_got(&ran, &[("2,3", a), ("0,1", b)]);
     ran.says(&format!("cpus={a} cpus_from=slurm gpu_cpus={a} near=yes"));
     // map_cpu reverses the CPUs, and with them the GPUs.
     let (a0, b0) = (first(a), first(b));
@@ -210,7 +210,7 @@ fn two_bound_tasks_take_the_gpus_next_to_their_cpus() {
         .method("closest")
         .probe(probe::CPUS)
         .ok();
-    tasks_got(&ran, &[("0", &cpu(b0)), ("2", &cpu(a0))]);
+    tasks_got(&ran, &[("0,1", &cpu(b0)), ("2,3", &cpu(a0))]);
 }
 
 #[test]
@@ -276,7 +276,7 @@ fn unbound_tasks_and_partial_steps_are_contiguous_where_nothing_is_nearer() {
     let ran = srun("-w n1 -n2 --gpus-per-node=4 --cpu-bind=none --desi-gpu-map=verbose,closest")
         .probe(probe::CPUS)
         .ok();
-    tasks_got(&ran, &[("0", all), ("1", all)]);
+    tasks_got(&ran, &[("0,1", all), ("2,3", all)]);
     let ran = ran.says(&format!("cpus={all} cpus_from=own"));
     assert_eq!(
         closest_lines(&ran),
@@ -304,17 +304,18 @@ fn tasks_bound_without_a_cpu_list_use_their_own_masks() {
         .ok();
     if !series_at_least("24.11") {
         // rank binds task l to CPU l but writes no per-task list
-        // (SLURM_CPU_BIND_TYPE=rank): each task sees only its own mask and
-        // takes its candidates' GPU at local_id mod 2, so task 1 gets GPU 1
-        // (CPUs 0 and 1 are A and B on a 2-core machine).
+        // (SLURM_CPU_BIND_TYPE=rank): each task sees only its own mask.
+        // Two tasks on four GPUs cannot know what the other would take, so
+        // each holds contiguous's half, its nearest first: here neither
+        // half is near (CPUs 0 and 1 are A and B on a 2-core machine).
         let (zero, one) = (cpu(0), cpu(1));
         assert_eq!((a, b), (&zero, &one), "this case needs A = 0 and B = 1");
-        tasks_got(&ran, &[("2", a), ("1", b)]);
-        ran.says(&format!("cpus={b} cpus_from=own gpu_cpus={b} near=yes"));
+        tasks_got(&ran, &[("0,1", a), ("2,3", b)]);
+        ran.says(&format!("cpus={b} cpus_from=own gpu_cpus={a} near=no"));
     } else {
         // 24.11 and later ignore rank and bind cores, with the list.
         let ran = ran.says("Ignoring --cpu-bind=rank");
-        tasks_got(&ran, &[("2", a), ("0", b)]);
+        tasks_got(&ran, &[("2,3", a), ("0,1", b)]);
         ran.says(&format!("cpus={b} cpus_from=slurm gpu_cpus={b} near=yes"));
     }
 }
@@ -328,7 +329,7 @@ fn unknown_gpu_locations_fall_back_in_one_line() {
     let ran = srun("-w n1 -n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=closest")
         .probe(probe::CPUS)
         .ok();
-    tasks_got(&ran, &[("0", a), ("1", b)]);
+    tasks_got(&ran, &[("0,1", a), ("2,3", b)]);
     assert_eq!(
         closest_lines(&ran),
         ["desi-gpu-map: node n1: closest: no CPU affinity is known for GPU \"0\"; using contiguous"],
@@ -356,14 +357,14 @@ fn nvml_locates_the_gpus_where_the_kernel_files_fail() {
     let ran = srun("-w n1 -n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=verbose,closest")
         .probe(probe::CPUS)
         .ok();
-    tasks_got(&ran, &[("2", a), ("0", b)]);
+    tasks_got(&ran, &[("2,3", a), ("0,1", b)]);
     ran.says(&format!("gpu_cpus={a} near=yes"));
     // NVML fails the call: the step falls back, in one line.
     cluster(&["nvml", "set", "fail=affinity"]);
     let ran = srun("-w n1 -n2 --gpus-per-node=4 --cpu-bind=cores --desi-gpu-map=closest")
         .probe(probe::CPUS)
         .ok();
-    tasks_got(&ran, &[("0", a), ("1", b)]);
+    tasks_got(&ran, &[("0,1", a), ("2,3", b)]);
     ran.says("nvmlDeviceGetCpuAffinity failed");
 }
 
@@ -420,7 +421,7 @@ fn amd_gpus_are_located_through_their_render_nodes() {
     // applies on top, is 0).
     let ran = two_bound_tasks("amd", "amd", "ROCR_VISIBLE_DEVICES", "verbose,closest");
     let Cpus { a, b, .. } = cpus();
-    tasks_got(&ran, &[("2", a), ("0", b)]);
+    tasks_got(&ran, &[("2,3", a), ("0,1", b)]);
     ran.says(&format!("gpu_cpus={a} near=yes"));
 }
 
@@ -429,7 +430,7 @@ fn amd_gpus_without_render_nodes_fall_back_in_one_line() {
     // The NVIDIA driver's files are not read for AMD GPUs.
     let ran = two_bound_tasks("amd", "nvidia", "ROCR_VISIBLE_DEVICES", "closest");
     let Cpus { a, b, .. } = cpus();
-    tasks_got(&ran, &[("0", a), ("1", b)]);
+    tasks_got(&ran, &[("0,1", a), ("2,3", b)]);
     let lines = closest_lines(&ran);
     assert_eq!(lines.len(), 1, "{ran}");
     assert!(lines[0].contains("/sys/class/drm"), "{ran}");
@@ -439,7 +440,7 @@ fn amd_gpus_without_render_nodes_fall_back_in_one_line() {
 fn intel_gpus_are_located_through_their_render_nodes() {
     let ran = two_bound_tasks("intel", "intel", "ZE_AFFINITY_MASK", "verbose,closest");
     let Cpus { a, b, .. } = cpus();
-    tasks_got(&ran, &[("2", a), ("0", b)]);
+    tasks_got(&ran, &[("2,3", a), ("0,1", b)]);
     ran.says(&format!("gpu_cpus={b} near=yes"));
 }
 
@@ -454,7 +455,7 @@ fn a_step_that_falls_back_says_contiguous() {
     // FULL's rank, local id, CUDA_VISIBLE_DEVICES and method.
     assert_eq!(
         columns(&ran, &[0, 2, 3, 5]),
-        "0 0 0 contiguous\n1 1 1 contiguous\n",
+        "0 0 0,1 contiguous\n1 1 2,3 contiguous\n",
         "{ran}"
     );
     assert_eq!(
@@ -587,7 +588,7 @@ fn under_hidepid_exec_reads_slurmstepds_cpus_from_the_kernel() {
         ))
         .probe(probe::CPUS)
         .ok();
-    tasks_got(&ran, &[("2", a), ("0", b)]);
+    tasks_got(&ran, &[("2,3", a), ("0,1", b)]);
     ran.says(&format!("cpus={a} cpus_from=slurm gpu_cpus={a} near=yes"));
     let control = format!("{}/mps/bin/nvidia-cuda-mps-control", state_dir());
     let exec = format!(

@@ -24,14 +24,18 @@
 //!
 //! Then the scripts desispec's branch writes
 //! (`../shared/thirdparty/desispec-main-efd9676.tar.gz`, its own
-//! `batch_writer`, patched with contrib/desispec or not;
-//! tests/desi/scripts.sh), the tilenight and a desi_proc script for
-//! perlmutter-gpu, submitted as they are with sbatch as dgm-alice: 64 ranks
-//! of tests/desi/desi_proc (`-N 1 -n 64 -c 2`) on one node's 4 GPUs, each
-//! row checked against the layout (16 ranks a GPU), with and without the
-//! site's plugin. Each job takes 6 to 10 s here (64 Python ranks on 2
-//! cores); the 8 jobs about 80 s. Needs `tests/desi/fetch.sh branch` (PyPI
-//! once) and Debian's imports of the branch (tests/deps.sh).
+//! `batch_writer`; tests/desi/scripts.sh): unpatched, patched with
+//! contrib/desispec without the `gpu_wrapper` key (the branch's
+//! `desi_mps_wrapper`, byte for byte the unpatched scripts), and patched
+//! with `gpu_wrapper: desi-gpu-map`; the tilenight and a desi_proc script
+//! for perlmutter-gpu, submitted as they are with sbatch as dgm-alice: 64
+//! ranks of tests/desi/desi_proc (`-N 1 -n 64 -c 2`) on one node's 4 GPUs,
+//! each row checked against the layout (desispec's round-robin, rank % 4),
+//! with and without the site's plugin. Each job takes 6 to 10 s here (64
+//! Python ranks on 2 cores); the whole suite, 10 jobs among its tests,
+//! took 195 s on a loaded 2-core machine. Needs
+//! `tests/desi/fetch.sh branch` (PyPI once) and Debian's imports of the
+//! branch (tests/deps.sh).
 
 use crate::common::*;
 use crate::mps::ALICE;
@@ -376,7 +380,7 @@ fn branch_deps() -> String {
 }
 
 /// The tilenight and desi_proc scripts desispec's branch writes
-/// (tests/desi/scripts.sh), patched with contrib/desispec or not, in a
+/// (tests/desi/scripts.sh: `unpatched`, `patched` or `desi-gpu-map`), in a
 /// folder of their own with the user's home and the production's output
 /// tree; removed when dropped.
 struct Scripts {
@@ -483,7 +487,8 @@ fn alices_processes() -> Vec<u32> {
 
 /// The job's 64 rows, rank by rank, and its node's daemon line, where
 /// each rank's GPU and daemon are desi-gpu-map's (exec's or the plugin's):
-/// 16 ranks a GPU, contiguously, each seeing its GPU alone by UUID,
+/// rank r on GPU r % 4, desispec's own round-robin (the method the
+/// scripts export), each seeing its GPU alone by UUID,
 /// desispec selecting it, the flag set, desispec keeping device 0 where it
 /// would see four GPUs (patched gpu.py), and every rank reaching the one
 /// control daemon of the node, as alice, in its private directory, holding
@@ -502,7 +507,7 @@ fn assert_mapped_and_served(log: &str, what: &str) {
     );
     let want: Vec<String> = (0..64)
         .map(|rank| {
-            let gpu = format!("GPU-fake-{host}-{}", rank / 16);
+            let gpu = format!("GPU-fake-{host}-{}", rank % 4);
             format!("{rank} {host} {rank} {gpu} 0 {gpu} 1 0 reached {pipe}")
         })
         .collect();
@@ -543,11 +548,13 @@ fn run_patched(scripts: &Scripts, case: &str) {
     }
 }
 
-/// What a patched script runs in the wrapper's place, which the cluster
-/// takes as written: its `#SBATCH` lines (`--qos regular`, `--account
-/// desi_g`, `--constraint=gpu`, `--gpus-per-node=4`, `--exclusive`, `-N 1`)
-/// and its srun line (`-N 1 -n 64 -c 2 --cpu-bind=cores`) unchanged; what
-/// it needs on PATH from the profile its login shell reads.
+/// What a script with `gpu_wrapper: desi-gpu-map` runs in the wrapper's
+/// place, which the cluster takes as written: its `#SBATCH` lines (`--qos
+/// regular`, `--account desi_g`, `--constraint=gpu`, `--gpus-per-node=4`,
+/// `--exclusive`, `-N 1`) and its srun line (`-N 1 -n 64 -c 2
+/// --cpu-bind=cores`) unchanged, now `desi-gpu-map exec --`, the method
+/// exported once; what it needs on PATH from the profile its login shell
+/// reads.
 #[track_caller]
 fn assert_as_written(path: &str) {
     let text = std::fs::read_to_string(path).unwrap();
@@ -566,9 +573,17 @@ fn assert_as_written(path: &str) {
         );
     }
     assert!(
-        text.contains("srun -N 1 -n 64 -c 2 --cpu-bind=cores "),
-        "{path}: not DESI's GPU shape:\n{text}"
+        text.contains("srun -N 1 -n 64 -c 2 --cpu-bind=cores desi-gpu-map exec -- desi_proc"),
+        "{path}: not DESI's GPU shape under desi-gpu-map exec:\n{text}"
     );
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("export DESI_GPU_MAP_METHOD="))
+            .collect::<Vec<_>>(),
+        ["export DESI_GPU_MAP_METHOD=roundrobin,mps"],
+        "{path}: the method exported once, desispec's round-robin:\n{text}"
+    );
+    assert!(!text.contains("desi_mps_wrapper"), "{path}:\n{text}");
 }
 
 /// The cluster takes the scripts desispec's branch writes as they are
@@ -578,16 +593,17 @@ fn assert_as_written(path: &str) {
 /// `Features=gpu`, tests/cluster/cluster.sh; srun warns that this
 /// cluster's task/none binds no CPUs for `--cpu-bind=cores`, and runs the
 /// step). With contrib/desispec's
-/// patches and no plugin, the recipe a user needs no admin for: 64 ranks
-/// of `desi_proc_tilenight`, then of `desi_proc`, each on its GPU, flagged,
-/// kept there by desispec, served by the node's one MPS daemon, and
-/// nothing of the user's left after each job.
+/// patches, `gpu_wrapper: desi-gpu-map` and no plugin, the recipe a user
+/// needs no admin for: 64 ranks of `desi_proc_tilenight`, then of
+/// `desi_proc`, each on its GPU, flagged, kept there by desispec, served by
+/// the node's one MPS daemon, and nothing of the user's left after each
+/// job.
 #[test]
-fn the_patched_scripts_bind_and_serve_every_rank_without_the_plugin() {
+fn the_desi_gpu_map_scripts_bind_and_serve_every_rank_without_the_plugin() {
     let _c = setup("required", &[]);
     cluster(&["plugin", "off"]);
     crate::mps::clear_what_others_left();
-    let scripts = Scripts::write("patched");
+    let scripts = Scripts::write("desi-gpu-map");
     assert_as_written(&scripts.tilenight);
     assert_as_written(&scripts.proc);
     run_patched(&scripts, "no plugin");
@@ -598,12 +614,12 @@ fn the_patched_scripts_bind_and_serve_every_rank_without_the_plugin() {
 /// stands aside where the plugin took the exported method as the job's
 /// request and started its own), and nothing left.
 #[test]
-fn the_patched_scripts_bind_and_serve_every_rank_under_the_site_plugin() {
+fn the_desi_gpu_map_scripts_bind_and_serve_every_rank_under_the_site_plugin() {
     let control = format!(
         "mps_control={}/mps/bin/nvidia-cuda-mps-control",
         state_dir()
     );
-    let scripts = Scripts::write("patched");
+    let scripts = Scripts::write("desi-gpu-map");
     for site in [
         vec![control.as_str()],
         vec![control.as_str(), "default=contiguous"],
@@ -627,24 +643,11 @@ fn the_patched_scripts_bind_and_serve_every_rank_under_the_site_plugin() {
 fn the_unpatched_scripts_keep_every_rank_on_its_gpu_under_a_site_default() {
     let _c = setup("required", &["default=contiguous"]);
     crate::mps::clear_what_others_left();
-    let fixed = ["/tmp/nvidia-mps", "/tmp/nvidia-log"];
-    for dir in fixed {
-        if let Ok(meta) = std::fs::metadata(dir) {
-            use std::os::unix::fs::MetadataExt;
-            assert_eq!(
-                meta.uid(),
-                USERS[0].1,
-                "{dir} is not alice's: the wrapper needs it"
-            );
-            std::fs::remove_dir_all(dir).unwrap();
-        }
-    }
+    remove_the_wrappers_directories();
     let scripts = Scripts::write("unpatched");
     for script in [&scripts.tilenight, &scripts.proc] {
         let log = scripts.run(script);
-        for dir in fixed {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+        remove_the_wrappers_directories();
         let rows = probe_rows(&log);
         let host = rows.split(' ').nth(1).unwrap_or("?").to_string();
         let want: Vec<String> = (0..64)
@@ -663,6 +666,79 @@ fn the_unpatched_scripts_keep_every_rank_on_its_gpu_under_a_site_default() {
                 "D {host} 1 PIPE_DIRECTORY=/tmp/nvidia-mps CUDA_VISIBLE_DEVICES=0"
             )],
             "{script}: the wrapper's one daemon, with rank 0's GPU\n{log}"
+        );
+    }
+}
+
+/// The fixed directories of the wrapper's daemon, removed before a job
+/// (each must be alice's: the wrapper needs it) and after it.
+fn remove_the_wrappers_directories() {
+    for dir in ["/tmp/nvidia-mps", "/tmp/nvidia-log"] {
+        if let Ok(meta) = std::fs::metadata(dir) {
+            use std::os::unix::fs::MetadataExt;
+            assert_eq!(
+                meta.uid(),
+                USERS[0].1,
+                "{dir} is not alice's: the wrapper needs it"
+            );
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+    }
+}
+
+/// The scripts the patched branch writes without the `gpu_wrapper` key
+/// (as contrib/desispec's 0002 ships batch_config.yaml:
+/// `desi_mps_wrapper`) are the unpatched branch's, byte for byte once
+/// their folders are named alike; on nodes without the plugin they run as
+/// today: `desi_mps_wrapper` in every GPU srun, every rank sees the step's
+/// 4 GPUs and desispec's round-robin selects rank % 4 (the flag unset, so
+/// the patched gpu.py changes nothing), the wrapper's one daemon in its
+/// fixed /tmp/nvidia-mps, started with rank 0's environment.
+#[test]
+fn the_scripts_without_the_key_are_todays_and_run_as_today_without_the_plugin() {
+    let _c = setup("required", &[]);
+    cluster(&["plugin", "off"]);
+    crate::mps::clear_what_others_left();
+    remove_the_wrappers_directories();
+    let scripts = Scripts::write("patched");
+    let today = Scripts::write("unpatched");
+    for (script, todays) in [
+        (&scripts.tilenight, &today.tilenight),
+        (&scripts.proc, &today.proc),
+    ] {
+        let text = std::fs::read_to_string(script).unwrap();
+        let todays = std::fs::read_to_string(todays).unwrap().replace(
+            &*today.dir.to_string_lossy(),
+            &scripts.dir.to_string_lossy(),
+        );
+        assert_eq!(text, todays, "{script}: not today's script");
+        assert!(
+            text.contains(" --cpu-bind=cores desi_mps_wrapper desi_proc"),
+            "{text}"
+        );
+    }
+    for script in [&scripts.tilenight, &scripts.proc] {
+        let log = scripts.run(script);
+        remove_the_wrappers_directories();
+        let rows = probe_rows(&log);
+        let host = rows.split(' ').nth(1).unwrap_or("?").to_string();
+        let want: Vec<String> = (0..64)
+            .map(|rank| {
+                let gpu = rank % 4;
+                format!(
+                    "{rank} {host} {rank} 0,1,2,3 {gpu} {gpu} unset {gpu} reached /tmp/nvidia-mps"
+                )
+            })
+            .collect();
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        assert_eq!(rows, crate::common::rows(&want), "{script}:\n{log}");
+        let daemons: Vec<&str> = log.lines().filter(|l| l.starts_with("D ")).collect();
+        assert_eq!(
+            daemons,
+            [format!(
+                "D {host} 1 PIPE_DIRECTORY=/tmp/nvidia-mps CUDA_VISIBLE_DEVICES=0,1,2,3"
+            )],
+            "{script}: the wrapper's one daemon, with the step's GPUs\n{log}"
         );
     }
 }

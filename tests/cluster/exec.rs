@@ -70,7 +70,7 @@ fn exec_becomes_the_application_with_its_exit_code() {
         .probe(r#"echo "T $SLURM_PROCID $CUDA_VISIBLE_DEVICES $DESI_GPU_MAPPED $(cat /proc/$PPID/comm)"; exit 3"#)
         .run()
         .exits(3)
-        .rows_are(&["0 0 1 slurmstepd", "1 1 1 slurmstepd"]);
+        .rows_are(&["0 0,2 1 slurmstepd", "1 1,3 1 slurmstepd"]);
     // A command that cannot run: the shell's message and code.
     let data = format!("{}/not-a-program", state_dir());
     std::fs::write(&data, "data\n").unwrap();
@@ -134,7 +134,8 @@ fn scancel_reaches_an_exec_application_as_sigterm() {
         })
     };
     assert!(wait_for(&ready), "the application never started");
-    assert_eq!(std::fs::read_to_string(&ready).unwrap().trim(), "0");
+    // One task on four GPUs holds them all.
+    assert_eq!(std::fs::read_to_string(&ready).unwrap().trim(), "0,1,2,3");
     client("scancel", &id).ok();
     assert!(
         wait_for(&format!("{dir}/term.0")),

@@ -68,14 +68,14 @@ fn srun_help_lists_the_option() {
     let all = out.stdout() + &out.stderr();
     assert!(all.contains("--desi-gpu-map="), "{out}");
     assert!(
-        all.contains("Bind each task to one GPU of its node"),
+        all.contains("Bind each task to its share of its node's GPUs"),
         "{out}"
     );
 }
 
 #[test]
 fn value_options_are_slurms() {
-    // The help check skips option values by these lists (src/client_args.rs):
+    // The help check skips option values by these lists (core/src/settings/client_args.rs):
     // each option must want a value in this series, or be unknown to the
     // client; one that takes none would hide the program's first word.
     use desi_gpu_map_core::settings::client_args::{value_options, Client};
@@ -344,7 +344,7 @@ fn flags_that_runtimes_read_are_refused() {
     let out = srun("-w n1 -n2 --gpus-per-node=4 --desi-gpu-map=contiguous")
         .probe("echo $CUDA_VISIBLE_DEVICES ${NERSC_GPU_BOUND-unset}")
         .ok();
-    assert_eq!(out.lines(""), ["0 1", "1 1"], "{out}");
+    assert_eq!(out.lines(""), ["0,1 1", "2,3 1"], "{out}");
 }
 
 // ------------------------------------------------------------ plugstack lines
@@ -438,12 +438,12 @@ fn the_plugin_from_two_paths_maps_once_and_says_so_once() {
         .env(OPTION_ENV, "roundrobin")
         .probe(probe::FULL)
         .run()
-        .rows_are(&["0 n1 0 0 1 roundrobin 4", "1 n1 1 1 1 roundrobin 4"]);
+        .rows_are(&["0 n1 0 0,2 1 roundrobin 4", "1 n1 1 1,3 1 roundrobin 4"]);
     let inner = format!("srun -n2 bash -c '{}'", probe::FULL);
     salloc("-N1 -n2 -w n1 --gpus-per-node=4 --desi-gpu-map=contiguous")
         .probe(&inner)
         .run()
-        .rows_are(&["0 n1 0 0 1 contiguous 4", "1 n1 1 1 1 contiguous 4"]);
+        .rows_are(&["0 n1 0 0,1 1 contiguous 4", "1 n1 1 2,3 1 contiguous 4"]);
     let output = format!("{}/two-copies.out", state_dir());
     sbatch("--wait -o")
         .arg(&output)
@@ -453,7 +453,7 @@ fn the_plugin_from_two_paths_maps_once_and_says_so_once() {
     let batch = std::fs::read_to_string(&output).unwrap_or_default();
     assert_eq!(
         probe_rows(&batch),
-        rows(&["0 n1 0 0 1 roundrobin 4", "1 n1 1 1 1 roundrobin 4"]),
+        rows(&["0 n1 0 0,2 1 roundrobin 4", "1 n1 1 1,3 1 roundrobin 4"]),
         "{batch}"
     );
     // One line in slurmd's log, from slurmd's own start, none per step.

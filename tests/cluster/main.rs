@@ -13,6 +13,7 @@ mod closest;
 mod desi;
 mod exec;
 mod faults;
+mod flux;
 mod hidepid;
 mod input;
 mod methods;

@@ -52,8 +52,8 @@ fn verbose_reports_each_task() {
     assert_eq!(
         sorted_lines(&ran.out.stderr, |l| l.contains("desi-gpu-map: node=")),
         [
-            "desi-gpu-map: node=n1 rank=0 local=0/2 gpu=0 visible=0 gpus=0,1,2,3 method=contiguous source=slurm",
-            "desi-gpu-map: node=n1 rank=1 local=1/2 gpu=1 visible=1 gpus=0,1,2,3 method=contiguous source=slurm",
+            "desi-gpu-map: node=n1 rank=0 local=0/2 gpu=0,1 visible=0,1 gpus=0,1,2,3 method=contiguous source=slurm",
+            "desi-gpu-map: node=n1 rank=1 local=1/2 gpu=2,3 visible=2,3 gpus=0,1,2,3 method=contiguous source=slurm",
         ],
         "{ran}"
     );
@@ -65,10 +65,52 @@ fn no_option_leaves_the_environment_untouched() {
     two_on_n1("").ok().rows_are(&TWO_UNTOUCHED);
 }
 
+/// One worker per visible GPU, as `torchrun --nproc-per-node=4` starts
+/// them: worker `i` takes the `i`-th visible device (its LOCAL_RANK), and
+/// prints `W rank worker device` where the task's list has one for it, or
+/// `W rank worker none` where CUDA would say "invalid device ordinal".
+const TORCHRUN_SHAPE: &str = r#"
+IFS=, read -ra gpus <<<"${CUDA_VISIBLE_DEVICES-}"
+for i in 0 1 2 3; do
+  (echo "W $SLURM_PROCID $i ${gpus[$i]:-none}") &
+done
+wait"#;
+
+#[test]
+fn a_site_default_leaves_one_task_a_node_every_gpu_of_its_node() {
+    // The README's advice: default=contiguous maps every step. A task per
+    // node (torchrun, flux start, Dask, Ray) keeps all four GPUs.
+    let _c = setup("required", &["default=contiguous"]);
+    srun("-N2 --ntasks-per-node=1 -w n[1-2] --gpus-per-node=4")
+        .probe(probe::FULL)
+        .ok()
+        .rows_are(&[
+            "0 n1 0 0,1,2,3 1 contiguous 4",
+            "1 n2 0 0,1,2,3 1 contiguous 4",
+        ]);
+    let ran = srun("-N2 --ntasks-per-node=1 -w n[1-2] --gpus-per-node=4")
+        .probe(TORCHRUN_SHAPE)
+        .ok();
+    let mut want: Vec<String> = Vec::new();
+    for rank in 0..2 {
+        for i in 0..4 {
+            want.push(format!("W {rank} {i} {i}"));
+        }
+    }
+    assert_eq!(ran.lines("W "), want, "every worker has its GPU: {ran}");
+    // Two tasks on the node: each drives its half, every GPU busy.
+    srun("-N1 -n2 -w n1 --gpus-per-node=4")
+        .probe(probe::GPU)
+        .ok()
+        .rows_are(&["0 n1 0 0,1 1", "1 n1 1 2,3 1"]);
+}
+
 #[test]
 fn site_default_and_none() {
     let _c = setup("required", &["default=roundrobin"]);
-    two_on_n1("").ok().rows_are(&["0 n1 0 0 1", "1 n1 1 1 1"]);
+    two_on_n1("")
+        .ok()
+        .rows_are(&["0 n1 0 0,2 1", "1 n1 1 1,3 1"]);
     two_on_n1("--desi-gpu-map=none")
         .ok()
         .rows_are(&TWO_UNTOUCHED);
@@ -102,11 +144,11 @@ fn environment_form_and_salloc() {
     two_on_n1("")
         .env(OPTION_ENV, "roundrobin")
         .run()
-        .rows_are(&["0 n1 0 0 1", "1 n1 1 1 1"]);
+        .rows_are(&["0 n1 0 0,2 1", "1 n1 1 1,3 1"]);
     salloc("-N1 -n2 -w n2 --gpus-per-node=4 --desi-gpu-map=contiguous srun -n2")
         .probe(probe::GPU)
         .run()
-        .rows_are(&["0 n2 0 0 1", "1 n2 1 1 1"]);
+        .rows_are(&["0 n2 0 0,1 1", "1 n2 1 2,3 1"]);
 }
 
 #[test]
@@ -117,5 +159,5 @@ fn export_none_still_carries_the_option() {
     srun("--export=NONE -N1 -n2 -w n1 --gpus-per-node=4 --desi-gpu-map=roundrobin")
         .words(&["/bin/bash", "-c", probe::GPU])
         .ok()
-        .rows_are(&["0 n1 0 0 1", "1 n1 1 1 1"]);
+        .rows_are(&["0 n1 0 0,2 1", "1 n1 1 1,3 1"]);
 }

@@ -62,13 +62,14 @@ fn exec_under_open_mpis_mpirun_in_an_allocation_gives_each_rank_its_own_gpu() {
     )
     .run()
     .ok()
+    // Three ranks a node on four GPUs: the first holds two.
     .rows_are(&[
-        "0 n1 0 0 1",
-        "1 n1 1 0 1",
-        "2 n1 2 0 1",
-        "3 n2 0 0 1",
-        "4 n2 1 0 1",
-        "5 n2 2 0 1",
+        "0 n1 0,1 0 1",
+        "1 n1 2 0 1",
+        "2 n1 3 0 1",
+        "3 n2 0,1 0 1",
+        "4 n2 2 0 1",
+        "5 n2 3 0 1",
     ]);
 }
 
@@ -92,7 +93,13 @@ fn exec_under_mpichs_mpiexec_in_an_allocation_gives_each_rank_its_own_gpu() {
     )
     .run()
     .ok()
-    .rows_are(&["0 n1 0 0 1", "1 n1 1 0 1", "2 n2 0 0 1", "3 n2 1 0 1"]);
+    // Two ranks a node on four GPUs: every other GPU each.
+    .rows_are(&[
+        "0 n1 0,2 0 1",
+        "1 n1 1,3 0 1",
+        "2 n2 0,2 0 1",
+        "3 n2 1,3 0 1",
+    ]);
 }
 
 /// What each srun task prints: its rank, node, list, local id and flag.
@@ -163,13 +170,14 @@ fn ranks_of_mpirun_and_mpiexec_are_placed_by_their_launcher_under_hidepid() {
     .user(alice)
     .run()
     .ok()
+    // Three ranks a node on four GPUs: the first holds two.
     .rows_are(&[
-        "0 n1 0 0 1",
-        "1 n1 1 0 1",
-        "2 n1 2 0 1",
-        "3 n2 0 0 1",
-        "4 n2 1 0 1",
-        "5 n2 2 0 1",
+        "0 n1 0,1 0 1",
+        "1 n1 2 0 1",
+        "2 n1 3 0 1",
+        "3 n2 0,1 0 1",
+        "4 n2 2 0 1",
+        "5 n2 3 0 1",
     ]);
     launched_in(
         "-N2 -w n1,n2 --ntasks-per-node=2 --gpus-per-node=4",
@@ -179,5 +187,11 @@ fn ranks_of_mpirun_and_mpiexec_are_placed_by_their_launcher_under_hidepid() {
     .user(alice)
     .run()
     .ok()
-    .rows_are(&["0 n1 0 0 1", "1 n1 1 0 1", "2 n2 0 0 1", "3 n2 1 0 1"]);
+    // Two ranks a node on four GPUs: every other GPU each.
+    .rows_are(&[
+        "0 n1 0,2 0 1",
+        "1 n1 1,3 0 1",
+        "2 n2 0,2 0 1",
+        "3 n2 1,3 0 1",
+    ]);
 }

@@ -225,6 +225,8 @@ fn with_the_module_env_shows_each_tasks_binding() {
             "CUDA_VISIBLE_DEVICES=1",
             "DESI_GPU_MAPPED=1",
             "DESI_GPU_MAPPED=1",
+            "DESI_GPU_MAP_GPUS=0",
+            "DESI_GPU_MAP_GPUS=1",
             "DESI_GPU_MAP_METHOD=roundrobin",
             "DESI_GPU_MAP_METHOD=roundrobin",
             "DESI_GPU_MAP_NODE_GPUS=2",

@@ -76,7 +76,7 @@ fn the_application_is_the_task_with_its_own_parent_and_exit_code() {
         .probe(r#"echo "T $SLURM_PROCID $CUDA_VISIBLE_DEVICES $DESI_GPU_MAPPED $(cat /proc/$PPID/comm)"; exit 3"#)
         .run()
         .exits(3)
-        .rows_are(&["0 0 1 slurmstepd", "1 1 1 slurmstepd"]);
+        .rows_are(&["0 0,2 1 slurmstepd", "1 1,3 1 slurmstepd"]);
 }
 
 #[test]

@@ -257,7 +257,7 @@ fn a_site_default_is_silent_on_cpu_only_steps() {
     srun("-N1 -n2 -w n1 --gpus-per-node=4")
         .probe(probe::FULL)
         .ok()
-        .rows_are(&["0 n1 0 0 1 contiguous 4", "1 n1 1 1 1 contiguous 4"]);
+        .rows_are(&["0 n1 0 0,1 1 contiguous 4", "1 n1 1 2,3 1 contiguous 4"]);
 }
 
 // ------------------------------------------------ stale flags

@@ -45,8 +45,8 @@ fn auto_on_this_host_is_nvidia_and_leaves_the_other_lists() {
     vars_are(
         two_on_n1("--gpus-per-node=4 --desi-gpu-map=verbose,roundrobin").ok(),
         &[
-            "V 0 0 0,1,2,3 0,1,2,3 0,1,2,3 unset PCI_BUS_ID 1",
-            "V 1 1 0,1,2,3 0,1,2,3 0,1,2,3 unset PCI_BUS_ID 1",
+            "V 0 0,2 0,1,2,3 0,1,2,3 0,1,2,3 unset PCI_BUS_ID 1",
+            "V 1 1,3 0,1,2,3 0,1,2,3 0,1,2,3 unset PCI_BUS_ID 1",
         ],
     )
     .says(&format!(
@@ -60,8 +60,8 @@ fn vendor_nvidia_narrows_cuda_visible_devices_only() {
     vars_are(
         two_on_n1("--gpus-per-node=4 --desi-gpu-map=roundrobin").ok(),
         &[
-            "V 0 0 0,1,2,3 0,1,2,3 0,1,2,3 unset PCI_BUS_ID 1",
-            "V 1 1 0,1,2,3 0,1,2,3 0,1,2,3 unset PCI_BUS_ID 1",
+            "V 0 0,2 0,1,2,3 0,1,2,3 0,1,2,3 unset PCI_BUS_ID 1",
+            "V 1 1,3 0,1,2,3 0,1,2,3 0,1,2,3 unset PCI_BUS_ID 1",
         ],
     );
     // The user's own CUDA_DEVICE_ORDER is kept.
@@ -70,8 +70,8 @@ fn vendor_nvidia_narrows_cuda_visible_devices_only() {
             .env("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
             .run(),
         &[
-            "V 0 0 0,1,2,3 0,1,2,3 0,1,2,3 unset FASTEST_FIRST 1",
-            "V 1 1 0,1,2,3 0,1,2,3 0,1,2,3 unset FASTEST_FIRST 1",
+            "V 0 0,2 0,1,2,3 0,1,2,3 0,1,2,3 unset FASTEST_FIRST 1",
+            "V 1 1,3 0,1,2,3 0,1,2,3 0,1,2,3 unset FASTEST_FIRST 1",
         ],
     )
     .says(
@@ -96,8 +96,10 @@ fn vendor_amd_puts_the_gpu_in_rocr_visible_devices() {
     vars_are(
         two_on_n1("--gpus-per-node=4 --desi-gpu-map=verbose,roundrobin").ok(),
         &[
-            "V 0 0 0 0 0,1,2,3 unset unset 1",
-            "V 1 0 1 0 0,1,2,3 unset unset 1",
+            // Two tasks on four GPUs: each holds two, its ROCR list
+            // theirs and the index lists on top of it 0,1.
+            "V 0 0,1 0,2 0,1 0,1,2,3 unset unset 1",
+            "V 1 0,1 1,3 0,1 0,1,2,3 unset unset 1",
         ],
     )
     .says(

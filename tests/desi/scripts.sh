@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# scripts.sh DIR patched|unpatched USER DEPS
+# scripts.sh DIR unpatched|patched|desi-gpu-map USER DEPS
 # The batch scripts desispec's own generator writes, ready to submit as
 # USER, for tests/cluster/desi.rs and benches/desi.sh. In DIR (new, made
 # here, 0755): desispec's branch unpacked from
 # ../shared/thirdparty/desispec-main-efd9676.tar.gz (with
-# contrib/desispec/*.patch applied by `git apply` where patched), USER's
+# contrib/desispec/*.patch applied by `git apply` where patched or
+# desi-gpu-map; desi-gpu-map also sets perlmutter-gpu's `gpu_wrapper:
+# desi-gpu-map` in the branch's batch_config.yaml, as a site would), USER's
 # home (home/, USER's) with the .bash_profile a login shell reads there, and
 # the production's output tree (redux/, USER's) where
 # tests/desi/write_scripts.py, run as USER, writes the tilenight and the
@@ -24,7 +26,7 @@
 # NVML that the real driver's library stands for. Nothing of the scripts is
 # changed. Needs the cluster up (cluster.sh env in the environment).
 set -euo pipefail
-[ $# = 4 ] || { echo "usage: $0 DIR patched|unpatched USER DEPS" >&2; exit 2; }
+[ $# = 4 ] || { echo "usage: $0 DIR unpatched|patched|desi-gpu-map USER DEPS" >&2; exit 2; }
 dir=$1 kind=$2 user=$3 deps=$4
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 tarball=$repo/../shared/thirdparty/desispec-main-efd9676.tar.gz
@@ -35,8 +37,15 @@ tar xzf "$tarball" -C "$dir"
 branch=$dir/desispec-efd9676
 case $kind in
     patched) (cd "$branch" && git apply "$repo"/contrib/desispec/*.patch) ;;
+    desi-gpu-map)
+        (cd "$branch" && git apply "$repo"/contrib/desispec/*.patch)
+        config=$branch/py/desispec/data/batch_config.yaml
+        sed -i 's/^    gpu_wrapper: desi_mps_wrapper$/    gpu_wrapper: desi-gpu-map/' "$config"
+        [ "$(grep -c '^    gpu_wrapper: desi-gpu-map$' "$config")" = 1 ] ||
+            { echo "$0: no gpu_wrapper to set in $config" >&2; exit 1; }
+        ;;
     unpatched) ;;
-    *) echo "$0: patched or unpatched, not '$kind'" >&2; exit 2 ;;
+    *) echo "$0: unpatched, patched or desi-gpu-map, not '$kind'" >&2; exit 2 ;;
 esac
 mkdir -m 0755 "$dir/home" "$dir/redux"
 cat >"$dir/home/.bash_profile" <<PROFILE

@@ -14,16 +14,24 @@
 //!   ([`closest_own`]), see there.
 //! - Any step GPU whose local CPUs are unknown makes the whole step fall
 //!   back to `contiguous` ([`crate::topology::near_cpus`] says which and why).
-//! - A task's position by the rule ([`closest_position`]), with what the
+//! - Fewer tasks than GPUs: every GPU goes to exactly one task, each task
+//!   holding `k / n` or one more ([`closest_shares`]): the pairs of a task
+//!   and a GPU are taken nearest first (most CPUs in common), ties going to
+//!   the GPU nearest the task's `contiguous` block, so that tasks near
+//!   every GPU alike hold `contiguous`'s blocks. A share lists its nearest
+//!   GPU first. From its own CPUs only, a task holds `contiguous`'s block,
+//!   nearest first: it cannot know what the others would take.
+//! - A task's share by the rule ([`closest_position`]), with what the
 //!   node's tasks share read once ([`NodeCpus`]), and how it was matched
 //!   ([`Closeness`]).
 
 use crate::cpuset::CpuSet;
 use crate::error::Error;
-use crate::method::{position, Method};
+use crate::method::{position, share, Method};
 use crate::slurm::cpu_bind::bind_list_cpus;
 use crate::text::quote;
 use std::cell::OnceCell;
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -118,6 +126,67 @@ pub fn closest_of(tasks: &[CpuSet], near: &[CpuSet], local_id: usize) -> Result<
     pick_of(&groups(tasks, near)?, local_id)
 }
 
+/// Every task's share of the step's GPUs, from every task's CPUs
+/// (local-id order): [`closest_all`]'s one GPU each where the tasks are as
+/// many as the GPUs or more; else every GPU held by exactly one task (see
+/// the module's rule), each share nearest first.
+pub fn closest_shares(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<Vec<usize>>, Error> {
+    if tasks.len() >= near.len() {
+        return Ok(closest_all(tasks, near)?
+            .into_iter()
+            .map(|p| vec![p])
+            .collect());
+    }
+    let (n, k) = (tasks.len(), near.len());
+    let blocks = (0..n)
+        .map(|l| share(Method::Contiguous, l, n, k))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut pairs: Vec<(Reverse<usize>, usize, usize, usize)> = Vec::with_capacity(n * k);
+    for (l, (cpus, block)) in tasks.iter().zip(&blocks).enumerate() {
+        for (g, gpu) in near.iter().enumerate() {
+            pairs.push((Reverse(gpu.overlap(cpus)), distance(block, g), l, g));
+        }
+    }
+    pairs.sort_unstable();
+    let (floor, mut larger) = (k / n, k % n);
+    let mut held: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut taken = vec![false; k];
+    for (_, _, l, g) in pairs {
+        let (Some(own), Some(gone)) = (held.get_mut(l), taken.get_mut(g)) else {
+            continue;
+        };
+        let room = own.len() < floor || (own.len() == floor && larger > 0);
+        if *gone || !room {
+            continue;
+        }
+        if own.len() == floor {
+            larger -= 1;
+        }
+        *gone = true;
+        own.push(g);
+    }
+    for (own, cpus) in held.iter_mut().zip(tasks) {
+        nearest_first(own, cpus, near);
+    }
+    Ok(held)
+}
+
+/// How far GPU `g` lies from a `contiguous` block: 0 inside it.
+fn distance(block: &[usize], g: usize) -> usize {
+    let (first, last) = (block.first().copied(), block.last().copied());
+    match (first, last) {
+        (Some(first), _) if g < first => first - g,
+        (_, Some(last)) if g > last => g - last,
+        _ => 0,
+    }
+}
+
+/// Orders a share by nearness to `cpus` (most CPUs in common first), then
+/// by position.
+fn nearest_first(own: &mut [usize], cpus: &CpuSet, near: &[CpuSet]) {
+    own.sort_by_key(|&g| (Reverse(near.get(g).map_or(0, |n| n.overlap(cpus))), g));
+}
+
 /// Each task's candidates.
 fn groups(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<Vec<usize>>, Error> {
     if near.is_empty() {
@@ -210,7 +279,7 @@ pub struct Closeness {
     /// `slurm` (every task's CPUs from SLURM_CPU_BIND_LIST, where Slurm
     /// bound the task), `own` (its own mask only) or `none`.
     pub from: &'static str,
-    /// Its GPU's local CPUs.
+    /// Its (first) GPU's local CPUs.
     pub gpu_cpus: CpuSet,
     /// Nearness told no GPU apart (for every task, where all are known):
     /// the tasks were placed by the contiguous rule. Set only for local
@@ -240,8 +309,8 @@ pub struct NodeCpus<'a> {
     local_count: usize,
     listed: OnceCell<Option<Vec<CpuSet>>>,
     /// `None`: one task asks, for itself ([`closest_of`]); `Some`: every
-    /// task's position, computed once ([`closest_all`]). The two agree.
-    picks: Option<OnceCell<Result<Vec<usize>, Error>>>,
+    /// task's share, computed once ([`closest_shares`]). The two agree.
+    picks: Option<OnceCell<Result<Vec<Vec<usize>>, Error>>>,
 }
 
 impl<'a> NodeCpus<'a> {
@@ -277,37 +346,46 @@ impl<'a> NodeCpus<'a> {
             .as_deref()
     }
 
-    /// Task `local_id`'s position by the rule over `listed` (the list's
+    /// Task `local_id`'s share by the rule over `listed` (the list's
     /// tasks) and the step's GPUs: alone, or from every task's, made once.
-    fn pick(&self, listed: &[CpuSet], near: &[CpuSet], local_id: usize) -> Result<usize, Error> {
-        let Some(picks) = &self.picks else {
-            return closest_of(listed, near, local_id);
+    fn pick(
+        &self,
+        listed: &[CpuSet],
+        near: &[CpuSet],
+        local_id: usize,
+    ) -> Result<Vec<usize>, Error> {
+        let out_of_range = || Error::LocalIdOutOfRange {
+            local_id,
+            local_count: listed.len(),
         };
-        match picks.get_or_init(|| closest_all(listed, near)) {
-            Ok(picks) => picks
-                .get(local_id)
-                .copied()
-                .ok_or(Error::LocalIdOutOfRange {
-                    local_id,
-                    local_count: listed.len(),
-                }),
+        let Some(picks) = &self.picks else {
+            if listed.len() >= near.len() {
+                return closest_of(listed, near, local_id).map(|p| vec![p]);
+            }
+            let mut all = closest_shares(listed, near)?;
+            return (local_id < all.len())
+                .then(|| all.swap_remove(local_id))
+                .ok_or_else(out_of_range);
+        };
+        match picks.get_or_init(|| closest_shares(listed, near)) {
+            Ok(picks) => picks.get(local_id).cloned().ok_or_else(out_of_range),
             Err(e) => Err(e.clone()),
         }
     }
 }
 
-/// A `closest` task's position: from every task's CPUs when Slurm lists
-/// them (the same answer in every task), else from its own mask, else
-/// contiguous. Task `local_id` of `local_count` has the CPU mask `own`,
-/// its slurmstepd `parent`, each where known; `node` is what its node's
-/// tasks share.
+/// A `closest` task's share (one GPU where the node's tasks are as many as
+/// its GPUs or more): from every task's CPUs when Slurm lists them (the
+/// same answer in every task), else from its own mask, else contiguous.
+/// Task `local_id` of `local_count` has the CPU mask `own`, its slurmstepd
+/// `parent`, each where known; `node` is what its node's tasks share.
 pub fn closest_position(
     near: &[CpuSet],
     own: Option<&CpuSet>,
     parent: Option<&CpuSet>,
     (local_id, local_count): (usize, usize),
     node: &NodeCpus,
-) -> Result<(usize, Closeness), Error> {
+) -> Result<(Vec<usize>, Closeness), Error> {
     // The list counts only where Slurm bound this task to its entry (a
     // list a user exported, or one in other CPU numbers, does not).
     let all = node
@@ -315,23 +393,34 @@ pub fn closest_position(
         .filter(|all| list_is_slurms(all, own, parent, local_id));
     // Only local task 0 says whether nearness told no GPU apart.
     let first = local_id == 0;
+    let fewer = local_count < near.len();
     let (at, mine, from, alike) = match (all, own) {
         (Some(all), _) => {
             let at = node.pick(all, near, local_id)?;
             let alike = first && all.iter().all(|t| near_all_alike(Some(t), near));
             (at, all.get(local_id).cloned(), "slurm", alike)
         }
-        (None, Some(own)) => {
-            let at = closest_own(own, local_id, local_count, near)?;
+        (None, Some(own)) if fewer => {
+            let mut at = share(Method::Contiguous, local_id, local_count, near.len())?;
+            nearest_first(&mut at, own, near);
             let alike = first && near_all_alike(Some(own), near);
             (at, Some(own.clone()), "own", alike)
         }
+        (None, Some(own)) => {
+            let at = closest_own(own, local_id, local_count, near)?;
+            let alike = first && near_all_alike(Some(own), near);
+            (vec![at], Some(own.clone()), "own", alike)
+        }
         (None, None) => {
-            let at = position(Method::Contiguous, local_id, local_count, near.len())?;
+            let at = share(Method::Contiguous, local_id, local_count, near.len())?;
             (at, None, "none", first && near_all_alike(None, near))
         }
     };
-    let gpu_cpus = near.get(at).cloned().unwrap_or_default();
+    let gpu_cpus = at
+        .first()
+        .and_then(|&g| near.get(g))
+        .cloned()
+        .unwrap_or_default();
     let closeness = Closeness {
         cpus: mine,
         from,
@@ -585,6 +674,34 @@ mod tests {
         assert!(!is(Some(&cpus("0-3")), Some(&stepd), 3));
     }
 
+    fn shares(preset: Preset, n: usize) -> Vec<Vec<usize>> {
+        closest_shares(&blocks(preset, n), &near(preset)).unwrap()
+    }
+
+    #[test]
+    fn fewer_tasks_than_gpus_hold_the_nearest_shares() {
+        for preset in [Preset::Perlmutter, Preset::Polaris] {
+            // One task on the whole node holds every GPU.
+            assert_eq!(shares(preset, 1), [vec![0, 1, 2, 3]], "{preset:?}");
+            // Each of two tasks spans the two domains of two GPUs: it holds
+            // them, its first the one it held alone before.
+            assert_eq!(shares(preset, 2), [vec![2, 3], vec![0, 1]], "{preset:?}");
+            // As many tasks as GPUs: one each, as before.
+            assert_eq!(shares(preset, 4), [[3], [2], [1], [0]], "{preset:?}");
+        }
+        // Three tasks on Perlmutter's 64 cores, GPUs 3, 2, 1, 0 on 16
+        // each: 0-20 (16 by GPU 3, 5 by GPU 2), 21-41 (11 by GPU 2, 10 by
+        // GPU 1), 42-62 (6 by GPU 1, 15 by GPU 0). The spare GPU goes
+        // where it is nearest: the middle task's 10 cores by GPU 1.
+        let got = shares(Preset::Perlmutter, 3);
+        assert_eq!(got, [vec![3], vec![2, 1], vec![0]]);
+        // Unbound tasks (the whole node each): contiguous's blocks.
+        let node = Preset::Perlmutter.topology().cpus;
+        let near = near(Preset::Perlmutter);
+        let all = closest_shares(&[node.clone(), node.clone(), node], &near).unwrap();
+        assert_eq!(all, [vec![0, 1], vec![2], vec![3]]);
+    }
+
     /// `closest_all` as first written, quadratic in the tasks: each
     /// task's entry by [`pick_of`], counting over all tasks.
     fn closest_all_before(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<usize>, Error> {
@@ -627,6 +744,40 @@ mod tests {
                 proptest::prop_assert_eq!(closest_of(&tasks, &near, l).unwrap(), p);
             }
             proptest::prop_assert!(closest_of(&tasks, &near, tasks.len()).is_err());
+        }
+
+        /// Fewer tasks than GPUs, bound anywhere: every GPU held by
+        /// exactly one task, each holding `k / n` or one more, its first
+        /// GPU as near as any of its share; and a task alone finds what
+        /// all of them find together.
+        #[test]
+        fn fewer_tasks_than_gpus_hold_every_gpu_once(
+            runs in proptest::collection::vec((0usize..140, 1usize..130), 1..8),
+            preset in 0usize..5,
+        ) {
+            let preset = [Preset::Perlmutter, Preset::Polaris, Preset::LumiG, Preset::DgxA100, Preset::Aurora][preset];
+            let near = near(preset);
+            let tasks: Vec<CpuSet> = runs
+                .iter()
+                .map(|&(first, len)| CpuSet::range(first, first + len - 1).unwrap())
+                .take(near.len() - 1)
+                .collect();
+            let (n, k) = (tasks.len(), near.len());
+            let got = closest_shares(&tasks, &near).unwrap();
+            let mut held: Vec<usize> = got.iter().flatten().copied().collect();
+            held.sort_unstable();
+            proptest::prop_assert_eq!(held, (0..k).collect::<Vec<_>>());
+            for (own, cpus) in got.iter().zip(&tasks) {
+                proptest::prop_assert!(own.len() == k / n || own.len() == k / n + 1, "{:?}", got);
+                let first = near[own[0]].overlap(cpus);
+                proptest::prop_assert!(own.iter().all(|&g| near[g].overlap(cpus) <= first));
+            }
+            let node = NodeCpus::new(None, None, n);
+            for (l, own) in got.iter().enumerate() {
+                proptest::prop_assert_eq!(&node.pick(&tasks, &near, l).unwrap(), own);
+                let alone = NodeCpus::for_one(None, None, n);
+                proptest::prop_assert_eq!(&alone.pick(&tasks, &near, l).unwrap(), own);
+            }
         }
 
         #[test]

@@ -1,6 +1,7 @@
 //! The mapping methods, declared once (name, aliases, what the usage text
 //! says), and the mapping itself: which of a node's `k` GPUs local task `l`
-//! of `n` gets, and what stays visible to it.
+//! of `n` holds (one, where `n >= k`; its share of them, where `n < k`, so
+//! that no GPU of the step is left out), and what stays visible to it.
 
 pub mod closest;
 pub mod contiguous;
@@ -34,12 +35,17 @@ impl Method {
         match self {
             Method::Contiguous => &[
                 "consecutive blocks of node-local tasks share a GPU",
-                "(numpy.array_split order: 6 tasks on 4 GPUs -> 0 0 1 1 2 3)",
+                "(numpy.array_split order: 6 tasks on 4 GPUs -> 0 0 1 1 2 3;",
+                "fewer tasks than GPUs hold blocks: 3 on 4 -> 0,1 2 3)",
             ],
-            Method::RoundRobin => &["node-local task l gets GPU l mod k"],
+            Method::RoundRobin => &[
+                "node-local task l gets GPU l mod k; fewer tasks than",
+                "GPUs hold every n-th (2 on 4 -> 0,2 1,3)",
+            ],
             Method::Closest => &[
                 "a GPU attached to the task's own CPUs, split in blocks",
-                "among the tasks near the same GPUs; the GPUs' CPUs come",
+                "among the tasks near the same GPUs (fewer tasks than",
+                "GPUs: each its share, nearest first); the GPUs' CPUs come",
                 "from the kernel (sysfs) or NVML; contiguous where they",
                 "are unknown (said in one line)",
             ],
@@ -101,13 +107,53 @@ pub fn position(
     }
 }
 
-/// What the task keeps visible, drawn only from `gpus`: its own GPU, or
-/// every GPU starting at its own and wrapping round.
-pub fn visible_list<S: AsRef<str>>(gpus: &[S], position: usize, visible: Visible) -> Vec<&str> {
-    let (before, from) = gpus.split_at(position.min(gpus.len()));
+/// The positions in the node's GPU list that local task `local_id` of
+/// `local_count` holds over `gpu_count` GPUs, its first GPU first: one
+/// ([`position`]) where the tasks are as many as the GPUs or more; else its
+/// share, so that every GPU is held by exactly one task (`contiguous`: a
+/// block, `roundrobin`: every `n`-th). `closest` without its CPUs holds
+/// `contiguous`'s.
+pub fn share(
+    method: Method,
+    local_id: usize,
+    local_count: usize,
+    gpu_count: usize,
+) -> Result<Vec<usize>, Error> {
+    let first = position(method, local_id, local_count, gpu_count)?;
+    if local_count >= gpu_count {
+        return Ok(vec![first]);
+    }
+    Ok(match method {
+        Method::RoundRobin => roundrobin::stride(local_id, local_count, gpu_count),
+        Method::Contiguous | Method::Closest => {
+            contiguous::block(local_id, local_count, gpu_count).collect()
+        }
+    })
+}
+
+/// What the task keeps visible, drawn only from `gpus`: the GPUs at
+/// `share` (its own, in that order), and under `rotate` every other GPU
+/// after them, from the one after its first and wrapping round. Positions
+/// past the list are left out.
+pub fn visible_list<'a, S: AsRef<str>>(
+    gpus: &'a [S],
+    share: &[usize],
+    visible: Visible,
+) -> Vec<&'a str> {
+    let own = share.iter().filter_map(|&p| gpus.get(p)).map(AsRef::as_ref);
     match visible {
-        Visible::Single => from.first().map(AsRef::as_ref).into_iter().collect(),
-        Visible::Rotate => from.iter().chain(before).map(AsRef::as_ref).collect(),
+        Visible::Single => own.collect(),
+        Visible::Rotate => {
+            let Some(&first) = share.first().filter(|&&p| p < gpus.len()) else {
+                return own.collect();
+            };
+            let rest = (1..gpus.len())
+                .map(|i| (first + i) % gpus.len())
+                .filter(|p| !share.contains(p))
+                .filter_map(|p| gpus.get(p))
+                .map(AsRef::as_ref);
+            own.chain(rest).collect()
+        }
     }
 }
 
@@ -122,6 +168,11 @@ pub(crate) mod tests {
         (0..n).map(|l| position(method, l, n, k).unwrap()).collect()
     }
 
+    /// Every task's share through the method's dispatch.
+    pub(crate) fn shares(method: Method, n: usize, k: usize) -> Vec<Vec<usize>> {
+        (0..n).map(|l| share(method, l, n, k).unwrap()).collect()
+    }
+
     #[test]
     fn bad_inputs_are_errors() {
         assert!(position(Method::Contiguous, 0, 4, 0).is_err());
@@ -132,10 +183,41 @@ pub(crate) mod tests {
     #[test]
     fn visible_lists() {
         let g = ["2", "3", "5"];
-        assert_eq!(visible_list(&g, 1, Visible::Single), ["3"]);
-        assert_eq!(visible_list(&g, 0, Visible::Rotate), ["2", "3", "5"]);
-        assert_eq!(visible_list(&g, 2, Visible::Rotate), ["5", "2", "3"]);
-        assert!(visible_list(&g, 9, Visible::Single).is_empty());
+        assert_eq!(visible_list(&g, &[1], Visible::Single), ["3"]);
+        assert_eq!(visible_list(&g, &[0], Visible::Rotate), ["2", "3", "5"]);
+        assert_eq!(visible_list(&g, &[2], Visible::Rotate), ["5", "2", "3"]);
+        assert!(visible_list(&g, &[9], Visible::Single).is_empty());
+        // A share: its GPUs first, then the rest from the one after its first.
+        let g = ["0", "1", "2", "3"];
+        assert_eq!(visible_list(&g, &[2, 3], Visible::Single), ["2", "3"]);
+        assert_eq!(
+            visible_list(&g, &[2, 3], Visible::Rotate),
+            ["2", "3", "0", "1"]
+        );
+        assert_eq!(
+            visible_list(&g, &[1, 3], Visible::Rotate),
+            ["1", "3", "2", "0"]
+        );
+        assert_eq!(visible_list(&g, &[0, 1, 2, 3], Visible::Rotate), g);
+    }
+
+    #[test]
+    fn a_share_never_leaves_the_list_and_starts_at_the_position() {
+        for method in [Method::Contiguous, Method::RoundRobin, Method::Closest] {
+            for k in 1..=9 {
+                for n in 1..=12 {
+                    for l in 0..n {
+                        let s = share(method, l, n, k).unwrap();
+                        let expect_len = if n >= k { 1 } else { s.len() };
+                        assert_eq!(s.len(), expect_len);
+                        assert!(s.iter().all(|&p| p < k), "{method:?} {l}/{n} on {k}: {s:?}");
+                        if n >= k {
+                            assert_eq!(s, [position(method, l, n, k).unwrap()]);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     proptest! {
@@ -170,11 +252,51 @@ pub(crate) mod tests {
             prop_assert!(hi - lo <= 1, "loads {:?}", loads);
         }
 
+        /// Fewer tasks than GPUs: every GPU of the node is held by exactly
+        /// one task, and the shares differ in size by at most one.
+        #[test]
+        fn fewer_tasks_than_gpus_hold_every_gpu_once(k in 2usize..=64, n in 1usize..64, rr in any::<bool>()) {
+            let n = 1 + n % (k - 1);
+            let method = if rr { Method::RoundRobin } else { Method::Contiguous };
+            let s = shares(method, n, k);
+            let mut held: Vec<usize> = s.iter().flatten().copied().collect();
+            held.sort_unstable();
+            prop_assert_eq!(held, (0..k).collect::<Vec<_>>());
+            let sizes: Vec<usize> = s.iter().map(Vec::len).collect();
+            prop_assert!(sizes.iter().all(|&z| z == k / n || z == k / n + 1), "{:?}", sizes);
+            // The first GPU of each share: roundrobin's l, contiguous's
+            // block start.
+            for (l, own) in s.iter().enumerate() {
+                let first = own[0];
+                match method {
+                    Method::RoundRobin => prop_assert_eq!(first, l),
+                    _ => prop_assert_eq!(first, l * (k / n) + l.min(k % n)),
+                }
+            }
+        }
+
+        #[test]
+        fn rotate_shows_every_gpu_once_own_first(k in 1usize..=16, n in 1usize..=16, l in 0usize..16, rr in any::<bool>()) {
+            let l = l % n;
+            let method = if rr { Method::RoundRobin } else { Method::Contiguous };
+            let g: Vec<String> = (0..k).map(|i| format!("GPU-{i}")).collect();
+            let own = share(method, l, n, k)?;
+            let v = visible_list(&g, &own, Visible::Rotate);
+            let mut sorted = v.clone();
+            sorted.sort_unstable();
+            let mut want: Vec<&str> = g.iter().map(String::as_str).collect();
+            want.sort_unstable();
+            prop_assert_eq!(sorted, want);
+            let head: Vec<&str> = own.iter().map(|&p| g[p].as_str()).collect();
+            prop_assert_eq!(&v[..own.len()], head.as_slice());
+            prop_assert_eq!(visible_list(&g, &own, Visible::Single), head);
+        }
+
         #[test]
         fn rotate_is_a_permutation_starting_at_the_task_gpu(k in 1usize..=16, p in 0usize..16) {
             let p = p % k;
             let g: Vec<String> = (0..k).map(|i| format!("GPU-{i}")).collect();
-            let v = visible_list(&g, p, Visible::Rotate);
+            let v = visible_list(&g, &[p], Visible::Rotate);
             prop_assert_eq!(v.len(), k);
             prop_assert_eq!(v[0], g[p].as_str());
             let mut sorted: Vec<&str> = v.clone();
@@ -182,7 +304,7 @@ pub(crate) mod tests {
             let mut want: Vec<&str> = g.iter().map(String::as_str).collect();
             want.sort_unstable();
             prop_assert_eq!(sorted, want);
-            prop_assert_eq!(visible_list(&g, p, Visible::Single), vec![g[p].as_str()]);
+            prop_assert_eq!(visible_list(&g, &[p], Visible::Single), vec![g[p].as_str()]);
         }
     }
 }

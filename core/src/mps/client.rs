@@ -3,7 +3,7 @@
 
 use super::serving::{InheritedMps, Mps, MPS_NAMES};
 use crate::env;
-use crate::method::{position, Method};
+use crate::method::{share, Method};
 
 /// A client's share of its GPU under `mps_share=even`: floor(100 / the
 /// tasks on it).
@@ -12,9 +12,9 @@ pub fn even_share(tasks: usize) -> u32 {
 }
 
 /// How many of the node's `tasks` each of the step's `gpus` serves, placed
-/// by `method`. A `closest` step is counted as `contiguous` places it: the
-/// tasks' CPUs are known only in each task, and closest splits in blocks
-/// as well.
+/// by `method` (with fewer tasks than GPUs, one each). A `closest` step is
+/// counted as `contiguous` places it: the tasks' CPUs are known only in
+/// each task, and closest splits in blocks as well.
 pub fn tasks_per_gpu(method: Method, gpus: usize, tasks: usize) -> Vec<usize> {
     let method = match method {
         Method::Closest => Method::Contiguous,
@@ -22,17 +22,17 @@ pub fn tasks_per_gpu(method: Method, gpus: usize, tasks: usize) -> Vec<usize> {
     };
     let mut counts = vec![0; gpus];
     for l in 0..tasks {
-        if let Some(c) = position(method, l, tasks, gpus)
-            .ok()
-            .and_then(|at| counts.get_mut(at))
-        {
-            *c += 1;
+        for at in share(method, l, tasks, gpus).unwrap_or_default() {
+            if let Some(c) = counts.get_mut(at) {
+                *c += 1;
+            }
         }
     }
     counts
 }
 
-/// The MPS variables of a task on GPU `position`, after its GPU lists.
+/// The MPS variables of a task whose first GPU is at `position`, after its
+/// GPU lists.
 pub fn mps_variables(mps: &Mps, position: usize) -> Vec<(String, String)> {
     let Mps::Serving(d) = mps else {
         return Vec::new();
@@ -51,7 +51,8 @@ pub fn mps_variables(mps: &Mps, position: usize) -> Vec<(String, String)> {
     set
 }
 
-/// The inherited MPS variables a task on GPU `position` loses: the flag
+/// The inherited MPS variables a task whose first GPU is at `position`
+/// loses: the flag
 /// wherever the plugin's daemon on this host does not serve it, every one
 /// of the plugin's where they name another node's daemon, and a parent's
 /// share that the step's own daemon does not give.

@@ -10,8 +10,13 @@ use crate::settings::config::MpsSettings;
 use std::path::{Path, PathBuf};
 
 /// The longest path of a Unix socket (`sun_path` holds 108 bytes with its
-/// terminating NUL): the daemon's `pipe/control` must fit.
+/// terminating NUL): every socket the daemon binds must fit.
 const MAX_SOCKET_PATH: usize = 107;
+
+/// The longest name of the sockets the control daemon binds in its pipe
+/// directory (`control`, and `control_privileged` beside it): where it
+/// does not fit, the daemon exits at its start with an empty log.
+const LONGEST_SOCKET: &str = "control_privileged";
 
 /// The step's MPS directory's name before its random part:
 /// `desi-gpu-map-mps.UID.JOBID.STEPID.NODEID`, NODEID the node's place in
@@ -64,10 +69,10 @@ pub fn named_daemon(
     }
 }
 
-/// The daemon's control socket must fit in a socket's path, in the
-/// longer of its two names: exec's keeper marks its directory's.
+/// The daemon's sockets must fit in a socket's path, in the longer of its
+/// directory's two names (exec's keeper marks its directory's).
 pub(super) fn check_socket(daemon: &Daemon) -> Result<(), NoMps> {
-    let socket = daemon.kept().pipe().join("control");
+    let socket = daemon.kept().pipe().join(LONGEST_SOCKET);
     if socket.as_os_str().len() > MAX_SOCKET_PATH {
         return Err(NoMps::SocketTooLong {
             socket,

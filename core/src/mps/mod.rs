@@ -42,4 +42,6 @@ pub use decide::{decide, inherited};
 pub use dirs::{dir_name, named_daemon};
 pub use input::{MpsFacts, MpsInput, MpsNode};
 pub use no_mps::{NoMps, MAX_CLIENTS};
+#[cfg(test)]
+pub(crate) use serving::MPS_NAMES;
 pub use serving::{InheritedMps, Mps};

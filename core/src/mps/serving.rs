@@ -61,7 +61,7 @@ pub struct InheritedMps {
 }
 
 /// The names a task served by the plugin's MPS gets.
-pub(super) const MPS_NAMES: [&str; 5] = [
+pub(crate) const MPS_NAMES: [&str; 5] = [
     env::MPS,
     env::MPS_HOST,
     env::MPS_PIPE,

@@ -66,6 +66,8 @@ fn plan_mps_files(
         step: Ok(crate::step::StepIdentity::Slurm(0)),
         config: Some(&config),
         request: Some(&request),
+        method_variable: None,
+        vars: &node.vars(),
         mps: facts,
     };
     (plan_step(&facts, &node), node.calls.get())
@@ -209,6 +211,8 @@ fn each_reason_to_run_without_mps_is_one_line() {
         step: Ok(crate::step::StepIdentity::Slurm(0)),
         config: Some(&config),
         request: Some(&request),
+        method_variable: None,
+        vars: &node.vars(),
         mps: Some(USER),
     };
     let why = without(&plan_step(&facts, &node));
@@ -352,6 +356,28 @@ fn directories_go_under_the_site_base_else_tmpdir_else_tmp() {
     let (plan, _) = plan_mps_with(&[], true, &deep, places(), Some(USER));
     assert!(without(&plan).contains("longer than a socket path may be"));
     assert_eq!(dir_name(5, "./x", 0), "desi-gpu-map-mps.5.x.0");
+    // A base where pipe/control would fit but the daemon's other socket,
+    // pipe/control_privileged, would not: refused, naming that one.
+    let (plan, _) = plan_mps_with(&["mps_dir=/var/mps"], true, &SLURM_4, places(), Some(USER));
+    let Mps::Start(d) = mps_of(&plan) else {
+        panic!("{plan:?}")
+    };
+    let below = d.kept().pipe().as_os_str().len() - "/var/mps".len();
+    let base = format!("/{}", "b".repeat(107 - "/control".len() - below - 1));
+    let control = below + base.len() + "/control".len();
+    assert_eq!(control, 107, "pipe/control fits exactly");
+    let (plan, _) = plan_mps_with(
+        &[&format!("mps_dir={base}")],
+        true,
+        &SLURM_4,
+        places(),
+        Some(USER),
+    );
+    let why = without(&plan);
+    assert!(
+        why.contains("control_privileged is longer than a socket path may be"),
+        "{why}"
+    );
 }
 
 #[test]
@@ -520,7 +546,11 @@ fn a_task_that_keeps_a_daemons_pipe_gets_its_gpu_by_uuid() {
     let socket = |f: &mut FakeFiles| f.exists.push(PathBuf::from("/tmp/d/pipe/control"));
     let (plan, _) = plan_mps_files(&[], false, &parent, places(), Some(USER), socket);
     assert!(matches!(mps_of(&plan), Mps::Theirs { ours: true, .. }));
-    assert_eq!(gpu_and_unset(&plan, 1), ("GPU-u1".to_string(), vec![]));
+    // Two tasks on four GPUs: task 1 holds the second half.
+    assert_eq!(
+        gpu_and_unset(&plan, 1),
+        ("GPU-u2,GPU-u3".to_string(), vec![])
+    );
     // A site's (or the user's) daemon: UUIDs too, and no flag of ours.
     let site = [&SLURM_4[..], &[(env::MPS_PIPE, "/site/mps")]].concat();
     let (plan, _) = plan_mps_with(&[], false, &site, places(), Some(USER));
@@ -532,14 +562,17 @@ fn a_task_that_keeps_a_daemons_pipe_gets_its_gpu_by_uuid() {
             ..
         }
     ));
-    assert_eq!(gpu_and_unset(&plan, 0), ("GPU-u0".to_string(), vec![]));
+    assert_eq!(
+        gpu_and_unset(&plan, 0),
+        ("GPU-u0,GPU-u1".to_string(), vec![])
+    );
     // A stale flag alone goes.
     let stale = [&SLURM_4[..], &[(env::MPS, "1")]].concat();
     let (plan, _) = plan_mps_with(&[], false, &stale, places(), Some(USER));
     assert_eq!(mps_of(&plan), Mps::Off);
     assert_eq!(
         gpu_and_unset(&plan, 0),
-        ("0".to_string(), vec![env::MPS.to_string()])
+        ("0,1".to_string(), vec![env::MPS.to_string()])
     );
 }
 
@@ -567,14 +600,17 @@ fn another_hosts_daemon_is_never_this_steps() {
     let plan = StepPlan::Map(map);
     assert_eq!(
         gpu_and_unset(&plan, 0),
-        ("GPU-u0".to_string(), vec![env::MPS_SHARE.to_string()])
+        (
+            "GPU-u0,GPU-u1".to_string(),
+            vec![env::MPS_SHARE.to_string()]
+        )
     );
     // Not asking: the other host's variables all go.
     let (plan, _) = plan_mps_files(&[], false, &elsewhere, places(), Some(USER), socket);
     assert_eq!(mps_of(&plan), Mps::Off);
     let (gpu, mut unset) = gpu_and_unset(&plan, 0);
     unset.sort();
-    assert_eq!(gpu, "0");
+    assert_eq!(gpu, "0,1");
     assert_eq!(
         unset,
         [env::MPS_SHARE, env::MPS_PIPE, env::MPS, env::MPS_HOST].map(String::from)
@@ -617,7 +653,12 @@ fn the_protocol_starts_the_daemon_the_plan_names_or_the_step_runs_without_it() {
     /// Starts every daemon it is asked for, and says for which task.
     struct Starts(Option<Option<usize>>);
     impl FrontEnd for Starts {
-        fn start_daemon(&mut self, daemon: &Daemon, task: Option<usize>) -> Result<Daemon, String> {
+        type NoDaemon = std::convert::Infallible;
+        fn start_daemon(
+            &mut self,
+            daemon: &Daemon,
+            task: Option<usize>,
+        ) -> Result<Daemon, Self::NoDaemon> {
             self.0 = Some(task);
             Ok(daemon.clone())
         }

@@ -39,24 +39,24 @@ fn adjust(_: &mut Rendering, step: &StepLists, _: Option<&str>, notes: &mut Vec<
     }
 }
 
-fn render(r: &Rendering, step: &StepLists, position: usize) -> Vec<(String, String)> {
+fn render(r: &Rendering, step: &StepLists, share: &[usize]) -> Vec<(String, String)> {
     let mut set = Vec::new();
     let mut put = |name: &str, value: String| set.push((name.to_string(), value));
     match step.list(env::ROCR) {
         Some(rocr) => {
-            put(env::ROCR, own(r, rocr, position));
+            put(env::ROCR, own(r, rocr, share));
             // Slurm's list (NVML's is refused in `unbindable`).
-            put(env::CUDA, layered(r, step, position));
+            put(env::CUDA, layered(r, step, share));
             if step.list(env::GPU_ORDINAL).is_some() {
-                put(env::GPU_ORDINAL, layered(r, step, position));
+                put(env::GPU_ORDINAL, layered(r, step, share));
             }
         }
         // Without ROCR, HIP's list and OpenCL's each filter the node's
         // devices directly, in different runtimes.
         None => {
-            put(env::CUDA, own(r, step.gpus, position));
+            put(env::CUDA, own(r, step.gpus, share));
             if let Some(ordinal) = step.list(env::GPU_ORDINAL) {
-                put(env::GPU_ORDINAL, own(r, ordinal, position));
+                put(env::GPU_ORDINAL, own(r, ordinal, share));
             }
         }
     }

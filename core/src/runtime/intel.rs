@@ -36,13 +36,18 @@ fn adjust(r: &mut Rendering, _: &StepLists, _: Option<&str>, notes: &mut Vec<Str
     }
 }
 
-fn render(r: &Rendering, step: &StepLists, position: usize) -> Vec<(String, String)> {
+fn render(r: &Rendering, step: &StepLists, share: &[usize]) -> Vec<(String, String)> {
+    // Read as a set, in the list's order: a share is written in that order
+    // too, so that its first entry is the device the task's code sees first.
+    let mut share = share.to_vec();
+    share.sort_unstable();
+    let share = share.as_slice();
     let mut set = Vec::new();
     if let Some(ze) = step.list(env::ZE) {
-        set.push((env::ZE.to_string(), own(r, ze, position)));
+        set.push((env::ZE.to_string(), own(r, ze, share)));
     }
     // Level Zero ignores it; narrowed so that what the task reads there
     // names the GPU it has, as on NVIDIA nodes.
-    set.push((env::CUDA.to_string(), own(r, step.gpus, position)));
+    set.push((env::CUDA.to_string(), own(r, step.gpus, share)));
     set
 }

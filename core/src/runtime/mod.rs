@@ -120,9 +120,10 @@ impl Rendering {
     }
 }
 
-/// The variables for the task at `position` in the step's lists.
-pub fn render(r: &Rendering, step: &StepLists, position: usize) -> Vec<(String, String)> {
-    (r.vendor.rules().render)(r, step, position)
+/// The variables for the task holding `share` (positions in the step's
+/// lists, its first GPU first).
+pub fn render(r: &Rendering, step: &StepLists, share: &[usize]) -> Vec<(String, String)> {
+    (r.vendor.rules().render)(r, step, share)
 }
 
 /// The node's GPUs of `vendor` as the kernel lists them under `root`:

@@ -34,8 +34,8 @@ fn adjust(r: &mut Rendering, step: &StepLists, user_order: Option<&str>, notes: 
     }
 }
 
-fn render(r: &Rendering, step: &StepLists, position: usize) -> Vec<(String, String)> {
-    let mut set = vec![(env::CUDA.to_string(), own(r, step.gpus, position))];
+fn render(r: &Rendering, step: &StepLists, share: &[usize]) -> Vec<(String, String)> {
+    let mut set = vec![(env::CUDA.to_string(), own(r, step.gpus, share))];
     if r.pci_order {
         set.push((env::DEVICE_ORDER.to_string(), "PCI_BUS_ID".to_string()));
     }

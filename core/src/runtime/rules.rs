@@ -42,8 +42,9 @@ pub(super) struct Rules {
     /// Fits the rendering to what its runtimes honour (`CUDA_DEVICE_ORDER`
     /// as the user set it), with notes for `verbose`.
     pub(super) adjust: fn(&mut Rendering, &StepLists, Option<&str>, &mut Vec<String>),
-    /// The variables for the task at a position of the step's lists.
-    pub(super) render: fn(&Rendering, &StepLists, usize) -> Vec<(String, String)>,
+    /// The variables for the task holding a share (positions) of the
+    /// step's lists.
+    pub(super) render: Render,
     /// Its GPUs as the kernel lists them under a root.
     pub(super) kernel_gpus: fn(&dyn Files, &Path) -> Result<Vec<KernelGpu>, String>,
 }
@@ -56,20 +57,8 @@ pub enum VendorSetting {
     Fixed(Vendor),
 }
 
-/// `auto`, then every vendor, built from [`Vendor`]'s own list.
-const SETTINGS: [VendorSetting; Vendor::ALL.len() + 1] = {
-    let mut all = [VendorSetting::Auto; Vendor::ALL.len() + 1];
-    let mut i = 0;
-    while i < Vendor::ALL.len() {
-        // Evaluated by the compiler: an index out of range fails the build.
-        #[allow(clippy::indexing_slicing)]
-        {
-            all[i + 1] = VendorSetting::Fixed(Vendor::ALL[i]);
-        }
-        i += 1;
-    }
-    all
-};
+// `auto`, then every vendor, built from [`Vendor`]'s own list.
+crate::names::with_one_more!(SETTINGS: VendorSetting = VendorSetting::Auto, first, VendorSetting::Fixed, Vendor);
 
 impl Named for VendorSetting {
     const ALL: &'static [Self] = &SETTINGS;
@@ -186,18 +175,22 @@ impl<'a> StepLists<'a> {
     }
 }
 
-/// The task's own part of `list`: its GPU, or the rotated list.
-pub(super) fn own(r: &Rendering, list: &[String], position: usize) -> String {
-    join(&visible_list(list, position, r.visible))
+/// The task's own part of `list`: its GPUs, or the rotated list.
+pub(super) fn own(r: &Rendering, list: &[String], share: &[usize]) -> String {
+    join(&visible_list(list, share, r.visible))
 }
 
 /// An index list layered on a filter that already holds the task's GPUs
 /// in the task's order: its first entries, in order.
-pub(super) fn layered(r: &Rendering, step: &StepLists, position: usize) -> String {
-    let count = visible_list(step.gpus, position, r.visible).len();
+pub(super) fn layered(r: &Rendering, step: &StepLists, share: &[usize]) -> String {
+    let count = visible_list(step.gpus, share, r.visible).len();
     let indices: Vec<String> = (0..count).map(|i| i.to_string()).collect();
     join(&indices)
 }
+
+/// A vendor's rendering: the variables for the task holding a share
+/// (positions) of the step's lists.
+pub(super) type Render = fn(&Rendering, &StepLists, &[usize]) -> Vec<(String, String)>;
 
 /// Most GPUs on one node: more make `closest` fall back (nodes hold a few
 /// dozen at most).

@@ -294,6 +294,34 @@ fn every_runtime_ends_up_on_the_task_gpu() {
     }
 }
 
+#[test]
+fn every_runtime_ends_up_on_the_task_share_with_fewer_tasks_than_gpus() {
+    for vendor in [Vendor::Nvidia, Vendor::Amd, Vendor::Intel] {
+        for visible in ["single", "rotate"] {
+            let config = parse_args(&[format!("visible={visible}")]).unwrap();
+            let alloc: &[usize] = &[0, 1, 2, 3];
+            let env = slurm_env(alloc);
+            let map = plan_for(vendor, &config, &env);
+            // roundrobin (the tests' default): 2 tasks on 4 GPUs hold 0,2
+            // and 1,3; rotate adds the rest after them.
+            for (l, share, rotated) in [(0, [0, 2], [0, 2, 1, 3]), (1, [1, 3], [1, 3, 2, 0])] {
+                let task = task_env(&map, &env, l, 2);
+                for &runtime in runtimes(vendor) {
+                    let seen = device_seen(runtime, &task);
+                    let case =
+                        format!("{vendor:?} visible={visible} task {l} {runtime:?}: {task:?}");
+                    let want: Vec<usize> = if visible == "rotate" && vendor != Vendor::Intel {
+                        rotated.to_vec()
+                    } else {
+                        share.to_vec()
+                    };
+                    assert_eq!(seen, want, "{case}");
+                }
+            }
+        }
+    }
+}
+
 /// What the plugin wrote before vendors were told apart: every list Slurm
 /// set narrowed to the same entries, and no CUDA_DEVICE_ORDER.
 fn lockstep(
@@ -303,7 +331,7 @@ fn lockstep(
     visible: Visible,
 ) -> HashMap<String, String> {
     let tokens: Vec<String> = alloc.iter().map(usize::to_string).collect();
-    let mine = join(&visible_list(&tokens, p, visible));
+    let mine = join(&visible_list(&tokens, &[p], visible));
     let mut env = env.clone();
     for name in [
         "CUDA_VISIBLE_DEVICES",

@@ -13,20 +13,8 @@ pub enum Choice {
     Map(Method),
 }
 
-/// Every method, then `none`, built from [`Method`]'s own list.
-const CHOICES: [Choice; Method::ALL.len() + 1] = {
-    let mut all = [Choice::Off; Method::ALL.len() + 1];
-    let mut i = 0;
-    while i < Method::ALL.len() {
-        // Evaluated by the compiler: an index out of range fails the build.
-        #[allow(clippy::indexing_slicing)]
-        {
-            all[i] = Choice::Map(Method::ALL[i]);
-        }
-        i += 1;
-    }
-    all
-};
+// Every method, then `none`, built from [`Method`]'s own list.
+crate::names::with_one_more!(CHOICES: Choice = Choice::Off, last, Choice::Map, Method);
 
 impl Named for Choice {
     const ALL: &'static [Self] = &CHOICES;
@@ -60,7 +48,7 @@ named!(from_str Choice);
 /// A word that may stand beside the method, in any order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Modifier {
-    /// Each task reports its GPU on stderr.
+    /// Each task reports its GPUs on stderr.
     Verbose,
     /// The step's tasks run as clients of a CUDA MPS daemon per node.
     Mps,
@@ -74,7 +62,7 @@ named!(Modifier {
 impl Modifier {
     fn described(self) -> &'static [&'static str] {
         match self {
-            Modifier::Verbose => &["each task reports its GPU on stderr"],
+            Modifier::Verbose => &["each task reports its GPUs on stderr"],
             Modifier::Mps => &[
                 "the step's tasks share their GPUs through one CUDA MPS",
                 "daemon per node, started as the job's user and",
@@ -251,8 +239,10 @@ pub fn usage() -> String {
         "\
 Usage: --{OPTION}=METHOD[,verbose][,mps]
 
-Binds each task of a job step to one GPU of its node before the task starts,
-and sets {DEFAULT_FLAG}=1 so that the application skips its own binding.
+Binds each task of a job step to one GPU of its node before the task starts
+(to its share of them where the node has fewer tasks than GPUs, so that no
+GPU is left idle), and sets {DEFAULT_FLAG}=1 so that the application skips
+its own binding.
 
 METHOD:
 {choices}  help         print this text and exit
@@ -486,15 +476,20 @@ mod tests {
         let want = "\
 Usage: --desi-gpu-map=METHOD[,verbose][,mps]
 
-Binds each task of a job step to one GPU of its node before the task starts,
-and sets DESI_GPU_MAPPED=1 so that the application skips its own binding.
+Binds each task of a job step to one GPU of its node before the task starts
+(to its share of them where the node has fewer tasks than GPUs, so that no
+GPU is left idle), and sets DESI_GPU_MAPPED=1 so that the application skips
+its own binding.
 
 METHOD:
   contiguous   consecutive blocks of node-local tasks share a GPU
-               (numpy.array_split order: 6 tasks on 4 GPUs -> 0 0 1 1 2 3)
-  roundrobin   node-local task l gets GPU l mod k (also: round-robin)
+               (numpy.array_split order: 6 tasks on 4 GPUs -> 0 0 1 1 2 3;
+               fewer tasks than GPUs hold blocks: 3 on 4 -> 0,1 2 3)
+  roundrobin   node-local task l gets GPU l mod k; fewer tasks than
+               GPUs hold every n-th (2 on 4 -> 0,2 1,3) (also: round-robin)
   closest      a GPU attached to the task's own CPUs, split in blocks
-               among the tasks near the same GPUs; the GPUs' CPUs come
+               among the tasks near the same GPUs (fewer tasks than
+               GPUs: each its share, nearest first); the GPUs' CPUs come
                from the kernel (sysfs) or NVML; contiguous where they
                are unknown (said in one line)
   none         no mapping, even if the site set a default
@@ -502,7 +497,7 @@ METHOD:
 
 Modifiers, before or after METHOD, comma-separated; alone, they apply to
 the site default method:
-  verbose      each task reports its GPU on stderr
+  verbose      each task reports its GPUs on stderr
   mps          the step's tasks share their GPUs through one CUDA MPS
                daemon per node, started as the job's user and
                stopped when the step ends

@@ -5,21 +5,21 @@ use super::facts::in_step;
 use crate::env;
 use crate::mps::{named_daemon, Daemon};
 use crate::settings::config::MpsSettings;
-use crate::step::{parse_step_id, step_tag, Node};
+use crate::step::{parse_step_id, step_tag, Snapshot};
 
 /// The daemon whose keeper the epilog of a task of an srun step tells
 /// that the task ended (`uid`: the job's user; `settings`: the MPS
 /// options, for the directory's base); `None` where the task was no
 /// task of an srun step, or its step or node cannot be read: then no
 /// keeper of its can run.
-pub fn keeper_to_tell(uid: u32, settings: &MpsSettings, node: &dyn Node) -> Option<Daemon> {
-    if !in_step(node) {
+pub fn keeper_to_tell(uid: u32, settings: &MpsSettings, vars: &Snapshot) -> Option<Daemon> {
+    if !in_step(vars) {
         return None;
     }
-    let step_id = parse_step_id(&node.env(env::STEP_ID)?)?;
-    let tag = step_tag(node, step_id)?;
-    let node_id = node.env(env::NODE_ID)?.trim().parse().ok()?;
-    let env = |name: &str| node.env(name);
+    let step_id = parse_step_id(&vars.var(env::STEP_ID)?)?;
+    let tag = step_tag(vars, step_id)?;
+    let node_id = vars.var(env::NODE_ID)?.trim().parse().ok()?;
+    let env = |name: &str| vars.var(name);
     Some(named_daemon(uid, &tag, node_id, settings, &env))
 }
 
@@ -29,8 +29,8 @@ mod tests {
     use crate::step::testing::FakeNode;
     use std::path::Path;
 
-    fn node(pairs: &[(&str, &str)]) -> FakeNode {
-        FakeNode::new(pairs, Ok(Vec::new()))
+    fn node(pairs: &[(&str, &str)]) -> Snapshot {
+        FakeNode::new(pairs, Ok(Vec::new())).vars()
     }
 
     #[test]

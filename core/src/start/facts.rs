@@ -8,7 +8,7 @@ use crate::launch::Ancestry;
 use crate::method::Method;
 use crate::settings::config::Config;
 use crate::settings::option::{exec_request, Choice, OptionRequest};
-use crate::step::{parse_step_id, special_step_name, Node};
+use crate::step::{parse_step_id, special_step_name, Snapshot};
 
 /// What the user asked the front end for: the method, and the modifiers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,9 +57,13 @@ impl Asked {
 }
 
 /// What a front end running as the task gathers besides its [`Node`] (the
-/// task's environment, the node's files, NVML): each read from the task's
-/// own process, so that exec and a task prolog gather them alike.
+/// node's files, NVML): the task's variables, and what else it knows, each
+/// read from the task's own process, so that exec and a task prolog gather
+/// them alike.
+#[derive(Clone)]
 pub struct TaskFacts<'a> {
+    /// The task's variables, read once by the front end.
+    pub vars: Snapshot,
     pub asked: Asked,
     /// Map outside any Slurm job too (exec's `--allow-outside-slurm`).
     pub allow_outside: bool,
@@ -78,8 +82,8 @@ pub struct TaskFacts<'a> {
 }
 
 /// A task of an srun step (not the batch, interactive or extern step).
-pub(super) fn in_step(node: &dyn Node) -> bool {
-    node.env(env::STEP_ID)
+pub(super) fn in_step(vars: &Snapshot) -> bool {
+    vars.var(env::STEP_ID)
         .and_then(|id| parse_step_id(&id))
         .is_some_and(|id| special_step_name(id).is_none())
 }
@@ -90,15 +94,15 @@ pub(super) fn in_step(node: &dyn Node) -> bool {
 /// does, whatever the script exported): it is mapped with their defaults,
 /// which its batch script may have asked otherwise. Said by the node's
 /// first task; `None` where any of them arrived, or the environment did.
-pub fn not_passed(node: &dyn Node) -> Option<NotPassed> {
+pub fn not_passed(vars: &Snapshot) -> Option<NotPassed> {
     let ours = std::iter::once(env::METHOD).chain(env::MIRRORS);
-    if node.env(env::PATH).is_some() || ours.into_iter().any(|name| node.env(name).is_some()) {
+    if vars.var(env::PATH).is_some() || ours.into_iter().any(|name| vars.var(name).is_some()) {
         return None;
     }
-    if node.env(env::LOCAL_ID)?.trim() != "0" {
+    if vars.var(env::LOCAL_ID)?.trim() != "0" {
         return None;
     }
     Some(NotPassed {
-        export: node.env(env::EXPORT_ENV),
+        export: vars.var(env::EXPORT_ENV),
     })
 }

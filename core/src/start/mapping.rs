@@ -30,7 +30,7 @@ impl Mapping {
     /// Joins, through `front`, the daemon the plan starts for the step,
     /// where the task's ids could be read (the node's first task to get
     /// there starts it).
-    pub fn start_daemon(&mut self, front: &mut dyn FrontEnd) {
+    pub fn start_daemon<F: FrontEnd + ?Sized>(&mut self, front: &mut F) {
         if let Ok(ids) = &self.ids {
             start_daemon(&mut self.plan, front, Some(ids.local_id));
         }
@@ -43,7 +43,7 @@ impl Mapping {
     /// and the task prolog join the daemon task by task, so where one task
     /// runs without MPS another may be served (local task 0 says a step's
     /// reason in the outcome already, as the plugin's task 0 does).
-    pub fn outcome(&self, front: &dyn FrontEnd) -> TaskOutcome {
+    pub fn outcome<F: FrontEnd + ?Sized>(&self, front: &F) -> TaskOutcome {
         let stepd_above = !self.launched;
         let container = Container::None;
         let mut outcome = task_outcome_read(

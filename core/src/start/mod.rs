@@ -48,7 +48,7 @@ use crate::step::Node;
 /// outside any srun step (unchanged, or refused outside any job); this
 /// step or launch mapped already (unchanged); else its step's plan.
 pub fn decide(facts: &TaskFacts, node: &dyn Node) -> Start {
-    let env = |name: &str| node.env(name);
+    let env = |name: &str| facts.vars.var(name);
     let (launch, ignored) = match launched(&env, &facts.ancestry) {
         Ok(Launched::By(launch)) => (Some(launch), Vec::new()),
         Ok(Launched::Slurm { ignored }) => (None, ignored),

@@ -9,23 +9,26 @@ use super::verdict::{unchanged, Verdict};
 use super::why::{BadStepId, WhyRefused, WhyUnchanged};
 use crate::env;
 use crate::launch::Launch;
-use crate::step::{parse_step_id, special_step_name, step_tag, Given, Node, StepIdentity, TaskIds};
+use crate::step::{
+    parse_step_id, special_step_name, step_tag, Given, Node, Snapshot, StepIdentity, TaskIds,
+};
 
 /// A launcher's rank: its launch is its identity (no step of Slurm's),
 /// its variables its place, and its GPUs what it was given.
 pub(super) fn for_launch(facts: &TaskFacts, node: &dyn Node, launch: &Launch) -> Verdict {
+    let vars = &facts.vars;
     if facts.asked.mps {
         return Verdict::Refuse(WhyRefused::MpsUnderLauncher {
             launcher: launch.launcher.title,
         });
     }
-    let tag = launch.tag(&|name| node.env(name), facts.ancestor_pid);
-    if mapped_already(node, tag.as_deref()) {
+    let tag = launch.tag(&|name| vars.var(name), facts.ancestor_pid);
+    if mapped_already(vars, tag.as_deref()) {
         return unchanged(WhyUnchanged::LaunchMapped, facts);
     }
     let step = StepIdentity::Launch {
         tag,
-        given: given(node),
+        given: given(vars),
     };
     let ids = Ok(TaskIds {
         local_id: launch.local_id,
@@ -39,22 +42,23 @@ pub(super) fn for_launch(facts: &TaskFacts, node: &dyn Node, launch: &Launch) ->
 /// plugin would; elsewhere it runs unchanged, or outside any job nothing
 /// runs (unless allowed).
 pub(super) fn for_slurm(facts: &TaskFacts, node: &dyn Node) -> Verdict {
-    match outside_step(node, facts.allow_outside) {
+    let vars = &facts.vars;
+    match outside_step(vars, facts.allow_outside) {
         Err(why) => return Verdict::Refuse(why),
         Ok(Some(why)) => return unchanged(why, facts),
         Ok(None) => {}
     }
     // Only a task of a step can find its step recorded.
-    let this = node
-        .env(env::STEP_ID)
-        .and(step_id(node).ok())
-        .and_then(|id| step_tag(node, id));
-    if mapped_already(node, this.as_deref()) {
+    let this = vars
+        .var(env::STEP_ID)
+        .and(step_id(vars).ok())
+        .and_then(|id| step_tag(vars, id));
+    if mapped_already(vars, this.as_deref()) {
         return unchanged(WhyUnchanged::StepMapped, facts);
     }
     // Outside any step (allowed), the step's id reads as 0, as before.
-    let step = step_id(node).map(StepIdentity::Slurm);
-    mapping(facts, node, step, task_ids(node), false)
+    let step = step_id(vars).map(StepIdentity::Slurm);
+    mapping(facts, node, step, task_ids(vars), false)
 }
 
 /// Why the program runs unchanged where this is no task of an srun step:
@@ -64,10 +68,10 @@ pub(super) fn for_slurm(facts: &TaskFacts, node: &dyn Node) -> Verdict {
 /// task of a step, or `allow_outside`. Outside any Slurm job, nothing may
 /// run.
 pub(super) fn outside_step(
-    node: &dyn Node,
+    vars: &Snapshot,
     allow_outside: bool,
 ) -> Result<Option<WhyUnchanged>, WhyRefused> {
-    if let Some(value) = node.env(env::STEP_ID) {
+    if let Some(value) = vars.var(env::STEP_ID) {
         let special = parse_step_id(&value).and_then(special_step_name);
         return Ok(special.map(|name| WhyUnchanged::NeverMapped { name, value }));
     }
@@ -76,7 +80,7 @@ pub(super) fn outside_step(
     }
     let job = [env::JOB_ID, env::JOB_ID_OLD]
         .into_iter()
-        .find_map(|name| node.env(name).map(|value| (name, value)));
+        .find_map(|name| vars.var(name).map(|value| (name, value)));
     match job {
         Some((var, value)) => Ok(Some(WhyUnchanged::OutsideStep { var, value })),
         None => Err(WhyRefused::OutsideJob),
@@ -87,13 +91,13 @@ pub(super) fn outside_step(
 /// earlier exec) recorded `this` in `DESI_GPU_MAP_STEP`, which it writes
 /// only where it maps and removes everywhere else, whatever the site's
 /// flag is called. An outer step's record names another step.
-fn mapped_already(node: &dyn Node, this: Option<&str>) -> bool {
-    this.is_some() && node.env(env::STEP).as_deref() == this
+fn mapped_already(vars: &Snapshot, this: Option<&str>) -> bool {
+    this.is_some() && vars.var(env::STEP).as_deref() == this
 }
 
 /// This step's id (0 outside a step, where that is allowed).
-fn step_id(node: &dyn Node) -> Result<u32, BadStepId> {
-    let value = node.env(env::STEP_ID).unwrap_or_else(|| "0".to_string());
+fn step_id(vars: &Snapshot) -> Result<u32, BadStepId> {
+    let value = vars.var(env::STEP_ID).unwrap_or_else(|| "0".to_string());
     parse_step_id(&value).ok_or(BadStepId { value })
 }
 
@@ -101,11 +105,11 @@ fn step_id(node: &dyn Node) -> Result<u32, BadStepId> {
 /// inside an allocation) that step's list as Slurm set it; elsewhere in a
 /// job the list it inherited; outside any job that, or every GPU of the
 /// node.
-fn given(node: &dyn Node) -> Option<Given> {
+fn given(vars: &Snapshot) -> Option<Given> {
     let in_job = [env::JOB_ID, env::JOB_ID_OLD]
         .iter()
-        .any(|name| node.env(name).is_some());
-    match (in_step(node), in_job) {
+        .any(|name| vars.var(name).is_some());
+    match (in_step(vars), in_job) {
         (true, _) => None,
         (false, true) => Some(Given::InJob),
         (false, false) => Some(Given::OutsideJob),

@@ -12,7 +12,8 @@ use crate::mps::MpsFacts;
 use crate::settings::option::OptionRequest;
 use crate::slurm::tasks::local_count;
 use crate::step::{
-    plan_step, slurm_bound_here, Node, StepFacts, StepIdentity, StepPlan, TaskIds, TaskVars,
+    plan_step, slurm_bound_here, Node, Snapshot, StepFacts, StepIdentity, StepPlan, TaskIds,
+    TaskVars,
 };
 
 /// The task's share of its step (`step`), placed at `ids`; `launched`: a
@@ -24,17 +25,18 @@ pub(super) fn mapping(
     ids: Result<TaskIds, UnreadableIds>,
     launched: bool,
 ) -> Verdict {
+    let vars = &facts.vars;
     let local_tasks = ids.as_ref().ok().map(|ids| ids.local_count);
     // Slurm narrowed this task's lists itself: nothing to plan them from.
-    let plan = match slurm_bound_here(node.env(env::TRES_BIND).as_deref()) {
+    let plan = match slurm_bound_here(vars.tres_bind.as_deref()) {
         Some(why) => StepPlan::slurm_binds(&facts.config.flag, why, facts.asked.mps),
         None => plan(facts, node, step, local_tasks),
     };
     // Outside a step (a launcher's rank, allowed outside Slurm): this
     // host's own name. Slurm's CPU binding describes a launcher's daemon
     // step, not its ranks: a rank's own CPUs are its mask.
-    let host = || hostname(node.files()).filter(|_| launched || !in_step(node));
-    let vars = TaskVars::read(node, &plan, !launched, &host);
+    let host = || hostname(node.files()).filter(|_| launched || !in_step(vars));
+    let vars = TaskVars::read(vars, &plan, !launched, &host);
     Verdict::Map(Box::new(Mapping {
         plan,
         ids,
@@ -52,6 +54,7 @@ fn plan(
     step: Result<StepIdentity, BadStepId>,
     local_tasks: Option<usize>,
 ) -> StepPlan {
+    let vars = &facts.vars;
     let config = Ok(facts.config.clone());
     let asked = facts.asked;
     let request = Ok(OptionRequest::Use {
@@ -63,15 +66,17 @@ fn plan(
         step: step.map_err(|why| why.to_string()),
         config: Some(&config),
         request: Some(&request),
-        mps: local_tasks.and_then(|count| mps_facts(facts, node, count)),
+        method_variable: None,
+        vars,
+        mps: local_tasks.and_then(|count| mps_facts(facts, count)),
     };
     plan_step(&facts, node)
 }
 
 /// The user and this node's `local_tasks`, for a daemon of the step's own;
 /// `None` where the node's id cannot be read.
-fn mps_facts(facts: &TaskFacts, node: &dyn Node, local_tasks: usize) -> Option<MpsFacts> {
-    let node_id = node.env(env::NODE_ID)?.trim().parse().ok()?;
+fn mps_facts(facts: &TaskFacts, local_tasks: usize) -> Option<MpsFacts> {
+    let node_id = facts.vars.node_id.as_deref()?.trim().parse().ok()?;
     Some(MpsFacts {
         uid: facts.uid,
         gid: facts.gid,
@@ -83,9 +88,9 @@ fn mps_facts(facts: &TaskFacts, node: &dyn Node, local_tasks: usize) -> Option<M
 
 /// The task's node-local id, the node's task count and its rank, from the
 /// variables slurmstepd set.
-pub(super) fn task_ids(node: &dyn Node) -> Result<TaskIds, UnreadableIds> {
+pub(super) fn task_ids(vars: &Snapshot) -> Result<TaskIds, UnreadableIds> {
     let number = |name: &'static str| -> Result<usize, UnreadableIds> {
-        let value = node.env(name).ok_or(UnreadableIds::NotSet(name))?;
+        let value = vars.var(name).ok_or(UnreadableIds::NotSet(name))?;
         match value.trim().parse::<usize>() {
             Ok(number) => Ok(number),
             Err(_) => Err(UnreadableIds::NotANumber { name, value }),
@@ -93,8 +98,8 @@ pub(super) fn task_ids(node: &dyn Node) -> Result<TaskIds, UnreadableIds> {
     };
     let local_id = number(env::LOCAL_ID)?;
     let node_id = number(env::NODE_ID)?;
-    let counts = node
-        .env(env::TASKS_PER_NODE)
+    let counts = vars
+        .var(env::TASKS_PER_NODE)
         .ok_or(UnreadableIds::NotSet(env::TASKS_PER_NODE))?;
     let local_count = match local_count(&counts, node_id) {
         Some(count) => count,

@@ -8,7 +8,7 @@ use crate::method::Method;
 use crate::settings::config::Config;
 use crate::settings::option::{Choice, OptionRequest};
 use crate::step::testing::{get, FakeFront, FakeNode, SLURM_4};
-use crate::step::{Aside, StepPlan};
+use crate::step::{Aside, Snapshot, StepPlan};
 
 /// A task of srun step 7.3, the node's second of four, on SLURM_4's GPUs.
 const TASK_1_OF_4: [(&str, &str); 7] = [
@@ -40,6 +40,7 @@ fn facts(verbose: bool, mps: bool) -> TaskFacts<'static> {
             verbose,
             mps,
         },
+        vars: Snapshot::default(),
         allow_outside: false,
         config: Config::default(),
         ancestry: Ancestry::default(),
@@ -52,7 +53,11 @@ fn facts(verbose: bool, mps: bool) -> TaskFacts<'static> {
 
 fn decide_in(pairs: &[&[(&str, &str)]], facts: &TaskFacts) -> Start {
     let node = FakeNode::new(&pairs.concat(), Ok(vec![]));
-    decide(facts, &node)
+    let facts = TaskFacts {
+        vars: node.vars(),
+        ..facts.clone()
+    };
+    decide(&facts, &node)
 }
 
 fn verdict_in(pairs: &[&[(&str, &str)]], facts: &TaskFacts) -> Verdict {
@@ -316,7 +321,8 @@ fn a_launchers_rank_is_its_launch_not_a_step_of_slurms() {
         &facts(false, false),
     ));
     let out = m.outcome(&FakeFront::default());
-    assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("1"));
+    // Rank 1 of 2 on four GPUs: the second half.
+    assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("2,3"));
     assert_eq!(
         get(&out, "DESI_GPU_MAP_STEP"),
         Some("openmpi:prterun-n1-42@1")
@@ -492,11 +498,11 @@ fn the_option_wins_over_the_variable_and_contiguous_over_nothing() {
 #[test]
 fn a_task_given_only_slurms_variables_is_told_what_did_not_arrive_once_per_node() {
     let task_0 = [("SLURM_LOCALID", "0"), ("SLURM_EXPORT_ENV", "NONE")];
-    let node = |extra: &[(&str, &str)]| {
-        FakeNode::new(&[&TASK_1_OF_4[..], &task_0, extra].concat(), Ok(vec![]))
+    let vars = |extra: &[(&str, &str)]| {
+        FakeNode::new(&[&TASK_1_OF_4[..], &task_0, extra].concat(), Ok(vec![])).vars()
     };
     // FakeNode answers the last of a name given twice: local task 0.
-    let said = not_passed(&node(&[])).expect("said");
+    let said = not_passed(&vars(&[])).expect("said");
     assert_eq!(
         said,
         NotPassed {
@@ -516,16 +522,16 @@ fn a_task_given_only_slurms_variables_is_told_what_did_not_arrive_once_per_node(
         assert!(said.contains(part), "{part}: {said}");
     }
     // The environment came (PATH), or one of ours did, or another task.
-    assert_eq!(not_passed(&node(&[("PATH", "/usr/bin")])), None);
+    assert_eq!(not_passed(&vars(&[("PATH", "/usr/bin")])), None);
     assert_eq!(
-        not_passed(&node(&[("DESI_GPU_MAP_METHOD", "roundrobin")])),
+        not_passed(&vars(&[("DESI_GPU_MAP_METHOD", "roundrobin")])),
         None
     );
     assert_eq!(
-        not_passed(&node(&[("DESI_GPU_MAP_MPS_SHARE", "even")])),
+        not_passed(&vars(&[("DESI_GPU_MAP_MPS_SHARE", "even")])),
         None
     );
-    assert_eq!(not_passed(&node(&[("SLURM_LOCALID", "1")])), None);
+    assert_eq!(not_passed(&vars(&[("SLURM_LOCALID", "1")])), None);
 }
 
 /// exec and the task prolog join the daemon task by task: a task whose

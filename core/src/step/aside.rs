@@ -96,6 +96,7 @@ pub(crate) fn stale_names(flag: &str) -> Vec<String> {
         flag.to_string(),
         env::METHOD.to_string(),
         env::NODE_GPUS.to_string(),
+        env::TASK_GPUS.to_string(),
         env::STEP.to_string(),
         env::MPS.to_string(),
         env::MPS_HOST.to_string(),

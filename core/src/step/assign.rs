@@ -7,18 +7,20 @@ use super::inputs::TaskInputs;
 use super::map::{GpuCpus, StepMap};
 use crate::error::Error;
 use crate::method::closest::{closest_position, Closeness, NodeCpus};
-use crate::method::{position, visible_list, Method};
+use crate::method::{share, visible_list, Method, Visible};
 
 /// What one task of a mapped step gets: the one result that both the
 /// plugin (`map_task`) and `desi-gpu-map plan` read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assignment {
-    /// The task's place in the step's GPU lists.
-    pub position: usize,
-    /// The task's GPU, as its list names it ([`StepMap::task_tokens`]).
-    pub gpu: String,
+    /// The task's places in the step's GPU lists, its first GPU first: one
+    /// where the node's tasks are as many as its GPUs or more, else its
+    /// share ([`crate::method::share`]).
+    pub share: Vec<usize>,
+    /// The task's GPUs, as its list names them ([`StepMap::task_tokens`]).
+    pub gpus: Vec<String>,
     /// The step's GPUs that stay visible to the task, its own first, named
-    /// as its GPU is.
+    /// as its GPUs are.
     pub visible: Vec<String>,
     /// How `closest` matched it; `None` for the other methods and for a
     /// `closest` step that fell back to `contiguous`.
@@ -41,7 +43,7 @@ pub fn assign_in(map: &StepMap, task: &TaskInputs, node: &NodeCpus) -> Result<As
     if let Some(why) = slurm_bound_task(map, task) {
         return Err(Error::SlurmBound(why));
     }
-    let (position, closeness) = match (&map.method, &map.near) {
+    let (share, closeness) = match (&map.method, &map.near) {
         (Method::Closest, GpuCpus::Located(near)) => {
             let cpus = &task.cpus;
             let ids = (task.local_id, task.local_count);
@@ -51,21 +53,28 @@ pub fn assign_in(map: &StepMap, task: &TaskInputs, node: &NodeCpus) -> Result<As
         }
         _ => {
             let method = map.method_used();
-            let at = position(method, task.local_id, task.local_count, map.gpus.len())?;
+            let at = share(method, task.local_id, task.local_count, map.gpus.len())?;
             (at, None)
         }
     };
-    let visible: Vec<String> = visible_list(map.task_tokens(), position, map.rendering.visible)
-        .into_iter()
-        .map(String::from)
-        .collect();
-    let gpu = visible.first().cloned().unwrap_or_default();
+    let tokens = map.task_tokens();
+    let named = |list: Vec<&str>| list.into_iter().map(String::from).collect::<Vec<_>>();
+    let visible = named(visible_list(tokens, &share, map.rendering.visible));
+    let gpus = named(visible_list(tokens, &share, Visible::Single));
     Ok(Assignment {
-        position,
-        gpu,
+        share,
+        gpus,
         visible,
         closeness,
     })
+}
+
+impl Assignment {
+    /// The task's first GPU's place in the step's lists: the one a code
+    /// that uses its first visible device uses.
+    pub fn position(&self) -> usize {
+        self.share.first().copied().unwrap_or(0)
+    }
 }
 
 #[cfg(test)]

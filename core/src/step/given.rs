@@ -8,6 +8,7 @@
 
 use super::locate::discover;
 use super::node::Node;
+use super::snapshot::Snapshot;
 use super::source::{Listed, Missing, StepGpus, WhyNoList};
 use crate::env;
 use crate::error::Error;
@@ -42,13 +43,13 @@ fn candidates(vendor: Vendor) -> Vec<&'static str> {
 /// no list and runs in no Slurm job ([`whole_node`]).
 pub(super) fn from_given(
     given: Given,
-    node: &dyn Node,
+    vars: &Snapshot,
     vendor: Vendor,
 ) -> Option<Result<StepGpus, Missing>> {
-    let cuda = node.env(env::CUDA);
+    let cuda = vars.cuda.clone();
     let inherited = candidates(vendor)
         .into_iter()
-        .find_map(|var| node.env(var).map(|value| (var, value)));
+        .find_map(|var| vars.var(var).map(|value| (var, value)));
     match (inherited, given) {
         (Some((var, value)), _) => Some(inherited_list(var, value, cuda)),
         (None, Given::InJob) => Some(Err(Missing::NoGpus(WhyNoList::NothingGiven { node: None }))),
@@ -162,7 +163,8 @@ mod tests {
     #[test]
     fn an_inherited_list_is_the_ranks_whatever_it_names() {
         let config = Config::default();
-        for (cuda, second) in [("4,5,6,7", "5"), ("GPU-a,GPU-b", "GPU-b")] {
+        // Two ranks: on four GPUs the second holds two of them.
+        for (cuda, second) in [("4,5,6,7", "6,7"), ("GPU-a,GPU-b", "GPU-b")] {
             let (p, calls) = launched(
                 &[("CUDA_VISIBLE_DEVICES", cuda)],
                 Given::OutsideJob,

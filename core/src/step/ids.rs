@@ -3,8 +3,7 @@
 //! Slurm's, or a launcher's), and the tag mapped tasks carry.
 
 use super::given::Given;
-use super::node::Node;
-use crate::env;
+use super::snapshot::Snapshot;
 
 /// Step ids of the batch (0xfffffffb), extern (0xfffffffc) and interactive
 /// (0xfffffffa) steps, and Slurm's other reserved ids above them: never mapped.
@@ -37,8 +36,9 @@ pub fn special_step_name(step_id: u32) -> Option<&'static str> {
 
 /// This step as mapped tasks record it in `DESI_GPU_MAP_STEP`:
 /// `JOBID.STEPID` (`None`: Slurm gave no job id).
-pub fn step_tag(node: &dyn Node, step_id: u32) -> Option<String> {
-    node.env(env::JOB_ID)
+pub fn step_tag(vars: &Snapshot, step_id: u32) -> Option<String> {
+    vars.job_id
+        .as_ref()
         .map(|job| format!("{}.{step_id}", job.trim()))
 }
 
@@ -67,9 +67,9 @@ impl StepIdentity {
     /// The step's record, as its mapped tasks carry it: `JOBID.STEPID` for
     /// Slurm's (`None`: Slurm gave no job id), the launch's tag for a
     /// launcher's.
-    pub fn record(&self, node: &dyn Node) -> Option<String> {
+    pub fn record(&self, vars: &Snapshot) -> Option<String> {
         match self {
-            StepIdentity::Slurm(id) => step_tag(node, *id),
+            StepIdentity::Slurm(id) => step_tag(vars, *id),
             StepIdentity::Launch { tag, .. } => tag.clone(),
         }
     }
@@ -109,7 +109,7 @@ mod tests {
     #[test]
     fn a_step_records_its_tag_and_a_launch_its_own() {
         use crate::step::testing::FakeNode;
-        let node = FakeNode::new(&[("SLURM_JOB_ID", " 7 ")], Ok(vec![]));
+        let node = FakeNode::new(&[("SLURM_JOB_ID", " 7 ")], Ok(vec![])).vars();
         assert_eq!(StepIdentity::Slurm(3).record(&node).as_deref(), Some("7.3"));
         assert!(StepIdentity::Slurm(0xffff_fffb).is_special());
         assert_eq!(StepIdentity::Slurm(3).given(), None);
@@ -125,7 +125,7 @@ mod tests {
             given: None,
         };
         assert_eq!(untagged.record(&node), None);
-        let no_job = FakeNode::new(&[], Ok(vec![]));
+        let no_job = FakeNode::new(&[], Ok(vec![])).vars();
         assert_eq!(StepIdentity::Slurm(3).record(&no_job), None);
     }
 }

@@ -4,9 +4,8 @@
 
 use super::container::Container;
 use super::decision::StepPlan;
-use super::node::Node;
+use super::snapshot::Snapshot;
 use crate::cpuset::CpuSet;
-use crate::env;
 
 /// Where the task sits: its node-local id, its node's task count and its
 /// rank (the launcher's, where one placed it).
@@ -32,28 +31,29 @@ pub struct TaskVars {
 }
 
 impl TaskVars {
-    /// Reads, through `node`, the variables of a task of a step planned
-    /// as `plan`. Slurm's CPU binding is read only where the plan needs the
+    /// The variables of a task of a step planned as `plan`, from the
+    /// task's snapshot `vars`. Slurm's CPU binding is read only where the plan needs the
     /// task's CPUs and `by_slurm`: slurmstepd started the task (a
     /// launcher's rank's describes its launcher's daemon step, not it).
     /// `host`: the node's name where Slurm set none (else `?`).
     pub fn read(
-        node: &dyn Node,
+        vars: &Snapshot,
         plan: &StepPlan,
         by_slurm: bool,
         host: &dyn Fn() -> Option<String>,
     ) -> TaskVars {
         let cpus = by_slurm && plan.needs_task_cpus();
-        let binding = |name: &str| cpus.then(|| node.env(name)).flatten();
+        let binding = |value: &Option<String>| value.clone().filter(|_| cpus);
         TaskVars {
-            node: node
-                .env(env::NODE_NAME)
+            node: vars
+                .node_name
+                .clone()
                 .or_else(host)
                 .unwrap_or_else(|| "?".to_string()),
-            cuda: node.env(env::CUDA),
-            tres_bind: node.env(env::TRES_BIND),
-            bind_type: binding(env::CPU_BIND_TYPE),
-            bind_list: binding(env::CPU_BIND_LIST),
+            cuda: vars.cuda.clone(),
+            tres_bind: vars.tres_bind.clone(),
+            bind_type: binding(&vars.cpu_bind_type),
+            bind_list: binding(&vars.cpu_bind_list),
         }
     }
 
@@ -133,7 +133,7 @@ mod tests {
             ("SLURM_CPU_BIND_LIST", "0x1"),
             ("CUDA_VISIBLE_DEVICES", "0,1"),
         ];
-        let node = FakeNode::new(&bind, Ok(vec![]));
+        let node = FakeNode::new(&bind, Ok(vec![])).vars();
         let no_host = || None;
         let config = Config::default();
         let mut map = mapped_4(&config, Method::Closest);

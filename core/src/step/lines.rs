@@ -21,10 +21,10 @@ pub(super) fn verbose_line(
         task.rank,
         task.local_id,
         task.local_count,
-        if assignment.gpu.is_empty() {
-            "-"
+        if assignment.gpus.is_empty() {
+            "-".to_string()
         } else {
-            &assignment.gpu
+            join(&assignment.gpus)
         },
         join(&assignment.visible),
         join(map.task_tokens()),
@@ -43,7 +43,7 @@ pub(super) fn verbose_line(
     };
     match mps {
         Mps::Serving(d) => {
-            let share = d.shares.get(assignment.position).copied().flatten();
+            let share = d.shares.get(assignment.position()).copied().flatten();
             let share = share.map_or("-".to_string(), |s| s.to_string());
             format!("{line} mps={} mps_share={share}", d.pipe().display())
         }

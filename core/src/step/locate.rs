@@ -60,9 +60,10 @@ pub(super) fn gpu_cpus(
     if method != Method::Closest {
         return GpuCpus::Unused;
     }
-    let places = node
-        .given_places()
-        .unwrap_or_else(|| step_topology(node, config, step, vendor, placed));
+    let places = match node.given_places() {
+        Some(given) => given.map_err(|none| none.to_string()),
+        None => step_topology(node, config, step, vendor, placed),
+    };
     locate(&step.gpus, places.as_ref().map_err(Clone::clone))
 }
 

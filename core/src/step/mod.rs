@@ -1,10 +1,13 @@
 //! The decision for one job step on one node: whether it is mapped, and
-//! with which list, made in one pass by [`plan_step`] from what a front end's
-//! [`Node`] answers. Every part of a mapped step's record ([`StepMap`]) is
+//! with which list, made in one pass by [`plan_step`] from the facts a
+//! front end hands it ([`StepFacts`], its variables one [`Snapshot`]) and
+//! what its [`Node`] answers of files and NVML. Every part of a mapped step's record ([`StepMap`]) is
 //! decided before the record is built once. Each rule lives in its own
 //! module, its tests beside it:
 //!
-//! - `node`: the interface the front ends implement;
+//! - `snapshot`: the variables a decision reads, taken once by the front
+//!   end ([`Snapshot`]);
+//! - `node`: the interface the front ends implement (files, NVML);
 //! - `ids`: the step ids Slurm reserves, which step a plan is for
 //!   ([`StepIdentity`]: Slurm's, or a launcher's), and the tag mapped
 //!   tasks carry;
@@ -55,6 +58,7 @@ mod outcome;
 mod plan;
 mod protocol;
 mod resolve;
+mod snapshot;
 mod source;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -70,9 +74,10 @@ pub use inputs::{TaskCpus, TaskIds, TaskInputs, TaskVars};
 pub use lines::aside_line;
 pub use locate::locate;
 pub use map::{GpuCpus, StepMap};
-pub use node::{Node, NvmlAsk};
+pub use node::{NoTopology, Node, NvmlAsk};
 pub use outcome::{carry_out, map_task, task_outcome, variables, TaskOutcome};
 pub use plan::{plan_step, StepFacts};
 pub use protocol::{start_daemon, task_outcome_read, FrontEnd};
 pub use resolve::{resolve, Resolved};
+pub use snapshot::Snapshot;
 pub use source::{Listed, NotSlurms, WhyNoList};

@@ -1,5 +1,5 @@
 //! The one narrow interface through which the core asks about the node it
-//! plans a step for. slurmstepd (the plugin), a task's own process
+//! plans a step for: its files and NVML. slurmstepd (the plugin), a task's own process
 //! (`desi-gpu-map exec`) and the preview (`desi-gpu-map plan`) each
 //! implement it; none decides anything.
 
@@ -18,11 +18,10 @@ pub enum NvmlAsk {
     Places,
 }
 
-/// The node, as the core sees it.
+/// The node, as the core sees it: its files and NVML. Its variables are
+/// no question the core asks: the front end hands them in, read once
+/// ([`super::Snapshot`]).
 pub trait Node {
-    /// A variable of the step's (or task's) environment, as lossy UTF-8.
-    fn env(&self, name: &str) -> Option<String>;
-
     /// The node's kernel files.
     fn files(&self) -> &dyn Files;
 
@@ -32,9 +31,20 @@ pub trait Node {
     fn nvml(&self, ask: NvmlAsk, config: &Config) -> Result<Vec<String>, Error>;
 
     /// The GPUs' places where the front end was handed them rather than
-    /// reading the node (the preview's topology, or why it has none);
+    /// reading the node (the preview's topology, or that it has none);
     /// `None`: the core locates the GPUs itself.
-    fn given_places(&self) -> Option<Result<Topology, String>> {
+    fn given_places(&self) -> Option<Result<Topology, NoTopology>> {
         None
+    }
+}
+
+/// A front end that hands the GPUs' places was given none (`plan`
+/// without `--topology`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoTopology;
+
+impl std::fmt::Display for NoTopology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("no topology was given")
     }
 }

@@ -12,6 +12,7 @@ use crate::env;
 use crate::error::Error;
 use crate::mps::{mps_line, mps_unset, mps_variables, Mps};
 use crate::runtime::{render, StepLists};
+use crate::slurm::gpus::join;
 
 /// What to do to one task.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -37,11 +38,11 @@ pub fn task_outcome(plan: &StepPlan, task: &TaskInputs) -> TaskOutcome {
 /// environment, and returns the lines the task says. Removals come first,
 /// then each variable in order; a failed one stops the rest, since a
 /// half-set environment is better than a wrong flag (the flag is set last).
-pub fn carry_out(
+pub fn carry_out<E: std::fmt::Display>(
     outcome: &TaskOutcome,
     node: &str,
-    unset: &mut dyn FnMut(&str) -> Result<(), String>,
-    set: &mut dyn FnMut(&str, &str) -> Result<(), String>,
+    unset: &mut dyn FnMut(&str) -> Result<(), E>,
+    set: &mut dyn FnMut(&str, &str) -> Result<(), E>,
 ) -> Vec<String> {
     let mut lines = outcome.say.clone();
     for name in &outcome.unset {
@@ -142,7 +143,7 @@ fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> Tas
             say.extend(map.notes.iter().map(|n| aside_line(task.node, n)));
         }
     }
-    let mut unset = mps_unset(&mps, &map.mps_inherited, assignment.position);
+    let mut unset = mps_unset(&mps, &map.mps_inherited, assignment.position());
     let mut set = variables_with(map, &mps, assignment);
     if task.container.withholds_flag() {
         set.retain(|(name, _)| *name != map.flag);
@@ -160,10 +161,11 @@ pub fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, String)
 /// [`variables`], with the step's MPS as this task can use it.
 fn variables_with(map: &StepMap, mps: &Mps, assignment: &Assignment) -> Vec<(String, String)> {
     let lists = StepLists::new(map.task_tokens(), map.listed.is_runtimes(), &map.others);
-    let mut set = render(&map.rendering, &lists, assignment.position);
-    set.extend(mps_variables(mps, assignment.position));
+    let mut set = render(&map.rendering, &lists, &assignment.share);
+    set.extend(mps_variables(mps, assignment.position()));
     set.push((env::METHOD.to_string(), map.method_used().to_string()));
     set.push((env::NODE_GPUS.to_string(), map.gpus.len().to_string()));
+    set.push((env::TASK_GPUS.to_string(), join(&assignment.gpus)));
     if let Some(step) = &map.step {
         set.push((env::STEP.to_string(), step.clone()));
     }
@@ -247,6 +249,37 @@ mod tests {
     }
 
     #[test]
+    fn fewer_tasks_than_gpus_each_hold_a_share_and_say_it() {
+        let verbose = Config {
+            verbose: true,
+            ..Config::default()
+        };
+        let rotate = parse_args(&["visible=rotate"]).unwrap();
+        for (config, method, l, n, cuda, gpus) in [
+            (&verbose, Method::Contiguous, 1, 2, "2,3", "2,3"),
+            (&verbose, Method::Contiguous, 0, 3, "0,1", "0,1"),
+            (&verbose, Method::Contiguous, 2, 3, "3", "3"),
+            (&verbose, Method::RoundRobin, 1, 2, "1,3", "1,3"),
+            (&verbose, Method::Contiguous, 0, 1, "0,1,2,3", "0,1,2,3"),
+            (&rotate, Method::Contiguous, 1, 2, "2,3,0,1", "2,3"),
+            (&rotate, Method::RoundRobin, 1, 2, "1,3,2,0", "1,3"),
+            // As many tasks as GPUs or more: one GPU, as before.
+            (&verbose, Method::RoundRobin, 5, 6, "1", "1"),
+        ] {
+            let map = mapped_4(config, method);
+            let out = map_task(&map, &task(l, n, Some("0,1,2,3")));
+            let case = format!("{method:?} {l}/{n}: {out:?}");
+            assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some(cuda), "{case}");
+            assert_eq!(get(&out, "DESI_GPU_MAP_GPUS"), Some(gpus), "{case}");
+            assert_eq!(get(&out, "DESI_GPU_MAPPED"), Some("1"), "{case}");
+            if config.verbose {
+                let said = format!("gpu={gpus} visible={cuda} ");
+                assert!(out.say.iter().any(|l| l.contains(&said)), "{case}");
+            }
+        }
+    }
+
+    #[test]
     fn verbose_reports_each_task() {
         let config = Config {
             verbose: true,
@@ -320,7 +353,10 @@ mod tests {
         let t = task(2, 4, Some("0,1,2,3"));
         let got = assign(&map, &t).unwrap();
         let want: Vec<String> = ["2", "3", "0", "1"].map(String::from).to_vec();
-        assert_eq!((got.position, got.gpu.as_str()), (2, "2"));
+        assert_eq!(
+            (got.position(), got.gpus.as_slice()),
+            (2, ["2".to_string()].as_slice())
+        );
         assert_eq!(got.visible, want);
         let out = map_task(&map, &t);
         assert_eq!(out.set, variables(&map, &got));
@@ -347,7 +383,7 @@ mod tests {
         assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("0"));
         assert_eq!(
             out.say[0],
-            "desi-gpu-map: node n1: closest: the GPUs' local CPUs were not read; using contiguous"
+            "desi-gpu-map: node n1: closest: no topology was given; using contiguous"
         );
         assert!(map_task(&map, &task(1, 4, Some("0,1,2,3")))
             .say

@@ -11,6 +11,7 @@ use super::locate::{discover, gpu_cpus, uuids_of_places};
 use super::map::{placing, GpuCpus, StepMap};
 use super::node::{Node, NvmlAsk};
 use super::resolve::{resolve, Resolved};
+use super::snapshot::Snapshot;
 use super::source::{from_nvml, from_slurm, other_lists, Listed, Missing, StepGpus};
 use crate::env;
 use crate::error::Error;
@@ -19,6 +20,7 @@ use crate::mps::{InheritedMps, Mps, MpsFacts, MpsInput, MpsNode};
 use crate::runtime::{choose, Rendering, StepLists, Unbindable, Vendor};
 use crate::settings::config::{Config, NvmlSource};
 use crate::settings::option::{Choice, OptionRequest};
+use crate::settings::site::{request_from_variable, taken_from_variable};
 use crate::text::quote;
 use crate::topology::{nvml_uuids, resolve_tokens};
 use std::path::Path;
@@ -33,6 +35,14 @@ pub struct StepFacts<'a> {
     pub config: Option<&'a Result<Config, Error>>,
     /// `None`: the user gave no option.
     pub request: Option<&'a Result<OptionRequest, Error>>,
+    /// The job's `DESI_GPU_MAP_METHOD` as the plugin found it (lossy
+    /// UTF-8): where the user gave no option and the site's default would
+    /// map the step, it is the user's request, as exec and the task prolog
+    /// read it ([`request_from_variable`]). `None` for every other front
+    /// end, which reads it as its own method.
+    pub method_variable: Option<&'a str>,
+    /// The step's variables, read once by the front end.
+    pub vars: &'a Snapshot,
     /// The step's user and task count on this node, for MPS; `None`: the
     /// front end starts no daemons.
     pub mps: Option<MpsFacts>,
@@ -58,13 +68,39 @@ pub fn plan_step(facts: &StepFacts, node: &dyn Node) -> StepPlan {
         Some(Err(e)) => return StepPlan::aside(default_flag, Aside::Misconfigured(e.clone())),
         None => return StepPlan::aside(default_flag, Aside::NotInitialised),
     };
-    let request = match facts.request {
-        Some(Ok(request)) => Some(*request),
-        Some(Err(e)) => return StepPlan::aside(&config.flag, Aside::BadRequest(e.clone())),
-        None => None,
+    let from_variable = match facts.request {
+        Some(_) => None,
+        None => facts
+            .method_variable
+            .and_then(|value| Some((request_from_variable(Some(value), config)?, value))),
     };
-    let want = resolve(request, config);
-    plan_mapping(&want, config, node, step, facts.mps)
+    let asked = match &from_variable {
+        Some((request, _)) => Some(request),
+        None => facts.request,
+    };
+    let mut plan = match asked {
+        Some(Err(e)) => StepPlan::aside(&config.flag, Aside::BadRequest(e.clone())),
+        Some(Ok(request)) => {
+            plan_mapping(&resolve(Some(*request), config), config, node, step, facts)
+        }
+        None => plan_mapping(&resolve(None, config), config, node, step, facts),
+    };
+    if let Some((_, value)) = from_variable {
+        taken_from(&mut plan, value, config);
+    }
+    plan
+}
+
+/// A step the job's `DESI_GPU_MAP_METHOD` asked for: one that stands
+/// aside keeps the variable, for exec and the task prolog to read (and
+/// refuse) as the plugin did, never to map with their default in its
+/// place; a mapped one says, under `verbose`, where its method came from.
+fn taken_from(plan: &mut StepPlan, value: &str, config: &Config) {
+    match plan {
+        StepPlan::Unmapped(unmapped) => unmapped.clear.retain(|name| name != env::METHOD),
+        StepPlan::Map(map) => map.notes.push(taken_from_variable(value, config)),
+        StepPlan::Untouched => {}
+    }
 }
 
 /// Decides for a normal step whose inputs could all be read.
@@ -73,13 +109,14 @@ fn plan_mapping(
     config: &Config,
     node: &dyn Node,
     identity: &StepIdentity,
-    facts: Option<MpsFacts>,
+    facts: &StepFacts,
 ) -> StepPlan {
     let method = match want.choice {
         Choice::Off => return StepPlan::quiet(&config.flag),
         Choice::Map(method) => method,
     };
-    let env = &|name: &str| node.env(name);
+    let vars = facts.vars;
+    let env = &|name: &str| vars.var(name);
     // Slurm's per-task requests bind an srun step's tasks, not a
     // launcher's ranks.
     if let (None, Some(binds)) = (identity.given(), slurm_binds_per_task(env)) {
@@ -90,10 +127,10 @@ fn plan_mapping(
     let listed = match identity.given() {
         Some(given) => {
             let vendor = choose(config.vendor, node.files(), Path::new("/")).vendor;
-            from_given(given, node, vendor)
+            from_given(given, vars, vendor)
                 .unwrap_or_else(|| whole_node(config, node, method, vendor, &mut placed))
         }
-        None => list_step(config, node, method, &mut placed),
+        None => list_step(config, node, vars, method, &mut placed),
     };
     let step = match listed {
         Ok(step) => step,
@@ -102,7 +139,7 @@ fn plan_mapping(
             return StepPlan::aside(&config.flag, Aside::Missing(why))
         }
     };
-    let written = match written(step, config, node) {
+    let written = match written(step, config, node, vars) {
         Ok(written) => written,
         Err(why) => return StepPlan::aside(&config.flag, Aside::Unbindable(why)),
     };
@@ -112,9 +149,9 @@ fn plan_mapping(
         method,
         written,
         near,
-        step: identity.record(node),
+        step: identity.record(vars),
     };
-    StepPlan::Map(record(parts, want, config, node, facts))
+    StepPlan::Map(record(parts, want, config, node, vars, facts.mps))
 }
 
 /// The step's list: Slurm's; else Slurm's UUIDs (`Flags=env_uuid`) where
@@ -124,10 +161,11 @@ fn plan_mapping(
 fn list_step(
     config: &Config,
     node: &dyn Node,
+    vars: &Snapshot,
     method: Method,
     placed: &mut Option<Result<Vec<String>, Error>>,
 ) -> Result<StepGpus, Missing> {
-    let env = &|name: &str| node.env(name);
+    let env = &|name: &str| vars.var(name);
     let not_slurms = match from_slurm(env) {
         Ok(listed) => return listed,
         Err(not_slurms) => not_slurms,
@@ -180,8 +218,13 @@ struct Written {
 
 /// Sorts the step's other lists and plans how its lists are written, or
 /// says why none can be narrowed.
-fn written(step: StepGpus, config: &Config, node: &dyn Node) -> Result<Written, Unbindable> {
-    let env = &|name: &str| node.env(name);
+fn written(
+    step: StepGpus,
+    config: &Config,
+    node: &dyn Node,
+    vars: &Snapshot,
+) -> Result<Written, Unbindable> {
+    let env = &|name: &str| vars.var(name);
     let runtimes = step.listed.is_runtimes().then_some(step.gpus.as_slice());
     let lists = other_lists(env, runtimes);
     let (mut others, mut notes) = (lists.slurms, lists.notes);
@@ -192,7 +235,7 @@ fn written(step: StepGpus, config: &Config, node: &dyn Node) -> Result<Written, 
             quote(value)
         ));
     }
-    let order = env(env::DEVICE_ORDER);
+    let order = vars.device_order.clone();
     let chosen = choose(config.vendor, node.files(), Path::new("/"));
     let carrier = chosen.vendor.carrier();
     // The kernel's listing of a node's AMD or Intel GPUs: their runtime's
@@ -237,9 +280,10 @@ fn record(
     want: &Resolved,
     config: &Config,
     node: &dyn Node,
+    vars: &Snapshot,
     facts: Option<MpsFacts>,
 ) -> StepMap {
-    let (mps, mps_inherited) = plan_mps(&parts, want, config, node, facts);
+    let (mps, mps_inherited) = plan_mps(&parts, want, config, node, vars, facts);
     let Parts {
         method,
         written,
@@ -270,6 +314,7 @@ fn plan_mps(
     want: &Resolved,
     config: &Config,
     node: &dyn Node,
+    vars: &Snapshot,
     facts: Option<MpsFacts>,
 ) -> (Mps, InheritedMps) {
     let input = MpsInput {
@@ -283,7 +328,7 @@ fn plan_mps(
         step: parts.step.as_deref(),
         facts,
     };
-    let env = |name: &str| node.env(name);
+    let env = |name: &str| vars.var(name);
     let places = || node.nvml(NvmlAsk::Places, config);
     let asks = MpsNode {
         env: &env,
@@ -312,6 +357,7 @@ mod tests {
             [
                 "DESI_GPU_MAPPED",
                 "DESI_GPU_MAP_NODE_GPUS",
+                "DESI_GPU_MAP_GPUS",
                 "DESI_GPU_MAP_STEP",
                 "DESI_GPU_MAP_MPS",
                 "DESI_GPU_MAP_MPS_HOST"
@@ -338,6 +384,54 @@ mod tests {
         }
     }
 
+    /// The job's `DESI_GPU_MAP_METHOD`, where the user gave no option and
+    /// the site's default would map: the user's request, as exec reads it.
+    #[test]
+    fn the_method_variable_asks_over_the_site_default_and_a_bad_one_keeps_it() {
+        let node = FakeNode::new(&SLURM_4, Ok(vec![]));
+        let vars = node.vars();
+        let site = parse_args(&["default=contiguous"]);
+        let facts = |value| StepFacts {
+            step: Ok(StepIdentity::Slurm(1)),
+            config: Some(&site),
+            request: None,
+            method_variable: value,
+            vars: &vars,
+            mps: None,
+        };
+        let map = mapped(plan_step(&facts(Some("roundrobin")), &node));
+        assert_eq!(map.method, Method::RoundRobin);
+        assert_eq!(
+            map.notes.last().map(String::as_str),
+            Some("DESI_GPU_MAP_METHOD=\"roundrobin\" asks for this step over the site's default=contiguous")
+        );
+        // A bad value stands aside and keeps the variable, for exec and
+        // the task prolog to refuse as the plugin did.
+        let StepPlan::Unmapped(unmapped) = plan_step(&facts(Some("bogus")), &node) else {
+            panic!("a bad variable must stand aside");
+        };
+        assert!(matches!(unmapped.why, Some(Aside::BadRequest(_))));
+        assert!(!unmapped.clear.iter().any(|n| n == env::METHOD));
+        // No variable: the site's default, said nowhere.
+        let map = mapped(plan_step(&facts(None), &node));
+        assert_eq!(map.method, Method::Contiguous);
+        assert!(!map.notes.iter().any(|n| n.contains("asks for this step")));
+        // The option, where given, is the request: the variable is not read.
+        let asked = Ok(asking(Choice::Map(Method::Contiguous)));
+        let given = StepFacts {
+            request: Some(&asked),
+            ..facts(Some("bogus"))
+        };
+        assert_eq!(mapped(plan_step(&given, &node)).method, Method::Contiguous);
+        // A site without a default: the variable is exec's, never the plugin's.
+        let off = Ok(Config::default());
+        let quiet = StepFacts {
+            config: Some(&off),
+            ..facts(Some("roundrobin"))
+        };
+        assert!(matches!(plan_step(&quiet, &node), StepPlan::Unmapped(_)));
+    }
+
     #[test]
     fn unreadable_facts_stand_aside_with_the_reason() {
         let node = FakeNode::new(&SLURM_4, Ok(vec![]));
@@ -350,6 +444,8 @@ mod tests {
                     step: Err("no id".to_string()),
                     config: Some(&config),
                     request: None,
+                    method_variable: None,
+                    vars: &node.vars(),
                     mps: None,
                 },
                 Aside::UnreadableStepId("no id".to_string()),
@@ -359,6 +455,8 @@ mod tests {
                     step: Ok(StepIdentity::Slurm(1)),
                     config: Some(&bad_config),
                     request: None,
+                    method_variable: None,
+                    vars: &node.vars(),
                     mps: None,
                 },
                 Aside::Misconfigured(bad_config.clone().unwrap_err()),
@@ -368,6 +466,8 @@ mod tests {
                     step: Ok(StepIdentity::Slurm(1)),
                     config: None,
                     request: None,
+                    method_variable: None,
+                    vars: &node.vars(),
                     mps: None,
                 },
                 Aside::NotInitialised,
@@ -377,6 +477,8 @@ mod tests {
                     step: Ok(StepIdentity::Slurm(1)),
                     config: Some(&config),
                     request: Some(&bad_request),
+                    method_variable: None,
+                    vars: &node.vars(),
                     mps: None,
                 },
                 Aside::BadRequest(bad_request.clone().unwrap_err()),

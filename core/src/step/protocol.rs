@@ -25,12 +25,20 @@ use crate::mps::{Daemon, Mps};
 
 /// What a front end does for the core: what it alone can start and read.
 pub trait FrontEnd {
+    /// Why the front end could not start or join a daemon, in its own
+    /// terms; the core words the step's line from it (`NoMps::NotStarted`).
+    type NoDaemon: std::fmt::Display;
+
     /// Starts the daemon the plan names (the plugin, as the job's user), or
     /// joins the one the node's first task started (exec, through the
     /// keeper); `task`: the node-local id of the task that asks (`None`:
     /// slurmstepd, for every task). The daemon that serves, or why none
     /// does.
-    fn start_daemon(&mut self, daemon: &Daemon, task: Option<usize>) -> Result<Daemon, String>;
+    fn start_daemon(
+        &mut self,
+        daemon: &Daemon,
+        task: Option<usize>,
+    ) -> Result<Daemon, Self::NoDaemon>;
 
     /// The CPUs the task may run on.
     fn own_cpus(&self) -> Option<CpuSet>;
@@ -42,7 +50,7 @@ pub trait FrontEnd {
 
 /// Step 2: starts the daemon the plan names, if any, through `front`;
 /// the plan then serves the tasks through it, or runs without it.
-pub fn start_daemon(plan: &mut StepPlan, front: &mut dyn FrontEnd, task: Option<usize>) {
+pub fn start_daemon<F: FrontEnd + ?Sized>(plan: &mut StepPlan, front: &mut F, task: Option<usize>) {
     let StepPlan::Map(map) = plan else {
         return;
     };
@@ -59,13 +67,13 @@ pub fn start_daemon(plan: &mut StepPlan, front: &mut dyn FrontEnd, task: Option<
 /// its variables `vars`: its CPUs read through `front` where the plan
 /// needs them (slurmstepd's only where `stepd_above` tells: not above a
 /// launcher's rank), and what it gets.
-pub fn task_outcome_read<E: std::fmt::Display>(
+pub fn task_outcome_read<E: std::fmt::Display, F: FrontEnd + ?Sized>(
     plan: &StepPlan,
     ids: &Result<TaskIds, E>,
     vars: &TaskVars,
     stepd_above: bool,
     container: Container,
-    front: &dyn FrontEnd,
+    front: &F,
 ) -> TaskOutcome {
     let ids = match ids {
         Ok(ids) => ids,

@@ -2,9 +2,10 @@
 //! Fixtures shared by the step's unit tests (each module's tests stand
 //! beside it): a step planned from a few variables, and a task of it.
 
+use super::snapshot::Snapshot;
 use super::{
-    plan_step, Aside, FrontEnd, Node, NvmlAsk, StepFacts, StepIdentity, StepMap, StepPlan,
-    TaskInputs, TaskOutcome, Unmapped, WhyNoList,
+    plan_step, Aside, FrontEnd, NoTopology, Node, NvmlAsk, StepFacts, StepIdentity, StepMap,
+    StepPlan, TaskInputs, TaskOutcome, Unmapped, WhyNoList,
 };
 use crate::cpuset::CpuSet;
 use crate::error::Error;
@@ -28,7 +29,7 @@ pub(crate) struct FakeNode {
     pub nvml: Result<Vec<String>, Error>,
     pub calls: Cell<usize>,
     /// `None`: the core locates `closest` GPUs itself.
-    pub places: Option<Result<Topology, String>>,
+    pub places: Option<Result<Topology, NoTopology>>,
 }
 
 impl FakeNode {
@@ -39,16 +40,17 @@ impl FakeNode {
             nvml,
             calls: Cell::new(0),
             // What a step whose GPUs were not located gets.
-            places: Some(Err("the GPUs' local CPUs were not read".to_string())),
+            places: Some(Err(NoTopology)),
         }
+    }
+
+    /// Its variables, as a front end hands them to the core.
+    pub(crate) fn vars(&self) -> Snapshot {
+        Snapshot::read(&|name| self.env.get(name).cloned())
     }
 }
 
 impl Node for FakeNode {
-    fn env(&self, name: &str) -> Option<String> {
-        self.env.get(name).cloned()
-    }
-
     fn files(&self) -> &dyn Files {
         &self.files
     }
@@ -58,7 +60,7 @@ impl Node for FakeNode {
         self.nvml.clone()
     }
 
-    fn given_places(&self) -> Option<Result<Topology, String>> {
+    fn given_places(&self) -> Option<Result<Topology, NoTopology>> {
         self.places.clone()
     }
 }
@@ -210,6 +212,8 @@ pub(crate) fn plan_as(
         step: Ok(step),
         config: Some(&config),
         request: request.as_ref(),
+        method_variable: None,
+        vars: &node.vars(),
         mps: None,
     };
     plan_step(&facts, node)
@@ -293,10 +297,12 @@ pub(crate) struct FakeFront {
 }
 
 impl FrontEnd for FakeFront {
-    fn start_daemon(&mut self, _: &Daemon, _: Option<usize>) -> Result<Daemon, String> {
+    type NoDaemon = &'static str;
+
+    fn start_daemon(&mut self, _: &Daemon, _: Option<usize>) -> Result<Daemon, &'static str> {
         let (d, o, s) = self.asked.get();
         self.asked.set((d + 1, o, s));
-        Err("not started".to_string())
+        Err("not started")
     }
 
     fn own_cpus(&self) -> Option<CpuSet> {

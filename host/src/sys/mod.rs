@@ -1,5 +1,6 @@
 //! The machine's edge: every `unsafe` call of the workspace but the SPANK
-//! exports (`spank/src/lib.rs`) and the command's startup record
+//! plugin's (`spank/src/lib.rs`'s `Plugin` implementation, and the symbols
+//! Slurm looks up in `spank/src/exports.rs`) and the command's startup record
 //! (`src/edge.rs`, which must not sit in a library slurmstepd loads), after
 //! mio's `sys/` and rustix's backend. Everything else asks the system
 //! through rustix's safe calls, or through these. Each operation is here
@@ -25,6 +26,8 @@
 //! - [`loaded_objects`] and [`loaded_plugin_name`] (`objects.rs`): the
 //!   objects loaded in this process, and the name a SPANK plugin among
 //!   them exports.
+//! - [`thread_cpu`] (`clock.rs`): this thread's CPU time, for the plugin's
+//!   debug lines.
 //!
 //! The library is loaded into slurmstepd, which is multithreaded: what
 //! runs in a forked child or between fork and exec here calls only
@@ -36,6 +39,7 @@
 #![allow(unsafe_code)]
 
 mod affinity;
+mod clock;
 mod fds;
 mod fork;
 mod objects;
@@ -46,6 +50,7 @@ mod signals;
 mod user;
 
 pub use affinity::allowed_cpus;
+pub use clock::thread_cpu;
 pub use fds::close_on_exec;
 pub(crate) use fork::fork_child;
 pub use objects::{loaded_objects, loaded_plugin_name};

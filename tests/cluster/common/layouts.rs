@@ -71,14 +71,46 @@ pub const EVERY_LAYOUT: &[Case] = &[
                 "5 n2 2 2 1", "6 n1 3 3 1", "7 n2 3 3 1", "8 n1 4 0 1", "9 n2 4 0 1",
             ],
         ),
-        // Fewer tasks than GPUs.
+        // Fewer tasks than GPUs: each task holds its share, no GPU idle.
         case(
             "-N1 -n3 -w n1 --gpus-per-node=4 --desi-gpu-map=contiguous",
-            &["0 n1 0 0 1", "1 n1 1 1 1", "2 n1 2 2 1"],
+            &["0 n1 0 0,1 1", "1 n1 1 2 1", "2 n1 2 3 1"],
         ),
         case(
             "-N1 -n3 -w n1 --gpus-per-node=4 --desi-gpu-map=roundrobin",
-            &["0 n1 0 0 1", "1 n1 1 1 1", "2 n1 2 2 1"],
+            &["0 n1 0 0,3 1", "1 n1 1 1 1", "2 n1 2 2 1"],
+        ),
+        case(
+            "-N1 -n2 -w n1 --gpus-per-node=4 --desi-gpu-map=contiguous",
+            &["0 n1 0 0,1 1", "1 n1 1 2,3 1"],
+        ),
+        case(
+            "-N1 -n2 -w n1 --gpus-per-node=4 --desi-gpu-map=roundrobin",
+            &["0 n1 0 0,2 1", "1 n1 1 1,3 1"],
+        ),
+        // One task a node (torchrun, flux start, Dask, Ray): every GPU.
+        case(
+            "-N2 --ntasks-per-node=1 -w n[1-2] --gpus-per-node=4 --desi-gpu-map=contiguous",
+            &["0 n1 0 0,1,2,3 1", "1 n2 0 0,1,2,3 1"],
+        ),
+        case(
+            "-N2 --ntasks-per-node=1 -w n[1-2] --gpus-per-node=4 --desi-gpu-map=roundrobin",
+            &["0 n1 0 0,1,2,3 1", "1 n2 0 0,1,2,3 1"],
+        ),
+        // -m cyclic, 2 tasks a node on 4 GPUs: ranks 0, 2 on n1, 1, 3 on n2.
+        case(
+            "-N2 -n4 --ntasks-per-node=2 -m cyclic -w n[1-2] --gpus-per-node=4 --desi-gpu-map=contiguous",
+            &["0 n1 0 0,1 1", "1 n2 0 0,1 1", "2 n1 1 2,3 1", "3 n2 1 2,3 1"],
+        ),
+        case(
+            "-N2 -n4 --ntasks-per-node=2 -m cyclic -w n[1-2] --gpus-per-node=4 --desi-gpu-map=roundrobin",
+            &["0 n1 0 0,2 1", "1 n2 0 0,2 1", "2 n1 1 1,3 1", "3 n2 1 1,3 1"],
+        ),
+        // Mixed nodes, fewer tasks than GPUs on each: n2's 4 GPUs for 3
+        // tasks, n3's 2 for 1.
+        case(
+            "-N2 -n4 -w n[2-3] --gpus=6 --ntasks-per-node=3 --desi-gpu-map=contiguous",
+            &["0 n2 0 0,1 1", "1 n2 1 2 1", "2 n2 2 3 1", "3 n3 0 0,1 1"],
         ),
         // n2 has 4 GPUs, n3 has 2: --gpus=6 takes all of both.
         case(
@@ -102,6 +134,29 @@ pub const PARTIAL_AND_ROTATE: &[Case] = &[
         ..case(
             "-N1 -n3 -w n1 --gres=gpu:2 --desi-gpu-map=contiguous",
             &["0 n1 0 2 1", "1 n1 1 2 1", "2 n1 2 3 1"],
+        )
+    },
+    // Fewer tasks than GPUs on a partial grant: the two held GPUs split.
+    Case {
+        held: Some(("n1", "gpu:1")),
+        ..case(
+            "-N1 -n2 -w n1 --gres=gpu:3 --desi-gpu-map=contiguous",
+            &["0 n1 0 1,2 1", "1 n1 1 3 1"],
+        )
+    },
+    // rotate with fewer tasks than GPUs: its own GPUs first, then the rest.
+    Case {
+        plugstack: &["visible=rotate"],
+        ..case(
+            "-N1 -n2 -w n1 --gpus-per-node=4 --desi-gpu-map=contiguous",
+            &["0 n1 0 0,1,2,3 1", "1 n1 1 2,3,0,1 1"],
+        )
+    },
+    Case {
+        plugstack: &["visible=rotate"],
+        ..case(
+            "-N1 -n2 -w n1 --gpus-per-node=4 --desi-gpu-map=roundrobin",
+            &["0 n1 0 0,2,1,3 1", "1 n1 1 1,3,2,0 1"],
         )
     },
     Case {

@@ -1,0 +1,250 @@
+//! A Flux job on one node, for the Flux shell plugin (`flux/`): the GPUs
+//! the job was given, as the job's tasks must name them, and who binds
+//! them where the user also gave Flux's own `gpu-affinity`. Plain data in,
+//! plain data out; the plugin gathers the facts from the shell.
+
+use crate::slurm::gpus::parse_gpu_list;
+use crate::text::quote;
+use crate::topology::nvml_uuids;
+use std::fmt;
+
+/// Flux's own GPU binding, the shell option of its builtin `gpu-affinity`
+/// plugin (`src/shell/gpubind.c`).
+pub const AFFINITY: &str = "gpu-affinity";
+
+/// The tag a mapped Flux job's tasks carry in `DESI_GPU_MAP_STEP`, which
+/// also names its MPS directory: `flux-JOBID`, the job id in decimal.
+pub fn tag(jobid: u64) -> String {
+    format!("flux-{jobid}")
+}
+
+/// Why the job's GPUs on this node cannot be named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadGrant {
+    /// R's GPU ids on this node are no id set.
+    BadIds { ids: String },
+    /// The broker's own list is unreadable.
+    BadBrokerList { value: String, why: String },
+    /// R gives the job a GPU the broker was not given.
+    Beyond { id: usize, value: String },
+}
+
+impl fmt::Display for BadGrant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BadGrant::BadIds { ids } => write!(
+                f,
+                "R's GPU ids on this node, {}, are no id set (valid: 0-3,5)",
+                quote(ids)
+            ),
+            BadGrant::BadBrokerList { value, why } => write!(
+                f,
+                "the Flux broker's own CUDA_VISIBLE_DEVICES={} is unreadable ({why}), so the \
+                 GPUs it was given are unknown",
+                quote(value)
+            ),
+            BadGrant::Beyond { id, value } => {
+                let count = value.split(',').count();
+                write!(
+                    f,
+                    "R gives the job GPU {id}, but the Flux broker on this node was given \
+                     {count} GPU{} (CUDA_VISIBLE_DEVICES={}): Flux's GPU i is the i-th of \
+                     those, 0 to {}; fix the instance's resource configuration (R) to the \
+                     GPUs the broker holds",
+                    if count == 1 { "" } else { "s" },
+                    quote(value),
+                    count.saturating_sub(1)
+                )
+            }
+        }
+    }
+}
+
+/// The job's GPUs on this node: as its tasks name them, and by absolute
+/// index on the node where that is known (for naming them by UUID).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobGpus {
+    pub list: Vec<String>,
+    pub absolute: Option<Vec<String>>,
+}
+
+/// The GPUs R gives the job on this node (`ids`, an id set such as `0-3`;
+/// `None`: none), as its tasks must name them: where the broker runs with
+/// a list of its own (`broker`: its `CUDA_VISIBLE_DEVICES`, as Slurm or a
+/// binding above it set it), Flux's GPU `i` is the `i`-th GPU of that
+/// list, indices or UUIDs; without one, Flux's ids are the node's. A GPU
+/// beyond the broker's list is refused, never guessed. `broker_step`: the
+/// broker's `SLURM_STEP_GPUS` (Slurm's absolute indices beside a list it
+/// may have renumbered), where it runs in a Slurm step.
+pub fn job_gpus(
+    ids: Option<&str>,
+    broker: Option<&str>,
+    broker_step: Option<&str>,
+) -> Result<JobGpus, BadGrant> {
+    let ids = match ids.map(str::trim) {
+        None | Some("") => Vec::new(),
+        Some(ids) => parse_ids(ids)?,
+    };
+    let Some(value) = broker else {
+        let list: Vec<String> = ids.iter().map(usize::to_string).collect();
+        return Ok(JobGpus {
+            absolute: Some(list.clone()),
+            list,
+        });
+    };
+    let given = parse_gpu_list(value).map_err(|e| BadGrant::BadBrokerList {
+        value: value.to_string(),
+        why: e.to_string(),
+    })?;
+    let list = through(&ids, &given, value)?;
+    let step = broker_step.and_then(|s| parse_gpu_list(s).ok());
+    let absolute = step
+        .filter(|step| step.len() == given.len())
+        .and_then(|step| through(&ids, &step, value).ok());
+    Ok(JobGpus { list, absolute })
+}
+
+/// Flux's ids `ids` as the `i`-th entries of `given` (the broker's list
+/// `value`).
+fn through(ids: &[usize], given: &[String], value: &str) -> Result<Vec<String>, BadGrant> {
+    ids.iter()
+        .map(|&id| {
+            given.get(id).cloned().ok_or_else(|| BadGrant::Beyond {
+                id,
+                value: value.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The job's GPUs by UUID, for MPS: located in NVML's place lines
+/// (`lines`) by their absolute indices, as a Slurm step's are.
+pub fn by_uuid(gpus: &JobGpus, lines: &[String]) -> Result<Vec<String>, String> {
+    nvml_uuids(lines, &gpus.list, gpus.absolute.as_deref())
+}
+
+/// An id set as Flux writes one (`0-3,5`, in order, no repeat).
+fn parse_ids(text: &str) -> Result<Vec<usize>, BadGrant> {
+    let bad = || BadGrant::BadIds {
+        ids: text.to_string(),
+    };
+    let mut ids: Vec<usize> = Vec::new();
+    for part in text.split(',') {
+        let (first, last) = part.split_once('-').unwrap_or((part, part));
+        let first: usize = first.trim().parse().map_err(|_| bad())?;
+        let last: usize = last.trim().parse().map_err(|_| bad())?;
+        // Far more than any node holds: a typo, not a GPU.
+        if last < first || last >= 4096 || ids.last().is_some_and(|&l| first <= l) {
+            return Err(bad());
+        }
+        ids.extend(first..=last);
+    }
+    Ok(ids)
+}
+
+/// Who binds a Flux job's GPUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Binder {
+    /// The plugin maps the tasks, as it was asked or as the site's default
+    /// says; `say`: what it tells the job once (the `gpu-affinity` it
+    /// replaces).
+    Plugin { say: Option<String> },
+    /// Flux's own `gpu-affinity`, which the user asked for by name, over
+    /// the site's default: the plugin stands aside, and says so once.
+    Flux { say: String },
+}
+
+/// Who binds where the user gave `-o gpu-affinity=VALUE` (`affinity`) and,
+/// or not (`asked`), `-o desi-gpu-map`: the plugin's option, asked by name,
+/// wins over Flux's (which it replaces in every task it maps); Flux's,
+/// asked by name, wins over the site's default, as the user's own word
+/// over the site's.
+pub fn who_binds(affinity: Option<&str>, asked: bool) -> Binder {
+    match (affinity, asked) {
+        (None, _) => Binder::Plugin { say: None },
+        (Some(value), true) => Binder::Plugin {
+            say: Some(format!(
+                "-o {AFFINITY}={} is replaced by -o {}: each mapped task gets the GPUs the \
+                 mapping gives it",
+                quote(value),
+                crate::settings::option::OPTION
+            )),
+        },
+        (Some(value), false) => Binder::Flux {
+            say: format!(
+                "-o {AFFINITY}={} binds this job's GPUs, over the site's default; give -o {}=METHOD \
+                 to map the tasks instead",
+                quote(value),
+                crate::settings::option::OPTION
+            ),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flux_ids_name_the_brokers_gpus_by_position() {
+        let list = |ids, broker| job_gpus(ids, broker, None).unwrap().list;
+        assert_eq!(list(Some("0-3"), None), ["0", "1", "2", "3"]);
+        assert_eq!(list(Some("1,3"), Some("2,3,4,5")), ["3", "5"]);
+        assert_eq!(list(Some("0-1"), Some("2,3")), ["2", "3"]);
+        assert_eq!(list(Some("1"), Some("GPU-a,GPU-b")), ["GPU-b"]);
+        assert_eq!(list(None, Some("2,3")), Vec::<String>::new());
+        assert_eq!(list(Some(""), None), Vec::<String>::new());
+        // Absolute indices: Flux's own without a broker's list; through
+        // Slurm's SLURM_STEP_GPUS beside a list it renumbered.
+        let abs = |ids, broker, step| job_gpus(ids, broker, step).unwrap().absolute;
+        assert_eq!(abs(Some("1"), None, None), Some(vec!["1".to_string()]));
+        assert_eq!(
+            abs(Some("1"), Some("0,1"), Some("2,3")),
+            Some(vec!["3".to_string()])
+        );
+        assert_eq!(abs(Some("1"), Some("0,1"), None), None);
+        assert_eq!(abs(Some("1"), Some("0,1"), Some("2")), None);
+    }
+
+    #[test]
+    fn a_gpu_beyond_the_brokers_grant_is_refused_with_both_lists() {
+        let e = job_gpus(Some("0-3"), Some("2,3"), None).unwrap_err();
+        assert_eq!(
+            e,
+            BadGrant::Beyond {
+                id: 2,
+                value: "2,3".to_string()
+            }
+        );
+        let said = e.to_string();
+        assert!(said.contains("GPU 2") && said.contains("\"2,3\"") && said.contains("0 to 1"));
+        assert!(matches!(
+            job_gpus(Some("0"), Some(""), None),
+            Err(BadGrant::BadBrokerList { .. })
+        ));
+        for bad in ["x", "3-1", "0,0", "2,1", "0-99999", "-1"] {
+            assert_eq!(
+                job_gpus(Some(bad), None, None),
+                Err(BadGrant::BadIds {
+                    ids: bad.to_string()
+                }),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_plugins_option_wins_over_gpu_affinity_and_gpu_affinity_over_the_default() {
+        assert_eq!(who_binds(None, false), Binder::Plugin { say: None });
+        assert_eq!(who_binds(None, true), Binder::Plugin { say: None });
+        let Binder::Plugin { say: Some(say) } = who_binds(Some("per-task"), true) else {
+            panic!("the option wins");
+        };
+        assert!(say.contains("gpu-affinity=\"per-task\" is replaced by -o desi-gpu-map"));
+        let Binder::Flux { say } = who_binds(Some("off"), false) else {
+            panic!("gpu-affinity wins over the default");
+        };
+        assert!(say.contains("over the site's default"));
+        assert_eq!(tag(42), "flux-42");
+    }
+}

@@ -1,0 +1,118 @@
+//! What the site and the user give the plugin: the `conf` table of
+//! `plugin.load` in an initrc (the plugstack arguments' keys and values),
+//! and the shell option `-o desi-gpu-map=VALUE`, both as JSON from the
+//! shell, into the words the core reads.
+
+use crate::json::{parse, Value};
+use desi_gpu_map_core::settings::config::Config;
+use desi_gpu_map_core::settings::option::{parse_option, OptionRequest, OPTION};
+use desi_gpu_map_core::settings::site::{keys, parse_args};
+use desi_gpu_map_core::text::quote;
+
+/// Where the site's settings come from, for messages.
+const CONF: &str = "the conf table of desi-gpu-map's plugin.load in the shell's initrc";
+
+/// The site's settings from the `conf` table (`None`: none given), read
+/// as strictly as the plugstack arguments: `key = "value"` (or a number)
+/// is `key=value`, `key = true` the word alone, `key = false` nothing for
+/// `verbose` and `key=false` (refused) for the others.
+pub fn site_config(conf: Option<&str>) -> Result<Config, String> {
+    let Some(text) = conf else {
+        return parse_args::<&str>(&[]).map_err(|e| e.to_string());
+    };
+    let value = parse(text).map_err(|e| format!("{CONF}: {e}"))?;
+    let members = match value {
+        Value::Object(members) => members,
+        // Lua's empty table.
+        Value::Array(items) if items.is_empty() => Vec::new(),
+        _ => return Err(format!("{CONF} is no table of keys: {text}")),
+    };
+    let mut words = Vec::new();
+    for (key, value) in members {
+        match value {
+            Value::Str(s) => words.push(format!("{key}={s}")),
+            Value::Number(n) => words.push(format!("{key}={n}")),
+            Value::Bool(true) => words.push(key),
+            Value::Bool(false) if key == "verbose" => {}
+            Value::Bool(false) => words.push(format!("{key}=false")),
+            Value::Null | Value::Array(_) | Value::Object(_) => {
+                return Err(format!(
+                    "{CONF}: {} = {text} is no value: give a string, a number or true; \
+                     valid keys: {}",
+                    quote(&key),
+                    keys()
+                ))
+            }
+        }
+    }
+    parse_args(&words).map_err(|e| format!("{CONF}: {e}"))
+}
+
+/// The user's `-o desi-gpu-map=VALUE` (`None`: not given), as the shell
+/// hands it (JSON): the same words as `--desi-gpu-map`.
+pub fn request(option: Option<&str>) -> Option<Result<OptionRequest, String>> {
+    let text = option?;
+    let value = match parse(text) {
+        Ok(Value::Str(value)) => value,
+        // `-o desi-gpu-map` alone is 1 to Flux.
+        _ => text.to_string(),
+    };
+    Some(parse_option(&value).map_err(|e| format!("-o {OPTION}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use desi_gpu_map_core::settings::option::Choice;
+
+    #[test]
+    fn the_conf_table_is_read_as_the_plugstack_arguments() {
+        let config = site_config(Some(
+            r#"{"default":"roundrobin","verbose":true,"nvml_timeout":5,"mps_dir":"/var/tmp"}"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            config.default,
+            Choice::Map(desi_gpu_map_core::method::Method::RoundRobin)
+        );
+        assert!(config.verbose);
+        assert_eq!(config.nvml_timeout.as_secs(), 5);
+        assert!(!site_config(Some(r#"{"verbose":false}"#)).unwrap().verbose);
+        assert_eq!(site_config(Some("[]")).unwrap(), Config::default());
+        assert_eq!(site_config(None).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn a_bad_conf_names_the_key_and_the_valid_ones() {
+        let e = site_config(Some(r#"{"defualt":"contiguous"}"#)).unwrap_err();
+        assert!(
+            e.contains("defualt") && e.contains("valid arguments") && e.contains("mps_dir"),
+            "{e}"
+        );
+        let e = site_config(Some(r#"{"default":"closests"}"#)).unwrap_err();
+        assert!(e.contains("closests") && e.contains("roundrobin"), "{e}");
+        let e = site_config(Some(r#"{"mps":false}"#)).unwrap_err();
+        assert!(e.contains("mps=false"), "{e}");
+        let e = site_config(Some(r#"{"default":["contiguous"]}"#)).unwrap_err();
+        assert!(e.contains("\"default\"") && e.contains("valid keys"), "{e}");
+        assert!(site_config(Some("{")).is_err());
+    }
+
+    #[test]
+    fn the_option_takes_the_words_of_desi_gpu_map() {
+        assert_eq!(request(None), None);
+        assert!(matches!(
+            request(Some(r#""closest,mps,verbose""#)),
+            Some(Ok(OptionRequest::Use {
+                mps: true,
+                verbose: true,
+                ..
+            }))
+        ));
+        assert_eq!(request(Some(r#""help""#)), Some(Ok(OptionRequest::Help)));
+        let e = request(Some(r#""contigous""#)).unwrap().unwrap_err();
+        assert!(e.contains("contigous") && e.contains("roundrobin"), "{e}");
+        let e = request(Some("1")).unwrap().unwrap_err();
+        assert!(e.contains("\"1\"") && e.contains("contiguous"), "{e}");
+    }
+}

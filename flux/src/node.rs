@@ -1,0 +1,175 @@
+//! The job shell as the core's [`Node`] and the protocol's [`FrontEnd`]:
+//! the job's facts on this node as the shell knows them (its tasks here,
+//! the GPUs R gives it, read through the broker's own grant), the job's
+//! environment for the rest, the machine's files, NVML asked in a child
+//! with a deadline, and the MPS daemon started as this process (the job's
+//! user).
+
+use crate::ffi::Shell;
+use crate::json::{parse, Value};
+use crate::mps::Served;
+use desi_gpu_map_core::cpuset::CpuSet;
+use desi_gpu_map_core::env;
+use desi_gpu_map_core::files::Files;
+use desi_gpu_map_core::mps::Daemon;
+use desi_gpu_map_core::settings::config::Config;
+use desi_gpu_map_core::slurm::gpus::join;
+use desi_gpu_map_core::step::{FrontEnd, Node, NvmlAsk, Snapshot};
+use desi_gpu_map_core::Error;
+use desi_gpu_map_host::failure::Failure;
+use desi_gpu_map_host::files::HostFiles;
+use desi_gpu_map_host::nvml::ask_within;
+
+/// The job on this node, as the shell tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobFacts {
+    pub jobid: u64,
+    /// This shell's rank in the job: the node's place in it.
+    pub shell_rank: u32,
+    /// The node's name.
+    pub node: String,
+    /// The job's tasks on this node.
+    pub ntasks: usize,
+    /// R's GPU ids on this node (an id set); `None`: none.
+    pub gpus: Option<String>,
+}
+
+/// Reads the job's facts from the shell's info (`info`) and this node's
+/// (`rank_info`), both JSON.
+pub fn job_facts(info: Option<&str>, rank_info: Option<&str>) -> Result<JobFacts, String> {
+    let read = |what: &str, text: Option<&str>| {
+        let text = text.ok_or_else(|| format!("the shell gives no {what}"))?;
+        parse(text).map_err(|e| format!("the shell's {what}: {e}"))
+    };
+    let (info, rank) = (read("job info", info)?, read("rank info", rank_info)?);
+    let number = |v: &Value, key: &str| {
+        v.get(key)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| format!("the shell's info has no {key}"))
+    };
+    let resources = rank.get("resources");
+    Ok(JobFacts {
+        jobid: number(&info, "jobid")?,
+        shell_rank: u32::try_from(number(&info, "rank")?).map_err(|e| e.to_string())?,
+        node: rank
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string(),
+        ntasks: usize::try_from(number(&rank, "ntasks")?).map_err(|e| e.to_string())?,
+        gpus: resources
+            .and_then(|r| r.get("gpus"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    })
+}
+
+/// The shell, for one handler's call, as the core's node.
+pub struct FluxNode<'a> {
+    pub shell: Shell,
+    /// The job's GPUs on this node, as its tasks name them.
+    pub gpus: &'a [String],
+    /// The job's daemon, once started.
+    pub served: Option<Served>,
+}
+
+/// Whether the job's own environment answers for `name`: not Slurm's
+/// variables, which describe the step the broker runs in (inside an
+/// allocation), not this job; and not the GPU lists, whose only source is
+/// R through the broker's grant.
+fn from_job_env(name: &str) -> bool {
+    !name.starts_with("SLURM") && !env::OTHER_LISTS.contains(&name) && name != env::HIP
+}
+
+impl FluxNode<'_> {
+    /// The job's snapshot for the core: its GPU list from R (through the
+    /// broker's grant), the rest from the job's environment, never
+    /// Slurm's variables or the other GPU lists ([`from_job_env`]).
+    pub fn snapshot(&self) -> Snapshot {
+        let vars = Snapshot::read(&|name| {
+            from_job_env(name)
+                .then(|| self.shell.getenv(name))
+                .flatten()
+        });
+        Snapshot {
+            cuda: (!self.gpus.is_empty()).then(|| join(self.gpus)),
+            ..vars
+        }
+    }
+}
+
+impl Node for FluxNode<'_> {
+    fn files(&self) -> &dyn Files {
+        &HostFiles
+    }
+
+    /// In a child process killed at the deadline: NVML is never loaded
+    /// into the shell itself.
+    fn nvml(&self, ask: NvmlAsk, config: &Config) -> Result<Vec<String>, Error> {
+        ask_within(ask, &config.nvml, config.nvml_timeout)
+    }
+}
+
+impl FrontEnd for FluxNode<'_> {
+    type NoDaemon = Failure;
+
+    fn start_daemon(&mut self, daemon: &Daemon, _task: Option<usize>) -> Result<Daemon, Failure> {
+        let served = Served::start(daemon)?;
+        let daemon = served.daemon().clone();
+        self.served = Some(served);
+        Ok(daemon)
+    }
+
+    /// Flux binds a task's CPUs in the task itself (`task.exec`), after
+    /// `task.init`: unknown here, so `closest` places by its rule alone.
+    fn own_cpus(&self) -> Option<CpuSet> {
+        None
+    }
+
+    fn stepd_cpus(&self) -> Option<CpuSet> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shells_info_gives_the_jobs_facts_here() {
+        let info = r#"{"jobid":123456,"rank":1,"size":2,"ntasks":16,"R":{}}"#;
+        let rank = r#"{"id":1,"name":"vm","ntasks":5,"resources":{"cores":"0-3","gpus":"0-3"}}"#;
+        let facts = job_facts(Some(info), Some(rank)).unwrap();
+        assert_eq!(
+            facts,
+            JobFacts {
+                jobid: 123456,
+                shell_rank: 1,
+                node: "vm".into(),
+                ntasks: 5,
+                gpus: Some("0-3".into())
+            }
+        );
+        let no_gpus = r#"{"name":"vm","ntasks":1,"resources":{"cores":"0"}}"#;
+        assert_eq!(job_facts(Some(info), Some(no_gpus)).unwrap().gpus, None);
+        assert!(job_facts(None, Some(rank))
+            .unwrap_err()
+            .contains("job info"));
+        assert!(job_facts(Some("{}"), Some(rank))
+            .unwrap_err()
+            .contains("jobid"));
+    }
+
+    #[test]
+    fn slurms_variables_and_other_lists_are_not_the_jobs() {
+        assert!(from_job_env("TMPDIR") && from_job_env("DESI_GPU_MAPPED"));
+        for name in [
+            "SLURM_STEP_GPUS",
+            "SLURMD_TRES_BIND",
+            "ROCR_VISIBLE_DEVICES",
+            "HIP_VISIBLE_DEVICES",
+        ] {
+            assert!(!from_job_env(name), "{name}");
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! The plugin in a standalone Flux instance: every layout against srun's
+//! rule, where it loads from, the site's conf, bad values, Flux's own
+//! `gpu-affinity` beside it, and MPS with NVIDIA's real control daemon,
+//! ended on every ending.
+
+use crate::common::*;
+use std::collections::BTreeMap;
+
+/// Each task's list as srun's tasks would get it: rows grouped by broker
+/// (the job's nodes, in order), against `desi-gpu-map plan`.
+fn assert_srun_rule(jobs: &Jobs, name: &str, method: &str, devices: &[&str]) {
+    let rows = jobs.rows(name);
+    assert!(!rows.is_empty(), "{name}: no task ran:\n{}", jobs.all);
+    let mut per_broker: BTreeMap<String, usize> = BTreeMap::new();
+    for row in &rows {
+        *per_broker.entry(row[1].clone()).or_default() += 1;
+    }
+    let brokers: Vec<&String> = per_broker.keys().collect();
+    let counts: Vec<usize> = per_broker.values().copied().collect();
+    let want = srun_rule(method, &counts, devices);
+    for row in &rows {
+        let node = brokers.iter().position(|b| **b == row[1]).unwrap();
+        let local: usize = row[2].parse().unwrap();
+        let list = &want[&(node, local)];
+        assert_eq!(
+            (&row[3], row[4].as_str(), &row[5]),
+            (list, "1", list),
+            "{name}: task {} (node {node}, local {local}) got {row:?}; srun's rule gives {list}",
+            row[0]
+        );
+    }
+}
+
+const ALL: [&str; 4] = ["0", "1", "2", "3"];
+
+#[test]
+fn every_layout_maps_as_srun_would_more_tasks_than_gpus_and_fewer() {
+    let scratch = Scratch::new("layouts");
+    let layouts = [
+        ("n8", "-N1 --tasks-per-node=8 --gpus-per-node=4"),
+        ("n3", "-N1 --tasks-per-node=3 --gpus-per-node=4"),
+        ("n4", "-N1 --tasks-per-node=4 --gpus-per-node=4"),
+        ("n1", "-N1 --tasks-per-node=1 --gpus-per-node=4"),
+        ("n64", "-N1 --tasks-per-node=64 --gpus-per-node=4"),
+        ("N2n5", "-N2 -n5 --exclusive"),
+        ("N2n7", "-N2 -n7 --exclusive"),
+    ];
+    let mut script = String::new();
+    for method in ["contiguous", "roundrobin", "closest"] {
+        for (name, layout) in layouts {
+            script += &format!(
+                "job {method}-{name} flux run {layout} -o cpu-affinity=off -o userrc=$USERRC \
+                 -o desi-gpu-map={method} sh -c \"$ROW\"\n"
+            );
+        }
+    }
+    let jobs = in_flux(&scratch, Load::User, &script);
+    for method in ["contiguous", "roundrobin", "closest"] {
+        for (name, _) in layouts {
+            let job = format!("{method}-{name}");
+            assert_eq!(jobs.get(&job).0, 0, "{job}: {}", jobs.said(&job));
+            // closest without located GPUs places as contiguous does.
+            let rule = if method == "closest" {
+                "contiguous"
+            } else {
+                method
+            };
+            assert_srun_rule(&jobs, &job, rule, &ALL);
+        }
+    }
+    assert_eq!(jobs.rows("contiguous-n64").len(), 64);
+    let n5: Vec<String> = jobs
+        .rows("contiguous-N2n5")
+        .into_iter()
+        .map(|r| r[3].clone())
+        .collect();
+    assert_eq!(n5, ["0,1", "2", "3", "0,1", "2,3"]);
+}
+
+#[test]
+fn it_loads_from_the_plugin_directory_and_maps_only_what_is_asked() {
+    let scratch = Scratch::new("plugindir");
+    let jobs = in_flux(
+        &scratch,
+        Load::PluginDir,
+        "job plain flux run -N1 --tasks-per-node=2 --gpus-per-node=4 sh -c \"$ROW\"\n\
+         job asked flux run -N1 --tasks-per-node=2 --gpus-per-node=4 -o desi-gpu-map=roundrobin sh -c \"$ROW\"\n",
+    );
+    for row in jobs.rows("plain") {
+        assert_eq!(
+            (row[3].as_str(), row[4].as_str()),
+            ("0,1,2,3", "unset"),
+            "{row:?}"
+        );
+    }
+    assert_srun_rule(&jobs, "asked", "roundrobin", &ALL);
+}
+
+#[test]
+fn a_sites_conf_sets_the_default_and_none_turns_it_off() {
+    let scratch = Scratch::new("siteconf");
+    let jobs = in_flux(
+        &scratch,
+        Load::SiteConf("{ default = \"contiguous\", verbose = true }"),
+        "job default flux run -N1 --tasks-per-node=6 --gpus-per-node=4 sh -c \"$ROW\"\n\
+         job none flux run -N1 --tasks-per-node=2 --gpus-per-node=4 -o desi-gpu-map=none sh -c \"$ROW\"\n\
+         holder=$(flux submit -N1 -n1 -g2 --requires=rank:0 -o desi-gpu-map=none sleep 300)\n\
+         flux job wait-event $holder start\n\
+         job partial flux run -N1 -n1 -g2 --requires=rank:0 sh -c \"$ROW\"\n\
+         flux cancel $holder\n",
+    );
+    assert_srun_rule(&jobs, "default", "contiguous", &ALL);
+    assert!(
+        jobs.said("default").contains("desi-gpu-map"),
+        "{}",
+        jobs.said("default")
+    );
+    for row in jobs.rows("none") {
+        assert_eq!(
+            (row[3].as_str(), row[4].as_str()),
+            ("0,1,2,3", "unset"),
+            "{row:?}"
+        );
+    }
+    // Two of the four GPUs, while another job holds the other two: only
+    // those.
+    let rows = jobs.rows("partial");
+    assert_eq!(rows.len(), 1, "{}", jobs.all);
+    assert_eq!(
+        (rows[0][3].as_str(), rows[0][5].as_str()),
+        ("2,3", "2,3"),
+        "{rows:?}"
+    );
+}
+
+#[test]
+fn bad_values_refuse_the_job_before_any_task_starts() {
+    let scratch = Scratch::new("bad");
+    let jobs = in_flux(
+        &scratch,
+        Load::User,
+        "job typo flux run -n2 -o userrc=$USERRC -o desi-gpu-map=contigous sh -c \"$ROW\"\n\
+         job bare flux run -n2 -o userrc=$USERRC -o desi-gpu-map sh -c \"$ROW\"\n\
+         job combo flux run -n2 -o userrc=$USERRC -o desi-gpu-map=none,mps sh -c \"$ROW\"\n\
+         job help flux run -n2 -o userrc=$USERRC -o desi-gpu-map=help sh -c \"$ROW\"\n",
+    );
+    for (name, says) in [
+        ("typo", "\"contigous\""),
+        ("bare", "\"1\""),
+        ("combo", "none maps no task"),
+        ("help", "Usage:"),
+    ] {
+        let (rc, _) = jobs.get(name);
+        let said = jobs.said(name);
+        assert_ne!(*rc, 0, "{name}: {said}");
+        assert!(jobs.rows(name).is_empty(), "{name}: a task ran: {said}");
+        assert!(said.contains(says), "{name}: {said}");
+        if name != "help" {
+            assert!(
+                said.contains("roundrobin") || said.contains("contiguous,mps"),
+                "{name}: {said}"
+            );
+        }
+    }
+    let scratch = Scratch::new("badconf");
+    let jobs = in_flux(
+        &scratch,
+        Load::SiteConf("{ default = \"closests\" }"),
+        "job any flux run -n1 sh -c \"$ROW\"\n",
+    );
+    let said = jobs.said("any");
+    assert_ne!(jobs.get("any").0, 0, "{said}");
+    assert!(jobs.rows("any").is_empty());
+    assert!(
+        said.contains("closests") && said.contains("roundrobin") && said.contains("conf"),
+        "{said}"
+    );
+}
+
+#[test]
+fn the_option_replaces_gpu_affinity_and_gpu_affinity_the_sites_default() {
+    let scratch = Scratch::new("affinity");
+    let jobs = in_flux(
+        &scratch,
+        Load::SiteConf("{ default = \"contiguous\" }"),
+        "job flux8 flux run -N1 --tasks-per-node=8 --gpus-per-node=4 -o gpu-affinity=per-task sh -c \"$ROW\"\n\
+         job both flux run -N2 --tasks-per-node=8 --gpus-per-node=4 -o gpu-affinity=per-task -o desi-gpu-map=contiguous sh -c \"$ROW\"\n",
+    );
+    // Flux's own per-task binding, asked by name over the site's default:
+    // 8 tasks on 4 GPUs each get an empty list (flux-core #4723).
+    for row in jobs.rows("flux8") {
+        assert_eq!(row[4], "unset", "{row:?}");
+    }
+    let said = jobs.said("flux8");
+    assert_eq!(said.matches("over the site's default").count(), 1, "{said}");
+    assert_srun_rule(&jobs, "both", "contiguous", &ALL);
+    let said = jobs.said("both");
+    assert_eq!(
+        said.matches("is replaced by -o desi-gpu-map").count(),
+        1,
+        "{said}"
+    );
+}
+
+/// MPS with NVIDIA's real control daemon (GPU UUIDs from the fake NVML):
+/// one daemon per job and node, its pipe private to the job, and nothing
+/// left after a normal end, a failed task, or `flux cancel`.
+#[test]
+fn mps_serves_each_node_and_nothing_is_left_on_any_ending() {
+    let scratch = Scratch::new("mps");
+    let nvml_dir = scratch.0.join("nvml");
+    std::fs::create_dir_all(&nvml_dir).unwrap();
+    let conf = nvml_dir.join("fake-nvml.conf");
+    std::fs::write(&conf, "count=4\n").unwrap();
+    let lib = nvml_dir.join("libnvidia-ml.so.1");
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&lib)
+        .arg(repo().join("tests/fakes/nvml/fake_nvml.c"))
+        .arg(format!("-DFAKE_NVML_CONF=\"{}\"", conf.display()))
+        .arg("-lpthread")
+        .status()
+        .unwrap();
+    assert!(built.success(), "build the fake NVML");
+    // A base of its own: the daemon's sockets must fit in 108 bytes.
+    let base = ShortDir::new();
+    // No mps_control: the control daemon is found on the job's PATH.
+    let site = format!(
+        "{{ nvml = \"{}\", mps_dir = \"{}\" }}",
+        lib.display(),
+        base.0.display()
+    );
+    let control_dir = mps_control().parent().unwrap().display().to_string();
+    let script = format!("BASE={}\nexport PATH={control_dir}:$PATH\n", base.0.display())
+        + "job normal flux run -N2 --tasks-per-node=8 --gpus-per-node=4 -o desi-gpu-map=contiguous,mps sh -c \"$ROW\"\n\
+         for d in $(ls -d $BASE/desi-gpu-map-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-normal 0\n\
+         job failed flux run -N1 --tasks-per-node=4 --gpus-per-node=4 -o desi-gpu-map=contiguous,mps sh -c \"$ROW; [ \\$FLUX_TASK_LOCAL_ID != 2 ] || exit 3; sleep 1\"\n\
+         for d in $(ls -d $BASE/desi-gpu-map-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-failed 0\n\
+         id=$(flux submit -N1 --tasks-per-node=4 --gpus-per-node=4 -o desi-gpu-map=contiguous,mps sh -c 'echo $CUDA_MPS_PIPE_DIRECTORY > pipe-$FLUX_TASK_LOCAL_ID; sleep 300')\n\
+         for i in $(seq 100); do [ -s pipe-3 ] && break; sleep 0.1; done\n\
+         echo \"PIPE $(cat pipe-0)\"; ls -d $BASE/desi-gpu-map-mps.* | sed 's/^/RUNNING /'; flux cancel $id; flux job wait-event -t 60 $id clean >/dev/null; echo == cancel $?\n\
+         for d in $(ls -d $BASE/desi-gpu-map-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-cancel 0\n\
+         id=$(flux submit -N1 --tasks-per-node=2 --gpus-per-node=4 -o desi-gpu-map=contiguous,mps sh -c 'echo $CUDA_MPS_PIPE_DIRECTORY > raised-$FLUX_TASK_LOCAL_ID; sleep 300')\n\
+         for i in $(seq 100); do [ -s raised-1 ] && break; sleep 0.1; done\n\
+         echo \"PIPE $(cat raised-0)\"; flux job raise --type=test $id; flux job wait-event -t 60 $id clean >/dev/null; echo == raise $?\n\
+         for d in $(ls -d $BASE/desi-gpu-map-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-raise 0\n";
+    let jobs = in_flux_as(&scratch, Load::SiteConf(&site), &script, Some("nobody"));
+    let rows = jobs.rows("normal");
+    assert_eq!(rows.len(), 16, "{}", jobs.all);
+    let pipes: std::collections::BTreeSet<&str> = rows.iter().map(|r| r[6].as_str()).collect();
+    assert_eq!(
+        pipes.len(),
+        2,
+        "one daemon per node: {pipes:?}\n{}",
+        jobs.said("normal")
+    );
+    for row in &rows {
+        assert!(
+            row[3].starts_with("GPU-fake-"),
+            "MPS names GPUs by UUID: {row:?}"
+        );
+        assert!(
+            row[6].contains("desi-gpu-map-mps.") && row[6].contains("flux-"),
+            "{row:?}"
+        );
+    }
+    assert_ne!(jobs.get("failed").0, 0);
+    assert_eq!(jobs.rows("failed").len(), 4, "{}", jobs.said("failed"));
+    let cancel = jobs.said("cancel");
+    assert!(
+        cancel.contains("PIPE ") && cancel.contains("RUNNING "),
+        "the job ran under MPS: {cancel}"
+    );
+    assert_eq!(jobs.get("cancel").0, 0, "the cancelled job ended: {cancel}");
+    assert_eq!(jobs.get("raise").0, 0, "the raised job ended");
+    let raise = jobs.said("raise");
+    assert!(
+        raise.contains("PIPE /"),
+        "the raised job ran under MPS: {raise}"
+    );
+    for left in ["left-normal", "left-failed", "left-cancel", "left-raise"] {
+        assert_eq!(jobs.said(left), "", "{left}: a daemon's directory is left");
+    }
+    // No daemon of this test's is left: each had its pipe under this
+    // test's own TMPDIR.
+    let mine = base.0.display().to_string();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let environ = String::from_utf8_lossy(&environ);
+        if String::from_utf8_lossy(&cmdline).contains("nvidia-cuda-mps") {
+            assert!(
+                !environ.contains(&mine),
+                "a daemon of this test's is left: {:?}",
+                entry.path()
+            );
+        }
+    }
+}

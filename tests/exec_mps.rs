@@ -107,9 +107,12 @@ fn tasks_uid() -> u32 {
 /// One step's tasks on this host, run as srun would run them (no
 /// slurmstepd above them) as user `nobody` (MPS never serves root): a
 /// stand-in control daemon, a fake NVML with 2 GPUs, and a base folder
-/// of the test's own. Removed when dropped.
+/// of the test's own for each task (`t0`, `t1`), named short: the daemon's
+/// longest socket path, `pipe/control_privileged` in the step's directory,
+/// must fit in 107 bytes. Removed when dropped.
 struct KeptStep {
     dir: std::path::PathBuf,
+    bases: std::path::PathBuf,
     lib: String,
     step: u32,
 }
@@ -132,16 +135,27 @@ impl KeptStep {
             let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
             std::fs::set_permissions(&path, mode).unwrap();
         }
+        let bases = std::env::temp_dir().join(format!("dgm-k{name}{}", std::process::id()));
         for tmp in ["t0", "t1"] {
-            std::fs::create_dir_all(dir.join(tmp)).unwrap();
+            std::fs::create_dir_all(bases.join(tmp)).unwrap();
         }
         let owned = Command::new("chown")
             .arg("-R")
             .arg(TASKS_USER)
-            .arg(&dir)
+            .args([&dir, &bases])
             .status();
         assert!(owned.is_ok_and(|s| s.success()), "chown {}", dir.display());
-        KeptStep { dir, lib, step }
+        KeptStep {
+            dir,
+            bases,
+            lib,
+            step,
+        }
+    }
+
+    /// The base folder `tmp` (`t0` or `t1`), a task's `TMPDIR`.
+    fn base(&self, tmp: &str) -> std::path::PathBuf {
+        self.bases.join(tmp)
     }
 
     /// The keeper's socket name, which the step's tasks meet at.
@@ -200,7 +214,7 @@ impl KeptStep {
         cmd.args(["-u", TASKS_USER, "--"])
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("TMPDIR", self.dir.join(tmp))
+            .env("TMPDIR", self.base(tmp))
             .envs([
                 ("SLURM_JOB_ID", std::process::id().to_string()),
                 ("SLURM_STEP_ID", self.step.to_string()),
@@ -226,7 +240,7 @@ impl KeptStep {
     fn left(&self) -> Vec<String> {
         ["t0", "t1"]
             .iter()
-            .flat_map(|t| std::fs::read_dir(self.dir.join(t)).unwrap())
+            .flat_map(|t| std::fs::read_dir(self.base(t)).unwrap())
             .filter_map(|e| e.ok()?.file_name().to_str().map(String::from))
             .collect()
     }
@@ -305,6 +319,7 @@ impl Drop for KeptStep {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.bases);
     }
 }
 
@@ -387,7 +402,7 @@ fn a_name_another_process_holds_neither_denies_nor_delays_mps() {
     let pipe = served_alike(&step.both(PIPE));
     // Local task 0 started the keeper, without the name.
     assert!(
-        pipe.starts_with(&step.dir.join("t0").display().to_string()),
+        pipe.starts_with(&step.base("t0").display().to_string()),
         "{pipe}"
     );
     // Each task sleeps 1 s; the name's grace is a quarter of that.
@@ -654,7 +669,7 @@ fn a_squatted_name_and_a_crowded_base_neither_delay_nor_deny_mps() {
         queued.push(fd);
         assert!(queued.len() < 64, "a queue of listen(0) never fills");
     }
-    let base = step.dir.join("t0");
+    let base = step.base("t0");
     let crowd: Vec<std::path::PathBuf> = (0..30_000)
         .map(|n| base.join(format!("crowd.{n}")))
         .collect();

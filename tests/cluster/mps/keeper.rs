@@ -307,21 +307,28 @@ fn a_keepers_name_another_user_listens_on_and_never_accepts_is_filled_in_vain() 
 }
 
 /// A base of the test's own for a step's MPS directory (its `TMPDIR`),
-/// under the state dir, which a series' root sees at the same path; named
-/// short, since the daemon's socket path must fit in 107 bytes. Removed
-/// when dropped.
-struct OwnBase(std::path::PathBuf);
+/// `/tmp/dgm-NAME.PID` as the nodes see it (in a series' root, the root's
+/// `/tmp`): short, since the daemon's longest socket path,
+/// `pipe/control_privileged` in the step's directory, must fit in 107
+/// bytes, which the state dir leaves no room for. Removed when dropped.
+struct OwnBase {
+    /// As the nodes see it.
+    node: String,
+    /// As this process sees it.
+    here: std::path::PathBuf,
+}
 
 impl OwnBase {
-    /// `state_dir()/NAME`, made anew with `mode`, owned by `uid`.
+    /// The base `name`, made anew with `mode`, owned by `uid`.
     fn new(name: &str, mode: u32, uid: u32) -> OwnBase {
         use std::os::unix::fs::PermissionsExt;
-        let dir = std::path::PathBuf::from(state_dir()).join(name);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
-        std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
-        OwnBase(dir)
+        let node = format!("/tmp/dgm-{name}.{}", std::process::id());
+        let here = std::path::PathBuf::from(format!("{}{node}", slurm_root().unwrap_or_default()));
+        let _ = std::fs::remove_dir_all(&here);
+        std::fs::create_dir(&here).unwrap();
+        std::os::unix::fs::chown(&here, Some(uid), Some(uid)).unwrap();
+        std::fs::set_permissions(&here, std::fs::Permissions::from_mode(mode)).unwrap();
+        OwnBase { node, here }
     }
 
     /// A sticky base of root's (another user than alice), crowded with
@@ -329,18 +336,18 @@ impl OwnBase {
     fn crowded() -> OwnBase {
         let base = OwnBase::new("cb", 0o1777, 0);
         for n in 0..30_000 {
-            std::fs::write(base.0.join(format!("crowd.{n}")), "").unwrap();
+            std::fs::write(base.here.join(format!("crowd.{n}")), "").unwrap();
         }
         base
     }
 
     fn path(&self) -> String {
-        self.0.display().to_string()
+        self.node.clone()
     }
 
     /// What is in it besides the crowd.
     fn others(&self) -> Vec<String> {
-        std::fs::read_dir(&self.0)
+        std::fs::read_dir(&self.here)
             .unwrap()
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .filter(|name| !name.starts_with("crowd."))
@@ -350,7 +357,7 @@ impl OwnBase {
 
 impl Drop for OwnBase {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(&self.here);
     }
 }
 

@@ -158,7 +158,7 @@ impl Error {
     /// and a later call failed ([`NvmlFailure::Call`]): asking again for
     /// less may then succeed, while a failed init or a broken child would
     /// only fail again, as slowly.
-    pub fn is_failed_nvml_call(&self) -> bool {
+    pub(crate) fn is_failed_nvml_call(&self) -> bool {
         matches!(
             self,
             Error::Discovery {

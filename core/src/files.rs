@@ -26,7 +26,7 @@ pub trait Files {
 }
 
 /// This host's name, as the kernel gives it (per UTS namespace).
-pub fn hostname(files: &dyn Files) -> Option<String> {
+pub(crate) fn hostname(files: &dyn Files) -> Option<String> {
     let name = files.read(Path::new(crate::env::HOSTNAME_FILE)).ok()?;
     Some(name.trim().to_string()).filter(|n| !n.is_empty())
 }
@@ -41,7 +41,7 @@ pub struct Stat {
 }
 
 /// No files at all: every read fails as a missing file does.
-pub struct NoFiles;
+pub(crate) struct NoFiles;
 
 /// `ENOENT`, as the kernel reports a missing file.
 const NO_SUCH_FILE: i32 = 2;
@@ -70,11 +70,11 @@ impl Files for NoFiles {
 
 /// The text of `path`, or why not in the form every message about a file
 /// takes (`"PATH: ERROR"`).
-pub fn read_text(files: &dyn Files, path: &Path) -> Result<String, String> {
+pub(crate) fn read_text(files: &dyn Files, path: &Path) -> Result<String, String> {
     files.read(path).map_err(|e| at(path, e))
 }
 
 /// `"PATH: ERROR"`, the form every message about a file takes.
-pub fn at(path: &Path, e: io::Error) -> String {
+pub(crate) fn at(path: &Path, e: io::Error) -> String {
     format!("{}: {e}", path.display())
 }

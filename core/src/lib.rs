@@ -29,6 +29,8 @@
 //! and `desi-gpu-map-host` gather the facts and carry out the answers.
 
 #![forbid(unsafe_code)]
+// What another crate can reach it can name, so each is documented.
+#![warn(unnameable_types)]
 // Outside tests the core never panics: errors are values (see Error).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]

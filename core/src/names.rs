@@ -104,7 +104,7 @@ pub fn names<T: Named>() -> Vec<&'static str> {
 }
 
 /// `a, b (or b-alias)`: every name, each followed by its aliases.
-pub fn with_aliases<T: Named>() -> String {
+pub(crate) fn with_aliases<T: Named>() -> String {
     let shown: Vec<String> = T::ALL
         .iter()
         .map(|v| match v.aliases() {
@@ -118,8 +118,8 @@ pub fn with_aliases<T: Named>() -> String {
 /// A name that is none of the values'.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownName {
-    pub value: String,
-    pub valid: Vec<&'static str>,
+    pub(crate) value: String,
+    pub(crate) valid: Vec<&'static str>,
 }
 
 impl fmt::Display for UnknownName {

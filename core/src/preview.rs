@@ -90,7 +90,7 @@ pub enum Limit {
 
 impl Limit {
     /// The largest size allowed.
-    pub fn most(self) -> usize {
+    pub(crate) fn most(self) -> usize {
         match self {
             Limit::Nodes => crate::slurm::tasks::MAX_NODES,
             Limit::NodeTasks => crate::slurm::tasks::MAX_TASKS_PER_NODE,
@@ -425,7 +425,7 @@ impl Node for Preview<'_> {
 /// Binds `count` tasks to equal consecutive blocks of `cpus`, as
 /// task/affinity does with `--cpu-bind=cores -c` (all CPUs / tasks); with
 /// more tasks than CPUs, one CPU each, wrapping round.
-pub fn bind_blocks(cpus: &CpuSet, count: usize) -> Vec<CpuSet> {
+pub(crate) fn bind_blocks(cpus: &CpuSet, count: usize) -> Vec<CpuSet> {
     let all: Vec<usize> = cpus.cpus().collect();
     if all.is_empty() || count == 0 {
         return Vec::new();

@@ -36,7 +36,7 @@ impl Failure {
     }
 
     /// The same failure, met while `doing`: "DOING: WHAT FAILED".
-    pub fn within(self, doing: impl fmt::Display) -> Failure {
+    pub(crate) fn within(self, doing: impl fmt::Display) -> Failure {
         Failure {
             said: format!("{doing}: {}", self.said),
             ..self

@@ -9,12 +9,14 @@
 
 // All unsafe is in one module, the machine's edge (sys/), and says why.
 #![deny(unsafe_code)]
+// What another crate can reach it can name, so each is documented.
+#![warn(unnameable_types)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]
 
-pub mod child;
-pub mod deadline;
+pub(crate) mod child;
+pub(crate) mod deadline;
 pub mod failure;
 pub mod files;
 pub mod mps;

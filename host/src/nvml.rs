@@ -79,7 +79,7 @@ pub struct Device {
 }
 
 /// The UUIDs of every GPU NVML enumerates, in NVML's (PCI bus) order.
-pub fn uuids(source: &NvmlSource) -> Result<Vec<String>, Error> {
+pub(crate) fn uuids(source: &NvmlSource) -> Result<Vec<String>, Error> {
     each_device(source, |_, d| {
         d.uuid().map_err(|e| failed("nvmlDeviceGetUUID", e))
     })
@@ -93,7 +93,7 @@ const AFFINITY_WORDS: usize =
 /// Every GPU as `closest` locates it, one line each: `UUID BUS-ID MINOR
 /// CPULIST` (the CPUs of `nvmlDeviceGetCpuAffinity`, `-` when empty), read
 /// by [`desi_gpu_map_core::topology::from_nvml_lines`].
-pub fn places(source: &NvmlSource) -> Result<Vec<String>, Error> {
+pub(crate) fn places(source: &NvmlSource) -> Result<Vec<String>, Error> {
     each_device(source, |_, d| {
         let (uuid, bus_id) = identity(d)?;
         let minor = d
@@ -117,7 +117,7 @@ pub fn places(source: &NvmlSource) -> Result<Vec<String>, Error> {
 }
 
 /// Every GPU with its PCI bus id and memory use.
-pub fn devices(source: &NvmlSource) -> Result<Vec<Device>, Error> {
+pub(crate) fn devices(source: &NvmlSource) -> Result<Vec<Device>, Error> {
     each_device(source, |index, d| {
         let (uuid, pci_bus_id) = identity(d)?;
         let memory = d

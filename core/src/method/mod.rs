@@ -4,8 +4,8 @@
 //! that no GPU of the step is left out), and what stays visible to it.
 
 pub mod closest;
-pub mod contiguous;
-pub mod roundrobin;
+pub(crate) mod contiguous;
+pub(crate) mod roundrobin;
 
 use crate::error::Error;
 use crate::names::{named, with_aliases, Named};
@@ -113,7 +113,7 @@ pub fn position(
 /// share, so that every GPU is held by exactly one task (`contiguous`: a
 /// block, `roundrobin`: every `n`-th). `closest` without its CPUs holds
 /// `contiguous`'s.
-pub fn share(
+pub(crate) fn share(
     method: Method,
     local_id: usize,
     local_count: usize,

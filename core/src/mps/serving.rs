@@ -36,7 +36,7 @@ pub enum Mps {
 impl Mps {
     /// The step's GPUs by UUID where a daemon serving the tasks names them
     /// so: the tasks' lists then carry these, not the step's tokens.
-    pub fn task_gpus(&self) -> Option<&[String]> {
+    pub(crate) fn task_gpus(&self) -> Option<&[String]> {
         match self {
             Mps::Serving(daemon) => Some(&daemon.gpus),
             Mps::Theirs {
@@ -49,15 +49,15 @@ impl Mps {
 
 /// The MPS variables a step found in its environment.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct InheritedMps {
+pub(crate) struct InheritedMps {
     /// A daemon's pipe directory (`CUDA_MPS_PIPE_DIRECTORY`).
-    pub pipe: Option<String>,
+    pub(crate) pipe: Option<String>,
     /// The pipe is the plugin's, from a parent task (its flag is set).
-    pub ours: bool,
+    pub(crate) ours: bool,
     /// ... and that daemon runs on this host and has its socket there.
-    pub here: bool,
+    pub(crate) here: bool,
     /// Which of the names the plugin writes for MPS are set.
-    pub present: Vec<&'static str>,
+    pub(crate) present: Vec<&'static str>,
 }
 
 /// The names a task served by the plugin's MPS gets.

@@ -180,7 +180,7 @@ enum Word {
 /// True when the client's own options include `--desi-gpu-map`
 /// (`--desi-gpu-map=VALUE`, `--desi-gpu-map VALUE`, or an abbreviation such
 /// as `--desi=VALUE`). `args` is the client's argv, its own name first.
-pub fn typed_option(args: &[String], client: Client) -> bool {
+pub(crate) fn typed_option(args: &[String], client: Client) -> bool {
     let mut words = args.iter().skip(1);
     while let Some(word) = words.next() {
         match word_kind(word, client) {

@@ -111,7 +111,7 @@ pub struct MpsSettings {
 }
 
 /// The site's key that names the MPS control daemon, as messages say it.
-pub const SITE_CONTROL_KEY: &str = "the site's mps_control=";
+pub(crate) const SITE_CONTROL_KEY: &str = "the site's mps_control=";
 
 impl Default for MpsSettings {
     fn default() -> Self {
@@ -142,7 +142,7 @@ impl Default for Config {
     }
 }
 
-pub use crate::env::DEFAULT_FLAG;
+pub(crate) use crate::env::DEFAULT_FLAG;
 
 /// NVML discovery's deadline, in whole seconds: the default and the range.
 /// A job cancelled while discovery waits stays COMPLETING until the

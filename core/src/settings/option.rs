@@ -47,7 +47,7 @@ named!(from_str Choice);
 
 /// A word that may stand beside the method, in any order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Modifier {
+pub(crate) enum Modifier {
     /// Each task reports its GPUs on stderr.
     Verbose,
     /// The step's tasks run as clients of a CUDA MPS daemon per node.
@@ -104,7 +104,7 @@ pub enum OptionRequest {
 /// The values listed in every error message about the option:
 /// `contiguous, roundrobin (or round-robin), closest, none, help; with
 /// "verbose" or "mps" beside them, comma-separated`.
-pub fn valid_values() -> String {
+pub(crate) fn valid_values() -> String {
     let modifiers: Vec<String> = Modifier::ALL
         .iter()
         .map(|m| format!("\"{}\"", m.name()))
@@ -169,7 +169,8 @@ fn bad_combination(value: &str, why: &'static str) -> Error {
 
 /// The option's name, as users type it after `--` (declared with the
 /// scan of the clients' command lines).
-pub use crate::settings::client_args::{OPTION, PLUGIN};
+pub use crate::settings::client_args::OPTION;
+pub use crate::settings::client_args::PLUGIN;
 
 /// The environment form of the option, as Slurm reads it: the plugin's
 /// and the option's names with `-` turned into `_`.
@@ -194,7 +195,7 @@ pub fn check_help_source(
 }
 
 /// A value that names no choice, with the valid ones.
-pub fn bad_option(value: &str) -> Error {
+pub(crate) fn bad_option(value: &str) -> Error {
     Error::BadOption {
         value: value.to_string(),
         valid: valid_values(),
@@ -202,7 +203,7 @@ pub fn bad_option(value: &str) -> Error {
 }
 
 /// `help` from the environment form, with the valid values.
-pub fn help_from_environment() -> Error {
+pub(crate) fn help_from_environment() -> Error {
     Error::HelpFromEnvironment {
         env_form: ENV_FORM,
         valid: valid_values(),

@@ -334,7 +334,7 @@ pub fn check_request(request: &OptionRequest, config: &Config) -> Result<(), Err
 /// unsaid. `None`: nothing asked, and the site's default (or nothing)
 /// applies. The option, where given, is the request, and a default of
 /// `none` maps nothing the user did not ask with it.
-pub fn request_from_variable(
+pub(crate) fn request_from_variable(
     variable: Option<&str>,
     config: &Config,
 ) -> Option<Result<OptionRequest, Error>> {
@@ -350,7 +350,7 @@ pub fn request_from_variable(
 
 /// What the plugin says, under `verbose`, where it took the request from
 /// `DESI_GPU_MAP_METHOD` (`value`) over the site's default.
-pub fn taken_from_variable(value: &str, config: &Config) -> String {
+pub(crate) fn taken_from_variable(value: &str, config: &Config) -> String {
     format!(
         "{}={} asks for this step over the site's default={}",
         crate::env::METHOD,

@@ -13,9 +13,9 @@ use crate::step::{parse_step_id, special_step_name, Snapshot};
 /// What the user asked the front end for: the method, and the modifiers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Asked {
-    pub choice: Choice,
-    pub verbose: bool,
-    pub mps: bool,
+    pub(crate) choice: Choice,
+    pub(crate) verbose: bool,
+    pub(crate) mps: bool,
 }
 
 impl Asked {

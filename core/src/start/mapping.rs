@@ -16,13 +16,13 @@ use crate::step::{
 pub struct Mapping {
     pub plan: StepPlan,
     /// The task's ids, or why they cannot be read.
-    pub ids: Result<TaskIds, UnreadableIds>,
+    pub(crate) ids: Result<TaskIds, UnreadableIds>,
     /// The task's variables (its node's name, its lists, Slurm's CPU
     /// binding of it).
     pub vars: TaskVars,
     /// A launcher's rank: no slurmstepd's mask above it tells it unbound.
-    pub launched: bool,
-    pub verbose: bool,
+    pub(crate) launched: bool,
+    pub(crate) verbose: bool,
 }
 
 impl Mapping {

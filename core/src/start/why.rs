@@ -102,7 +102,7 @@ impl fmt::Display for NoMethod {
 
 /// Why a task's ids cannot be read from the variables slurmstepd set.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UnreadableIds {
+pub(crate) enum UnreadableIds {
     /// The variable is not set.
     NotSet(&'static str),
     /// The variable's `value` is not a number.
@@ -133,8 +133,8 @@ impl fmt::Display for UnreadableIds {
 
 /// The step variable's value is no step id.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BadStepId {
-    pub value: String,
+pub(crate) struct BadStepId {
+    pub(crate) value: String,
 }
 
 impl fmt::Display for BadStepId {
@@ -153,7 +153,7 @@ impl fmt::Display for BadStepId {
 /// value, where set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotPassed {
-    pub export: Option<String>,
+    pub(crate) export: Option<String>,
 }
 
 impl fmt::Display for NotPassed {
@@ -180,7 +180,7 @@ impl fmt::Display for NotPassed {
 /// (`names`), which count for nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OuterLaunch {
-    pub names: Vec<&'static str>,
+    pub(crate) names: Vec<&'static str>,
 }
 
 impl fmt::Display for OuterLaunch {

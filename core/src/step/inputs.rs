@@ -23,11 +23,11 @@ pub struct TaskVars {
     /// The node's name, for the lines the task says.
     pub node: String,
     /// `CUDA_VISIBLE_DEVICES` and `SLURMD_TRES_BIND` as the task has them.
-    pub cuda: Option<String>,
-    pub tres_bind: Option<String>,
+    pub(crate) cuda: Option<String>,
+    pub(crate) tres_bind: Option<String>,
     /// Slurm's CPU binding of the task, where its CPUs are needed.
-    pub bind_type: Option<String>,
-    pub bind_list: Option<String>,
+    pub(crate) bind_type: Option<String>,
+    pub(crate) bind_list: Option<String>,
 }
 
 impl TaskVars {
@@ -59,7 +59,7 @@ impl TaskVars {
 
     /// The task's inputs: these variables, its `ids`, its CPUs (`own`,
     /// and its parent slurmstepd's) and where a container plugin stands.
-    pub fn inputs<'a>(
+    pub(crate) fn inputs<'a>(
         &'a self,
         ids: &TaskIds,
         own: Option<CpuSet>,

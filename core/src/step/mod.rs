@@ -63,21 +63,32 @@ mod source;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use aside::{Aside, Unmapped};
-pub use assign::{assign, assign_in, Assignment};
-pub use binding::slurm_bound_here;
+pub use aside::Unmapped;
+pub use assign::{assign, Assignment};
 pub use container::{container_plugin_after, Container};
 pub use decision::StepPlan;
 pub use given::Given;
-pub use ids::{is_special_step, parse_step_id, special_step_name, step_tag, StepIdentity};
+pub use ids::StepIdentity;
 pub use inputs::{TaskCpus, TaskIds, TaskInputs, TaskVars};
-pub use lines::aside_line;
-pub use locate::locate;
-pub use map::{GpuCpus, StepMap};
+pub use map::StepMap;
 pub use node::{NoTopology, Node, NvmlAsk};
-pub use outcome::{carry_out, map_task, task_outcome, variables, TaskOutcome};
+pub use outcome::{carry_out, task_outcome, TaskOutcome};
 pub use plan::{plan_step, StepFacts};
 pub use protocol::{start_daemon, task_outcome_read, FrontEnd};
 pub use resolve::{resolve, Resolved};
 pub use snapshot::Snapshot;
-pub use source::{Listed, NotSlurms, WhyNoList};
+
+pub(crate) use aside::Aside;
+pub(crate) use assign::assign_in;
+pub(crate) use binding::slurm_bound_here;
+pub(crate) use ids::{parse_step_id, special_step_name, step_tag};
+
+// Only the tests import these through the face.
+#[cfg(test)]
+pub(crate) use locate::locate;
+#[cfg(test)]
+pub(crate) use map::GpuCpus;
+#[cfg(test)]
+pub(crate) use outcome::map_task;
+#[cfg(test)]
+pub(crate) use source::{Listed, WhyNoList};

@@ -36,7 +36,7 @@ macro_rules! snapshot {
 
             /// The variable `name`, where the snapshot holds it; `None`
             /// where it is unset or no field of the snapshot.
-            pub fn get(&self, name: &str) -> Option<&str> {
+            pub(crate) fn get(&self, name: &str) -> Option<&str> {
                 $(if name == $name {
                     return self.$field.as_deref();
                 })*
@@ -132,7 +132,7 @@ snapshot! {
 impl Snapshot {
     /// The variable `name` as an owned value, for the rules that read a
     /// table of names (the launchers', the vendors' lists).
-    pub fn var(&self, name: &str) -> Option<String> {
+    pub(crate) fn var(&self, name: &str) -> Option<String> {
         self.get(name).map(String::from)
     }
 

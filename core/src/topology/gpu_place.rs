@@ -8,7 +8,7 @@ use crate::method::closest::Fallback;
 /// NUMA node -1, or the driver said "N/A").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuPlace {
-    pub token: String,
+    pub(crate) token: String,
     pub numa: Option<u32>,
     pub cpus: Option<CpuSet>,
 }

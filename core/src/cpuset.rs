@@ -111,10 +111,12 @@ impl CpuSet {
         self
     }
 
+    /// Whether the set holds no CPU.
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
     }
 
+    /// Whether the set holds `cpu`.
     pub fn contains(&self, cpu: usize) -> bool {
         self.words
             .get(cpu / WORD)
@@ -140,6 +142,7 @@ impl CpuSet {
         self.overlap(other) == self.len() && self.len() < other.len()
     }
 
+    /// The CPUs either set holds.
     pub fn union(&self, other: &CpuSet) -> CpuSet {
         let len = self.words.len().max(other.words.len());
         let words = (0..len)

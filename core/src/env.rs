@@ -57,8 +57,9 @@ pub(crate) const CONTAINER_PLUGINS: [&str; 1] = ["pyxis"];
 /// (plugstack `flag=`).
 pub const DEFAULT_FLAG: &str = "DESI_GPU_MAPPED";
 
-/// Exported to every mapped task.
+/// Exported to every mapped task: the method it was mapped with.
 pub const METHOD: &str = "DESI_GPU_MAP_METHOD";
+/// Exported beside it: how many GPUs the step holds on the node.
 pub const NODE_GPUS: &str = "DESI_GPU_MAP_NODE_GPUS";
 /// The GPUs the task holds, named as its GPU list names them, its first
 /// first: one, or its share where the node has fewer tasks than GPUs (under
@@ -78,11 +79,17 @@ pub const MPS_HOST: &str = "DESI_GPU_MAP_MPS_HOST";
 /// is not given (`--mps-control`, `--visible`, ...): the variables that
 /// mirror exec's options, so that a batch script sets them once.
 pub const MPS_CONTROL_PATH: &str = "DESI_GPU_MAP_MPS_CONTROL";
+/// Mirrors `--visible`.
 pub const VISIBLE_OPTION: &str = "DESI_GPU_MAP_VISIBLE";
+/// Mirrors `--vendor`.
 pub const VENDOR_OPTION: &str = "DESI_GPU_MAP_VENDOR";
+/// Mirrors `--nvml`.
 pub const NVML_OPTION: &str = "DESI_GPU_MAP_NVML";
+/// Mirrors `--nvml-timeout`.
 pub const NVML_TIMEOUT_OPTION: &str = "DESI_GPU_MAP_NVML_TIMEOUT";
+/// Mirrors `--mps-dir`.
 pub const MPS_DIR_OPTION: &str = "DESI_GPU_MAP_MPS_DIR";
+/// Mirrors `--mps-share`.
 pub const MPS_SHARE_OPTION: &str = "DESI_GPU_MAP_MPS_SHARE";
 
 /// Every variable that mirrors one of exec's options, which exec and the
@@ -109,23 +116,29 @@ pub(crate) const EXPORT_ENV: &str = "SLURM_EXPORT_ENV";
 /// srun's input variables for the user's task prolog and epilog
 /// (`--task-prolog`, `--task-epilog`), which a batch script sets once.
 pub const TASK_PROLOG: &str = "SLURM_TASK_PROLOG";
+/// The epilog's, beside the prolog's.
 pub const TASK_EPILOG: &str = "SLURM_TASK_EPILOG";
 
 /// Set by slurmstepd for a task prolog or epilog it runs
 /// (`srun --task-prolog`, `SLURM_TASK_PROLOG`; `src/slurmd/slurmstepd/`),
 /// and the two values that say which.
 pub const SCRIPT_CONTEXT: &str = "SLURM_SCRIPT_CONTEXT";
+/// `SLURM_SCRIPT_CONTEXT` in a task prolog.
 pub const PROLOG_TASK: &str = "prolog_task";
+/// `SLURM_SCRIPT_CONTEXT` in a task epilog.
 pub const EPILOG_TASK: &str = "epilog_task";
 
 /// What CUDA's MPS reads: the daemon's pipe and log directories, and a
 /// client's share of its GPU (also how Slurm's `gres/mps` marks a step).
 pub const MPS_PIPE: &str = "CUDA_MPS_PIPE_DIRECTORY";
+/// The daemon's log directory.
 pub const MPS_LOG: &str = "CUDA_MPS_LOG_DIRECTORY";
+/// A client's share of its GPU, in percent.
 pub const MPS_SHARE: &str = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
 /// The MPS control daemon, and where it is looked for (NVIDIA's packages,
 /// the CUDA toolkit's default prefix), in order.
 pub const MPS_CONTROL: &str = "nvidia-cuda-mps-control";
+/// Where the control daemon is looked for, in order.
 pub const MPS_CONTROL_DIRS: [&str; 4] = [
     "/usr/bin",
     "/usr/local/bin",
@@ -150,10 +163,13 @@ pub(crate) const JOB_ID: &str = "SLURM_JOB_ID";
 /// The job id's older spelling, which Slurm still sets beside it.
 pub(crate) const JOB_ID_OLD: &str = "SLURM_JOBID";
 pub(crate) const STEP_ID: &str = "SLURM_STEP_ID";
+/// The task's id on its node.
 pub const LOCAL_ID: &str = "SLURM_LOCALID";
+/// The task's rank among all the step's tasks.
 pub const RANK: &str = "SLURM_PROCID";
 pub(crate) const NODE_ID: &str = "SLURM_NODEID";
 pub(crate) const TASKS_PER_NODE: &str = "SLURM_STEP_TASKS_PER_NODE";
+/// The node's name, as Slurm knows it.
 pub const NODE_NAME: &str = "SLURMD_NODENAME";
 
 /// What other launchers tell each rank of where it sits (read by
@@ -183,6 +199,7 @@ pub const FLUX_LOCAL_ID: &str = "FLUX_TASK_LOCAL_ID";
 /// PMIx's namespace (a launch's id) and global rank: its local rank and
 /// count are `PMIx_Get` keys, not variables.
 pub(crate) const PMIX_NAMESPACE: &str = "PMIX_NAMESPACE";
+/// PMIx's global rank.
 pub const PMIX_RANK: &str = "PMIX_RANK";
 
 /// The plugin's own variables begin with this; a site's flag must not.

@@ -34,9 +34,11 @@ pub(crate) fn hostname(files: &dyn Files) -> Option<String> {
 /// A file's owner and mode, as stat(2) gives them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
+    /// The owner's uid.
     pub uid: u32,
     /// The permission bits, with set-id and sticky (`0o7777`).
     pub mode: u32,
+    /// It is a directory.
     pub is_dir: bool,
 }
 

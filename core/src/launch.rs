@@ -154,30 +154,52 @@ impl Launch {
 pub enum Refusal {
     /// One of a launcher's two variables is set, the other not.
     HalfSet {
+        /// The launcher's name.
         launcher: &'static str,
+        /// The variable that is set.
         set: &'static str,
+        /// Its value.
         value: String,
+        /// The one that is not.
         missing: &'static str,
     },
     /// A value that is no whole number.
-    NotANumber { var: &'static str, value: String },
+    NotANumber {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+    },
     /// A count of 0 or past Slurm's ceiling, or an id not below the count.
     OutOfRange {
+        /// The launcher's name.
         launcher: &'static str,
+        /// The variable of the rank's local id.
         id_var: &'static str,
+        /// That id.
         id: usize,
+        /// The variable of the node's rank count.
         count_var: &'static str,
+        /// That count.
         count: usize,
     },
     /// Two launchers place the rank differently.
     Disagree {
+        /// Where the first places it.
         first: Box<Launch>,
+        /// Where another places it.
         other: Box<Launch>,
     },
     /// Flux: a local id, but no per-node count.
-    Flux { value: String },
+    Flux {
+        /// The local id's value.
+        value: String,
+    },
     /// PMIx alone: its local rank is no variable.
-    PmixOnly { rank: String },
+    PmixOnly {
+        /// PMIx's global rank.
+        rank: String,
+    },
 }
 
 impl fmt::Display for Refusal {
@@ -361,7 +383,7 @@ impl Launcher {
     }
 }
 
-/// Every variable whose origin [`launched`] asks of the [`Ancestry`].
+/// Every variable whose origin `launched` asks of the [`Ancestry`].
 pub fn watched() -> Vec<&'static str> {
     let mut vars: Vec<&'static str> = LAUNCHERS.iter().flat_map(Launcher::launch_vars).collect();
     vars.extend([env::FLUX_LOCAL_ID, env::PMIX_RANK]);

@@ -10,6 +10,7 @@ pub trait Named: Copy + 'static {
     /// Every value, in the order usage texts list them.
     const ALL: &'static [Self];
 
+    /// The name usage texts and messages give it.
     fn name(self) -> &'static str;
 
     /// Other spellings accepted for the same value.

@@ -1,6 +1,6 @@
 //! The node's GPUs as NVML lists them. NVML is loaded only when called:
 //! the front ends ask it in a child process with a deadline
-//! ([`ask_within`], [`devices_within`], through [`crate::deadline`]), so
+//! ([`ask_within`], [`devices_within`], through `crate::deadline`), so
 //! that a hung `nvmlInit` holds nobody and NVML is never loaded into
 //! slurmstepd or into the process `exec` turns into the application.
 
@@ -71,10 +71,15 @@ fn device_from_line(line: &str) -> Option<Device> {
 /// One GPU, as `desi-gpu-map show` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Device {
+    /// NVML's index, the order in which it lists the node's GPUs.
     pub index: u32,
+    /// The GPU's UUID (`GPU-...`).
     pub uuid: String,
+    /// Its PCI bus id, as NVML writes it.
     pub pci_bus_id: String,
+    /// Memory in use, in bytes.
     pub memory_used: u64,
+    /// Memory in all, in bytes.
     pub memory_total: u64,
 }
 

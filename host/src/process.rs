@@ -184,7 +184,7 @@ pub fn comm(pid: u32) -> Option<String> {
 }
 
 /// The environment `pid` was started with (`/proc/PID/environ`: readable
-/// only for the user's own processes), at most [`MOST_ENVIRON`] bytes.
+/// only for the user's own processes), at most `MOST_ENVIRON` bytes.
 pub fn environ(pid: u32) -> Option<Vec<(String, String)>> {
     let file = fs::File::open(format!("/proc/{pid}/environ")).ok()?;
     let mut bytes = Vec::new();

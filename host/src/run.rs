@@ -23,6 +23,7 @@ pub(crate) const MAX_OUTPUT: usize = 4096;
 /// and what is closed at exec, and must leave the process group as it
 /// finds it.
 pub trait Runner {
+    /// Readies `cmd` to be spawned.
     fn prepare(&self, cmd: &mut Command);
 }
 

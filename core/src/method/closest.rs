@@ -9,21 +9,21 @@
 //!   ([`position`] with `contiguous`, numpy.array_split order), in local-id
 //!   order: within a domain the load per GPU differs by at most one.
 //! - When every task's CPUs are known ([`closest_all`], from Slurm's
-//!   per-task masks, where [`list_is_slurms`]), every task computes the
+//!   per-task masks, where `list_is_slurms`), every task computes the
 //!   same answer. When only the task's own CPUs are known
-//!   ([`closest_own`]), see there.
+//!   (`closest_own`), see there.
 //! - Any step GPU whose local CPUs are unknown makes the whole step fall
 //!   back to `contiguous` ([`crate::topology::near_cpus`] says which and why).
 //! - Fewer tasks than GPUs: every GPU goes to exactly one task, each task
-//!   holding `k / n` or one more ([`closest_shares`]): the pairs of a task
+//!   holding `k / n` or one more (`closest_shares`): the pairs of a task
 //!   and a GPU are taken nearest first (most CPUs in common), ties going to
 //!   the GPU nearest the task's `contiguous` block, so that tasks near
 //!   every GPU alike hold `contiguous`'s blocks. A share lists its nearest
 //!   GPU first. From its own CPUs only, a task holds `contiguous`'s block,
 //!   nearest first: it cannot know what the others would take.
-//! - A task's share by the rule ([`closest_position`]), with what the
-//!   node's tasks share read once ([`NodeCpus`]), and how it was matched
-//!   ([`Closeness`]).
+//! - A task's share by the rule (`closest_position`), with what the
+//!   node's tasks share read once (`NodeCpus`), and how it was matched
+//!   (`Closeness`).
 
 use crate::cpuset::CpuSet;
 use crate::error::Error;

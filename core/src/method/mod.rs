@@ -19,7 +19,7 @@ pub enum Method {
     /// Local task `l` gets GPU `l mod k`.
     RoundRobin,
     /// A GPU attached to the task's own CPUs, balanced within each domain
-    /// (see [`crate::closest`]); contiguous where that is unknown.
+    /// (see `crate::closest`); contiguous where that is unknown.
     Closest,
 }
 

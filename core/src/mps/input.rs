@@ -12,8 +12,11 @@ use std::time::Duration;
 /// only slurmstepd starts daemons, so only the plugin gives these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MpsFacts {
+    /// The job's user.
     pub uid: u32,
+    /// The job user's group.
     pub gid: u32,
+    /// The step's tasks on this node.
     pub local_tasks: usize,
     /// The node's place in the step (`S_JOB_NODEID`).
     pub node_id: u32,

@@ -1,7 +1,7 @@
 //! CUDA MPS for a mapped step on one node: whether its tasks share their
 //! GPUs through a control daemon the plugin starts for the step, through
 //! one that already serves them, or not at all; and what each task gets.
-//! Decided from a small input of its own ([`MpsInput`], [`MpsNode`]),
+//! Decided from a small input of its own (`MpsInput`, `MpsNode`),
 //! before the step's record is built:
 //!
 //! - `input`: what it is decided from;

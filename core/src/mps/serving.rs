@@ -11,8 +11,8 @@ pub enum Mps {
     /// Not asked for, and no daemon's pipe inherited.
     Off,
     /// The front end starts this daemon before any task execs, then
-    /// calls [`crate::step::StepMap::mps_started`] or
-    /// [`crate::step::StepMap::mps_failed`].
+    /// calls `crate::step::StepMap::mps_started` or
+    /// `crate::step::StepMap::mps_failed`.
     Start(Box<Daemon>),
     /// The plugin's daemon answers: each task is its client.
     Serving(Box<Daemon>),
@@ -21,8 +21,11 @@ pub enum Mps {
     /// Its tasks get `gpus`, the step's GPUs by UUID, where the daemon is
     /// one at a pipe directory (its devices may be numbered otherwise).
     Theirs {
+        /// Whose daemon, in words.
         why: String,
+        /// Said even without `verbose`.
         loud: bool,
+        /// The step's GPUs by UUID, for a daemon at a pipe directory.
         gpus: Option<Vec<String>>,
         /// The daemon is the plugin's, of a parent task on this host: its
         /// flag stays true.
@@ -30,7 +33,12 @@ pub enum Mps {
     },
     /// Asked for (or `mps=auto`), but the step runs mapped without MPS;
     /// said once, where the user asked or with `verbose`.
-    Without { why: NoMps, loud: bool },
+    Without {
+        /// Why not.
+        why: NoMps,
+        /// Said even without `verbose` (the user asked).
+        loud: bool,
+    },
 }
 
 impl Mps {

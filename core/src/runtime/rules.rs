@@ -14,8 +14,11 @@ use std::path::Path;
 /// The GPU vendor whose runtimes read the lists on a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Vendor {
+    /// NVIDIA's: CUDA reads `CUDA_VISIBLE_DEVICES`.
     Nvidia,
+    /// AMD's: ROCm reads `ROCR_VISIBLE_DEVICES` and its kin.
     Amd,
+    /// Intel's: Level Zero reads `ZE_AFFINITY_MASK`.
     Intel,
 }
 
@@ -52,8 +55,9 @@ pub(super) struct Rules {
 /// The site's `vendor=` plugstack argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VendorSetting {
-    /// Detected on each node, once per step ([`detect`]).
+    /// Detected on each node, once per step (`detect`).
     Auto,
+    /// This vendor on every node.
     Fixed(Vendor),
 }
 
@@ -76,13 +80,16 @@ named!(from_str VendorSetting);
 /// A node's vendor, and why, for the verbose report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chosen {
+    /// The vendor.
     pub vendor: Vendor,
+    /// Why, in words.
     pub why: String,
 }
 
 /// How a step's lists are written into each task; decided once per step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rendering {
+    /// The vendor whose runtime reads the lists.
     pub vendor: Vendor,
     /// The site's `visible=`, as this vendor's runtime can honour it.
     pub(crate) visible: Visible,

@@ -20,6 +20,7 @@ pub const PLUGIN: &str = "desi_gpu_map";
 /// The client whose command line is scanned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Client {
+    /// srun.
     Srun,
     /// sbatch or salloc (SPANK's allocator context, shared by both): their
     /// value options are the same, except those that one of them rejects.

@@ -9,7 +9,9 @@ use crate::settings::client_args::{typed_option, Client};
 /// A method, or `none`: mapping turned off (also a site default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Choice {
+    /// `none`: leave the step alone.
     Off,
+    /// Map with this method.
     Map(Method),
 }
 
@@ -95,8 +97,11 @@ pub enum OptionRequest {
     Help,
     /// `choice` is `None` for modifiers alone: the site default.
     Use {
+        /// The method, or `none`.
         choice: Option<Choice>,
+        /// `verbose`: each task says what it got.
         verbose: bool,
+        /// `mps`: the tasks share their GPUs under CUDA MPS.
         mps: bool,
     },
 }

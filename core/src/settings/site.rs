@@ -20,6 +20,7 @@ use std::time::Duration;
 /// packaging's texts (`packaging/README.md`'s table among them) are checked
 /// against this table (`tests/names.rs`).
 pub struct Key {
+    /// The key, as written before `=`.
     pub name: &'static str,
     /// What follows `name=` in messages (`None`: a word without a value).
     pub form: fn() -> Option<String>,

@@ -1,5 +1,5 @@
 //! What Slurm writes, read as plain data: GPU lists ([`gpus`]), its own
-//! per-task GPU binding requests ([`bind`]), the CPUs it bound each
+//! per-task GPU binding requests (`bind`), the CPUs it bound each
 //! task to ([`cpu_bind`]), and where a step's tasks sit ([`tasks`]).
 
 pub(crate) mod bind;

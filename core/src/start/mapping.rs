@@ -14,6 +14,7 @@ use crate::step::{
 /// [`Mapping::outcome`], which reads the CPUs the plan asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mapping {
+    /// The step's plan on this node.
     pub plan: StepPlan,
     /// The task's ids, or why they cannot be read.
     pub(crate) ids: Result<TaskIds, UnreadableIds>,

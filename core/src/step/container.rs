@@ -27,10 +27,16 @@ pub enum Container<'a> {
     /// namespace (pyxis joins its container's): the task's lists are what
     /// that plugin left, and `pipe_seen` says whether the step's MPS pipe
     /// directory is in the task's view.
-    Entered { pipe_seen: bool },
+    Entered {
+        /// The step's MPS pipe directory is in the task's view.
+        pipe_seen: bool,
+    },
     /// `plugin`, a container plugin, runs after this one and may replace
     /// the task's lists, in a step that runs in its container.
-    After { plugin: &'a str },
+    After {
+        /// The plugin's name.
+        plugin: &'a str,
+    },
 }
 
 /// The first container plugin among the SPANK plugins loaded `after` this

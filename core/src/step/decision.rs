@@ -13,6 +13,7 @@ pub enum StepPlan {
     /// Tasks run as Slurm made them, less any flag inherited from a mapped
     /// task (a nested step must not claim a mapping it did not get).
     Unmapped(Unmapped),
+    /// Each task gets its share of the step's GPUs.
     Map(StepMap),
 }
 

@@ -44,7 +44,7 @@ pub(crate) fn step_tag(vars: &Snapshot, step_id: u32) -> Option<String> {
 
 /// Which step a plan is for: a step of Slurm's, or the ranks of another
 /// launcher, which are no step of Slurm's and have an identity of their
-/// own. Its record ([`StepIdentity::record`]) is what mapped tasks carry
+/// own. Its record (`StepIdentity::record`) is what mapped tasks carry
 /// in `DESI_GPU_MAP_STEP`, so that a later `exec` knows this very step
 /// (or launch) is mapped already.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub enum StepIdentity {
     /// The ranks of one launch of `mpirun`, `mpiexec` or PALS
     /// ([`crate::launch`]).
     Launch {
-        /// What tells this launch from any other ([`crate::launch::Launch::tag`]);
+        /// What tells this launch from any other (`crate::launch::Launch::tag`);
         /// `None`: nothing does, and nothing is recorded.
         tag: Option<String>,
         /// What its process was given ([`Given`]); `None`: it runs in an

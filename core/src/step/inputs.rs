@@ -11,8 +11,11 @@ use crate::cpuset::CpuSet;
 /// rank (the launcher's, where one placed it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TaskIds {
+    /// The task's id on its node.
     pub local_id: usize,
+    /// Its node's task count.
     pub local_count: usize,
+    /// Its rank in the step.
     pub rank: u32,
 }
 
@@ -87,9 +90,13 @@ impl TaskVars {
 /// One task, as slurmstepd sees it in `task_init`, or as the task itself
 /// sees it (`desi-gpu-map exec`).
 pub struct TaskInputs<'a> {
+    /// The node's name.
     pub node: &'a str,
+    /// The task's id on its node.
     pub local_id: usize,
+    /// Its node's task count.
     pub local_count: usize,
+    /// Its rank in the step.
     pub rank: u32,
     /// `CUDA_VISIBLE_DEVICES` in the task's environment now.
     pub cuda: Option<&'a str>,

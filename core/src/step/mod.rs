@@ -13,7 +13,7 @@
 //!   tasks carry;
 //! - `resolve`: what the user and the site together ask ([`Resolved`]);
 //! - `source`: where the step's GPU list comes from (Slurm's list, or NVML),
-//!   kept as [`Listed`];
+//!   kept as `Listed`;
 //! - `given`: where a process no srun step placed finds its GPUs;
 //! - `binding`: when Slurm's own per-task binding wins;
 //! - `container`: a container plugin beside the plugin's (pyxis), run
@@ -21,13 +21,13 @@
 //! - `locate`: where a `closest` step's GPUs sit;
 //! - `plan`: the pass from the step's facts to its plan;
 //! - `decision`: the plan itself ([`StepPlan`]);
-//! - `aside`: why a step stands aside ([`Aside`]), and what its tasks lose;
+//! - `aside`: why a step stands aside (`Aside`), and what its tasks lose;
 //! - `map`: a mapped step's record ([`StepMap`]);
 //! - `inputs`: one task as a front end knows it ([`TaskInputs`]), its
 //!   variables read in one place ([`TaskVars`]);
 //! - `assign`: where each task sits in the step's lists ([`Assignment`]),
 //!   `closest`'s position coming from its rule
-//!   ([`crate::method::closest::closest_position`]);
+//!   (`crate::method::closest::closest_position`);
 //! - `lines`: what a task says (its `verbose` report, why it stands aside);
 //! - `outcome`: what each task gets, and the variables written for it
 //!   (through [`crate::runtime`], which writes the lists for the node's
@@ -37,7 +37,7 @@
 //!
 //! CUDA MPS is decided in [`crate::mps`], from a small input this module
 //! hands it; the record keeps the decision, and each task's list names its
-//! GPU as that decision says ([`StepMap::task_tokens`]).
+//! GPU as that decision says (`StepMap::task_tokens`).
 //!
 //! No I/O: the front end hands in the node, and applies what comes back.
 //! This file is the folder's face: its modules, and what they export.

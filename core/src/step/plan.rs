@@ -38,7 +38,7 @@ pub struct StepFacts<'a> {
     /// The job's `DESI_GPU_MAP_METHOD` as the plugin found it (lossy
     /// UTF-8): where the user gave no option and the site's default would
     /// map the step, it is the user's request, as exec and the task prolog
-    /// read it ([`request_from_variable`]). `None` for every other front
+    /// read it (`request_from_variable`). `None` for every other front
     /// end, which reads it as its own method.
     pub method_variable: Option<&'a str>,
     /// The step's variables, read once by the front end.

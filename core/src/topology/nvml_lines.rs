@@ -36,7 +36,7 @@ type Found = (String, KernelGpu, Option<CpuSet>);
 
 /// The step's GPUs located from NVML's answer (`desi_gpu_map_host::nvml::places`
 /// lines: `UUID BUS-ID MINOR CPULIST`). A UUID token names its device
-/// directly; an index resolves as in [`resolve_tokens`], with NVML's bus
+/// directly; an index resolves as in `resolve_tokens`, with NVML's bus
 /// ids and minors. An empty affinity (`-`) is unknown.
 pub fn from_nvml_lines<S: AsRef<str>>(
     lines: &[String],

@@ -134,7 +134,7 @@ pub(crate) fn closest_of(
 /// (local-id order): [`closest_all`]'s one GPU each where the tasks are as
 /// many as the GPUs or more; else every GPU held by exactly one task (see
 /// the module's rule), each share nearest first.
-pub(crate) fn closest_shares(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<Vec<usize>>, Error> {
+pub fn closest_shares(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<Vec<usize>>, Error> {
     if tasks.len() >= near.len() {
         return Ok(closest_all(tasks, near)?
             .into_iter()

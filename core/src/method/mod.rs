@@ -113,7 +113,7 @@ pub fn position(
 /// share, so that every GPU is held by exactly one task (`contiguous`: a
 /// block, `roundrobin`: every `n`-th). `closest` without its CPUs holds
 /// `contiguous`'s.
-pub(crate) fn share(
+pub fn share(
     method: Method,
     local_id: usize,
     local_count: usize,

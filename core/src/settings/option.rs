@@ -174,8 +174,7 @@ fn bad_combination(value: &str, why: &'static str) -> Error {
 
 /// The option's name, as users type it after `--` (declared with the
 /// scan of the clients' command lines).
-pub use crate::settings::client_args::OPTION;
-pub use crate::settings::client_args::PLUGIN;
+pub use crate::settings::client_args::{OPTION, PLUGIN};
 
 /// The environment form of the option, as Slurm reads it: the plugin's
 /// and the option's names with `-` turned into `_`.

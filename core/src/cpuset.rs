@@ -25,8 +25,8 @@ pub struct CpuSet {
 /// Why a text is no CPU set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadCpuSet {
-    pub text: String,
-    pub why: &'static str,
+    pub(crate) text: String,
+    pub(crate) why: &'static str,
 }
 
 impl fmt::Display for BadCpuSet {
@@ -51,12 +51,12 @@ fn bad(text: &str, why: &'static str) -> BadCpuSet {
 }
 
 impl CpuSet {
-    pub fn new() -> CpuSet {
+    pub(crate) fn new() -> CpuSet {
         CpuSet::default()
     }
 
     /// CPUs `first..=last`; `None` past [`MAX_CPUS`] or when `first > last`.
-    pub fn range(first: usize, last: usize) -> Option<CpuSet> {
+    pub(crate) fn range(first: usize, last: usize) -> Option<CpuSet> {
         let mut set = CpuSet::new();
         set.insert_range(first, last)?;
         Some(set)
@@ -111,10 +111,12 @@ impl CpuSet {
         self
     }
 
+    /// Whether the set holds no CPU.
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
     }
 
+    /// Whether the set holds `cpu`.
     pub fn contains(&self, cpu: usize) -> bool {
         self.words
             .get(cpu / WORD)
@@ -136,10 +138,11 @@ impl CpuSet {
     }
 
     /// Whether every CPU of the set is in `other`, which holds more.
-    pub fn is_strictly_within(&self, other: &CpuSet) -> bool {
+    pub(crate) fn is_strictly_within(&self, other: &CpuSet) -> bool {
         self.overlap(other) == self.len() && self.len() < other.len()
     }
 
+    /// The CPUs either set holds.
     pub fn union(&self, other: &CpuSet) -> CpuSet {
         let len = self.words.len().max(other.words.len());
         let words = (0..len)
@@ -206,7 +209,7 @@ impl CpuSet {
     /// Parses one hex mask, `0x` optional (`0x3`, `ff00`), lowest CPU in
     /// the last digit: how Slurm writes each task's entry of
     /// `SLURM_CPU_BIND_LIST`.
-    pub fn parse_mask(text: &str) -> Result<CpuSet, BadCpuSet> {
+    pub(crate) fn parse_mask(text: &str) -> Result<CpuSet, BadCpuSet> {
         if text.len() > MAX_TEXT {
             return Err(bad(text, "is too long"));
         }

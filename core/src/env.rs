@@ -6,7 +6,7 @@ pub const CUDA: &str = "CUDA_VISIBLE_DEVICES";
 /// AMD ROCm's lowest filter, applied before HIP's and OpenCL's lists.
 pub const ROCR: &str = "ROCR_VISIBLE_DEVICES";
 /// ROCm OpenCL's list, an index list into what ROCR left.
-pub const GPU_ORDINAL: &str = "GPU_DEVICE_ORDINAL";
+pub(crate) const GPU_ORDINAL: &str = "GPU_DEVICE_ORDINAL";
 /// Intel Level Zero's list.
 pub const ZE: &str = "ZE_AFFINITY_MASK";
 /// HIP's own list: Slurm never sets it, and the plugin never touches it; on
@@ -21,25 +21,25 @@ pub const DEVICE_ORDER: &str = "CUDA_DEVICE_ORDER";
 pub const OTHER_LISTS: [&str; 3] = [ROCR, GPU_ORDINAL, ZE];
 
 /// Slurm's count of the step's GPUs on this node.
-pub const GPUS_ON_NODE: &str = "SLURM_GPUS_ON_NODE";
+pub(crate) const GPUS_ON_NODE: &str = "SLURM_GPUS_ON_NODE";
 /// Slurm's own GPU list for the step; it keeps Slurm's list even after
 /// `CUDA_VISIBLE_DEVICES` is changed.
 pub const STEP_GPUS: &str = "SLURM_STEP_GPUS";
 /// Set by slurmstepd when Slurm binds GPUs per task itself.
-pub const TRES_BIND: &str = "SLURMD_TRES_BIND";
+pub(crate) const TRES_BIND: &str = "SLURMD_TRES_BIND";
 /// task/affinity's binding in each task's environment: its kind
 /// (`mask_cpu:`, `map_cpu:`, ...) and every task's entry.
-pub const CPU_BIND_TYPE: &str = "SLURM_CPU_BIND_TYPE";
-pub const CPU_BIND_LIST: &str = "SLURM_CPU_BIND_LIST";
+pub(crate) const CPU_BIND_TYPE: &str = "SLURM_CPU_BIND_TYPE";
+pub(crate) const CPU_BIND_LIST: &str = "SLURM_CPU_BIND_LIST";
 /// Requests under which Slurm binds GPUs per task itself (srun exports them).
-pub const GPUS_PER_TASK: &str = "SLURM_GPUS_PER_TASK";
-pub const NTASKS_PER_GPU: &str = "SLURM_NTASKS_PER_GPU";
-pub const GPU_BIND: &str = "SLURM_GPU_BIND";
-pub const TRES_BIND_REQUEST: &str = "SLURM_TRES_BIND";
-pub const PER_TASK_REQUESTS: [&str; 4] =
+pub(crate) const GPUS_PER_TASK: &str = "SLURM_GPUS_PER_TASK";
+pub(crate) const NTASKS_PER_GPU: &str = "SLURM_NTASKS_PER_GPU";
+pub(crate) const GPU_BIND: &str = "SLURM_GPU_BIND";
+pub(crate) const TRES_BIND_REQUEST: &str = "SLURM_TRES_BIND";
+pub(crate) const PER_TASK_REQUESTS: [&str; 4] =
     [GPUS_PER_TASK, NTASKS_PER_GPU, GPU_BIND, TRES_BIND_REQUEST];
 /// Those of them that may ask for no binding (`none`).
-pub const BIND_REQUESTS: [&str; 2] = [GPU_BIND, TRES_BIND_REQUEST];
+pub(crate) const BIND_REQUESTS: [&str; 2] = [GPU_BIND, TRES_BIND_REQUEST];
 
 /// The packaged plugstack snippet's file name. Slurm expands `include
 /// DIR/*.conf` in glob(3)'s sorted order and calls plugins in that order:
@@ -51,14 +51,15 @@ pub const OLD_SNIPPET: &str = "desi-gpu-map.conf";
 
 /// SPANK plugins that move each task into a container, by `plugin_name`:
 /// pyxis (NVIDIA's, over enroot).
-pub const CONTAINER_PLUGINS: [&str; 1] = ["pyxis"];
+pub(crate) const CONTAINER_PLUGINS: [&str; 1] = ["pyxis"];
 
 /// The flag set to `1` in every mapped task, unless the site names another
 /// (plugstack `flag=`).
 pub const DEFAULT_FLAG: &str = "DESI_GPU_MAPPED";
 
-/// Exported to every mapped task.
+/// Exported to every mapped task: the method it was mapped with.
 pub const METHOD: &str = "DESI_GPU_MAP_METHOD";
+/// Exported beside it: how many GPUs the step holds on the node.
 pub const NODE_GPUS: &str = "DESI_GPU_MAP_NODE_GPUS";
 /// The GPUs the task holds, named as its GPU list names them, its first
 /// first: one, or its share where the node has fewer tasks than GPUs (under
@@ -78,11 +79,17 @@ pub const MPS_HOST: &str = "DESI_GPU_MAP_MPS_HOST";
 /// is not given (`--mps-control`, `--visible`, ...): the variables that
 /// mirror exec's options, so that a batch script sets them once.
 pub const MPS_CONTROL_PATH: &str = "DESI_GPU_MAP_MPS_CONTROL";
+/// Mirrors `--visible`.
 pub const VISIBLE_OPTION: &str = "DESI_GPU_MAP_VISIBLE";
+/// Mirrors `--vendor`.
 pub const VENDOR_OPTION: &str = "DESI_GPU_MAP_VENDOR";
+/// Mirrors `--nvml`.
 pub const NVML_OPTION: &str = "DESI_GPU_MAP_NVML";
+/// Mirrors `--nvml-timeout`.
 pub const NVML_TIMEOUT_OPTION: &str = "DESI_GPU_MAP_NVML_TIMEOUT";
+/// Mirrors `--mps-dir`.
 pub const MPS_DIR_OPTION: &str = "DESI_GPU_MAP_MPS_DIR";
+/// Mirrors `--mps-share`.
 pub const MPS_SHARE_OPTION: &str = "DESI_GPU_MAP_MPS_SHARE";
 
 /// Every variable that mirrors one of exec's options, which exec and the
@@ -104,28 +111,34 @@ pub const MIRRORS: [&str; 7] = [
 pub const PATH: &str = "PATH";
 /// srun's `--export` (sbatch's `--export=NONE` sets `NONE` in the batch
 /// script, for each srun there, and its tasks inherit it).
-pub const EXPORT_ENV: &str = "SLURM_EXPORT_ENV";
+pub(crate) const EXPORT_ENV: &str = "SLURM_EXPORT_ENV";
 
 /// srun's input variables for the user's task prolog and epilog
 /// (`--task-prolog`, `--task-epilog`), which a batch script sets once.
 pub const TASK_PROLOG: &str = "SLURM_TASK_PROLOG";
+/// The epilog's, beside the prolog's.
 pub const TASK_EPILOG: &str = "SLURM_TASK_EPILOG";
 
 /// Set by slurmstepd for a task prolog or epilog it runs
 /// (`srun --task-prolog`, `SLURM_TASK_PROLOG`; `src/slurmd/slurmstepd/`),
 /// and the two values that say which.
 pub const SCRIPT_CONTEXT: &str = "SLURM_SCRIPT_CONTEXT";
+/// `SLURM_SCRIPT_CONTEXT` in a task prolog.
 pub const PROLOG_TASK: &str = "prolog_task";
+/// `SLURM_SCRIPT_CONTEXT` in a task epilog.
 pub const EPILOG_TASK: &str = "epilog_task";
 
 /// What CUDA's MPS reads: the daemon's pipe and log directories, and a
 /// client's share of its GPU (also how Slurm's `gres/mps` marks a step).
 pub const MPS_PIPE: &str = "CUDA_MPS_PIPE_DIRECTORY";
+/// The daemon's log directory.
 pub const MPS_LOG: &str = "CUDA_MPS_LOG_DIRECTORY";
+/// A client's share of its GPU, in percent.
 pub const MPS_SHARE: &str = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
 /// The MPS control daemon, and where it is looked for (NVIDIA's packages,
 /// the CUDA toolkit's default prefix), in order.
 pub const MPS_CONTROL: &str = "nvidia-cuda-mps-control";
+/// Where the control daemon is looked for, in order.
 pub const MPS_CONTROL_DIRS: [&str; 4] = [
     "/usr/bin",
     "/usr/local/bin",
@@ -138,51 +151,55 @@ pub const MPS_SERVER: &str = "nvidia-cuda-mps-server";
 /// Where the control daemon looks for its server, after the control
 /// binary's own folder and that folder's sibling `sbin` (NVIDIA's and
 /// Debian's packages put the server in `sbin`).
-pub const MPS_SERVER_DIRS: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
+pub(crate) const MPS_SERVER_DIRS: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
 /// The kernel's name for this host (per UTS namespace).
-pub const HOSTNAME_FILE: &str = "/proc/sys/kernel/hostname";
+pub(crate) const HOSTNAME_FILE: &str = "/proc/sys/kernel/hostname";
 /// The job's temporary directory, under which each step's MPS directory
 /// is made unless the site names another base (`mps_dir=`).
-pub const TMPDIR: &str = "TMPDIR";
+pub(crate) const TMPDIR: &str = "TMPDIR";
 
 /// What Slurm tells each task of where it sits, in its environment.
-pub const JOB_ID: &str = "SLURM_JOB_ID";
+pub(crate) const JOB_ID: &str = "SLURM_JOB_ID";
 /// The job id's older spelling, which Slurm still sets beside it.
-pub const JOB_ID_OLD: &str = "SLURM_JOBID";
-pub const STEP_ID: &str = "SLURM_STEP_ID";
+pub(crate) const JOB_ID_OLD: &str = "SLURM_JOBID";
+pub(crate) const STEP_ID: &str = "SLURM_STEP_ID";
+/// The task's id on its node.
 pub const LOCAL_ID: &str = "SLURM_LOCALID";
+/// The task's rank among all the step's tasks.
 pub const RANK: &str = "SLURM_PROCID";
-pub const NODE_ID: &str = "SLURM_NODEID";
-pub const TASKS_PER_NODE: &str = "SLURM_STEP_TASKS_PER_NODE";
+pub(crate) const NODE_ID: &str = "SLURM_NODEID";
+pub(crate) const TASKS_PER_NODE: &str = "SLURM_STEP_TASKS_PER_NODE";
+/// The node's name, as Slurm knows it.
 pub const NODE_NAME: &str = "SLURMD_NODENAME";
 
 /// What other launchers tell each rank of where it sits (read by
 /// `desi-gpu-map exec`; `crate::launch` holds the table): Open MPI's
 /// `mpirun`/`prterun`, with its launch's job id (`PMIX_NAMESPACE` in 4.1
 /// and 5, `OMPI_MCA_ess_base_jobid` in 4.1).
-pub const OMPI_LOCAL_RANK: &str = "OMPI_COMM_WORLD_LOCAL_RANK";
-pub const OMPI_LOCAL_SIZE: &str = "OMPI_COMM_WORLD_LOCAL_SIZE";
-pub const OMPI_RANK: &str = "OMPI_COMM_WORLD_RANK";
-pub const OMPI_JOBID: &str = "OMPI_MCA_ess_base_jobid";
+pub(crate) const OMPI_LOCAL_RANK: &str = "OMPI_COMM_WORLD_LOCAL_RANK";
+pub(crate) const OMPI_LOCAL_SIZE: &str = "OMPI_COMM_WORLD_LOCAL_SIZE";
+pub(crate) const OMPI_RANK: &str = "OMPI_COMM_WORLD_RANK";
+pub(crate) const OMPI_JOBID: &str = "OMPI_MCA_ess_base_jobid";
 /// MPICH's Hydra `mpiexec` (`src/pm/hydra/proxy/pmip_cb.c`); its ranks'
 /// parent is the proxy named by `HYDRA_PROXY`.
-pub const HYDRA_LOCAL_RANK: &str = "MPI_LOCALRANKID";
-pub const HYDRA_LOCAL_SIZE: &str = "MPI_LOCALNRANKS";
-pub const HYDRA_PROXY: &str = "hydra_pmi_proxy";
+pub(crate) const HYDRA_LOCAL_RANK: &str = "MPI_LOCALRANKID";
+pub(crate) const HYDRA_LOCAL_SIZE: &str = "MPI_LOCALNRANKS";
+pub(crate) const HYDRA_PROXY: &str = "hydra_pmi_proxy";
 /// Cray PALS as ALCF's Aurora documents it, with its application id.
-pub const PALS_LOCAL_RANK: &str = "PALS_LOCAL_RANKID";
-pub const PALS_LOCAL_SIZE: &str = "PALS_LOCAL_SIZE";
-pub const PALS_RANK: &str = "PALS_RANKID";
-pub const PALS_APID: &str = "PALS_APID";
+pub(crate) const PALS_LOCAL_RANK: &str = "PALS_LOCAL_RANKID";
+pub(crate) const PALS_LOCAL_SIZE: &str = "PALS_LOCAL_SIZE";
+pub(crate) const PALS_RANK: &str = "PALS_RANKID";
+pub(crate) const PALS_APID: &str = "PALS_APID";
 /// Cray PALS's PMI as ALCF's Polaris documents it; also Hydra's global rank.
-pub const PMI_LOCAL_RANK: &str = "PMI_LOCAL_RANK";
-pub const PMI_LOCAL_SIZE: &str = "PMI_LOCAL_SIZE";
-pub const PMI_RANK: &str = "PMI_RANK";
+pub(crate) const PMI_LOCAL_RANK: &str = "PMI_LOCAL_RANK";
+pub(crate) const PMI_LOCAL_SIZE: &str = "PMI_LOCAL_SIZE";
+pub(crate) const PMI_RANK: &str = "PMI_RANK";
 /// Flux's node-local task id (Flux sets no per-node count).
 pub const FLUX_LOCAL_ID: &str = "FLUX_TASK_LOCAL_ID";
 /// PMIx's namespace (a launch's id) and global rank: its local rank and
 /// count are `PMIx_Get` keys, not variables.
-pub const PMIX_NAMESPACE: &str = "PMIX_NAMESPACE";
+pub(crate) const PMIX_NAMESPACE: &str = "PMIX_NAMESPACE";
+/// PMIx's global rank.
 pub const PMIX_RANK: &str = "PMIX_RANK";
 
 /// The plugin's own variables begin with this; a site's flag must not.
@@ -193,7 +210,7 @@ pub const OWN_PREFIX: &str = "DESI_GPU_MAP_";
 /// libraries and GPU runtimes read: a site's `flag=` must not begin with one,
 /// since the flag is set to `1` in every mapped task (`LD_AUDIT=1` makes every
 /// task print a loader error, `FI_PROVIDER=1` stops libfabric).
-pub const RESERVED_WORDS: [&str; 62] = [
+pub(crate) const RESERVED_WORDS: [&str; 62] = [
     // Slurm, the loader, the C library, locales, shells, terminals
     "SLURM", "SLURMD", "SPANK", "SBATCH", "SALLOC", "SRUN", "LD", "GLIBC", "MALLOC", "GCONV", "LC",
     "LANG", "POSIXLY", "BASH", "ZSH", "KSH", "XDG", "SSH", "TERM", "TMP",
@@ -210,7 +227,7 @@ pub const RESERVED_WORDS: [&str; 62] = [
 /// Why `name` cannot be a site's flag, if it cannot: it must read
 /// `PREFIX_REST` (a one-word name such as `PYTHONHOME` or `LOCPATH` is
 /// some program's own), with a prefix of the site's own project.
-pub fn flag_clash(name: &str) -> Option<FlagClash> {
+pub(crate) fn flag_clash(name: &str) -> Option<FlagClash> {
     let word = match name.split_once('_') {
         Some((word, rest)) if !word.is_empty() && !rest.is_empty() => word,
         _ => return Some(FlagClash::NoPrefix),
@@ -225,7 +242,7 @@ pub fn flag_clash(name: &str) -> Option<FlagClash> {
 
 /// What is wrong with a flag name (see [`flag_clash`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FlagClash {
+pub(crate) enum FlagClash {
     /// Not of the form `PREFIX_REST`.
     NoPrefix,
     /// Its prefix is one that a runtime (or the plugin itself) reads.

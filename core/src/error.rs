@@ -9,65 +9,128 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
     /// A `--desi-gpu-map` value that names no choice; `valid` lists them.
-    BadOption { value: String, valid: String },
+    BadOption {
+        /// The value as given.
+        value: String,
+        /// The choices, listed for the message.
+        valid: String,
+    },
     /// A `--desi-gpu-map` value whose words do not go together.
-    BadCombination { value: String, why: &'static str },
+    BadCombination {
+        /// The value as given.
+        value: String,
+        /// Which words clash.
+        why: &'static str,
+    },
     /// `mps` asked where the site turned it off (`mps=off`).
     MpsOff,
     /// `mps` asked beside no method, where the site's default is `none`.
     MpsWithoutMethod,
     /// `help` given through the option's environment form (`env_form`).
     HelpFromEnvironment {
+        /// The variable that carried it.
         env_form: &'static str,
+        /// The choices, listed for the message.
         valid: String,
     },
     /// A plugstack.conf argument the plugin cannot use; `valid` lists them.
     BadArgument {
+        /// The argument as written.
         arg: String,
+        /// What is wrong with it.
         why: ArgProblem,
+        /// The arguments the plugin takes, listed for the message.
         valid: String,
     },
     /// Slurm could not hand the plugstack arguments over.
     UnreadableArguments(String),
     /// A plugstack argument that is not UTF-8 text, as shown with U+FFFD
     /// for the bytes that are not.
-    ArgumentNotUtf8 { shown: String },
+    ArgumentNotUtf8 {
+        /// The argument, made text.
+        shown: String,
+    },
     /// The option could not be registered with Slurm.
-    CannotRegister { option: String, why: String },
+    CannotRegister {
+        /// The option's name, without `--`.
+        option: String,
+        /// What Slurm said.
+        why: String,
+    },
     /// A GPU list that no task may be given.
-    BadGpuList { list: String, why: ListProblem },
+    BadGpuList {
+        /// The list as found.
+        list: String,
+        /// What is wrong with it.
+        why: ListProblem,
+    },
     /// NVML discovery is off (`nvml=off`).
     NvmlOff,
     /// NVML could not be loaded and initialised.
-    NvmlInit { library: String, source: NvmlCause },
+    NvmlInit {
+        /// The library asked for.
+        library: String,
+        /// NVML's own error.
+        source: NvmlCause,
+    },
     /// An NVML call failed.
     NvmlCall {
+        /// The function that failed.
         call: &'static str,
+        /// NVML's own error.
         source: NvmlCause,
     },
     /// The NVML wrapper panicked (a library that lacks a function).
     NvmlMisbehaved,
     /// NVML gave no answer within `nvml_timeout`.
-    NvmlTimedOut { seconds: u64 },
+    NvmlTimedOut {
+        /// The deadline it missed.
+        seconds: u64,
+    },
     /// The discovery process failed: its message as it came across the
     /// process boundary (where the NVML error itself cannot follow), and
     /// what kind of failure it was.
-    Discovery { kind: NvmlFailure, why: String },
+    Discovery {
+        /// Which way it failed.
+        kind: NvmlFailure,
+        /// The child's message.
+        why: String,
+    },
     /// A node without GPUs to map onto.
     NoGpusToMap,
     /// A local task id at or past the node's task count.
-    LocalIdOutOfRange { local_id: usize, local_count: usize },
+    LocalIdOutOfRange {
+        /// The task's node-local id.
+        local_id: usize,
+        /// The node's task count.
+        local_count: usize,
+    },
     /// A task that Slurm bound itself, where a mapping was expected.
     SlurmBound(String),
     /// The user's `DESI_GPU_MAP_METHOD`, which the plugin takes over its
     /// site's default, is no request: the value, and why (as exec and
     /// the task prolog say it).
-    MethodVariable { value: String, why: Box<Error> },
+    MethodVariable {
+        /// The variable's value.
+        value: String,
+        /// Why it is no request.
+        why: Box<Error>,
+    },
     /// An `exec --method` value (or its variable's) that names no choice;
     /// `valid` lists them.
-    BadMethod { value: String, valid: String },
+    BadMethod {
+        /// The value as given.
+        value: String,
+        /// The choices, listed for the message.
+        valid: String,
+    },
     /// An `exec --method` value whose words do not go together.
-    BadMethodCombination { value: String, why: &'static str },
+    BadMethodCombination {
+        /// The value as given.
+        value: String,
+        /// Which words clash.
+        why: &'static str,
+    },
 }
 
 /// How asking NVML in a child process failed, carried across the process
@@ -88,20 +151,29 @@ pub enum NvmlFailure {
 /// What is wrong with a plugstack argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ArgProblem {
+    /// A key the plugin does not take.
     Unknown(String),
+    /// A key given more than once.
     GivenTwice(String),
+    /// A key given without its `=value`.
     NeedsValue(String),
+    /// A switch given a value.
     TakesNoValue(String),
     /// A value outside what `key` accepts (`expected`, in words).
     BadValue {
+        /// The argument's key.
         key: &'static str,
+        /// The value as written.
         value: String,
+        /// What the key accepts, in words.
         expected: String,
     },
     /// A flag name whose prefix Slurm, a loader, a shell, MPI or a GPU
     /// runtime reads (or the plugin's own variables share).
     ReservedFlag {
+        /// The flag name asked for.
         name: String,
+        /// The reserved prefix it begins with.
         prefix: String,
     },
 }
@@ -109,23 +181,35 @@ pub enum ArgProblem {
 /// What is wrong with a GPU list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListProblem {
+    /// The list names no GPU.
     Empty,
+    /// More entries than any node holds GPUs.
     TooLong {
+        /// The list's entries.
         entries: usize,
+        /// The most a node holds.
         most: usize,
     },
+    /// Slurm's `NoDevFiles`: it found no device files for the GPUs.
     NoDevFiles,
+    /// An empty entry, as in `0,,1`.
     EmptyEntry,
+    /// An entry longer than `most` characters.
     LongEntry {
+        /// The longest an entry may be, in characters.
         most: usize,
     },
+    /// An entry that is neither an index nor a UUID.
     BadEntry(String),
+    /// An entry named twice.
     Twice(String),
     /// Indices beside UUIDs: the first of each. A runtime reads such a
     /// list its own way (CUDA stops at the first entry it cannot match),
     /// so no task could be told which device an entry names.
     Mixed {
+        /// The first index.
         index: String,
+        /// The first UUID.
         uuid: String,
     },
 }
@@ -134,7 +218,10 @@ pub enum ListProblem {
 /// [`Error::NvmlCall`]. Shared so that errors stay cheap to clone; two are
 /// equal when they say the same.
 #[derive(Debug, Clone)]
-pub struct NvmlCause(pub Arc<dyn std::error::Error + Send + Sync>);
+pub struct NvmlCause(
+    /// The error NVML's wrapper returned.
+    pub Arc<dyn std::error::Error + Send + Sync>,
+);
 
 impl PartialEq for NvmlCause {
     fn eq(&self, other: &Self) -> bool {
@@ -158,7 +245,7 @@ impl Error {
     /// and a later call failed ([`NvmlFailure::Call`]): asking again for
     /// less may then succeed, while a failed init or a broken child would
     /// only fail again, as slowly.
-    pub fn is_failed_nvml_call(&self) -> bool {
+    pub(crate) fn is_failed_nvml_call(&self) -> bool {
         matches!(
             self,
             Error::Discovery {

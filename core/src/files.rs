@@ -26,7 +26,7 @@ pub trait Files {
 }
 
 /// This host's name, as the kernel gives it (per UTS namespace).
-pub fn hostname(files: &dyn Files) -> Option<String> {
+pub(crate) fn hostname(files: &dyn Files) -> Option<String> {
     let name = files.read(Path::new(crate::env::HOSTNAME_FILE)).ok()?;
     Some(name.trim().to_string()).filter(|n| !n.is_empty())
 }
@@ -34,14 +34,16 @@ pub fn hostname(files: &dyn Files) -> Option<String> {
 /// A file's owner and mode, as stat(2) gives them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
+    /// The owner's uid.
     pub uid: u32,
     /// The permission bits, with set-id and sticky (`0o7777`).
     pub mode: u32,
+    /// It is a directory.
     pub is_dir: bool,
 }
 
 /// No files at all: every read fails as a missing file does.
-pub struct NoFiles;
+pub(crate) struct NoFiles;
 
 /// `ENOENT`, as the kernel reports a missing file.
 const NO_SUCH_FILE: i32 = 2;
@@ -70,11 +72,11 @@ impl Files for NoFiles {
 
 /// The text of `path`, or why not in the form every message about a file
 /// takes (`"PATH: ERROR"`).
-pub fn read_text(files: &dyn Files, path: &Path) -> Result<String, String> {
+pub(crate) fn read_text(files: &dyn Files, path: &Path) -> Result<String, String> {
     files.read(path).map_err(|e| at(path, e))
 }
 
 /// `"PATH: ERROR"`, the form every message about a file takes.
-pub fn at(path: &Path, e: io::Error) -> String {
+pub(crate) fn at(path: &Path, e: io::Error) -> String {
     format!("{}: {e}", path.display())
 }

@@ -22,11 +22,24 @@ pub fn tag(jobid: u64) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BadGrant {
     /// R's GPU ids on this node are no id set.
-    BadIds { ids: String },
+    BadIds {
+        /// The ids as R gives them.
+        ids: String,
+    },
     /// The broker's own list is unreadable.
-    BadBrokerList { value: String, why: String },
+    BadBrokerList {
+        /// The broker's `CUDA_VISIBLE_DEVICES`.
+        value: String,
+        /// Why it is unreadable.
+        why: String,
+    },
     /// R gives the job a GPU the broker was not given.
-    Beyond { id: usize, value: String },
+    Beyond {
+        /// Flux's id of the GPU.
+        id: usize,
+        /// The broker's `CUDA_VISIBLE_DEVICES`.
+        value: String,
+    },
 }
 
 impl fmt::Display for BadGrant {
@@ -64,7 +77,9 @@ impl fmt::Display for BadGrant {
 /// index on the node where that is known (for naming them by UUID).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobGpus {
+    /// As its tasks name them.
     pub list: Vec<String>,
+    /// By absolute index on the node, where known.
     pub absolute: Option<Vec<String>>,
 }
 
@@ -148,10 +163,16 @@ pub enum Binder {
     /// The plugin maps the tasks, as it was asked or as the site's default
     /// says; `say`: what it tells the job once (the `gpu-affinity` it
     /// replaces).
-    Plugin { say: Option<String> },
+    Plugin {
+        /// What it tells the job once, if anything.
+        say: Option<String>,
+    },
     /// Flux's own `gpu-affinity`, which the user asked for by name, over
     /// the site's default: the plugin stands aside, and says so once.
-    Flux { say: String },
+    Flux {
+        /// What the plugin tells the job once.
+        say: String,
+    },
 }
 
 /// Who binds where the user gave `-o gpu-affinity=VALUE` (`affinity`) and,

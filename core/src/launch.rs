@@ -36,11 +36,11 @@ pub struct Launcher {
     /// The number of ranks on the rank's node.
     pub local_size: &'static str,
     /// The rank's global rank, for the `verbose` line.
-    pub rank: &'static str,
+    pub(crate) rank: &'static str,
     /// What tells this launch from another: the first of these variables
     /// that is set, else the pid of the nearest ancestor named `proxy`.
-    pub tag_vars: &'static [&'static str],
-    pub proxy: Option<&'static str>,
+    pub(crate) tag_vars: &'static [&'static str],
+    pub(crate) proxy: Option<&'static str>,
     /// One line that starts ranks under it, for the user guide and the help.
     pub example: &'static str,
 }
@@ -98,7 +98,7 @@ pub fn launcher_named(name: &str) -> Result<&'static Launcher, String> {
 }
 
 /// `openmpi, mpich, pals or pals-pmi`.
-pub fn launcher_names() -> String {
+pub(crate) fn launcher_names() -> String {
     let names: Vec<&str> = LAUNCHERS.iter().map(|l| l.name).collect();
     one_of(&names)
 }
@@ -117,11 +117,11 @@ fn every_pair() -> String {
 /// A rank that a launcher placed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launch {
-    pub launcher: &'static Launcher,
-    pub local_id: usize,
-    pub local_count: usize,
+    pub(crate) launcher: &'static Launcher,
+    pub(crate) local_id: usize,
+    pub(crate) local_count: usize,
     /// Its global rank; the local id where the launcher names none.
-    pub rank: u32,
+    pub(crate) rank: u32,
 }
 
 impl Launch {
@@ -130,7 +130,7 @@ impl Launch {
     /// the launcher's job id, else the pid of its proxy above the rank
     /// (`proxy_pid`, asked of the front end), which stays alive, and so
     /// unique, while the rank runs. `None`: neither is known.
-    pub fn tag(
+    pub(crate) fn tag(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
         proxy_pid: &dyn Fn(&str) -> Option<u32>,
@@ -154,30 +154,52 @@ impl Launch {
 pub enum Refusal {
     /// One of a launcher's two variables is set, the other not.
     HalfSet {
+        /// The launcher's name.
         launcher: &'static str,
+        /// The variable that is set.
         set: &'static str,
+        /// Its value.
         value: String,
+        /// The one that is not.
         missing: &'static str,
     },
     /// A value that is no whole number.
-    NotANumber { var: &'static str, value: String },
+    NotANumber {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+    },
     /// A count of 0 or past Slurm's ceiling, or an id not below the count.
     OutOfRange {
+        /// The launcher's name.
         launcher: &'static str,
+        /// The variable of the rank's local id.
         id_var: &'static str,
+        /// That id.
         id: usize,
+        /// The variable of the node's rank count.
         count_var: &'static str,
+        /// That count.
         count: usize,
     },
     /// Two launchers place the rank differently.
     Disagree {
+        /// Where the first places it.
         first: Box<Launch>,
+        /// Where another places it.
         other: Box<Launch>,
     },
     /// Flux: a local id, but no per-node count.
-    Flux { value: String },
+    Flux {
+        /// The local id's value.
+        value: String,
+    },
     /// PMIx alone: its local rank is no variable.
-    PmixOnly { rank: String },
+    PmixOnly {
+        /// PMIx's global rank.
+        rank: String,
+    },
 }
 
 impl fmt::Display for Refusal {
@@ -248,7 +270,7 @@ impl fmt::Display for Refusal {
 
 /// How a process was launched, from its environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Launched {
+pub(crate) enum Launched {
     /// A launcher of [`LAUNCHERS`] placed it; its variables win over
     /// Slurm's.
     By(Launch),
@@ -265,11 +287,11 @@ pub enum Launched {
 pub struct Ancestry {
     /// Each readable ancestor's values of [`watched`], from the parent up,
     /// ending below slurmstepd or below the first that could not be read.
-    pub above: Vec<Vec<(String, String)>>,
+    pub(crate) above: Vec<Vec<(String, String)>>,
     /// The walk ended at slurmstepd: values that every ancestor in `above`
     /// had too came in through srun (the step's environment), and no
     /// launcher of this process set them.
-    pub at_stepd: bool,
+    pub(crate) at_stepd: bool,
 }
 
 /// One ancestor as a walk up from this process finds it (nearest first).
@@ -361,7 +383,7 @@ impl Launcher {
     }
 }
 
-/// Every variable whose origin [`launched`] asks of the [`Ancestry`].
+/// Every variable whose origin `launched` asks of the [`Ancestry`].
 pub fn watched() -> Vec<&'static str> {
     let mut vars: Vec<&'static str> = LAUNCHERS.iter().flat_map(Launcher::launch_vars).collect();
     vars.extend([env::FLUX_LOCAL_ID, env::PMIX_RANK]);
@@ -378,7 +400,7 @@ pub fn watched() -> Vec<&'static str> {
 /// per-node count), an srun step (`SLURM_STEP_ID`, which also sets
 /// PMIx's variables under `--mpi=pmix`), and PMIx alone (refused: no
 /// local rank).
-pub fn launched(
+pub(crate) fn launched(
     env: &dyn Fn(&str) -> Option<String>,
     ancestry: &Ancestry,
 ) -> Result<Launched, Refusal> {

@@ -5,7 +5,7 @@
 //! from a node it asks through [`step::Node`] and [`files::Files`].
 //!
 //! - [`text`]: quoting and listing for messages;
-//! - [`env`]: the names of the variables read and written;
+//! - [`env`](mod@env): the names of the variables read and written;
 //! - [`error`]: the core's errors, each carrying what its message needs;
 //! - [`wire`]: an NVML child's answer as it crosses to its parent;
 //! - [`files`]: how the core reads the node's kernel files;
@@ -29,6 +29,9 @@
 //! and `desi-gpu-map-host` gather the facts and carry out the answers.
 
 #![forbid(unsafe_code)]
+// Only what another crate names is public, and each of it is documented;
+// what another crate can reach, it can name.
+#![warn(missing_docs, unnameable_types)]
 // Outside tests the core never panics: errors are values (see Error).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]

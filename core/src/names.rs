@@ -10,6 +10,7 @@ pub trait Named: Copy + 'static {
     /// Every value, in the order usage texts list them.
     const ALL: &'static [Self];
 
+    /// The name usage texts and messages give it.
     fn name(self) -> &'static str;
 
     /// Other spellings accepted for the same value.
@@ -104,7 +105,7 @@ pub fn names<T: Named>() -> Vec<&'static str> {
 }
 
 /// `a, b (or b-alias)`: every name, each followed by its aliases.
-pub fn with_aliases<T: Named>() -> String {
+pub(crate) fn with_aliases<T: Named>() -> String {
     let shown: Vec<String> = T::ALL
         .iter()
         .map(|v| match v.aliases() {
@@ -118,8 +119,8 @@ pub fn with_aliases<T: Named>() -> String {
 /// A name that is none of the values'.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownName {
-    pub value: String,
-    pub valid: Vec<&'static str>,
+    pub(crate) value: String,
+    pub(crate) valid: Vec<&'static str>,
 }
 
 impl fmt::Display for UnknownName {

@@ -1,6 +1,6 @@
 //! Where srun places a step's tasks, and what each task then gets: the
 //! preview behind `desi-gpu-map plan`, computed with the plugin's own
-//! [`assign`].
+//! `assign`.
 
 use crate::cpuset::CpuSet;
 use crate::error::Error;
@@ -26,13 +26,26 @@ pub enum PlanError {
     /// `desi-gpu-map plan` without a node.
     NoNodes,
     /// Fewer tasks than nodes.
-    TooFewTasks { tasks: usize, nodes: usize },
+    TooFewTasks {
+        /// The tasks asked for.
+        tasks: usize,
+        /// The nodes asked for.
+        nodes: usize,
+    },
     /// Not one GPU list per node.
-    ListsPerNode { lists: usize, nodes: usize },
+    ListsPerNode {
+        /// The GPU lists given.
+        lists: usize,
+        /// The nodes asked for.
+        nodes: usize,
+    },
     /// A per-node option with neither one value nor one per node.
     ValuesPerNode {
+        /// The option.
         option: &'static str,
+        /// The values given.
         values: usize,
+        /// The nodes asked for.
         nodes: usize,
     },
     /// A node given no task.
@@ -45,13 +58,21 @@ pub enum PlanError {
     Core(Error),
     /// `--mps`: more tasks on one GPU than MPS serves.
     TooManyClients {
+        /// The node, from 0.
         node: usize,
+        /// The GPU, as its list names it.
         gpu: String,
+        /// The tasks on it.
         tasks: usize,
     },
     /// A size past one of the preview's [`Limit`]s: `said` names the
     /// option and its value ("--nodes 10000000000 is").
-    OverLimit { said: String, limit: Limit },
+    OverLimit {
+        /// The option and its value, in words.
+        said: String,
+        /// The limit it passes.
+        limit: Limit,
+    },
 }
 
 /// The most tasks, and the most GPUs, one preview lists: each is a row of
@@ -90,7 +111,7 @@ pub enum Limit {
 
 impl Limit {
     /// The largest size allowed.
-    pub fn most(self) -> usize {
+    pub(crate) fn most(self) -> usize {
         match self {
             Limit::Nodes => crate::slurm::tasks::MAX_NODES,
             Limit::NodeTasks => crate::slurm::tasks::MAX_TASKS_PER_NODE,
@@ -246,18 +267,23 @@ pub fn place(per_node: &[usize], distribution: Distribution) -> Vec<Vec<usize>> 
 /// One task of a previewed step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
+    /// The task's rank in the step.
     pub rank: usize,
+    /// Its node, from 0.
     pub node: usize,
+    /// Its id on the node.
     pub local_id: usize,
+    /// Its node's task count.
     pub local_count: usize,
     /// The task's GPUs: one, or its share where the node has fewer tasks
     /// than GPUs; the first entries of `visible`.
     pub gpus: Vec<String>,
+    /// The list the task sees (its `CUDA_VISIBLE_DEVICES`, or its vendor's).
     pub visible: String,
     /// `closest`: the CPUs the task is bound to in the preview.
     pub cpus: Option<String>,
     /// The tasks sharing its first GPU as the plugin counts them for MPS
-    /// ([`crate::mps::tasks_per_gpu`]).
+    /// (`crate::mps::tasks_per_gpu`).
     pub clients: usize,
     /// `--mps`: its `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` under `mps_share=even`.
     pub share: Option<u32>,
@@ -425,7 +451,7 @@ impl Node for Preview<'_> {
 /// Binds `count` tasks to equal consecutive blocks of `cpus`, as
 /// task/affinity does with `--cpu-bind=cores -c` (all CPUs / tasks); with
 /// more tasks than CPUs, one CPU each, wrapping round.
-pub fn bind_blocks(cpus: &CpuSet, count: usize) -> Vec<CpuSet> {
+pub(crate) fn bind_blocks(cpus: &CpuSet, count: usize) -> Vec<CpuSet> {
     let all: Vec<usize> = cpus.cpus().collect();
     if all.is_empty() || count == 0 {
         return Vec::new();
@@ -445,8 +471,11 @@ pub fn bind_blocks(cpus: &CpuSet, count: usize) -> Vec<CpuSet> {
 /// How many tasks of a previewed step share one GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Load {
+    /// The node, from 0.
     pub node: usize,
+    /// The GPU, as the node's list names it.
     pub gpu: String,
+    /// The tasks that hold it.
     pub tasks: usize,
 }
 

@@ -39,7 +39,7 @@ pub fn bare(value: &str) -> String {
 }
 
 /// `a, b or c`.
-pub fn one_of(names: &[&str]) -> String {
+pub(crate) fn one_of(names: &[&str]) -> String {
     match names.split_last() {
         Some((last, [])) => (*last).to_string(),
         Some((last, rest)) => format!("{} or {last}", rest.join(", ")),

@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 /// How long a killed (or finished) child is given to be reaped before it
 /// is left (to slurmstepd in the plugin, to init after `exec`): waiting
 /// for one stuck in the kernel would hold the step or the task.
-pub const REAP_GRACE: Duration = Duration::from_millis(200);
+pub(crate) const REAP_GRACE: Duration = Duration::from_millis(200);
 
 /// True once `child` has exited, or can no longer be waited for (another
 /// waiter reaped it: slurmstepd waits for any child); false at `deadline`.
 /// Looks again every `poll`.
-pub fn wait_until(child: &mut Child, deadline: Instant, poll: Duration) -> bool {
+pub(crate) fn wait_until(child: &mut Child, deadline: Instant, poll: Duration) -> bool {
     loop {
         match child.try_wait() {
             Ok(Some(_)) | Err(_) => return true,
@@ -30,7 +30,7 @@ pub fn wait_until(child: &mut Child, deadline: Instant, poll: Duration) -> bool 
 
 /// What a [`drain`] left of a pipe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pipe {
+pub(crate) enum Pipe {
     /// Every writer closed it: nothing more will come.
     Ended,
     /// A writer still holds it open, or `most` bytes were read.
@@ -44,7 +44,11 @@ pub enum Pipe {
 /// stdout or stderr after it exited, or between looks while it runs. For
 /// text, read it lossily: `let mut out = Vec::new(); let _ = drain(stdout,
 /// &mut out, MOST); String::from_utf8_lossy(&out)`.
-pub fn drain(mut pipe: impl Read + AsFd, into: &mut Vec<u8>, most: usize) -> io::Result<Pipe> {
+pub(crate) fn drain(
+    mut pipe: impl Read + AsFd,
+    into: &mut Vec<u8>,
+    most: usize,
+) -> io::Result<Pipe> {
     let flags = fcntl_getfl(&pipe)?;
     fcntl_setfl(&pipe, flags | OFlags::NONBLOCK)?;
     let mut chunk = [0u8; 4096];

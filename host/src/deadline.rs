@@ -80,7 +80,7 @@ const REAP_POLL: Duration = Duration::from_millis(2);
 /// message as one line. `work` runs after a `fork`: it must use no
 /// descriptor opened before (the child closed them all) and, where the
 /// caller has other threads, only what the module comment allows.
-pub fn lines_in_child(
+pub(crate) fn lines_in_child(
     timeout: Duration,
     work: impl FnOnce() -> Result<Vec<String>, Error>,
 ) -> Result<Vec<String>, Error> {

@@ -1,6 +1,6 @@
 //! What failed on the machine: one error type for the host crate
 //! ([`Failure`]). It says what could not be done, in words a user can act
-//! on, with the context of each caller that adds some ([`Failure::within`]),
+//! on, with the context of each caller that adds some (`Failure::within`),
 //! and keeps the OS's error as its source, so that a front end can still
 //! tell its kind after the message is made. Each front end reports it once,
 //! at its edge.
@@ -36,7 +36,7 @@ impl Failure {
     }
 
     /// The same failure, met while `doing`: "DOING: WHAT FAILED".
-    pub fn within(self, doing: impl fmt::Display) -> Failure {
+    pub(crate) fn within(self, doing: impl fmt::Display) -> Failure {
         Failure {
             said: format!("{doing}: {}", self.said),
             ..self

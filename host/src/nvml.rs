@@ -1,6 +1,6 @@
 //! The node's GPUs as NVML lists them. NVML is loaded only when called:
 //! the front ends ask it in a child process with a deadline
-//! ([`ask_within`], [`devices_within`], through [`crate::deadline`]), so
+//! ([`ask_within`], [`devices_within`], through `crate::deadline`), so
 //! that a hung `nvmlInit` holds nobody and NVML is never loaded into
 //! slurmstepd or into the process `exec` turns into the application.
 
@@ -71,15 +71,20 @@ fn device_from_line(line: &str) -> Option<Device> {
 /// One GPU, as `desi-gpu-map show` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Device {
+    /// NVML's index, the order in which it lists the node's GPUs.
     pub index: u32,
+    /// The GPU's UUID (`GPU-...`).
     pub uuid: String,
+    /// Its PCI bus id, as NVML writes it.
     pub pci_bus_id: String,
+    /// Memory in use, in bytes.
     pub memory_used: u64,
+    /// Memory in all, in bytes.
     pub memory_total: u64,
 }
 
 /// The UUIDs of every GPU NVML enumerates, in NVML's (PCI bus) order.
-pub fn uuids(source: &NvmlSource) -> Result<Vec<String>, Error> {
+pub(crate) fn uuids(source: &NvmlSource) -> Result<Vec<String>, Error> {
     each_device(source, |_, d| {
         d.uuid().map_err(|e| failed("nvmlDeviceGetUUID", e))
     })
@@ -93,7 +98,7 @@ const AFFINITY_WORDS: usize =
 /// Every GPU as `closest` locates it, one line each: `UUID BUS-ID MINOR
 /// CPULIST` (the CPUs of `nvmlDeviceGetCpuAffinity`, `-` when empty), read
 /// by [`desi_gpu_map_core::topology::from_nvml_lines`].
-pub fn places(source: &NvmlSource) -> Result<Vec<String>, Error> {
+pub(crate) fn places(source: &NvmlSource) -> Result<Vec<String>, Error> {
     each_device(source, |_, d| {
         let (uuid, bus_id) = identity(d)?;
         let minor = d
@@ -117,7 +122,7 @@ pub fn places(source: &NvmlSource) -> Result<Vec<String>, Error> {
 }
 
 /// Every GPU with its PCI bus id and memory use.
-pub fn devices(source: &NvmlSource) -> Result<Vec<Device>, Error> {
+pub(crate) fn devices(source: &NvmlSource) -> Result<Vec<Device>, Error> {
     each_device(source, |index, d| {
         let (uuid, pci_bus_id) = identity(d)?;
         let memory = d

@@ -19,16 +19,16 @@ pub const TASK_PID: &str = "SLURM_TASK_PID";
 
 /// What tells a process from a later one with the same pid.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    pub uid: u32,
-    pub exe: PathBuf,
+pub(crate) struct Identity {
+    pub(crate) uid: u32,
+    pub(crate) exe: PathBuf,
     /// Clock ticks after boot (field 22 of `/proc/PID/stat`).
-    pub start_time: u64,
+    pub(crate) start_time: u64,
 }
 
 /// The value of `key` (`PPid`, `Uid`, ...) in `/proc/PID/status`; `pid`
 /// may be `self`.
-pub fn status_field(pid: &str, key: &str) -> Option<String> {
+pub(crate) fn status_field(pid: &str, key: &str) -> Option<String> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status.lines().find_map(|line| {
         let (name, value) = line.split_once(':')?;
@@ -38,7 +38,7 @@ pub fn status_field(pid: &str, key: &str) -> Option<String> {
 
 /// Field `n` (counted from 1, as proc(5) does) of `/proc/PID/stat`, a
 /// number; the command's name, in parentheses, may hold spaces.
-pub fn stat_field(pid: u32, n: usize) -> Option<u64> {
+pub(crate) fn stat_field(pid: u32, n: usize) -> Option<u64> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(')')?;
     // `rest` starts at field 3.
@@ -52,7 +52,7 @@ pub fn parent_of(pid: u32) -> Option<u32> {
 
 /// `pid`'s uid (real, effective, saved and filesystem must agree: a
 /// process between two users is nobody's), executable and start time.
-pub fn identity(pid: u32) -> Option<Identity> {
+pub(crate) fn identity(pid: u32) -> Option<Identity> {
     let uids = status_field(&pid.to_string(), "Uid")?;
     let uids: Vec<u32> = uids
         .split_whitespace()
@@ -71,7 +71,7 @@ pub fn identity(pid: u32) -> Option<Identity> {
 
 /// The children of `parent` that run `name` as `uid`, each with its
 /// identity.
-pub fn children_named(parent: u32, uid: u32, name: &str) -> Vec<(u32, Identity)> {
+pub(crate) fn children_named(parent: u32, uid: u32, name: &str) -> Vec<(u32, Identity)> {
     pids()
         .filter(|&pid| stat_field(pid, 4) == Some(u64::from(parent)))
         .filter_map(|pid| Some((pid, identity(pid)?)))
@@ -85,7 +85,7 @@ fn is_named(exe: &Path, name: &str) -> bool {
 
 /// Sends `signal` to `pid` only if it is still the process `identity`
 /// describes; true if sent.
-pub fn signal_if(pid: u32, identity: &Identity, signal: Signal) -> bool {
+pub(crate) fn signal_if(pid: u32, identity: &Identity, signal: Signal) -> bool {
     if self::identity(pid).as_ref() != Some(identity) {
         return false;
     }
@@ -124,7 +124,7 @@ pub fn children_of(pid: u32) -> Vec<u32> {
 
 /// `pid`, then its parent, its parent's parent, ...: at most
 /// [`MOST_ANCESTORS`] of them, and never init (pid 1) or the kernel's 0.
-pub fn ancestors(pid: u32) -> impl Iterator<Item = u32> {
+pub(crate) fn ancestors(pid: u32) -> impl Iterator<Item = u32> {
     let above_init = |p: &u32| *p > 1;
     std::iter::successors(Some(pid).filter(above_init), move |&p| {
         parent_of(p).filter(above_init)
@@ -184,7 +184,7 @@ pub fn comm(pid: u32) -> Option<String> {
 }
 
 /// The environment `pid` was started with (`/proc/PID/environ`: readable
-/// only for the user's own processes), at most [`MOST_ENVIRON`] bytes.
+/// only for the user's own processes), at most `MOST_ENVIRON` bytes.
 pub fn environ(pid: u32) -> Option<Vec<(String, String)>> {
     let file = fs::File::open(format!("/proc/{pid}/environ")).ok()?;
     let mut bytes = Vec::new();

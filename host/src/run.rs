@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// How often a wait looks again.
 pub const POLL: Duration = Duration::from_millis(2);
 /// The most read of a child's output.
-pub const MAX_OUTPUT: usize = 4096;
+pub(crate) const MAX_OUTPUT: usize = 4096;
 
 /// How a front end runs its children: as whom, and holding what (not an
 /// MPI launcher, which is [`desi_gpu_map_core::launch::Launcher`]). `prepare` is called
@@ -23,6 +23,7 @@ pub const MAX_OUTPUT: usize = 4096;
 /// and what is closed at exec, and must leave the process group as it
 /// finds it.
 pub trait Runner {
+    /// Readies `cmd` to be spawned.
     fn prepare(&self, cmd: &mut Command);
 }
 
@@ -35,14 +36,14 @@ impl Runner for AsThisProcess {
 
 /// How a program ended, and the start of what it wrote.
 #[derive(Debug)]
-pub struct Ran {
-    pub status: ExitStatus,
-    pub out: String,
-    pub err: String,
+pub(crate) struct Ran {
+    pub(crate) status: ExitStatus,
+    pub(crate) out: String,
+    pub(crate) err: String,
 }
 
 /// Spawns `cmd` through `runner`, leading its own process group.
-pub fn spawn(mut cmd: Command, runner: &dyn Runner) -> std::io::Result<Child> {
+pub(crate) fn spawn(mut cmd: Command, runner: &dyn Runner) -> std::io::Result<Child> {
     runner.prepare(&mut cmd);
     cmd.process_group(0);
     cmd.spawn()
@@ -50,7 +51,7 @@ pub fn spawn(mut cmd: Command, runner: &dyn Runner) -> std::io::Result<Child> {
 
 /// Runs `cmd` with `input` on its stdin, killed with its group at
 /// `deadline`.
-pub fn run(
+pub(crate) fn run(
     mut cmd: Command,
     runner: &dyn Runner,
     input: &str,
@@ -76,7 +77,11 @@ pub fn run(
 
 /// Runs a tool (`mkdir`, `rm`) with an empty environment; its error
 /// output if it fails.
-pub fn tool(mut cmd: Command, runner: &dyn Runner, deadline: Instant) -> Result<(), Failure> {
+pub(crate) fn tool(
+    mut cmd: Command,
+    runner: &dyn Runner,
+    deadline: Instant,
+) -> Result<(), Failure> {
     cmd.env_clear();
     let ran = run(cmd, runner, "", deadline)?;
     match ran.status.success() {
@@ -87,7 +92,7 @@ pub fn tool(mut cmd: Command, runner: &dyn Runner, deadline: Instant) -> Result<
 
 /// SIGKILL to `child`'s process group (its own, see [`spawn`]), while
 /// `child` is not yet reaped, so that the group is still its.
-pub fn kill_group(child: &Child) {
+pub(crate) fn kill_group(child: &Child) {
     if let Some(pid) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) {
         let _ = kill_process_group(pid, Signal::KILL);
     }

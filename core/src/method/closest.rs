@@ -9,21 +9,21 @@
 //!   ([`position`] with `contiguous`, numpy.array_split order), in local-id
 //!   order: within a domain the load per GPU differs by at most one.
 //! - When every task's CPUs are known ([`closest_all`], from Slurm's
-//!   per-task masks, where [`list_is_slurms`]), every task computes the
+//!   per-task masks, where `list_is_slurms`), every task computes the
 //!   same answer. When only the task's own CPUs are known
-//!   ([`closest_own`]), see there.
+//!   (`closest_own`), see there.
 //! - Any step GPU whose local CPUs are unknown makes the whole step fall
 //!   back to `contiguous` ([`crate::topology::near_cpus`] says which and why).
 //! - Fewer tasks than GPUs: every GPU goes to exactly one task, each task
-//!   holding `k / n` or one more ([`closest_shares`]): the pairs of a task
+//!   holding `k / n` or one more (`closest_shares`): the pairs of a task
 //!   and a GPU are taken nearest first (most CPUs in common), ties going to
 //!   the GPU nearest the task's `contiguous` block, so that tasks near
 //!   every GPU alike hold `contiguous`'s blocks. A share lists its nearest
 //!   GPU first. From its own CPUs only, a task holds `contiguous`'s block,
 //!   nearest first: it cannot know what the others would take.
-//! - A task's share by the rule ([`closest_position`]), with what the
-//!   node's tasks share read once ([`NodeCpus`]), and how it was matched
-//!   ([`Closeness`]).
+//! - A task's share by the rule (`closest_position`), with what the
+//!   node's tasks share read once (`NodeCpus`), and how it was matched
+//!   (`Closeness`).
 
 use crate::cpuset::CpuSet;
 use crate::error::Error;
@@ -68,7 +68,7 @@ thread_local! {
 
 /// The positions (in `near`) of the GPUs whose local CPUs overlap `task`
 /// most; every position when none overlaps.
-pub fn candidates(task: &CpuSet, near: &[CpuSet]) -> Vec<usize> {
+pub(crate) fn candidates(task: &CpuSet, near: &[CpuSet]) -> Vec<usize> {
     #[cfg(test)]
     CANDIDATE_CALLS.with(|c| c.set(c.get() + 1));
     let overlaps: Vec<usize> = near.iter().map(|g| g.overlap(task)).collect();
@@ -88,7 +88,7 @@ pub fn candidates(task: &CpuSet, near: &[CpuSet]) -> Vec<usize> {
 /// GPUs sit in more than one place, and the task is as near to every one as
 /// to any (unbound, bound across every domain, or near none), so it is
 /// placed by the contiguous rule over all GPUs.
-pub fn near_all_alike(task: Option<&CpuSet>, near: &[CpuSet]) -> bool {
+pub(crate) fn near_all_alike(task: Option<&CpuSet>, near: &[CpuSet]) -> bool {
     let spread = near.iter().skip(1).any(|g| Some(g) != near.first());
     spread && task.map_or(true, |t| candidates(t, near).len() == near.len())
 }
@@ -122,7 +122,11 @@ pub fn closest_all(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<usize>, Erro
 /// Task `local_id`'s entry of [`closest_all`], computed alone: what each
 /// task does in `task_init`, in `O(n)`: every task's candidates, then a
 /// count of those equal to its own before it, and in all.
-pub fn closest_of(tasks: &[CpuSet], near: &[CpuSet], local_id: usize) -> Result<usize, Error> {
+pub(crate) fn closest_of(
+    tasks: &[CpuSet],
+    near: &[CpuSet],
+    local_id: usize,
+) -> Result<usize, Error> {
     pick_of(&groups(tasks, near)?, local_id)
 }
 
@@ -220,7 +224,7 @@ fn pick_of(groups: &[Vec<usize>], l: usize) -> Result<usize, Error> {
 /// GPU a candidate) takes the contiguous position of its local id among
 /// all tasks, over all GPUs; [`closest_all`] places it among the unbound
 /// tasks only, and the two agree when every task is unbound.
-pub fn closest_own(
+pub(crate) fn closest_own(
     own: &CpuSet,
     local_id: usize,
     local_count: usize,
@@ -259,7 +263,7 @@ fn pick(group: &[usize], rank: usize, size: usize) -> Result<usize, Error> {
 /// equals an unbound task's mask proves nothing. A task that Slurm bound to
 /// all of slurmstepd's CPUs cannot tell Slurm's list from a user's, so it
 /// is placed without the list too. Unknown masks prove nothing.
-pub fn list_is_slurms(
+pub(crate) fn list_is_slurms(
     listed: &[CpuSet],
     own: Option<&CpuSet>,
     parent: Option<&CpuSet>,
@@ -273,23 +277,23 @@ pub fn list_is_slurms(
 
 /// How a `closest` task was matched, for the `verbose` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Closeness {
+pub(crate) struct Closeness {
     /// The CPUs it was matched by; `None`: unknown (placed contiguously).
-    pub cpus: Option<CpuSet>,
+    pub(crate) cpus: Option<CpuSet>,
     /// `slurm` (every task's CPUs from SLURM_CPU_BIND_LIST, where Slurm
     /// bound the task), `own` (its own mask only) or `none`.
-    pub from: &'static str,
+    pub(crate) from: &'static str,
     /// Its (first) GPU's local CPUs.
-    pub gpu_cpus: CpuSet,
+    pub(crate) gpu_cpus: CpuSet,
     /// Nearness told no GPU apart (for every task, where all are known):
     /// the tasks were placed by the contiguous rule. Set only for local
     /// task 0, which says so once per node.
-    pub alike: bool,
+    pub(crate) alike: bool,
 }
 
 impl Closeness {
     /// Whether the task's CPUs overlap its GPU's local CPUs.
-    pub fn matches(&self) -> bool {
+    pub(crate) fn matches(&self) -> bool {
         self.cpus
             .as_ref()
             .is_some_and(|c| c.overlap(&self.gpu_cpus) > 0)
@@ -303,7 +307,7 @@ impl Closeness {
 /// ([`crate::step::assign`]); `desi-gpu-map plan` makes one per node and
 /// hands it to [`crate::step::assign_in`] for each of the node's tasks, so that a preview reads each
 /// task's CPUs once, not once per task.
-pub struct NodeCpus<'a> {
+pub(crate) struct NodeCpus<'a> {
     bind_type: Option<&'a str>,
     bind_list: Option<&'a str>,
     local_count: usize,
@@ -316,7 +320,11 @@ pub struct NodeCpus<'a> {
 impl<'a> NodeCpus<'a> {
     /// The node's tasks' shared binding, for all of them: the bind type
     /// and list every task finds in its environment, and their count.
-    pub fn new(bind_type: Option<&'a str>, bind_list: Option<&'a str>, local_count: usize) -> Self {
+    pub(crate) fn new(
+        bind_type: Option<&'a str>,
+        bind_list: Option<&'a str>,
+        local_count: usize,
+    ) -> Self {
         NodeCpus {
             bind_type,
             bind_list,
@@ -328,7 +336,7 @@ impl<'a> NodeCpus<'a> {
 
     /// One task's own view of it, as the plugin's task has it in
     /// `task_init`, asked once.
-    pub fn for_one(
+    pub(crate) fn for_one(
         bind_type: Option<&'a str>,
         bind_list: Option<&'a str>,
         local_count: usize,
@@ -379,7 +387,7 @@ impl<'a> NodeCpus<'a> {
 /// same answer in every task), else from its own mask, else contiguous.
 /// Task `local_id` of `local_count` has the CPU mask `own`, its slurmstepd
 /// `parent`, each where known; `node` is what its node's tasks share.
-pub fn closest_position(
+pub(crate) fn closest_position(
     near: &[CpuSet],
     own: Option<&CpuSet>,
     parent: Option<&CpuSet>,

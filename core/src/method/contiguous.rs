@@ -7,7 +7,7 @@ use std::ops::Range;
 /// block holding `l` when `0..n` is split like
 /// `numpy.array_split(range(n), k)`: the first `n % k` blocks hold
 /// `n / k + 1` items, the others `n / k`.
-pub fn position(l: usize, n: usize, k: usize) -> usize {
+pub(crate) fn position(l: usize, n: usize, k: usize) -> usize {
     let small = n / k;
     let big_blocks = n % k;
     let in_big = big_blocks * (small + 1);
@@ -24,7 +24,7 @@ pub fn position(l: usize, n: usize, k: usize) -> usize {
 /// of `numpy.array_split(range(k), n)`, larger blocks first (3 tasks on 4
 /// GPUs hold `0,1`, `2` and `3`). Where `n` divides `k`, its first GPU is
 /// desispec's `int(rank / (size / ngpu))`.
-pub fn block(l: usize, n: usize, k: usize) -> Range<usize> {
+pub(crate) fn block(l: usize, n: usize, k: usize) -> Range<usize> {
     let small = k.checked_div(n).unwrap_or(0);
     let big_blocks = k.checked_rem(n).unwrap_or(0);
     let start = l * small + l.min(big_blocks);

@@ -4,8 +4,8 @@
 //! that no GPU of the step is left out), and what stays visible to it.
 
 pub mod closest;
-pub mod contiguous;
-pub mod roundrobin;
+pub(crate) mod contiguous;
+pub(crate) mod roundrobin;
 
 use crate::error::Error;
 use crate::names::{named, with_aliases, Named};
@@ -19,7 +19,7 @@ pub enum Method {
     /// Local task `l` gets GPU `l mod k`.
     RoundRobin,
     /// A GPU attached to the task's own CPUs, balanced within each domain
-    /// (see [`crate::closest`]); contiguous where that is unknown.
+    /// (see `crate::closest`); contiguous where that is unknown.
     Closest,
 }
 

@@ -2,14 +2,14 @@
 //! than GPUs, it holds every `n`-th GPU from `l`.
 
 /// The GPU of node-local task `l` over `k` GPUs (`k > 0`).
-pub fn position(l: usize, k: usize) -> usize {
+pub(crate) fn position(l: usize, k: usize) -> usize {
     l.checked_rem(k).unwrap_or(0)
 }
 
 /// The GPUs node-local task `l` of `n` holds over `k > n` GPUs: `l`,
 /// `l + n`, `l + 2n`, ... (2 tasks on 4 GPUs hold `0,2` and `1,3`). Its
 /// first GPU is `rank % ngpu`'s.
-pub fn stride(l: usize, n: usize, k: usize) -> Vec<usize> {
+pub(crate) fn stride(l: usize, n: usize, k: usize) -> Vec<usize> {
     (l..k).step_by(n.max(1)).collect()
 }
 

@@ -15,7 +15,7 @@ pub fn even_share(tasks: usize) -> u32 {
 /// by `method` (with fewer tasks than GPUs, one each). A `closest` step is
 /// counted as `contiguous` places it: the tasks' CPUs are known only in
 /// each task, and closest splits in blocks as well.
-pub fn tasks_per_gpu(method: Method, gpus: usize, tasks: usize) -> Vec<usize> {
+pub(crate) fn tasks_per_gpu(method: Method, gpus: usize, tasks: usize) -> Vec<usize> {
     let method = match method {
         Method::Closest => Method::Contiguous,
         m => m,
@@ -33,7 +33,7 @@ pub fn tasks_per_gpu(method: Method, gpus: usize, tasks: usize) -> Vec<usize> {
 
 /// The MPS variables of a task whose first GPU is at `position`, after its
 /// GPU lists.
-pub fn mps_variables(mps: &Mps, position: usize) -> Vec<(String, String)> {
+pub(crate) fn mps_variables(mps: &Mps, position: usize) -> Vec<(String, String)> {
     let Mps::Serving(d) = mps else {
         return Vec::new();
     };
@@ -56,7 +56,7 @@ pub fn mps_variables(mps: &Mps, position: usize) -> Vec<(String, String)> {
 /// wherever the plugin's daemon on this host does not serve it, every one
 /// of the plugin's where they name another node's daemon, and a parent's
 /// share that the step's own daemon does not give.
-pub fn mps_unset(mps: &Mps, inherited: &InheritedMps, position: usize) -> Vec<String> {
+pub(crate) fn mps_unset(mps: &Mps, inherited: &InheritedMps, position: usize) -> Vec<String> {
     let flags = [env::MPS, env::MPS_HOST];
     let names: &[&str] = match mps {
         Mps::Serving(d) if d.shares.get(position).copied().flatten().is_none() => &[env::MPS_SHARE],
@@ -73,7 +73,7 @@ pub fn mps_unset(mps: &Mps, inherited: &InheritedMps, position: usize) -> Vec<St
 }
 
 /// What local task 0 says about MPS, if anything.
-pub fn mps_line(mps: &Mps, verbose: bool) -> Option<String> {
+pub(crate) fn mps_line(mps: &Mps, verbose: bool) -> Option<String> {
     match mps {
         Mps::Without { why, loud } if *loud || verbose => {
             Some(format!("{why}; running without MPS"))

@@ -30,7 +30,7 @@ pub(super) fn control(settings: &MpsSettings, node: &MpsNode) -> Result<PathBuf,
 /// file's folder (`real`: `control` with its links followed, as a site
 /// links it into `/usr/local/bin`) and that folder's sibling `sbin`, then
 /// the same of `control`'s own folder, then [`env::MPS_SERVER_DIRS`].
-pub fn server_path(control: &Path, real: &Path) -> Vec<PathBuf> {
+pub(crate) fn server_path(control: &Path, real: &Path) -> Vec<PathBuf> {
     let dirs = [real, control]
         .into_iter()
         .flat_map(own_and_sbin)

@@ -12,18 +12,22 @@ pub const KEEPER_MARK: &str = "keeper";
 /// One control daemon for one step on one node.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Daemon {
+    /// The control daemon's program (`nvidia-cuda-mps-control`).
     pub control: PathBuf,
     /// Where the control daemon looks for its server (its `PATH`).
     pub path: Vec<PathBuf>,
-    /// The folder the step's directory is made in, the directory's name
-    /// before its random part, and that part ([`MpsFacts::token`]).
+    /// The folder the step's directory is made in.
     pub base: PathBuf,
+    /// The directory's name before its random part.
     pub stem: String,
+    /// The random part (`MpsFacts::token`).
     pub token: u64,
     /// The daemon's `CUDA_VISIBLE_DEVICES`: the step's GPUs' UUIDs, in the
     /// step's order.
     pub gpus: Vec<String>,
+    /// The job's user, whom the daemon runs as and serves.
     pub uid: u32,
+    /// The job user's group.
     pub gid: u32,
     /// This host's name, for a nested step's [`env::MPS_HOST`] check.
     pub host: Option<String>,
@@ -63,6 +67,7 @@ impl Daemon {
         self.dir().join("pipe")
     }
 
+    /// The daemon's log directory, beside its pipe directory.
     pub fn log(&self) -> PathBuf {
         self.dir().join("log")
     }

@@ -21,7 +21,7 @@ use std::path::Path;
 /// task's only where its flag is set, and its daemon as this node's only
 /// where the host matches and the socket is there (a base such as a
 /// shared `TMPDIR` may show another node's).
-pub fn inherited(node: &MpsNode) -> InheritedMps {
+pub(crate) fn inherited(node: &MpsNode) -> InheritedMps {
     let pipe = (node.env)(env::MPS_PIPE);
     let ours = pipe.is_some() && (node.env)(env::MPS).is_some();
     let host = hostname(node.files);
@@ -46,7 +46,7 @@ pub fn inherited(node: &MpsNode) -> InheritedMps {
 /// Decides MPS for a mapped step that `inherited` what it did. The node is
 /// asked for NVML's UUIDs only where MPS will run and Slurm's list names
 /// GPUs by index.
-pub fn decide(input: &MpsInput, inherited: &InheritedMps, node: &MpsNode) -> Mps {
+pub(crate) fn decide(input: &MpsInput, inherited: &InheritedMps, node: &MpsNode) -> Mps {
     let tasks = input.facts.map_or(0, |f| f.local_tasks);
     let mode = input.settings.mode;
     let auto = mode == MpsMode::Auto && tasks > input.gpus.len();

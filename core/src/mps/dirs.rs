@@ -23,7 +23,7 @@ const LONGEST_SOCKET: &str = "control_privileged";
 /// the step (several slurmd may share a host and its /tmp). Anything but
 /// letters, digits, `.`, `-` and `_` is left out of the step's name, so
 /// that no name climbs out of the base.
-pub fn dir_name(uid: u32, step: &str, node_id: u32) -> String {
+pub(crate) fn dir_name(uid: u32, step: &str, node_id: u32) -> String {
     let step: String = step
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
@@ -54,7 +54,7 @@ fn base_of(settings: &MpsSettings, env: &dyn Fn(&str) -> Option<String>) -> Path
 /// The daemon of `uid`'s step `step` (its tag) on node `node_id`, by the
 /// name and base its directory gets: what a task epilog asks the keeper
 /// after, where nothing else of the daemon is known.
-pub fn named_daemon(
+pub(crate) fn named_daemon(
     uid: u32,
     step: &str,
     node_id: u32,

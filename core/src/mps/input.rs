@@ -12,8 +12,11 @@ use std::time::Duration;
 /// only slurmstepd starts daemons, so only the plugin gives these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MpsFacts {
+    /// The job's user.
     pub uid: u32,
+    /// The job user's group.
     pub gid: u32,
+    /// The step's tasks on this node.
     pub local_tasks: usize,
     /// The node's place in the step (`S_JOB_NODEID`).
     pub node_id: u32,
@@ -23,31 +26,31 @@ pub struct MpsFacts {
 }
 
 /// What MPS is decided from: the parts of a mapped step that bear on it.
-pub struct MpsInput<'a> {
+pub(crate) struct MpsInput<'a> {
     /// The user asked for MPS (`mps`), not only the site's `mps=auto`.
-    pub asked: bool,
-    pub settings: &'a MpsSettings,
+    pub(crate) asked: bool,
+    pub(crate) settings: &'a MpsSettings,
     /// How long the daemon's start and its stop may each wait
     /// (`nvml_timeout`).
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// The step's GPUs on this node, as listed.
-    pub gpus: &'a [String],
+    pub(crate) gpus: &'a [String],
     /// Slurm's own list (`SLURM_STEP_GPUS`), which tells absolute indices
     /// from renumbered ones; `None` where NVML listed the GPUs.
-    pub step_gpus: Option<&'a [String]>,
+    pub(crate) step_gpus: Option<&'a [String]>,
     /// The method that places the tasks, which counts them per GPU.
-    pub method: Method,
-    pub vendor: Vendor,
+    pub(crate) method: Method,
+    pub(crate) vendor: Vendor,
     /// The step, `JOBID.STEPID`, which names the daemon's directory.
-    pub step: Option<&'a str>,
+    pub(crate) step: Option<&'a str>,
     /// `None`: the front end starts no daemons.
-    pub facts: Option<MpsFacts>,
+    pub(crate) facts: Option<MpsFacts>,
 }
 
 /// What MPS asks of the node: its environment, its files, and NVML's
 /// place lines (for the GPUs' UUIDs, asked only where needed).
-pub struct MpsNode<'a> {
-    pub env: &'a dyn Fn(&str) -> Option<String>,
-    pub files: &'a dyn Files,
-    pub places: &'a dyn Fn() -> Result<Vec<String>, Error>,
+pub(crate) struct MpsNode<'a> {
+    pub(crate) env: &'a dyn Fn(&str) -> Option<String>,
+    pub(crate) files: &'a dyn Files,
+    pub(crate) places: &'a dyn Fn() -> Result<Vec<String>, Error>,
 }

@@ -1,7 +1,7 @@
 //! CUDA MPS for a mapped step on one node: whether its tasks share their
 //! GPUs through a control daemon the plugin starts for the step, through
 //! one that already serves them, or not at all; and what each task gets.
-//! Decided from a small input of its own ([`MpsInput`], [`MpsNode`]),
+//! Decided from a small input of its own (`MpsInput`, `MpsNode`),
 //! before the step's record is built:
 //!
 //! - `input`: what it is decided from;
@@ -35,13 +35,22 @@ mod serving;
 #[cfg(test)]
 mod tests;
 
-pub use client::{even_share, mps_line, mps_unset, mps_variables, tasks_per_gpu};
-pub use control::server_path;
+pub use client::even_share;
 pub use daemon::{Daemon, KEEPER_MARK};
-pub use decide::{decide, inherited};
-pub use dirs::{dir_name, named_daemon};
-pub use input::{MpsFacts, MpsInput, MpsNode};
+pub use input::MpsFacts;
 pub use no_mps::{NoMps, MAX_CLIENTS};
+pub use serving::Mps;
+
+pub(crate) use client::{mps_line, mps_unset, mps_variables, tasks_per_gpu};
+pub(crate) use decide::{decide, inherited};
+pub(crate) use dirs::named_daemon;
+pub(crate) use input::{MpsInput, MpsNode};
+pub(crate) use serving::InheritedMps;
+
+// Only the tests import these through the face.
+#[cfg(test)]
+pub(crate) use control::server_path;
+#[cfg(test)]
+pub(crate) use dirs::dir_name;
 #[cfg(test)]
 pub(crate) use serving::MPS_NAMES;
-pub use serving::{InheritedMps, Mps};

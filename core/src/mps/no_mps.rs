@@ -17,39 +17,60 @@ pub enum NoMps {
     SiteOff,
     /// A front end other than slurmstepd's.
     NotSlurmstepd,
+    /// The node's GPUs are another vendor's.
     NotNvidia(Vendor),
     /// This many tasks would share one GPU.
     TooManyClients(usize),
+    /// The job runs as root, which the daemon never serves.
     Root,
     /// The site's control daemon does not exist; what named it.
     NoControl {
+        /// Where it was looked for.
         path: PathBuf,
+        /// The setting or variable that named it.
         named_by: String,
     },
     /// No control daemon in the standard places; what names one.
     ControlNotFound {
+        /// The setting or variable that would.
         named_by: String,
     },
     /// No server on the control daemon's `PATH`.
     NoServer {
+        /// The directories looked in.
         path: Vec<PathBuf>,
     },
+    /// Slurm gave no job id to name the step's directory by.
     NoJobId,
+    /// The daemon's socket path is longer than a socket's may be.
     SocketTooLong {
+        /// The path it would have.
         socket: PathBuf,
+        /// The most a socket path may hold, in bytes.
         most: usize,
     },
+    /// The base could not be looked up (`stat`).
     BaseUnusable {
+        /// The base directory.
         base: PathBuf,
+        /// The system's error.
         why: String,
     },
+    /// The base is no directory.
     BaseNotDir(PathBuf),
+    /// The base belongs to neither root nor the job's user.
     BaseOwner {
+        /// The base directory.
         base: PathBuf,
+        /// Its owner's uid.
         owner: u32,
     },
+    /// Others may write the base without the sticky bit, so another user
+    /// could replace the step's directory.
     BaseOpen {
+        /// The base directory.
         base: PathBuf,
+        /// Its mode bits.
         mode: u32,
     },
     /// The step's GPUs could not be named by UUID: why.
@@ -59,7 +80,9 @@ pub enum NoMps {
     /// The task is in a container that does not see the daemon's pipe
     /// directory, inside `base`.
     NotInContainer {
+        /// The daemon's pipe directory.
         pipe: PathBuf,
+        /// The base to mount into the container.
         base: PathBuf,
     },
 }

@@ -11,8 +11,8 @@ pub enum Mps {
     /// Not asked for, and no daemon's pipe inherited.
     Off,
     /// The front end starts this daemon before any task execs, then
-    /// calls [`crate::step::StepMap::mps_started`] or
-    /// [`crate::step::StepMap::mps_failed`].
+    /// calls `crate::step::StepMap::mps_started` or
+    /// `crate::step::StepMap::mps_failed`.
     Start(Box<Daemon>),
     /// The plugin's daemon answers: each task is its client.
     Serving(Box<Daemon>),
@@ -21,8 +21,11 @@ pub enum Mps {
     /// Its tasks get `gpus`, the step's GPUs by UUID, where the daemon is
     /// one at a pipe directory (its devices may be numbered otherwise).
     Theirs {
+        /// Whose daemon, in words.
         why: String,
+        /// Said even without `verbose`.
         loud: bool,
+        /// The step's GPUs by UUID, for a daemon at a pipe directory.
         gpus: Option<Vec<String>>,
         /// The daemon is the plugin's, of a parent task on this host: its
         /// flag stays true.
@@ -30,13 +33,18 @@ pub enum Mps {
     },
     /// Asked for (or `mps=auto`), but the step runs mapped without MPS;
     /// said once, where the user asked or with `verbose`.
-    Without { why: NoMps, loud: bool },
+    Without {
+        /// Why not.
+        why: NoMps,
+        /// Said even without `verbose` (the user asked).
+        loud: bool,
+    },
 }
 
 impl Mps {
     /// The step's GPUs by UUID where a daemon serving the tasks names them
     /// so: the tasks' lists then carry these, not the step's tokens.
-    pub fn task_gpus(&self) -> Option<&[String]> {
+    pub(crate) fn task_gpus(&self) -> Option<&[String]> {
         match self {
             Mps::Serving(daemon) => Some(&daemon.gpus),
             Mps::Theirs {
@@ -49,15 +57,15 @@ impl Mps {
 
 /// The MPS variables a step found in its environment.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct InheritedMps {
+pub(crate) struct InheritedMps {
     /// A daemon's pipe directory (`CUDA_MPS_PIPE_DIRECTORY`).
-    pub pipe: Option<String>,
+    pub(crate) pipe: Option<String>,
     /// The pipe is the plugin's, from a parent task (its flag is set).
-    pub ours: bool,
+    pub(crate) ours: bool,
     /// ... and that daemon runs on this host and has its socket there.
-    pub here: bool,
+    pub(crate) here: bool,
     /// Which of the names the plugin writes for MPS are set.
-    pub present: Vec<&'static str>,
+    pub(crate) present: Vec<&'static str>,
 }
 
 /// The names a task served by the plugin's MPS gets.

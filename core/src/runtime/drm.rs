@@ -13,7 +13,7 @@ const FIRST_RENDER_NODE: u32 = 128;
 /// is `vendor`'s, its bus id from `device/uevent` (`PCI_SLOT_NAME`), its
 /// minor `N - 128`. gres.conf names these GPUs `File=/dev/dri/renderD<N>`,
 /// and ROCm and Level Zero number them in the order the driver probed
-/// them, which is the render nodes' order; [`crate::topology::resolve_tokens`] accepts an
+/// them, which is the render nodes' order; `crate::topology::resolve_tokens` accepts an
 /// index only where that order is also PCI order.
 pub fn gpus(files: &dyn Files, root: &Path, vendor: Vendor) -> Result<Vec<KernelGpu>, String> {
     let dir = root.join("sys/class/drm");

@@ -36,9 +36,9 @@ mod nvidia;
 mod rules;
 
 pub use detect::detect;
-pub use rules::{
-    Chosen, KernelGpu, Rendering, StepLists, Unbindable, Vendor, VendorSetting, MAX_NODE_GPUS,
-};
+pub use rules::{Chosen, KernelGpu, Rendering, Vendor, VendorSetting};
+
+pub(crate) use rules::{StepLists, Unbindable, MAX_NODE_GPUS};
 
 use rules::Rules;
 
@@ -92,7 +92,7 @@ impl Rendering {
     /// Slurm did not set. `user_order` is `CUDA_DEVICE_ORDER` in the step's
     /// environment. What `verbose` should report goes to `notes`. An error
     /// where nothing the vendor's runtimes read can be narrowed.
-    pub fn plan(
+    pub(crate) fn plan(
         chosen: &Chosen,
         visible: Visible,
         step: &StepLists,
@@ -122,13 +122,13 @@ impl Rendering {
 
 /// The variables for the task holding `share` (positions in the step's
 /// lists, its first GPU first).
-pub fn render(r: &Rendering, step: &StepLists, share: &[usize]) -> Vec<(String, String)> {
+pub(crate) fn render(r: &Rendering, step: &StepLists, share: &[usize]) -> Vec<(String, String)> {
     (r.vendor.rules().render)(r, step, share)
 }
 
 /// The node's GPUs of `vendor` as the kernel lists them under `root`:
 /// NVIDIA's driver files, AMD's and Intel's render nodes.
-pub fn kernel_gpus(
+pub(crate) fn kernel_gpus(
     files: &dyn Files,
     root: &Path,
     vendor: Vendor,

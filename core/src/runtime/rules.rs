@@ -14,8 +14,11 @@ use std::path::Path;
 /// The GPU vendor whose runtimes read the lists on a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Vendor {
+    /// NVIDIA's: CUDA reads `CUDA_VISIBLE_DEVICES`.
     Nvidia,
+    /// AMD's: ROCm reads `ROCR_VISIBLE_DEVICES` and its kin.
     Amd,
+    /// Intel's: Level Zero reads `ZE_AFFINITY_MASK`.
     Intel,
 }
 
@@ -52,8 +55,9 @@ pub(super) struct Rules {
 /// The site's `vendor=` plugstack argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VendorSetting {
-    /// Detected on each node, once per step ([`detect`]).
+    /// Detected on each node, once per step (`detect`).
     Auto,
+    /// This vendor on every node.
     Fixed(Vendor),
 }
 
@@ -76,25 +80,28 @@ named!(from_str VendorSetting);
 /// A node's vendor, and why, for the verbose report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chosen {
+    /// The vendor.
     pub vendor: Vendor,
+    /// Why, in words.
     pub why: String,
 }
 
 /// How a step's lists are written into each task; decided once per step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rendering {
+    /// The vendor whose runtime reads the lists.
     pub vendor: Vendor,
     /// The site's `visible=`, as this vendor's runtime can honour it.
-    pub visible: Visible,
+    pub(crate) visible: Visible,
     /// Set `CUDA_DEVICE_ORDER=PCI_BUS_ID` in each task.
-    pub pci_order: bool,
+    pub(crate) pci_order: bool,
 }
 
 /// Why no list that the node's runtimes read can carry a task's GPU. The
 /// step then stands aside: the flag must not say a task was bound while
 /// its runtime still sees every GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unbindable {
+pub(crate) enum Unbindable {
     /// Only NVML listed the step's GPUs: NVIDIA UUIDs, which ROCm and Level
     /// Zero cannot read (HIP would find no GPU in such a
     /// `CUDA_VISIBLE_DEVICES`, and ROCR and Level Zero would see them all).
@@ -145,17 +152,17 @@ impl fmt::Display for Unbindable {
 
 /// A step's GPU lists as Slurm set them: `gpus` (the mapped list) and the
 /// other lists of the same length.
-pub struct StepLists<'a> {
-    pub gpus: &'a [String],
+pub(crate) struct StepLists<'a> {
+    pub(crate) gpus: &'a [String],
     /// `gpus` is Slurm's `CUDA_VISIBLE_DEVICES` (not NVML's list).
-    pub from_slurm: bool,
-    pub others: &'a [(&'static str, Vec<String>)],
+    pub(crate) from_slurm: bool,
+    pub(crate) others: &'a [(&'static str, Vec<String>)],
 }
 
 impl<'a> StepLists<'a> {
     /// The step's lists: `gpus` as the tasks' lists carry them, whether
     /// they are Slurm's, and the other lists Slurm set.
-    pub fn new(
+    pub(crate) fn new(
         gpus: &'a [String],
         from_slurm: bool,
         others: &'a [(&'static str, Vec<String>)],
@@ -194,18 +201,18 @@ pub(super) type Render = fn(&Rendering, &StepLists, &[usize]) -> Vec<(String, St
 
 /// Most GPUs on one node: more make `closest` fall back (nodes hold a few
 /// dozen at most).
-pub const MAX_NODE_GPUS: usize = 64;
+pub(crate) const MAX_NODE_GPUS: usize = 64;
 
 /// How the kernel locates a GPU: its PCI bus id and device minor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelGpu {
     /// As sysfs names it: `0000:c1:00.0`.
-    pub bus_id: String,
+    pub(crate) bus_id: String,
     /// `Device Minor` in the NVIDIA driver's information file
     /// (`/dev/nvidiaN`); for AMD and Intel GPUs the DRM render node's
     /// number less 128 (`/dev/dri/renderD128` is 0).
-    pub minor: u32,
+    pub(crate) minor: u32,
     /// `GPU UUID` in the NVIDIA driver's information file; `None` where the
     /// kernel's files name none (AMD and Intel render nodes).
-    pub uuid: Option<String>,
+    pub(crate) uuid: Option<String>,
 }

@@ -20,6 +20,7 @@ pub const PLUGIN: &str = "desi_gpu_map";
 /// The client whose command line is scanned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Client {
+    /// srun.
     Srun,
     /// sbatch or salloc (SPANK's allocator context, shared by both): their
     /// value options are the same, except those that one of them rejects.
@@ -180,7 +181,7 @@ enum Word {
 /// True when the client's own options include `--desi-gpu-map`
 /// (`--desi-gpu-map=VALUE`, `--desi-gpu-map VALUE`, or an abbreviation such
 /// as `--desi=VALUE`). `args` is the client's argv, its own name first.
-pub fn typed_option(args: &[String], client: Client) -> bool {
+pub(crate) fn typed_option(args: &[String], client: Client) -> bool {
     let mut words = args.iter().skip(1);
     while let Some(word) = words.next() {
         match word_kind(word, client) {

@@ -71,15 +71,21 @@ named!(MpsShare {
 /// for the plugin ([`super::site::parse_args`]), exec's options for exec.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
+    /// The method where the user asks for none (`default=`).
     pub default: Choice,
+    /// The variable set to `1` in every mapped task (`flag=`).
     pub flag: String,
+    /// How much of the step's GPU list each task keeps visible (`visible=`).
     pub visible: Visible,
+    /// Where NVML comes from (`nvml=`).
     pub nvml: NvmlSource,
+    /// What to do where Slurm tracks no GPUs (`untracked=`).
     pub untracked: Untracked,
     /// How long NVML discovery may take before the step stands aside.
     pub nvml_timeout: Duration,
     /// Whose runtime reads the GPU lists on the node (see `vendor`).
     pub vendor: VendorSetting,
+    /// Every mapped task says what it got, asked or not (`verbose`).
     pub verbose: bool,
     /// Where `closest` reads the kernel's GPU files (`proc/driver/nvidia`,
     /// `sys/bus/pci`): `/`, or a fake tree in tests. Only plugstack.conf
@@ -111,7 +117,7 @@ pub struct MpsSettings {
 }
 
 /// The site's key that names the MPS control daemon, as messages say it.
-pub const SITE_CONTROL_KEY: &str = "the site's mps_control=";
+pub(crate) const SITE_CONTROL_KEY: &str = "the site's mps_control=";
 
 impl Default for MpsSettings {
     fn default() -> Self {
@@ -142,7 +148,7 @@ impl Default for Config {
     }
 }
 
-pub use crate::env::DEFAULT_FLAG;
+pub(crate) use crate::env::DEFAULT_FLAG;
 
 /// NVML discovery's deadline, in whole seconds: the default and the range.
 /// A job cancelled while discovery waits stays COMPLETING until the
@@ -150,6 +156,7 @@ pub use crate::env::DEFAULT_FLAG;
 /// default `KillWait` (30 s): no longer than a task ignoring SIGTERM holds
 /// a cancelled job anyway.
 pub const DEFAULT_NVML_TIMEOUT_S: u64 = 10;
+/// The deadlines accepted, in whole seconds.
 pub const NVML_TIMEOUT_RANGE_S: std::ops::RangeInclusive<u64> = 1..=30;
 
 impl NvmlSource {

@@ -9,7 +9,9 @@ use crate::settings::client_args::{typed_option, Client};
 /// A method, or `none`: mapping turned off (also a site default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Choice {
+    /// `none`: leave the step alone.
     Off,
+    /// Map with this method.
     Map(Method),
 }
 
@@ -47,7 +49,7 @@ named!(from_str Choice);
 
 /// A word that may stand beside the method, in any order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Modifier {
+pub(crate) enum Modifier {
     /// Each task reports its GPUs on stderr.
     Verbose,
     /// The step's tasks run as clients of a CUDA MPS daemon per node.
@@ -95,8 +97,11 @@ pub enum OptionRequest {
     Help,
     /// `choice` is `None` for modifiers alone: the site default.
     Use {
+        /// The method, or `none`.
         choice: Option<Choice>,
+        /// `verbose`: each task says what it got.
         verbose: bool,
+        /// `mps`: the tasks share their GPUs under CUDA MPS.
         mps: bool,
     },
 }
@@ -104,7 +109,7 @@ pub enum OptionRequest {
 /// The values listed in every error message about the option:
 /// `contiguous, roundrobin (or round-robin), closest, none, help; with
 /// "verbose" or "mps" beside them, comma-separated`.
-pub fn valid_values() -> String {
+pub(crate) fn valid_values() -> String {
     let modifiers: Vec<String> = Modifier::ALL
         .iter()
         .map(|m| format!("\"{}\"", m.name()))
@@ -194,7 +199,7 @@ pub fn check_help_source(
 }
 
 /// A value that names no choice, with the valid ones.
-pub fn bad_option(value: &str) -> Error {
+pub(crate) fn bad_option(value: &str) -> Error {
     Error::BadOption {
         value: value.to_string(),
         valid: valid_values(),
@@ -202,7 +207,7 @@ pub fn bad_option(value: &str) -> Error {
 }
 
 /// `help` from the environment form, with the valid values.
-pub fn help_from_environment() -> Error {
+pub(crate) fn help_from_environment() -> Error {
     Error::HelpFromEnvironment {
         env_form: ENV_FORM,
         valid: valid_values(),

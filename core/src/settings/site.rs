@@ -20,6 +20,7 @@ use std::time::Duration;
 /// packaging's texts (`packaging/README.md`'s table among them) are checked
 /// against this table (`tests/names.rs`).
 pub struct Key {
+    /// The key, as written before `=`.
     pub name: &'static str,
     /// What follows `name=` in messages (`None`: a word without a value).
     pub form: fn() -> Option<String>,
@@ -334,7 +335,7 @@ pub fn check_request(request: &OptionRequest, config: &Config) -> Result<(), Err
 /// unsaid. `None`: nothing asked, and the site's default (or nothing)
 /// applies. The option, where given, is the request, and a default of
 /// `none` maps nothing the user did not ask with it.
-pub fn request_from_variable(
+pub(crate) fn request_from_variable(
     variable: Option<&str>,
     config: &Config,
 ) -> Option<Result<OptionRequest, Error>> {
@@ -350,7 +351,7 @@ pub fn request_from_variable(
 
 /// What the plugin says, under `verbose`, where it took the request from
 /// `DESI_GPU_MAP_METHOD` (`value`) over the site's default.
-pub fn taken_from_variable(value: &str, config: &Config) -> String {
+pub(crate) fn taken_from_variable(value: &str, config: &Config) -> String {
     format!(
         "{}={} asks for this step over the site's default={}",
         crate::env::METHOD,

@@ -21,7 +21,7 @@ use crate::text::quote;
 
 /// What a binding string asks of the GPUs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GpuBind {
+pub(crate) enum GpuBind {
     /// No GPU binding at all: no `gpu` entry, or `none`.
     Unbound,
     /// Slurm binds GPUs per task; the text says how, for messages.
@@ -32,7 +32,7 @@ pub enum GpuBind {
 /// `gres/gpu:map:0,1+gres/nic:closest`) or `SLURM_GPU_BIND` (`none`,
 /// `verbose,map_gpu:0,1`). A value that cannot be read counts as a binding:
 /// standing aside is the safe side.
-pub fn parse_gpu_bind(value: &str) -> GpuBind {
+pub(crate) fn parse_gpu_bind(value: &str) -> GpuBind {
     let per_task = || GpuBind::PerTask(quote(value));
     let value = value.trim();
     if value.is_empty() {

@@ -46,7 +46,7 @@ pub fn parse_gpu_list(value: &str) -> Result<Vec<String>, Error> {
 /// Checks a list that arrives as separate entries (NVML's UUIDs) by the
 /// same rules as [`parse_gpu_list`]: a library returning `GPU-x,100` or the
 /// same UUID twice must not give a task two devices, or every task one.
-pub fn check_list(gpus: &[String]) -> Result<(), Error> {
+pub(crate) fn check_list(gpus: &[String]) -> Result<(), Error> {
     let bad = |why| Error::BadGpuList {
         list: join(gpus),
         why,

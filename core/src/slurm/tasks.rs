@@ -15,7 +15,7 @@ pub const MAX_TASKS_PER_NODE: usize = 65_533;
 /// The task counts per node in Slurm's compressed form: `4(x2),3` is
 /// 4, 4, 3. `None` where the text is not that form, or names over
 /// [`MAX_NODES`] nodes.
-pub fn tasks_per_node(text: &str) -> Option<Vec<usize>> {
+pub(crate) fn tasks_per_node(text: &str) -> Option<Vec<usize>> {
     let mut counts = Vec::new();
     for part in text.trim().split(',') {
         let (count, times) = match part.split_once("(x") {
@@ -32,7 +32,7 @@ pub fn tasks_per_node(text: &str) -> Option<Vec<usize>> {
 }
 
 /// The number of tasks on node `node_id` of the step.
-pub fn local_count(text: &str, node_id: usize) -> Option<usize> {
+pub(crate) fn local_count(text: &str, node_id: usize) -> Option<usize> {
     tasks_per_node(text)?.get(node_id).copied()
 }
 

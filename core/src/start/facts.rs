@@ -13,9 +13,9 @@ use crate::step::{parse_step_id, special_step_name, Snapshot};
 /// What the user asked the front end for: the method, and the modifiers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Asked {
-    pub choice: Choice,
-    pub verbose: bool,
-    pub mps: bool,
+    pub(crate) choice: Choice,
+    pub(crate) verbose: bool,
+    pub(crate) mps: bool,
 }
 
 impl Asked {
@@ -56,7 +56,7 @@ impl Asked {
     }
 }
 
-/// What a front end running as the task gathers besides its [`Node`] (the
+/// What a front end running as the task gathers besides its `Node` (the
 /// node's files, NVML): the task's variables, and what else it knows, each
 /// read from the task's own process, so that exec and a task prolog gather
 /// them alike.
@@ -64,9 +64,11 @@ impl Asked {
 pub struct TaskFacts<'a> {
     /// The task's variables, read once by the front end.
     pub vars: Snapshot,
+    /// What the user asked for (`--method` or its variable).
     pub asked: Asked,
     /// Map outside any Slurm job too (exec's `--allow-outside-slurm`).
     pub allow_outside: bool,
+    /// The settings the step is planned with (exec's options).
     pub config: Config,
     /// The launchers' variables as this process's ancestors had them
     /// ([`crate::launch::watched`]).
@@ -74,8 +76,9 @@ pub struct TaskFacts<'a> {
     /// The pid of this process's nearest ancestor of that name (a
     /// launcher's proxy), asked only for a launcher's rank.
     pub ancestor_pid: &'a dyn Fn(&str) -> Option<u32>,
-    /// The user's ids, for a daemon of the step's own.
+    /// The user's id, for a daemon of the step's own.
     pub uid: u32,
+    /// The user's group, beside it.
     pub gid: u32,
     /// A random number for an MPS directory's name.
     pub token: u64,

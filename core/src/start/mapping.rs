@@ -15,15 +15,16 @@ use crate::step::{
 /// [`Mapping::outcome`], which reads the CPUs the plan asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mapping {
+    /// The step's plan on this node.
     pub plan: StepPlan,
     /// The task's ids, or why they cannot be read.
-    pub ids: Result<TaskIds, UnreadableIds>,
+    pub(crate) ids: Result<TaskIds, UnreadableIds>,
     /// The task's variables (its node's name, its lists, Slurm's CPU
     /// binding of it).
     pub vars: TaskVars,
     /// A launcher's rank: no slurmstepd's mask above it tells it unbound.
-    pub launched: bool,
-    pub verbose: bool,
+    pub(crate) launched: bool,
+    pub(crate) verbose: bool,
 }
 
 impl Mapping {

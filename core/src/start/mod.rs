@@ -35,9 +35,11 @@ pub use ended::keeper_to_tell;
 pub use facts::{not_passed, Asked, TaskFacts};
 pub use mapping::Mapping;
 pub use verdict::{Start, Verdict};
-pub use why::{
-    BadStepId, NoMethod, NotPassed, OuterLaunch, UnreadableIds, WhyRefused, WhyUnchanged,
-};
+pub use why::{NoMethod, NotPassed, OuterLaunch, WhyRefused, WhyUnchanged};
+
+// Only the tests import these through the face.
+#[cfg(test)]
+pub(crate) use why::UnreadableIds;
 
 use crate::launch::{launched, Launched};
 use crate::step::Node;

@@ -11,6 +11,7 @@ pub struct Start {
     /// Said before anything else (under `verbose` only): launchers'
     /// variables that came in through srun, which count for nothing.
     pub outer: Option<OuterLaunch>,
+    /// What happens to the task.
     pub verdict: Verdict,
 }
 
@@ -21,7 +22,12 @@ pub enum Verdict {
     Refuse(WhyRefused),
     /// The program runs as it is: why, and whether that is said (under
     /// `verbose` only).
-    Unchanged { why: WhyUnchanged, said: bool },
+    Unchanged {
+        /// Why.
+        why: WhyUnchanged,
+        /// It is said.
+        said: bool,
+    },
     /// The task gets its share of its step's plan: mapped, or standing
     /// aside with stale flags cleared.
     Map(Box<Mapping>),

@@ -16,7 +16,10 @@ pub enum WhyRefused {
     /// A launcher's variables cannot say where this rank sits.
     Unplaced(Refusal),
     /// MPS was asked for a launcher's ranks (`launcher`: its title).
-    MpsUnderLauncher { launcher: &'static str },
+    MpsUnderLauncher {
+        /// The launcher's title.
+        launcher: &'static str,
+    },
     /// Neither a step nor a job is set, and running outside was not
     /// allowed.
     OutsideJob,
@@ -47,9 +50,19 @@ impl fmt::Display for WhyRefused {
 pub enum WhyUnchanged {
     /// The batch, interactive or extern step (`name`), whose id the step
     /// variable reads as `value`.
-    NeverMapped { name: &'static str, value: String },
+    NeverMapped {
+        /// The step's name.
+        name: &'static str,
+        /// The step variable's value.
+        value: String,
+    },
     /// A job (`var` is `value`) outside any srun step.
-    OutsideStep { var: &'static str, value: String },
+    OutsideStep {
+        /// The job's variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+    },
     /// The plugin mapped this very step.
     StepMapped,
     /// An earlier exec mapped this very launch.
@@ -84,7 +97,12 @@ impl fmt::Display for WhyUnchanged {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NoMethod {
     /// The method variable's `value` is refused, as `--method`'s would be.
-    BadVariable { value: String, why: Box<Error> },
+    BadVariable {
+        /// The variable's value.
+        value: String,
+        /// Why it is refused.
+        why: Box<Error>,
+    },
     /// `help` was asked for.
     Help,
 }
@@ -102,7 +120,7 @@ impl fmt::Display for NoMethod {
 
 /// Why a task's ids cannot be read from the variables slurmstepd set.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UnreadableIds {
+pub(crate) enum UnreadableIds {
     /// The variable is not set.
     NotSet(&'static str),
     /// The variable's `value` is not a number.
@@ -133,8 +151,8 @@ impl fmt::Display for UnreadableIds {
 
 /// The step variable's value is no step id.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BadStepId {
-    pub value: String,
+pub(crate) struct BadStepId {
+    pub(crate) value: String,
 }
 
 impl fmt::Display for BadStepId {
@@ -153,7 +171,7 @@ impl fmt::Display for BadStepId {
 /// value, where set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotPassed {
-    pub export: Option<String>,
+    pub(crate) export: Option<String>,
 }
 
 impl fmt::Display for NotPassed {
@@ -180,7 +198,7 @@ impl fmt::Display for NotPassed {
 /// (`names`), which count for nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OuterLaunch {
-    pub names: Vec<&'static str>,
+    pub(crate) names: Vec<&'static str>,
 }
 
 impl fmt::Display for OuterLaunch {

@@ -12,14 +12,14 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unmapped {
     /// Said once per node, by its first task; `None`: silent.
-    pub why: Option<Aside>,
+    pub(crate) why: Option<Aside>,
     /// Variables removed from every task: the flag and `DESI_GPU_MAP_*`.
-    pub clear: Vec<String>,
+    pub(crate) clear: Vec<String>,
 }
 
 /// Why a step (or, on a node, its tasks) stands aside.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Aside {
+pub(crate) enum Aside {
     /// Slurm would not say which step this is.
     UnreadableStepId(String),
     /// The plugstack arguments are unusable.
@@ -48,7 +48,7 @@ pub enum Aside {
 impl Aside {
     /// A step that its user expects to run as Slurm made it: no GPUs here,
     /// or Slurm binds each task itself.
-    pub fn is_routine(&self) -> bool {
+    pub(crate) fn is_routine(&self) -> bool {
         matches!(
             self,
             Aside::SlurmBindsStep { .. }

@@ -16,15 +16,15 @@ pub struct Assignment {
     /// The task's places in the step's GPU lists, its first GPU first: one
     /// where the node's tasks are as many as its GPUs or more, else its
     /// share ([`crate::method::share`]).
-    pub share: Vec<usize>,
+    pub(crate) share: Vec<usize>,
     /// The task's GPUs, as its list names them ([`StepMap::task_tokens`]).
-    pub gpus: Vec<String>,
+    pub(crate) gpus: Vec<String>,
     /// The step's GPUs that stay visible to the task, its own first, named
     /// as its GPUs are.
-    pub visible: Vec<String>,
+    pub(crate) visible: Vec<String>,
     /// How `closest` matched it; `None` for the other methods and for a
     /// `closest` step that fell back to `contiguous`.
-    pub closeness: Option<Closeness>,
+    pub(crate) closeness: Option<Closeness>,
 }
 
 /// The GPU one task of a mapped step gets, and what it keeps visible; or
@@ -39,7 +39,11 @@ pub fn assign(map: &StepMap, task: &TaskInputs) -> Result<Assignment, Error> {
 /// [`assign`], with what the node's tasks share made once for them all:
 /// `node` must come from this task's own bind type, list and local count
 /// (every task of a node has the same), which are not read again here.
-pub fn assign_in(map: &StepMap, task: &TaskInputs, node: &NodeCpus) -> Result<Assignment, Error> {
+pub(crate) fn assign_in(
+    map: &StepMap,
+    task: &TaskInputs,
+    node: &NodeCpus,
+) -> Result<Assignment, Error> {
     if let Some(why) = slurm_bound_task(map, task) {
         return Err(Error::SlurmBound(why));
     }

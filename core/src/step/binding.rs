@@ -33,7 +33,7 @@ pub(super) fn slurm_binds_per_task(env: &dyn Fn(&str) -> Option<String>) -> Opti
 /// Slurm bound stands aside before any plan, with the line the plugin's
 /// task would say ([`Aside::SlurmBoundTasks`], routine: said only with
 /// `verbose`).
-pub fn slurm_bound_here(tres_bind: Option<&str>) -> Option<Aside> {
+pub(crate) fn slurm_bound_here(tres_bind: Option<&str>) -> Option<Aside> {
     per_task(tres_bind?).map(|why| Aside::SlurmBoundTasks(Error::SlurmBound(why)))
 }
 

@@ -27,10 +27,16 @@ pub enum Container<'a> {
     /// namespace (pyxis joins its container's): the task's lists are what
     /// that plugin left, and `pipe_seen` says whether the step's MPS pipe
     /// directory is in the task's view.
-    Entered { pipe_seen: bool },
+    Entered {
+        /// The step's MPS pipe directory is in the task's view.
+        pipe_seen: bool,
+    },
     /// `plugin`, a container plugin, runs after this one and may replace
     /// the task's lists, in a step that runs in its container.
-    After { plugin: &'a str },
+    After {
+        /// The plugin's name.
+        plugin: &'a str,
+    },
 }
 
 /// The first container plugin among the SPANK plugins loaded `after` this
@@ -46,18 +52,18 @@ pub fn container_plugin_after(after: &[String]) -> Option<&'static str> {
 
 impl Container<'_> {
     /// Whether the task's list may be a container's, not Slurm's.
-    pub fn entered(&self) -> bool {
+    pub(crate) fn entered(&self) -> bool {
         matches!(self, Container::Entered { .. })
     }
 
     /// Whether the flag must be withheld: the binding may not survive.
-    pub fn withholds_flag(&self) -> bool {
+    pub(crate) fn withholds_flag(&self) -> bool {
         matches!(self, Container::After { .. })
     }
 
     /// The step's MPS as this task can use it: a daemon whose pipe directory
     /// the container does not see serves no task inside it.
-    pub fn mps(&self, mps: &Mps) -> Mps {
+    pub(crate) fn mps(&self, mps: &Mps) -> Mps {
         match (self, mps) {
             (Container::Entered { pipe_seen: false }, Mps::Serving(d)) => Mps::Without {
                 why: NoMps::NotInContainer {
@@ -72,7 +78,7 @@ impl Container<'_> {
 
     /// What local task 0 says of the container, once per node: `cuda` is
     /// the task's `CUDA_VISIBLE_DEVICES` as this plugin found it.
-    pub fn line(&self, map: &StepMap, cuda: Option<&str>) -> Option<String> {
+    pub(crate) fn line(&self, map: &StepMap, cuda: Option<&str>) -> Option<String> {
         let why = match self {
             Container::None => return None,
             Container::Entered { .. } => {

@@ -13,13 +13,14 @@ pub enum StepPlan {
     /// Tasks run as Slurm made them, less any flag inherited from a mapped
     /// task (a nested step must not claim a mapping it did not get).
     Unmapped(Unmapped),
+    /// Each task gets its share of the step's GPUs.
     Map(StepMap),
 }
 
 impl StepPlan {
     /// Whether tasks need their CPUs read (`task_init`'s affinity call and
     /// Slurm's bind list): only a `closest` step whose GPUs were located.
-    pub fn needs_task_cpus(&self) -> bool {
+    pub(crate) fn needs_task_cpus(&self) -> bool {
         matches!(self, StepPlan::Map(map) if matches!(map.near, GpuCpus::Located(_)))
     }
 
@@ -35,7 +36,7 @@ impl StepPlan {
 
     /// Stands aside because Slurm binds the tasks itself (`why`), saying
     /// so where the user asked for MPS.
-    pub fn slurm_binds(flag: &str, why: Aside, mps: bool) -> StepPlan {
+    pub(crate) fn slurm_binds(flag: &str, why: Aside, mps: bool) -> StepPlan {
         match mps {
             true => StepPlan::aside(flag, Aside::WithoutMps(Box::new(why))),
             false => StepPlan::aside(flag, why),
@@ -43,7 +44,7 @@ impl StepPlan {
     }
 
     /// Stands aside and says why; `flag` is the flag to clear.
-    pub fn aside(flag: &str, why: Aside) -> StepPlan {
+    pub(crate) fn aside(flag: &str, why: Aside) -> StepPlan {
         StepPlan::Unmapped(Unmapped {
             why: Some(why),
             clear: stale_names(flag),
@@ -53,7 +54,7 @@ impl StepPlan {
     /// Stands aside silently, where the plugin was not asked to map. The
     /// method stays: `DESI_GPU_MAP_METHOD` is also what the user sets for
     /// exec and the task prolog, which may then map the step themselves.
-    pub fn quiet(flag: &str) -> StepPlan {
+    pub(crate) fn quiet(flag: &str) -> StepPlan {
         let mut clear = stale_names(flag);
         clear.retain(|name| name != env::METHOD);
         StepPlan::Unmapped(Unmapped { why: None, clear })

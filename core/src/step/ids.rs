@@ -9,13 +9,13 @@ use super::snapshot::Snapshot;
 /// (0xfffffffa) steps, and Slurm's other reserved ids above them: never mapped.
 const FIRST_SPECIAL_STEP: u32 = 0xffff_fff0;
 
-pub fn is_special_step(step_id: u32) -> bool {
+pub(crate) fn is_special_step(step_id: u32) -> bool {
     step_id >= FIRST_SPECIAL_STEP
 }
 
 /// A step id as Slurm writes it in `SLURM_STEP_ID`: unsigned, or (26.05
 /// writes the batch step's as `-5`) the same 32 bits signed.
-pub fn parse_step_id(value: &str) -> Option<u32> {
+pub(crate) fn parse_step_id(value: &str) -> Option<u32> {
     let value = value.trim();
     value
         .parse::<u32>()
@@ -24,7 +24,7 @@ pub fn parse_step_id(value: &str) -> Option<u32> {
 }
 
 /// What a special step is, in words: `the batch step`, and so on.
-pub fn special_step_name(step_id: u32) -> Option<&'static str> {
+pub(crate) fn special_step_name(step_id: u32) -> Option<&'static str> {
     match step_id {
         0xffff_fffa => Some("the interactive step"),
         0xffff_fffb => Some("the batch step"),
@@ -36,7 +36,7 @@ pub fn special_step_name(step_id: u32) -> Option<&'static str> {
 
 /// This step as mapped tasks record it in `DESI_GPU_MAP_STEP`:
 /// `JOBID.STEPID` (`None`: Slurm gave no job id).
-pub fn step_tag(vars: &Snapshot, step_id: u32) -> Option<String> {
+pub(crate) fn step_tag(vars: &Snapshot, step_id: u32) -> Option<String> {
     vars.job_id
         .as_ref()
         .map(|job| format!("{}.{step_id}", job.trim()))
@@ -44,7 +44,7 @@ pub fn step_tag(vars: &Snapshot, step_id: u32) -> Option<String> {
 
 /// Which step a plan is for: a step of Slurm's, or the ranks of another
 /// launcher, which are no step of Slurm's and have an identity of their
-/// own. Its record ([`StepIdentity::record`]) is what mapped tasks carry
+/// own. Its record (`StepIdentity::record`) is what mapped tasks carry
 /// in `DESI_GPU_MAP_STEP`, so that a later `exec` knows this very step
 /// (or launch) is mapped already.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub enum StepIdentity {
     /// The ranks of one launch of `mpirun`, `mpiexec` or PALS
     /// ([`crate::launch`]).
     Launch {
-        /// What tells this launch from any other ([`crate::launch::Launch::tag`]);
+        /// What tells this launch from any other (`crate::launch::Launch::tag`);
         /// `None`: nothing does, and nothing is recorded.
         tag: Option<String>,
         /// What its process was given ([`Given`]); `None`: it runs in an
@@ -67,7 +67,7 @@ impl StepIdentity {
     /// The step's record, as its mapped tasks carry it: `JOBID.STEPID` for
     /// Slurm's (`None`: Slurm gave no job id), the launch's tag for a
     /// launcher's.
-    pub fn record(&self, vars: &Snapshot) -> Option<String> {
+    pub(crate) fn record(&self, vars: &Snapshot) -> Option<String> {
         match self {
             StepIdentity::Slurm(id) => step_tag(vars, *id),
             StepIdentity::Launch { tag, .. } => tag.clone(),
@@ -75,7 +75,7 @@ impl StepIdentity {
     }
 
     /// Where no srun step placed the process, what it was given.
-    pub fn given(&self) -> Option<Given> {
+    pub(crate) fn given(&self) -> Option<Given> {
         match self {
             StepIdentity::Slurm(_) => None,
             StepIdentity::Launch { given, .. } => *given,
@@ -84,7 +84,7 @@ impl StepIdentity {
 
     /// One of the steps Slurm reserves (batch, interactive, extern, ...),
     /// which are never touched; a launch never is one.
-    pub fn is_special(&self) -> bool {
+    pub(crate) fn is_special(&self) -> bool {
         matches!(self, StepIdentity::Slurm(id) if is_special_step(*id))
     }
 }

@@ -11,8 +11,11 @@ use crate::cpuset::CpuSet;
 /// rank (the launcher's, where one placed it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TaskIds {
+    /// The task's id on its node.
     pub local_id: usize,
+    /// Its node's task count.
     pub local_count: usize,
+    /// Its rank in the step.
     pub rank: u32,
 }
 
@@ -23,11 +26,11 @@ pub struct TaskVars {
     /// The node's name, for the lines the task says.
     pub node: String,
     /// `CUDA_VISIBLE_DEVICES` and `SLURMD_TRES_BIND` as the task has them.
-    pub cuda: Option<String>,
-    pub tres_bind: Option<String>,
+    pub(crate) cuda: Option<String>,
+    pub(crate) tres_bind: Option<String>,
     /// Slurm's CPU binding of the task, where its CPUs are needed.
-    pub bind_type: Option<String>,
-    pub bind_list: Option<String>,
+    pub(crate) bind_type: Option<String>,
+    pub(crate) bind_list: Option<String>,
 }
 
 impl TaskVars {
@@ -59,7 +62,7 @@ impl TaskVars {
 
     /// The task's inputs: these variables, its `ids`, its CPUs (`own`,
     /// and its parent slurmstepd's) and where a container plugin stands.
-    pub fn inputs<'a>(
+    pub(crate) fn inputs<'a>(
         &'a self,
         ids: &TaskIds,
         own: Option<CpuSet>,
@@ -87,9 +90,13 @@ impl TaskVars {
 /// One task, as slurmstepd sees it in `task_init`, or as the task itself
 /// sees it (`desi-gpu-map exec`).
 pub struct TaskInputs<'a> {
+    /// The node's name.
     pub node: &'a str,
+    /// The task's id on its node.
     pub local_id: usize,
+    /// Its node's task count.
     pub local_count: usize,
+    /// Its rank in the step.
     pub rank: u32,
     /// `CUDA_VISIBLE_DEVICES` in the task's environment now.
     pub cuda: Option<&'a str>,

@@ -65,6 +65,6 @@ pub(super) fn unbound_line(c: &Closeness) -> String {
 
 /// The line a task prints when its step stands aside (local task 0 only,
 /// so each node says it once).
-pub fn aside_line(node: &str, why: &str) -> String {
+pub(crate) fn aside_line(node: &str, why: &str) -> String {
     format!("desi-gpu-map: node {node}: {why}")
 }

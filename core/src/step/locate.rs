@@ -108,7 +108,7 @@ pub(super) fn step_topology(
 
 /// Each of `gpus`' local CPUs in the node's topology (read once per step
 /// per node), or why they are unknown: the step then falls back.
-pub fn locate(gpus: &[String], topology: Result<&Topology, String>) -> GpuCpus {
+pub(crate) fn locate(gpus: &[String], topology: Result<&Topology, String>) -> GpuCpus {
     match topology {
         Ok(topology) => match near_cpus(gpus, topology) {
             Ok(near) => GpuCpus::Located(near),

@@ -11,56 +11,56 @@ use crate::runtime::Rendering;
 /// A step whose tasks get mapped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepMap {
-    pub method: Method,
-    pub visible: Visible,
-    pub verbose: bool,
-    pub flag: String,
+    pub(crate) method: Method,
+    pub(crate) visible: Visible,
+    pub(crate) verbose: bool,
+    pub(crate) flag: String,
     /// The step's GPUs on this node, in Slurm's (or NVML's) order.
-    pub gpus: Vec<String>,
+    pub(crate) gpus: Vec<String>,
     /// Where `gpus` came from.
-    pub listed: Listed,
+    pub(crate) listed: Listed,
     /// The other GPU lists Slurm set, each the same length as `gpus`.
-    pub others: Vec<(&'static str, Vec<String>)>,
+    pub(crate) others: Vec<(&'static str, Vec<String>)>,
     /// Lists left alone, each with the reason, reported with `verbose`.
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
     /// How the lists are written for the node's GPU vendor.
     pub rendering: Rendering,
     /// Where the step's GPUs sit, for `closest`.
-    pub near: GpuCpus,
+    pub(crate) near: GpuCpus,
     /// This step, `JOBID.STEPID` (`None`: Slurm gave no job id), exported
     /// so that `desi-gpu-map exec` knows the plugin mapped it.
-    pub step: Option<String>,
+    pub(crate) step: Option<String>,
     /// CUDA MPS for the step on this node.
     pub mps: Mps,
     /// The MPS variables the step inherited (from a parent task, the site
     /// or the user), which decide what its tasks keep.
-    pub mps_inherited: InheritedMps,
+    pub(crate) mps_inherited: InheritedMps,
 }
 
 impl StepMap {
     /// The method that places the tasks, as `DESI_GPU_MAP_METHOD` and the
     /// `verbose` line name it: `contiguous` where a `closest` step fell
     /// back (its first task on each node says why, naming both).
-    pub fn method_used(&self) -> Method {
+    pub(crate) fn method_used(&self) -> Method {
         placing(self.method, &self.near)
     }
 
     /// The tokens the tasks' lists carry, one per GPU of `gpus`: the GPUs'
     /// UUIDs where an MPS daemon serving the tasks names them so (the MPS
     /// server reads them whatever its own numbering), else `gpus`.
-    pub fn task_tokens(&self) -> &[String] {
+    pub(crate) fn task_tokens(&self) -> &[String] {
         self.mps.task_gpus().unwrap_or(&self.gpus)
     }
 
     /// `daemon` (the planned one, in the directory the front end could
     /// make) answers: each task is its client.
-    pub fn mps_started(&mut self, daemon: Daemon) {
+    pub(crate) fn mps_started(&mut self, daemon: Daemon) {
         self.mps = Mps::Serving(Box::new(daemon));
     }
 
     /// The daemon could not be started: the step runs mapped without it,
     /// saying so where the user asked for MPS or with `verbose`.
-    pub fn mps_failed(&mut self, why: impl std::fmt::Display) {
+    pub(crate) fn mps_failed(&mut self, why: impl std::fmt::Display) {
         let why = NoMps::NotStarted(why.to_string());
         let loud = match &self.mps {
             Mps::Start(daemon) => daemon.asked,
@@ -81,7 +81,7 @@ pub(super) fn placing(method: Method, near: &GpuCpus) -> Method {
 
 /// The local CPUs of the step's GPUs, for `closest`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GpuCpus {
+pub(crate) enum GpuCpus {
     /// Another method: not needed.
     Unused,
     /// Each step GPU's local CPUs, in the step's order.

@@ -13,7 +13,7 @@
 //!   tasks carry;
 //! - `resolve`: what the user and the site together ask ([`Resolved`]);
 //! - `source`: where the step's GPU list comes from (Slurm's list, or NVML),
-//!   kept as [`Listed`];
+//!   kept as `Listed`;
 //! - `given`: where a process no srun step placed finds its GPUs;
 //! - `binding`: when Slurm's own per-task binding wins;
 //! - `container`: a container plugin beside the plugin's (pyxis), run
@@ -21,13 +21,13 @@
 //! - `locate`: where a `closest` step's GPUs sit;
 //! - `plan`: the pass from the step's facts to its plan;
 //! - `decision`: the plan itself ([`StepPlan`]);
-//! - `aside`: why a step stands aside ([`Aside`]), and what its tasks lose;
+//! - `aside`: why a step stands aside (`Aside`), and what its tasks lose;
 //! - `map`: a mapped step's record ([`StepMap`]);
 //! - `inputs`: one task as a front end knows it ([`TaskInputs`]), its
 //!   variables read in one place ([`TaskVars`]);
 //! - `assign`: where each task sits in the step's lists ([`Assignment`]),
 //!   `closest`'s position coming from its rule
-//!   ([`crate::method::closest::closest_position`]);
+//!   (`crate::method::closest::closest_position`);
 //! - `lines`: what a task says (its `verbose` report, why it stands aside);
 //! - `outcome`: what each task gets, and the variables written for it
 //!   (through [`crate::runtime`], which writes the lists for the node's
@@ -37,7 +37,7 @@
 //!
 //! CUDA MPS is decided in [`crate::mps`], from a small input this module
 //! hands it; the record keeps the decision, and each task's list names its
-//! GPU as that decision says ([`StepMap::task_tokens`]).
+//! GPU as that decision says (`StepMap::task_tokens`).
 //!
 //! No I/O: the front end hands in the node, and applies what comes back.
 //! This file is the folder's face: its modules, and what they export.
@@ -63,21 +63,32 @@ mod source;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use aside::{Aside, Unmapped};
-pub use assign::{assign, assign_in, Assignment};
-pub use binding::slurm_bound_here;
+pub use aside::Unmapped;
+pub use assign::{assign, Assignment};
 pub use container::{container_plugin_after, Container};
 pub use decision::StepPlan;
 pub use given::Given;
-pub use ids::{is_special_step, parse_step_id, special_step_name, step_tag, StepIdentity};
+pub use ids::StepIdentity;
 pub use inputs::{TaskCpus, TaskIds, TaskInputs, TaskVars};
-pub use lines::aside_line;
-pub use locate::locate;
-pub use map::{GpuCpus, StepMap};
+pub use map::StepMap;
 pub use node::{NoTopology, Node, NvmlAsk};
-pub use outcome::{carry_out, map_task, task_outcome, variables, TaskOutcome};
+pub use outcome::{carry_out, task_outcome, TaskOutcome};
 pub use plan::{plan_step, StepFacts};
 pub use protocol::{start_daemon, task_outcome_read, FrontEnd};
 pub use resolve::{resolve, Resolved};
 pub use snapshot::Snapshot;
-pub use source::{Listed, NotSlurms, WhyNoList};
+
+pub(crate) use aside::Aside;
+pub(crate) use assign::assign_in;
+pub(crate) use binding::slurm_bound_here;
+pub(crate) use ids::{parse_step_id, special_step_name, step_tag};
+
+// Only the tests import these through the face.
+#[cfg(test)]
+pub(crate) use locate::locate;
+#[cfg(test)]
+pub(crate) use map::GpuCpus;
+#[cfg(test)]
+pub(crate) use outcome::map_task;
+#[cfg(test)]
+pub(crate) use source::{Listed, WhyNoList};

@@ -18,11 +18,11 @@ use crate::slurm::gpus::join;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TaskOutcome {
     /// Variables to remove first.
-    pub unset: Vec<String>,
+    pub(crate) unset: Vec<String>,
     /// Variables to set, in order.
     pub set: Vec<(String, String)>,
     /// Lines for the task's stderr.
-    pub say: Vec<String>,
+    pub(crate) say: Vec<String>,
 }
 
 /// What to do to one task of a step planned as `plan`.
@@ -97,7 +97,7 @@ fn unmapped_task(unmapped: &Unmapped, node: &str, local_id: usize) -> TaskOutcom
 }
 
 /// Maps one task of a mapped step.
-pub fn map_task(map: &StepMap, task: &TaskInputs) -> TaskOutcome {
+pub(crate) fn map_task(map: &StepMap, task: &TaskInputs) -> TaskOutcome {
     match assign(map, task) {
         Ok(assignment) => mapped_task(map, task, &assignment),
         // Said once per node, like a step's stand-aside.
@@ -154,7 +154,8 @@ fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> Tas
 
 /// Every variable a mapped task gets, in the order they are set: the GPU
 /// lists for the node's vendor, then the plugin's own.
-pub fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, String)> {
+#[cfg(test)]
+pub(crate) fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, String)> {
     variables_with(map, &map.mps, assignment)
 }
 

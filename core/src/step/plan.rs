@@ -38,7 +38,7 @@ pub struct StepFacts<'a> {
     /// The job's `DESI_GPU_MAP_METHOD` as the plugin found it (lossy
     /// UTF-8): where the user gave no option and the site's default would
     /// map the step, it is the user's request, as exec and the task prolog
-    /// read it ([`request_from_variable`]). `None` for every other front
+    /// read it (`request_from_variable`). `None` for every other front
     /// end, which reads it as its own method.
     pub method_variable: Option<&'a str>,
     /// The step's variables, read once by the front end.
@@ -54,6 +54,96 @@ pub struct StepFacts<'a> {
 /// node is asked only what the step needs: NVML only where Slurm names no
 /// list (once, with a `closest` step's places in the same load), the
 /// vendor and the kernel's files only for a step that gets mapped.
+///
+/// # Example
+///
+/// Two tasks of a `contiguous` step that Slurm gave a node's four GPUs,
+/// on a node with no files to read and no NVML: each task gets a block of
+/// two.
+///
+/// ```
+/// use desi_gpu_map_core::files::{Files, Stat};
+/// use desi_gpu_map_core::method::Method;
+/// use desi_gpu_map_core::settings::config::Config;
+/// use desi_gpu_map_core::settings::option::{Choice, OptionRequest};
+/// use desi_gpu_map_core::step::{
+///     plan_step, task_outcome, Node, NvmlAsk, Snapshot, StepFacts, StepIdentity, StepPlan,
+///     TaskInputs,
+/// };
+/// use desi_gpu_map_core::Error;
+/// use std::io;
+/// use std::path::{Path, PathBuf};
+///
+/// /// A node without files, whose NVML is off.
+/// struct Bare;
+///
+/// impl Files for Bare {
+///     fn read(&self, _: &Path) -> io::Result<String> {
+///         Err(io::ErrorKind::NotFound.into())
+///     }
+///     fn list(&self, _: &Path, _: usize) -> io::Result<Vec<String>> {
+///         Err(io::ErrorKind::NotFound.into())
+///     }
+///     fn exists(&self, _: &Path) -> bool {
+///         false
+///     }
+///     fn stat(&self, _: &Path) -> io::Result<Stat> {
+///         Err(io::ErrorKind::NotFound.into())
+///     }
+///     fn resolve(&self, _: &Path) -> io::Result<PathBuf> {
+///         Err(io::ErrorKind::NotFound.into())
+///     }
+/// }
+///
+/// impl Node for Bare {
+///     fn files(&self) -> &dyn Files {
+///         self
+///     }
+///     fn nvml(&self, _: NvmlAsk, _: &Config) -> Result<Vec<String>, Error> {
+///         Err(Error::NvmlOff)
+///     }
+/// }
+///
+/// // What slurmstepd's environment says of the step.
+/// let vars = Snapshot {
+///     cuda: Some("0,1,2,3".into()),
+///     step_gpus: Some("0,1,2,3".into()),
+///     gpus_on_node: Some("4".into()),
+///     ..Snapshot::default()
+/// };
+/// let config: Result<Config, Error> = Ok(Config::default());
+/// let request: Result<OptionRequest, Error> = Ok(OptionRequest::Use {
+///     choice: Some(Choice::Map(Method::Contiguous)),
+///     verbose: false,
+///     mps: false,
+/// });
+/// let facts = StepFacts {
+///     step: Ok(StepIdentity::Slurm(0)),
+///     config: Some(&config),
+///     request: Some(&request),
+///     method_variable: None,
+///     vars: &vars,
+///     mps: None,
+/// };
+/// let plan = plan_step(&facts, &Bare);
+/// assert!(matches!(plan, StepPlan::Map(_)), "{plan:?}");
+///
+/// for (local_id, gpus) in [(0, "0,1"), (1, "2,3")] {
+///     let task = TaskInputs {
+///         node: "node1",
+///         local_id,
+///         local_count: 2,
+///         rank: local_id as u32,
+///         cuda: vars.cuda.as_deref(),
+///         tres_bind: None,
+///         cpus: Default::default(),
+///         container: Default::default(),
+///     };
+///     let outcome = task_outcome(&plan, &task);
+///     let cuda = outcome.set.iter().find(|(name, _)| name == "CUDA_VISIBLE_DEVICES");
+///     assert_eq!(cuda.map(|(_, value)| value.as_str()), Some(gpus));
+/// }
+/// ```
 pub fn plan_step(facts: &StepFacts, node: &dyn Node) -> StepPlan {
     let default_flag = crate::settings::config::DEFAULT_FLAG;
     let step = match &facts.step {

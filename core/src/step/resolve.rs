@@ -6,11 +6,11 @@ use crate::settings::option::{Choice, OptionRequest};
 /// What the user and the site together ask of a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resolved {
-    pub choice: Choice,
-    pub verbose: bool,
+    pub(crate) choice: Choice,
+    pub(crate) verbose: bool,
     /// The user gave the option (a method or `verbose`), not only the site
     /// default: only then does a step without GPUs say so.
-    pub asked: bool,
+    pub(crate) asked: bool,
     /// The user asked for MPS (`mps`).
     pub mps: bool,
 }

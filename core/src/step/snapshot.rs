@@ -36,7 +36,7 @@ macro_rules! snapshot {
 
             /// The variable `name`, where the snapshot holds it; `None`
             /// where it is unset or no field of the snapshot.
-            pub fn get(&self, name: &str) -> Option<&str> {
+            pub(crate) fn get(&self, name: &str) -> Option<&str> {
                 $(if name == $name {
                     return self.$field.as_deref();
                 })*
@@ -60,79 +60,125 @@ snapshot! {
     hip = env::HIP;
     /// `CUDA_DEVICE_ORDER`.
     device_order = env::DEVICE_ORDER;
-    /// Slurm's own list for the step, and its count on this node.
+    /// Slurm's own list for the step (`SLURM_STEP_GPUS`).
     step_gpus = env::STEP_GPUS;
+    /// Its count on this node (`SLURM_GPUS_ON_NODE`).
     gpus_on_node = env::GPUS_ON_NODE;
 
     // Slurm's own binding: the requests srun exported, what slurmstepd
     // says it bound, and the CPUs task/affinity bound each task to.
+    /// `SLURM_GPUS_PER_TASK`.
     gpus_per_task = env::GPUS_PER_TASK;
+    /// `SLURM_NTASKS_PER_GPU`.
     ntasks_per_gpu = env::NTASKS_PER_GPU;
+    /// `SLURM_GPU_BIND`.
     gpu_bind = env::GPU_BIND;
+    /// `SLURM_TRES_BIND`.
     tres_bind_request = env::TRES_BIND_REQUEST;
+    /// `SLURMD_TRES_BIND`.
     tres_bind = env::TRES_BIND;
+    /// `SLURM_CPU_BIND_TYPE`.
     cpu_bind_type = env::CPU_BIND_TYPE;
+    /// `SLURM_CPU_BIND_LIST`.
     cpu_bind_list = env::CPU_BIND_LIST;
 
     // Which job, step, node and task.
+    /// `SLURM_JOB_ID`.
     job_id = env::JOB_ID;
+    /// `SLURM_JOBID`.
     job_id_old = env::JOB_ID_OLD;
+    /// `SLURM_STEP_ID`.
     step_id = env::STEP_ID;
+    /// `SLURM_NODEID`.
     node_id = env::NODE_ID;
+    /// `SLURMD_NODENAME`.
     node_name = env::NODE_NAME;
+    /// `SLURM_LOCALID`.
     local_id = env::LOCAL_ID;
+    /// `SLURM_PROCID`.
     rank = env::RANK;
+    /// `SLURM_STEP_TASKS_PER_NODE`.
     tasks_per_node = env::TASKS_PER_NODE;
 
     // What the plugin or an earlier exec left, and the user's choices in
     // the variables that mirror exec's options.
     /// The step or launch that was mapped (`DESI_GPU_MAP_STEP`).
     mapped_step = env::STEP;
+    /// `DESI_GPU_MAP_METHOD`.
     method = env::METHOD;
+    /// `DESI_GPU_MAP_MPS_CONTROL`.
     mps_control_path = env::MPS_CONTROL_PATH;
+    /// `DESI_GPU_MAP_VISIBLE`.
     visible = env::VISIBLE_OPTION;
+    /// `DESI_GPU_MAP_VENDOR`.
     vendor = env::VENDOR_OPTION;
+    /// `DESI_GPU_MAP_NVML`.
     nvml = env::NVML_OPTION;
+    /// `DESI_GPU_MAP_NVML_TIMEOUT`.
     nvml_timeout = env::NVML_TIMEOUT_OPTION;
+    /// `DESI_GPU_MAP_MPS_DIR`.
     mps_dir = env::MPS_DIR_OPTION;
+    /// `DESI_GPU_MAP_MPS_SHARE`.
     mps_share_option = env::MPS_SHARE_OPTION;
     /// Whether srun passed more than Slurm's own variables.
     path = env::PATH;
+    /// `SLURM_EXPORT_ENV`.
     export_env = env::EXPORT_ENV;
 
     // A parent's MPS: the plugin's variables and CUDA's.
+    /// `DESI_GPU_MAP_MPS`.
     mps = env::MPS;
+    /// `DESI_GPU_MAP_MPS_HOST`.
     mps_host = env::MPS_HOST;
+    /// `CUDA_MPS_PIPE_DIRECTORY`.
     mps_pipe = env::MPS_PIPE;
+    /// `CUDA_MPS_LOG_DIRECTORY`.
     mps_log = env::MPS_LOG;
+    /// `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`.
     mps_share = env::MPS_SHARE;
     /// The base of a step's MPS directory where the site names none.
     tmpdir = env::TMPDIR;
 
     // The launchers' variables (`crate::launch::LAUNCHERS`), and what
     // tells Flux's and a PMIx launcher's ranks.
+    /// `OMPI_COMM_WORLD_LOCAL_RANK`.
     ompi_local_rank = env::OMPI_LOCAL_RANK;
+    /// `OMPI_COMM_WORLD_LOCAL_SIZE`.
     ompi_local_size = env::OMPI_LOCAL_SIZE;
+    /// `OMPI_COMM_WORLD_RANK`.
     ompi_rank = env::OMPI_RANK;
+    /// `OMPI_MCA_ess_base_jobid`.
     ompi_jobid = env::OMPI_JOBID;
+    /// `PMIX_NAMESPACE`.
     pmix_namespace = env::PMIX_NAMESPACE;
+    /// `PMIX_RANK`.
     pmix_rank = env::PMIX_RANK;
+    /// `MPI_LOCALRANKID`.
     hydra_local_rank = env::HYDRA_LOCAL_RANK;
+    /// `MPI_LOCALNRANKS`.
     hydra_local_size = env::HYDRA_LOCAL_SIZE;
+    /// `PMI_RANK`.
     pmi_rank = env::PMI_RANK;
+    /// `PMI_LOCAL_RANK`.
     pmi_local_rank = env::PMI_LOCAL_RANK;
+    /// `PMI_LOCAL_SIZE`.
     pmi_local_size = env::PMI_LOCAL_SIZE;
+    /// `PALS_LOCAL_RANKID`.
     pals_local_rank = env::PALS_LOCAL_RANK;
+    /// `PALS_LOCAL_SIZE`.
     pals_local_size = env::PALS_LOCAL_SIZE;
+    /// `PALS_RANKID`.
     pals_rank = env::PALS_RANK;
+    /// `PALS_APID`.
     pals_apid = env::PALS_APID;
+    /// `FLUX_TASK_LOCAL_ID`.
     flux_local_id = env::FLUX_LOCAL_ID;
 }
 
 impl Snapshot {
     /// The variable `name` as an owned value, for the rules that read a
     /// table of names (the launchers', the vendors' lists).
-    pub fn var(&self, name: &str) -> Option<String> {
+    pub(crate) fn var(&self, name: &str) -> Option<String> {
         self.get(name).map(String::from)
     }
 

@@ -19,7 +19,7 @@ pub(super) enum Missing {
 
 /// What stands between a step and its GPU list.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WhyNoList {
+pub(crate) enum WhyNoList {
     /// Slurm allocated the step no GPUs here; `inherited` is a
     /// `CUDA_VISIBLE_DEVICES` the step has all the same, not Slurm's.
     NoGpus {
@@ -121,7 +121,7 @@ impl fmt::Display for WhyNoList {
 /// Why the step's `CUDA_VISIBLE_DEVICES` is not taken for the list Slurm
 /// set, so that NVML is asked: said where NVML then cannot tell either.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NotSlurms {
+pub(crate) enum NotSlurms {
     /// The step has none.
     Unset,
     /// Slurm gives the step no GPU count (`SLURM_GPUS_ON_NODE`).
@@ -180,14 +180,14 @@ impl fmt::Display for NotSlurms {
 
 /// A step's GPUs on this node, and where they were listed.
 pub(super) struct StepGpus {
-    pub gpus: Vec<String>,
-    pub listed: Listed,
+    pub(crate) gpus: Vec<String>,
+    pub(crate) listed: Listed,
 }
 
 /// Where a step's GPU list came from, with what each source leaves to
 /// check tasks and locate GPUs by.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Listed {
+pub(crate) enum Listed {
     /// Slurm's `CUDA_VISIBLE_DEVICES` (`cuda`, as the step had it: a task
     /// whose value differs was narrowed by Slurm itself), checked against
     /// Slurm's own list (`SLURM_STEP_GPUS`), which the step's GPUs equal
@@ -217,21 +217,22 @@ pub enum Listed {
 
 impl Listed {
     /// The list is Slurm's `CUDA_VISIBLE_DEVICES`, not NVML's.
-    pub fn is_slurms(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_slurms(&self) -> bool {
         matches!(self, Listed::Slurm { .. })
     }
 
     /// The list names GPUs as the node's runtimes read them (Slurm's, one
     /// inherited, or the kernel's), not as NVML's UUIDs: lists beside it
     /// that read the same are narrowed with it.
-    pub fn is_runtimes(&self) -> bool {
+    pub(crate) fn is_runtimes(&self) -> bool {
         !matches!(self, Listed::Nvml { .. })
     }
 
     /// `CUDA_VISIBLE_DEVICES` as the step had it: Slurm's, or where NVML
     /// listed the GPUs the user's (or none), which slurmstepd leaves as
     /// it was; a launcher's rank's own.
-    pub fn step_cuda(&self) -> Option<&str> {
+    pub(crate) fn step_cuda(&self) -> Option<&str> {
         match self {
             Listed::Slurm { cuda, .. } => Some(cuda),
             Listed::Nvml { exported } => exported.as_deref(),
@@ -241,7 +242,7 @@ impl Listed {
     }
 
     /// The user's `CUDA_VISIBLE_DEVICES` that NVML's list replaces.
-    pub fn exported(&self) -> Option<&str> {
+    pub(crate) fn exported(&self) -> Option<&str> {
         match self {
             Listed::Nvml { exported } => exported.as_deref(),
             _ => None,
@@ -249,7 +250,7 @@ impl Listed {
     }
 
     /// Slurm's own list (`SLURM_STEP_GPUS`); `None` where Slurm did not list.
-    pub fn step_gpus(&self) -> Option<&[String]> {
+    pub(crate) fn step_gpus(&self) -> Option<&[String]> {
         match self {
             Listed::Slurm { step_gpus, .. } => Some(step_gpus),
             _ => None,
@@ -257,7 +258,7 @@ impl Listed {
     }
 
     /// The source, as the `verbose` line names it.
-    pub fn source(&self) -> &'static str {
+    pub(crate) fn source(&self) -> &'static str {
         match self {
             Listed::Slurm { .. } => "slurm",
             Listed::Nvml { .. } => "nvml",
@@ -346,7 +347,7 @@ pub(super) struct UuidList {
     cuda: String,
     gpus: Vec<String>,
     /// Slurm's indices: device minors.
-    pub step: Vec<String>,
+    pub(crate) step: Vec<String>,
 }
 
 impl UuidList {
@@ -453,11 +454,11 @@ fn no_gpus(env: &dyn Fn(&str) -> Option<String>) -> WhyNoList {
 #[derive(Debug, Default)]
 pub(super) struct OtherLists {
     /// Those Slurm set, each with its entries.
-    pub slurms: Vec<(&'static str, Vec<String>)>,
+    pub(crate) slurms: Vec<(&'static str, Vec<String>)>,
     /// Those the user exported: left as is, and never narrowed.
-    pub users: Vec<&'static str>,
+    pub(crate) users: Vec<&'static str>,
     /// A note for each of the user's, reported with `verbose`.
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 /// Sorts the other GPU lists. Slurm writes the one list it builds into

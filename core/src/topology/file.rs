@@ -11,8 +11,8 @@ use std::fmt;
 /// Why a topology file cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadTopology {
-    pub line: usize,
-    pub why: String,
+    pub(crate) line: usize,
+    pub(crate) why: String,
 }
 
 impl fmt::Display for BadTopology {

@@ -8,8 +8,10 @@ use crate::method::closest::Fallback;
 /// NUMA node -1, or the driver said "N/A").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuPlace {
-    pub token: String,
+    pub(crate) token: String,
+    /// Its NUMA node.
     pub numa: Option<u32>,
+    /// The CPUs local to it.
     pub cpus: Option<CpuSet>,
 }
 
@@ -20,6 +22,7 @@ pub struct Topology {
     /// preset's physical cores, else the union of the GPUs' local CPUs.
     /// Only the `plan` preview reads it, splitting it into equal blocks.
     pub cpus: CpuSet,
+    /// Each GPU's place.
     pub gpus: Vec<GpuPlace>,
 }
 

@@ -43,8 +43,8 @@ pub fn kernel_place(
 
 /// The step's GPUs located through the kernel under `root`, without NVML:
 /// NVIDIA's through its driver's files, AMD's and Intel's through their
-/// render nodes ([`crate::runtime::kernel_gpus`]); see
-/// [`resolve_tokens`].
+/// render nodes (`crate::runtime::kernel_gpus`); see
+/// `resolve_tokens`.
 pub fn from_kernel<S: AsRef<str>>(
     files: &dyn Files,
     root: &Path,
@@ -69,7 +69,7 @@ pub fn from_kernel<S: AsRef<str>>(
 /// constraint is told from the step's list (`SLURM_STEP_GPUS`, `step`):
 /// an index in it that cannot be relative (or a step of GPUs `0..n`) is
 /// absolute, one outside it is relative; one that could be either is
-/// refused. The index then resolves as in [`resolve_tokens`].
+/// refused. The index then resolves as in `resolve_tokens`.
 pub fn locate_token(
     files: &dyn Files,
     root: &Path,

@@ -26,6 +26,8 @@ mod tokens;
 pub use file::BadTopology;
 pub use gpu_place::{near_cpus, GpuPlace, Topology};
 pub use kernel::{from_kernel, kernel_place, locate_token};
-pub use nvml_lines::{from_nvml_lines, nvml_uuids, place_uuids, sysfs_bus_id};
+pub use nvml_lines::{from_nvml_lines, sysfs_bus_id};
 pub use presets::Preset;
-pub use tokens::resolve_tokens;
+
+pub(crate) use nvml_lines::{nvml_uuids, place_uuids};
+pub(crate) use tokens::resolve_tokens;

@@ -10,7 +10,7 @@ use crate::text::quote;
 /// The UUIDs in NVML's place lines (`desi_gpu_map_host::nvml::places`, the first
 /// word of each), in order: a `closest` step whose GPUs only NVML lists
 /// discovers them from the same load that places them.
-pub fn place_uuids(lines: &[String]) -> Vec<String> {
+pub(crate) fn place_uuids(lines: &[String]) -> Vec<String> {
     lines
         .iter()
         .filter_map(|l| l.split_whitespace().next())
@@ -36,7 +36,7 @@ type Found = (String, KernelGpu, Option<CpuSet>);
 
 /// The step's GPUs located from NVML's answer (`desi_gpu_map_host::nvml::places`
 /// lines: `UUID BUS-ID MINOR CPULIST`). A UUID token names its device
-/// directly; an index resolves as in [`resolve_tokens`], with NVML's bus
+/// directly; an index resolves as in `resolve_tokens`, with NVML's bus
 /// ids and minors. An empty affinity (`-`) is unknown.
 pub fn from_nvml_lines<S: AsRef<str>>(
     lines: &[String],
@@ -60,7 +60,7 @@ pub fn from_nvml_lines<S: AsRef<str>>(
 }
 
 /// The UUID of each of the step's GPUs, located as in [`from_nvml_lines`].
-pub fn nvml_uuids<S: AsRef<str>>(
+pub(crate) fn nvml_uuids<S: AsRef<str>>(
     lines: &[String],
     tokens: &[S],
     absolute: Option<&[String]>,

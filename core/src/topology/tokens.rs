@@ -22,7 +22,7 @@ use crate::text::quote;
 /// - A list of UUIDs (`GPU-...`, `MIG-...`) is located by the UUIDs the
 ///   kernel's files name (NVIDIA's driver information files do); a UUID
 ///   they do not name needs NVML, and is refused here.
-pub fn resolve_tokens<S: AsRef<str>>(
+pub(crate) fn resolve_tokens<S: AsRef<str>>(
     tokens: &[S],
     absolute: Option<&[String]>,
     devices: &[KernelGpu],

@@ -82,6 +82,7 @@ pub(crate) use aside::Aside;
 pub(crate) use assign::assign_in;
 pub(crate) use binding::slurm_bound_here;
 pub(crate) use ids::{parse_step_id, special_step_name, step_tag};
+pub(crate) use lines::aside_line;
 
 // Only the tests import these through the face.
 #[cfg(test)]

@@ -7,7 +7,9 @@ use std::os::fd::{AsFd, AsRawFd};
 /// namespaces: the credentials it had when it connected (or listened).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Peer {
+    /// Its uid, in this process's user namespace.
     pub uid: u32,
+    /// Its gid, in this process's user namespace.
     pub gid: u32,
     /// Its pid in this process's pid namespace; `None` where it is
     /// outside it (the kernel says 0): a process of another container's

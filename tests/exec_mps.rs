@@ -171,15 +171,7 @@ impl KeptStep {
     /// Local task `local` of 2, its `TMPDIR` the folder `tmp` of the
     /// step's, running `script` under exec METHOD,mps.
     fn task(&self, local: usize, tmp: &str, script: &str) -> std::process::Child {
-        self.as_task(local, 2, tmp)
-            .arg(env!("CARGO_BIN_EXE_desi-gpu-map"))
-            .args(["exec", "--nvml", &self.lib, "--mps-control"])
-            .arg(self.dir.join("nvidia-cuda-mps-control"))
-            .args(["--method", "contiguous,mps", "--", "sh", "-c", script])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start desi-gpu-map exec")
+        self.task_in(local, tmp, &[], script)
     }
 
     /// [`KeptStep::task`], its exec run by the words `wrap` (the command

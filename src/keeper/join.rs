@@ -519,9 +519,10 @@ mod tests {
     use super::*;
     use std::process::Command;
 
-    #[test]
-    fn only_the_users_private_directories_of_the_step_are_looked_in() {
-        let base = std::env::temp_dir().join(format!("dgm-join-{}", std::process::id()));
+    /// A base of this test's own, emptied, and a keeper's daemon of step
+    /// 1.2.3 on node 0 in it.
+    fn keepers_base(name: &str) -> (std::path::PathBuf, Daemon) {
+        let base = std::env::temp_dir().join(format!("dgm-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(&base).unwrap();
         let daemon = Daemon {
@@ -530,8 +531,14 @@ mod tests {
                 "desi-gpu-map-mps.1.2.3.0.{}",
                 desi_gpu_map_core::mps::KEEPER_MARK
             ),
-            ..desi_gpu_map_core::mps::Daemon::default()
+            ..Daemon::default()
         };
+        (base, daemon)
+    }
+
+    #[test]
+    fn only_the_users_private_directories_of_the_step_are_looked_in() {
+        let (base, daemon) = keepers_base("join");
         let make = |name: &str, mode: u32| {
             let dir = base.join(name);
             std::fs::create_dir(&dir).unwrap();
@@ -563,17 +570,7 @@ mod tests {
 
     #[test]
     fn a_keepers_directory_is_found_however_many_entries_come_before_it() {
-        let base = std::env::temp_dir().join(format!("dgm-crowd-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
-        std::fs::create_dir_all(&base).unwrap();
-        let daemon = Daemon {
-            base: base.clone(),
-            stem: format!(
-                "desi-gpu-map-mps.1.2.3.0.{}",
-                desi_gpu_map_core::mps::KEEPER_MARK
-            ),
-            ..Daemon::default()
-        };
+        let (base, daemon) = keepers_base("crowd");
         let make = |token: u64| {
             let dir = daemon.with_token(token).dir();
             std::fs::create_dir(&dir).unwrap();

@@ -62,15 +62,7 @@ fn exec_under_open_mpis_mpirun_in_an_allocation_gives_each_rank_its_own_gpu() {
     )
     .run()
     .ok()
-    // Three ranks a node on four GPUs: the first holds two.
-    .rows_are(&[
-        "0 n1 0,1 0 1",
-        "1 n1 2 0 1",
-        "2 n1 3 0 1",
-        "3 n2 0,1 0 1",
-        "4 n2 2 0 1",
-        "5 n2 3 0 1",
-    ]);
+    .rows_are(&THREE_A_NODE_CONTIGUOUS);
 }
 
 /// MPICH's mpiexec inside an allocation starts its proxies through srun
@@ -101,6 +93,16 @@ fn exec_under_mpichs_mpiexec_in_an_allocation_gives_each_rank_its_own_gpu() {
         "3 n2 1,3 0 1",
     ]);
 }
+
+/// Three ranks a node on four GPUs, contiguous: the first holds two.
+const THREE_A_NODE_CONTIGUOUS: [&str; 6] = [
+    "0 n1 0,1 0 1",
+    "1 n1 2 0 1",
+    "2 n1 3 0 1",
+    "3 n2 0,1 0 1",
+    "4 n2 2 0 1",
+    "5 n2 3 0 1",
+];
 
 /// What each srun task prints: its rank, node, list, local id and flag.
 const TASK_ROW: &str = r#"echo "T ${SLURM_PROCID} $(hostname) ${CUDA_VISIBLE_DEVICES-unset} ${SLURM_LOCALID-unset} ${DESI_GPU_MAPPED-unset}""#;
@@ -170,15 +172,7 @@ fn ranks_of_mpirun_and_mpiexec_are_placed_by_their_launcher_under_hidepid() {
     .user(alice)
     .run()
     .ok()
-    // Three ranks a node on four GPUs: the first holds two.
-    .rows_are(&[
-        "0 n1 0,1 0 1",
-        "1 n1 2 0 1",
-        "2 n1 3 0 1",
-        "3 n2 0,1 0 1",
-        "4 n2 2 0 1",
-        "5 n2 3 0 1",
-    ]);
+    .rows_are(&THREE_A_NODE_CONTIGUOUS);
     launched_in(
         "-N2 -w n1,n2 --ntasks-per-node=2 --gpus-per-node=4",
         "mpiexec.mpich -iface lo -n 4",

@@ -309,13 +309,15 @@ pub fn srun_rule(
 }
 
 /// A short folder of this test's own under /tmp (mode 1777, as /tmp),
-/// removed when dropped: an MPS daemon's socket paths must fit in 108 bytes.
+/// removed when dropped: an MPS daemon's socket paths, its longest
+/// `pipe/control_privileged` under a directory named for a Flux job id of a
+/// dozen digits, must fit in 108 bytes.
 pub struct ShortDir(pub PathBuf);
 
 impl ShortDir {
     pub fn new() -> ShortDir {
         let out = Command::new("mktemp")
-            .args(["-d", "/tmp/dgm-flux-XXXXXX"])
+            .args(["-d", "/tmp/dgfXXXX"])
             .output()
             .unwrap();
         assert!(out.status.success());

@@ -13,7 +13,10 @@ set -euo pipefail
 [ $# = 1 ] || { echo "usage: image.sh OUTDIR" >&2; exit 2; }
 out=$1
 busybox=/bin/busybox
-if ! [ -x "$busybox" ] || ! "$busybox" --list | grep -qx sh; then
+# grep reads the whole list (no -q): a grep that exits at its first match
+# leaves busybox writing into a closed pipe, and pipefail then fails the
+# check on a busy machine.
+if ! [ -x "$busybox" ] || ! "$busybox" --list | grep -x sh >/dev/null; then
     echo "image.sh: $busybox is missing: run tests/deps.sh (busybox-static)" >&2
     exit 1
 fi

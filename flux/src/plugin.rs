@@ -195,6 +195,7 @@ fn plan_job(
         local_tasks: facts.ntasks,
         node_id: facts.shell_rank,
         token: random_token(),
+        kept: false,
     };
     let vars = node.snapshot();
     let facts = StepFacts {

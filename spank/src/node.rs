@@ -74,6 +74,7 @@ fn mps_facts(spank: &SpankHandle) -> Option<MpsFacts> {
         local_tasks: usize::try_from(spank.job_local_task_count().ok()?).ok()?,
         node_id: spank.job_nodeid().ok()?,
         token: desi_gpu_map_host::mps::daemon::random_token(),
+        kept: false,
     })
 }
 

@@ -113,7 +113,7 @@ fn serve(input: &MpsInput, inherited: &InheritedMps, node: &MpsNode) -> Result<M
         return Ok(served);
     }
     let daemon = daemon(input, &facts, inherited, node)?;
-    check_socket(&daemon)?;
+    check_socket(&daemon, facts.kept)?;
     check_base(&daemon.base, facts.uid, node)?;
     Ok(Mps::Start(Box::new(Daemon {
         gpus: uuids(input, node)?,

@@ -69,10 +69,11 @@ pub(crate) fn named_daemon(
     }
 }
 
-/// The daemon's sockets must fit in a socket's path, in the longer of its
-/// directory's two names (exec's keeper marks its directory's).
-pub(super) fn check_socket(daemon: &Daemon) -> Result<(), NoMps> {
-    let socket = daemon.kept().pipe().join(LONGEST_SOCKET);
+/// The daemon's sockets must fit in a socket's path, under the name its
+/// directory gets: exec's keeper (`kept`) marks its directory's.
+pub(super) fn check_socket(daemon: &Daemon, kept: bool) -> Result<(), NoMps> {
+    let dir = if kept { daemon.kept() } else { daemon.clone() };
+    let socket = dir.pipe().join(LONGEST_SOCKET);
     if socket.as_os_str().len() > MAX_SOCKET_PATH {
         return Err(NoMps::SocketTooLong {
             socket,

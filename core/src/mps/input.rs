@@ -23,6 +23,10 @@ pub struct MpsFacts {
     /// A random number for the directory's name, drawn by the front end
     /// (which draws another where the name is taken).
     pub token: u64,
+    /// The daemon is kept by exec's keeper, whose directory's name carries
+    /// the keeper's mark ([`super::Daemon::kept`]); the plugin's and the
+    /// Flux plugin's do not.
+    pub kept: bool,
 }
 
 /// What MPS is decided from: the parts of a mapped step that bear on it.

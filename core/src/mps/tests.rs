@@ -26,6 +26,7 @@ const USER: MpsFacts = MpsFacts {
     local_tasks: 6,
     node_id: 3,
     token: 0xabc,
+    kept: false,
 };
 
 /// Plans step 0 of job 7 with `--desi-gpu-map=contiguous,mps` (or
@@ -356,28 +357,41 @@ fn directories_go_under_the_site_base_else_tmpdir_else_tmp() {
     let (plan, _) = plan_mps_with(&[], true, &deep, places(), Some(USER));
     assert!(without(&plan).contains("longer than a socket path may be"));
     assert_eq!(dir_name(5, "./x", 0), "desi-gpu-map-mps.5.x.0");
-    // A base where pipe/control would fit but the daemon's other socket,
-    // pipe/control_privileged, would not: refused, naming that one.
+    // The daemon binds pipe/control and pipe/control_privileged: a base
+    // where the longer one fits exactly is taken; one byte more is
+    // refused, naming it. Exec's keeper marks its directory's name, so
+    // the same base is too long for a kept daemon.
     let (plan, _) = plan_mps_with(&["mps_dir=/var/mps"], true, &SLURM_4, places(), Some(USER));
     let Mps::Start(d) = mps_of(&plan) else {
         panic!("{plan:?}")
     };
-    let below = d.kept().pipe().as_os_str().len() - "/var/mps".len();
-    let base = format!("/{}", "b".repeat(107 - "/control".len() - below - 1));
-    let control = below + base.len() + "/control".len();
-    assert_eq!(control, 107, "pipe/control fits exactly");
-    let (plan, _) = plan_mps_with(
-        &[&format!("mps_dir={base}")],
-        true,
-        &SLURM_4,
-        places(),
-        Some(USER),
-    );
-    let why = without(&plan);
+    let below = d.pipe().as_os_str().len() - "/var/mps".len();
+    let longest = "/control_privileged".len();
+    let fits = format!("/{}", "b".repeat(107 - longest - below - 1));
+    assert_eq!(below + fits.len() + longest, 107);
+    let with = |base: &str, facts: MpsFacts| {
+        plan_mps_with(
+            &[&format!("mps_dir={base}")],
+            true,
+            &SLURM_4,
+            places(),
+            Some(facts),
+        )
+        .0
+    };
+    // The base is no folder of the fake node's: past the length check, it
+    // is refused for that, not for its length.
+    let why = without(&with(&fits, USER));
+    assert!(!why.contains("longer than a socket path"), "{why}");
+    let why = without(&with(&format!("{fits}b"), USER));
     assert!(
         why.contains("control_privileged is longer than a socket path may be"),
         "{why}"
     );
+    let kept = MpsFacts { kept: true, ..USER };
+    let why = without(&with(&fits, kept));
+    assert!(why.contains(".keeper."), "{why}");
+    assert!(why.contains("longer than a socket path may be"), "{why}");
 }
 
 #[test]

@@ -83,6 +83,7 @@ fn mps_facts(facts: &TaskFacts, local_tasks: usize) -> Option<MpsFacts> {
         local_tasks,
         node_id,
         token: facts.token,
+        kept: true,
     })
 }
 

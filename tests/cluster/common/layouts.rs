@@ -106,11 +106,11 @@ pub const EVERY_LAYOUT: &[Case] = &[
             "-N2 -n4 --ntasks-per-node=2 -m cyclic -w n[1-2] --gpus-per-node=4 --desi-gpu-map=roundrobin",
             &["0 n1 0 0,2 1", "1 n2 0 0,2 1", "2 n1 1 1,3 1", "3 n2 1 1,3 1"],
         ),
-        // Mixed nodes, fewer tasks than GPUs on each: n2's 4 GPUs for 3
-        // tasks, n3's 2 for 1.
+        // Mixed nodes, two tasks each: n2's 4 GPUs in halves, n3's 2 one
+        // a task.
         case(
-            "-N2 -n4 -w n[2-3] --gpus=6 --ntasks-per-node=3 --desi-gpu-map=contiguous",
-            &["0 n2 0 0,1 1", "1 n2 1 2 1", "2 n2 2 3 1", "3 n3 0 0,1 1"],
+            "-N2 -n4 -w n[2-3] --gpus=6 --ntasks-per-node=2 --desi-gpu-map=contiguous",
+            &["0 n2 0 0,1 1", "1 n2 1 2,3 1", "2 n3 0 0 1", "3 n3 1 1 1"],
         ),
         // n2 has 4 GPUs, n3 has 2: --gpus=6 takes all of both.
         case(

@@ -158,7 +158,8 @@ every GPU of the node (NVML, or the kernel's listing).
     }
     help.push_str(&format!(
         "Flux ({}) and PMIx alone ({}) name no per-node count or local rank: refused
-(under Flux, the Flux shell plugin maps the tasks: flux run -o desi-gpu-map=METHOD).
+(under Flux, the Flux shell plugin maps the tasks: flux run -o desi-gpu-map=METHOD;
+in a task it mapped, APP runs unchanged).
 
 Examples:
   srun -N2 -n8 --gpus-per-node=4 desi-gpu-map exec --method contiguous -- python app.py

@@ -34,7 +34,7 @@ const CRATES: &[Crate] = &[
         src: "core/src",
         layers: &[
             "text", "env", "error", "wire", "files", "names", "cpuset", "slurm", "launch",
-            "method", "runtime", "topology", "settings", "mps", "step", "start", "preview", "flux",
+            "method", "runtime", "topology", "settings", "flux", "mps", "step", "start", "preview",
         ],
     },
     Crate {

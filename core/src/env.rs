@@ -196,6 +196,9 @@ pub(crate) const PMI_LOCAL_SIZE: &str = "PMI_LOCAL_SIZE";
 pub(crate) const PMI_RANK: &str = "PMI_RANK";
 /// Flux's node-local task id (Flux sets no per-node count).
 pub const FLUX_LOCAL_ID: &str = "FLUX_TASK_LOCAL_ID";
+/// The Flux job a task belongs to, as its job shell writes it (F58,
+/// `ƒ` or `f` and base 58; in decimal where that fails).
+pub const FLUX_JOB_ID: &str = "FLUX_JOB_ID";
 /// PMIx's namespace (a launch's id) and global rank: its local rank and
 /// count are `PMIx_Get` keys, not variables.
 pub(crate) const PMIX_NAMESPACE: &str = "PMIX_NAMESPACE";

@@ -18,6 +18,29 @@ pub fn tag(jobid: u64) -> String {
     format!("flux-{jobid}")
 }
 
+/// The job id a task's `FLUX_JOB_ID` names (`value`), as the shell writes
+/// it (`src/shell/shell.c`, `idf58`): F58, the prefix `ƒ` (`f` outside a
+/// UTF-8 locale, or under `FLUX_F58_FORCE_ASCII`) then at most 12 base-58
+/// digits (`src/common/libutil/fluid.c`); in decimal where that encoding
+/// fails. `None`: neither.
+pub fn job_id(value: &str) -> Option<u64> {
+    const DIGITS: &str = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+    let value = value.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        return value.parse().ok();
+    }
+    let digits = value
+        .strip_prefix('ƒ')
+        .or_else(|| value.strip_prefix('f'))?;
+    if digits.is_empty() || digits.len() > 12 {
+        return None;
+    }
+    digits.chars().try_fold(0u64, |id, c| {
+        let digit = DIGITS.find(c)?;
+        id.checked_mul(58)?.checked_add(u64::try_from(digit).ok()?)
+    })
+}
+
 /// Why the job's GPUs on this node cannot be named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BadGrant {
@@ -205,6 +228,37 @@ pub fn who_binds(affinity: Option<&str>, asked: bool) -> Binder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tasks_job_id_reads_as_the_shell_writes_it() {
+        // Measured in flux-core 0.88.0: the shell's info gives the job id
+        // 15602810880 and its tasks FLUX_JOB_ID=ƒQmmV5h.
+        assert_eq!(job_id("ƒQmmV5h"), Some(15_602_810_880));
+        assert_eq!(job_id("fQmmV5h"), Some(15_602_810_880));
+        assert_eq!(job_id("15602810880"), Some(15_602_810_880));
+        assert_eq!(job_id("ƒ1"), Some(0));
+        assert_eq!(job_id("ƒz"), Some(57));
+        assert_eq!(job_id("ƒ21"), Some(58));
+        // u64::MAX is ƒjpXCZedGfVQ; one more overflows.
+        assert_eq!(job_id("ƒjpXCZedGfVQ"), Some(u64::MAX));
+        for bad in [
+            "",
+            "ƒ",
+            "f",
+            "ƒ0",
+            "ƒl",
+            "ƒI",
+            "ƒO",
+            "ƒjpXCZedGfVR",
+            "ƒ1111111111111",
+            "x12",
+            "0000.0000.0001",
+            "-1",
+            "18446744073709551616",
+        ] {
+            assert_eq!(job_id(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn flux_ids_name_the_brokers_gpus_by_position() {

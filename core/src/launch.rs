@@ -190,7 +190,8 @@ pub enum Refusal {
         /// Where another places it.
         other: Box<Launch>,
     },
-    /// Flux: a local id, but no per-node count.
+    /// Flux: a local id, but no per-node count, in a task the Flux plugin
+    /// did not map.
     Flux {
         /// The local id's value.
         value: String,
@@ -274,6 +275,14 @@ pub(crate) enum Launched {
     /// A launcher of [`LAUNCHERS`] placed it; its variables win over
     /// Slurm's.
     By(Launch),
+    /// A Flux job shell started it (`value`: its `FLUX_TASK_LOCAL_ID`):
+    /// Flux names no per-node count, so exec cannot place it, but a task
+    /// that the Flux shell plugin mapped runs unchanged. `ignored`: as for
+    /// Slurm's.
+    Flux {
+        value: String,
+        ignored: Vec<&'static str>,
+    },
     /// No launcher placed it: Slurm's variables decide (a task of an srun
     /// step, a batch script, or no job at all). `ignored`: the variables
     /// that came in through srun from an outer launch, for `verbose`.
@@ -396,8 +405,8 @@ pub fn watched() -> Vec<&'static str> {
 /// cannot say. Checked in order: the launchers of the table whose
 /// variables a launch of this process set (`ancestry`: not those that
 /// came in through srun; where two placed the rank, the nearer launch
-/// wins, and launches at one depth must agree), Flux (refused: no
-/// per-node count), an srun step (`SLURM_STEP_ID`, which also sets
+/// wins, and launches at one depth must agree), Flux (no per-node count:
+/// [`Refusal::Flux`] unless the Flux plugin mapped the task), an srun step (`SLURM_STEP_ID`, which also sets
 /// PMIx's variables under `--mpi=pmix`), and PMIx alone (refused: no
 /// local rank).
 pub(crate) fn launched(
@@ -426,7 +435,7 @@ pub(crate) fn launched(
     let inherited = |var: &'static str| ancestry.through_srun(&[var], env);
     match env(env::FLUX_LOCAL_ID) {
         Some(_) if inherited(env::FLUX_LOCAL_ID) => ignored.push(env::FLUX_LOCAL_ID),
-        Some(value) => return Err(Refusal::Flux { value }),
+        Some(value) => return Ok(Launched::Flux { value, ignored }),
         None => {}
     }
     if env(env::STEP_ID).is_some() {
@@ -701,9 +710,13 @@ mod tests {
         let needed = "OMPI_COMM_WORLD_LOCAL_RANK and OMPI_COMM_WORLD_LOCAL_SIZE, \
                       MPI_LOCALRANKID and MPI_LOCALNRANKS, PALS_LOCAL_RANKID and \
                       PALS_LOCAL_SIZE or PMI_LOCAL_RANK and PMI_LOCAL_SIZE";
-        let flux = launched_in(&[("FLUX_TASK_LOCAL_ID", "1"), ("SLURM_STEP_ID", "0")])
-            .unwrap_err()
-            .to_string();
+        let Ok(Launched::Flux { value, ignored }) =
+            launched_in(&[("FLUX_TASK_LOCAL_ID", "1"), ("SLURM_STEP_ID", "0")])
+        else {
+            panic!("a task of Flux's")
+        };
+        assert_eq!((value.as_str(), ignored), ("1", vec![]));
+        let flux = Refusal::Flux { value }.to_string();
         assert_eq!(
             flux,
             format!(

@@ -177,6 +177,64 @@ fn bad_values_refuse_the_job_before_any_task_starts() {
     );
 }
 
+/// `desi-gpu-map exec` in a task the plugin mapped runs its program
+/// unchanged (the plugin's list); in an unmapped Flux task, and in a job
+/// whose only record is an outer job's, it refuses, naming the plugin.
+#[test]
+fn exec_runs_unchanged_in_a_task_the_plugin_mapped_and_refuses_elsewhere() {
+    let scratch = Scratch::new("exec");
+    let exec = bin().display().to_string();
+    let script = format!("export EXEC={exec}\n")
+        + "job mapped flux run -N1 --tasks-per-node=6 --gpus-per-node=4 -o cpu-affinity=off -o userrc=$USERRC -o desi-gpu-map=contiguous sh -c \"$EXEC exec --verbose -- sh -c '$ROW' 2>&1\"\n\
+         job quiet flux run -N2 -n5 --exclusive -o cpu-affinity=off -o userrc=$USERRC -o desi-gpu-map=roundrobin $EXEC exec -- sh -c \"$ROW\"\n\
+         job unmapped flux run -N1 --tasks-per-node=2 --gpus-per-node=4 -o cpu-affinity=off -o userrc=$USERRC $EXEC exec -- sh -c \"$ROW\"\n\
+         job outer flux run -N1 --tasks-per-node=1 --gpus-per-node=4 -o cpu-affinity=off -o userrc=$USERRC -o desi-gpu-map=contiguous sh -c 'echo OUTER $DESI_GPU_MAP_STEP; flux run -n1 -o cpu-affinity=off $EXEC exec -- true'\n";
+    let jobs = in_flux(&scratch, Load::User, &script);
+    // The plugin's lists, which exec left as they were: srun's rule. (The
+    // task's stderr goes with its stdout: flux run's two streams in one
+    // pipe may cut a line.)
+    assert_eq!(jobs.get("mapped").0, 0, "{}", jobs.said("mapped"));
+    assert_eq!(jobs.rows("mapped").len(), 6, "{}", jobs.all);
+    assert_srun_rule(&jobs, "mapped", "contiguous", &ALL);
+    let said = jobs.said("mapped");
+    assert_eq!(
+        said.matches(
+            "desi-gpu-map exec: this Flux job is mapped already (by the Flux shell plugin); sh \
+             runs unchanged"
+        )
+        .count(),
+        6,
+        "{said}"
+    );
+    assert_eq!(jobs.get("quiet").0, 0, "{}", jobs.said("quiet"));
+    assert_srun_rule(&jobs, "quiet", "roundrobin", &ALL);
+    assert!(
+        !jobs.said("quiet").contains("desi-gpu-map exec"),
+        "{}",
+        jobs.said("quiet")
+    );
+    // Without the option, and in a job whose record is its outer job's.
+    for name in ["unmapped", "outer"] {
+        let said = jobs.said(name);
+        assert_ne!(jobs.get(name).0, 0, "{name}: {said}");
+        assert!(jobs.rows(name).is_empty(), "{name}: a task ran: {said}");
+        assert!(
+            said.contains("desi-gpu-map exec: Flux sets FLUX_TASK_LOCAL_ID=")
+                && said.contains(
+                    "run the job with the desi-gpu-map Flux shell plugin (flux run -o \
+                     desi-gpu-map=METHOD)"
+                )
+                && said.contains("; nothing was run"),
+            "{name}: {said}"
+        );
+    }
+    assert!(
+        jobs.said("outer").contains("OUTER flux-"),
+        "{}",
+        jobs.said("outer")
+    );
+}
+
 #[test]
 fn the_option_replaces_gpu_affinity_and_gpu_affinity_the_sites_default() {
     let scratch = Scratch::new("affinity");

@@ -14,8 +14,9 @@
 //! - `verdict`: the one verdict, and what is said first;
 //! - `share`: the task's ids and node, and its step's plan;
 //! - `ended`: a task that has ended: the keeper its task epilog tells;
-//! - `place`: where the task runs (a launcher's rank, a task of an srun
-//!   step, or neither), which step it is, and whether it is mapped already;
+//! - `place`: where the task runs (a launcher's rank, a task of a Flux
+//!   job, a task of an srun step, or neither), which step it is, and
+//!   whether it is mapped already;
 //! - `why`: why a task is refused, runs unchanged, or gets less than it
 //!   asked for, each reason worded once;
 //! - `tests`: (tests only) each rule, on the step's fakes.
@@ -46,14 +47,17 @@ use crate::step::Node;
 
 /// Decides for the task that `node` is, from `facts`. Checked in order:
 /// which launcher placed it (a launcher's rank, refused where its
-/// variables cannot say where it sits); MPS under a launcher (refused);
+/// variables cannot say where it sits; a task of a Flux job, unchanged
+/// where the Flux plugin mapped it, else refused); MPS under a launcher
+/// (refused);
 /// outside any srun step (unchanged, or refused outside any job); this
 /// step or launch mapped already (unchanged); else its step's plan.
 pub fn decide(facts: &TaskFacts, node: &dyn Node) -> Start {
     let env = |name: &str| facts.vars.var(name);
-    let (launch, ignored) = match launched(&env, &facts.ancestry) {
-        Ok(Launched::By(launch)) => (Some(launch), Vec::new()),
-        Ok(Launched::Slurm { ignored }) => (None, ignored),
+    let (verdict, ignored) = match launched(&env, &facts.ancestry) {
+        Ok(Launched::By(launch)) => (place::for_launch(facts, node, &launch), Vec::new()),
+        Ok(Launched::Flux { value, ignored }) => (place::for_flux(facts, value), ignored),
+        Ok(Launched::Slurm { ignored }) => (place::for_slurm(facts, node), ignored),
         Err(why) => {
             return Start {
                 outer: None,
@@ -63,9 +67,5 @@ pub fn decide(facts: &TaskFacts, node: &dyn Node) -> Start {
     };
     let outer =
         (facts.asked.verbose && !ignored.is_empty()).then_some(OuterLaunch { names: ignored });
-    let verdict = match launch {
-        Some(launch) => place::for_launch(facts, node, &launch),
-        None => place::for_slurm(facts, node),
-    };
     Start { outer, verdict }
 }

@@ -1,5 +1,5 @@
-//! Where a task about to start runs: a launcher's rank, a task of an srun
-//! step, or neither (the batch, interactive or extern step, a job outside
+//! Where a task about to start runs: a launcher's rank, a task of a Flux
+//! job, a task of an srun step, or neither (the batch, interactive or extern step, a job outside
 //! any step, no job at all); which step it is ([`StepIdentity`]); and
 //! whether that very step is mapped already.
 
@@ -8,7 +8,8 @@ use super::share::{mapping, task_ids};
 use super::verdict::{unchanged, Verdict};
 use super::why::{BadStepId, WhyRefused, WhyUnchanged};
 use crate::env;
-use crate::launch::Launch;
+use crate::flux;
+use crate::launch::{Launch, Refusal};
 use crate::step::{
     parse_step_id, special_step_name, step_tag, Given, Node, Snapshot, StepIdentity, TaskIds,
 };
@@ -36,6 +37,24 @@ pub(super) fn for_launch(facts: &TaskFacts, node: &dyn Node, launch: &Launch) ->
         rank: launch.rank,
     });
     mapping(facts, node, Ok(step), ids, true)
+}
+
+/// A task of a Flux job (`value`: its `FLUX_TASK_LOCAL_ID`): Flux names
+/// no per-node count, so exec cannot place it; but where the Flux shell
+/// plugin mapped it, its record names this very job (`flux-JOBID`, from
+/// the task's `FLUX_JOB_ID`), and it runs unchanged, as a task of a step
+/// the SPANK plugin mapped does. An outer job's record (a job submitted
+/// from a mapped task) names another job, and counts for nothing.
+pub(super) fn for_flux(facts: &TaskFacts, value: String) -> Verdict {
+    let vars = &facts.vars;
+    let this = vars
+        .var(env::FLUX_JOB_ID)
+        .and_then(|id| flux::job_id(&id))
+        .map(flux::tag);
+    if mapped_already(vars, this.as_deref()) {
+        return unchanged(WhyUnchanged::FluxMapped, facts);
+    }
+    Verdict::Refuse(WhyRefused::Unplaced(Refusal::Flux { value }))
 }
 
 /// A process no launcher placed: a task of an srun step is mapped as the
@@ -87,8 +106,9 @@ pub(super) fn outside_step(
     }
 }
 
-/// This very step (or launch) is mapped already: the plugin (or an
-/// earlier exec) recorded `this` in `DESI_GPU_MAP_STEP`, which it writes
+/// This very step (or launch, or Flux job) is mapped already: the plugin
+/// (or an earlier exec, or the Flux plugin) recorded `this` in
+/// `DESI_GPU_MAP_STEP`, which it writes
 /// only where it maps and removes everywhere else, whatever the site's
 /// flag is called. An outer step's record names another step.
 fn mapped_already(vars: &Snapshot, this: Option<&str>) -> bool {

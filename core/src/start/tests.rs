@@ -350,6 +350,103 @@ fn a_launch_mapped_by_an_earlier_exec_runs_unchanged() {
     mapping(verdict_in(&[&OMPI_1_OF_2, &outer], &facts(false, false)));
 }
 
+/// A task of Flux job 15602810880 (`ƒQmmV5h`), the node's second, inside
+/// srun step 7.3 (the broker's), as `flux run` gives the broker's
+/// variables to every task.
+const FLUX_TASK_1: [(&str, &str); 2] = [("FLUX_TASK_LOCAL_ID", "1"), ("FLUX_JOB_ID", "ƒQmmV5h")];
+
+#[test]
+fn a_task_the_flux_plugin_mapped_runs_unchanged_and_another_jobs_record_counts_for_nothing() {
+    for verbose in [false, true] {
+        for mps in [false, true] {
+            let mine = [("DESI_GPU_MAP_STEP", "flux-15602810880")];
+            let (why, said) =
+                unchanged_why(verdict_in(&[&FLUX_TASK_1, &mine], &facts(verbose, mps)));
+            assert_eq!((why, said), (WhyUnchanged::FluxMapped, verbose));
+            // Inside a Slurm step, the broker's: the job's record still.
+            let (why, _) = unchanged_why(verdict_in(
+                &[&FLUX_TASK_1, &TASK_1_OF_4, &SLURM_4, &mine],
+                &facts(verbose, mps),
+            ));
+            assert_eq!(why, WhyUnchanged::FluxMapped);
+        }
+    }
+    // ASCII's prefix, and the decimal the shell falls back to.
+    for id in ["fQmmV5h", "15602810880"] {
+        let task = [
+            ("FLUX_TASK_LOCAL_ID", "0"),
+            ("FLUX_JOB_ID", id),
+            ("DESI_GPU_MAP_STEP", "flux-15602810880"),
+        ];
+        let (why, _) = unchanged_why(verdict_in(&[&task], &facts(false, false)));
+        assert_eq!(why, WhyUnchanged::FluxMapped, "{id}");
+    }
+    // Unmapped, or another job's record (an outer job's, a Slurm step's,
+    // a launch's), or no readable job id: refused, naming the Flux plugin.
+    let refused = |more: &[(&str, &str)]| {
+        let why = refusal(verdict_in(&[&FLUX_TASK_1, more], &facts(false, false)));
+        assert_eq!(
+            why,
+            WhyRefused::Unplaced(crate::launch::Refusal::Flux {
+                value: "1".to_string()
+            }),
+            "{more:?}"
+        );
+        assert!(why.to_string().contains("flux run -o desi-gpu-map=METHOD"));
+    };
+    refused(&[]);
+    refused(&[("DESI_GPU_MAP_STEP", "flux-15602810881")]);
+    refused(&[("DESI_GPU_MAP_STEP", "7.3")]);
+    refused(&[("DESI_GPU_MAP_STEP", "flux-ƒQmmV5h")]);
+    for id in [None, Some("ƒ0"), Some("ƒ"), Some("x")] {
+        let mut task = vec![("FLUX_TASK_LOCAL_ID", "1"), ("DESI_GPU_MAP_STEP", "flux-0")];
+        task.extend(id.map(|id| ("FLUX_JOB_ID", id)));
+        assert!(
+            matches!(
+                refusal(verdict_in(&[&task], &facts(false, false))),
+                WhyRefused::Unplaced(crate::launch::Refusal::Flux { .. })
+            ),
+            "{id:?}"
+        );
+    }
+    // A launcher's ranks inside the Flux task are the launcher's, as before.
+    let mine = [
+        ("DESI_GPU_MAP_STEP", "flux-15602810880"),
+        ("CUDA_VISIBLE_DEVICES", "0,1"),
+    ];
+    mapping(verdict_in(
+        &[&FLUX_TASK_1, &OMPI_1_OF_2, &mine],
+        &facts(false, false),
+    ));
+}
+
+#[test]
+fn a_flux_tasks_local_id_that_came_through_srun_is_an_outer_launchs() {
+    // srun run from inside a Flux task: the step's tasks have the Flux
+    // task's variables, and the record of its job, which came through
+    // srun: the step is mapped as any other, and the record is no match.
+    let through_srun = TaskFacts {
+        ancestry: Ancestry {
+            above: Vec::new(),
+            at_stepd: true,
+        },
+        ..facts(true, false)
+    };
+    let flux_mapped = [("DESI_GPU_MAP_STEP", "flux-15602810880")];
+    let start = decide_in(
+        &[&FLUX_TASK_1, &flux_mapped, &TASK_1_OF_4, &SLURM_4],
+        &through_srun,
+    );
+    assert_eq!(
+        start.outer,
+        Some(OuterLaunch {
+            names: vec!["FLUX_TASK_LOCAL_ID"]
+        })
+    );
+    let m = mapping(start.verdict);
+    assert_eq!(m.ids.map(|ids| ids.local_count), Ok(4));
+}
+
 #[test]
 fn mps_under_a_launcher_and_unplaceable_ranks_are_refused() {
     assert_eq!(

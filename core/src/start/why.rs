@@ -67,6 +67,8 @@ pub enum WhyUnchanged {
     StepMapped,
     /// An earlier exec mapped this very launch.
     LaunchMapped,
+    /// The Flux shell plugin mapped this very Flux job.
+    FluxMapped,
 }
 
 impl fmt::Display for WhyUnchanged {
@@ -88,6 +90,9 @@ impl fmt::Display for WhyUnchanged {
             WhyUnchanged::StepMapped => f.write_str("this step is mapped already (by the plugin)"),
             WhyUnchanged::LaunchMapped => {
                 f.write_str("this launch is mapped already (by an earlier exec)")
+            }
+            WhyUnchanged::FluxMapped => {
+                f.write_str("this Flux job is mapped already (by the Flux shell plugin)")
             }
         }
     }
@@ -243,6 +248,10 @@ mod tests {
             (
                 WhyUnchanged::LaunchMapped,
                 "this launch is mapped already (by an earlier exec)".to_string(),
+            ),
+            (
+                WhyUnchanged::FluxMapped,
+                "this Flux job is mapped already (by the Flux shell plugin)".to_string(),
             ),
         ];
         for (id, name) in [

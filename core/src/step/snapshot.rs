@@ -173,6 +173,8 @@ snapshot! {
     pals_apid = env::PALS_APID;
     /// `FLUX_TASK_LOCAL_ID`.
     flux_local_id = env::FLUX_LOCAL_ID;
+    /// `FLUX_JOB_ID`.
+    flux_job_id = env::FLUX_JOB_ID;
 }
 
 impl Snapshot {

@@ -256,15 +256,20 @@ impl Error {
     }
 }
 
+/// An option's value as its messages name it: quoted, or `an empty value`.
+pub(crate) fn option_value(value: &str) -> String {
+    if value.is_empty() {
+        "an empty value".to_string()
+    } else {
+        quote(value)
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::BadOption { value, valid } => {
-                let what = if value.is_empty() {
-                    "an empty value".to_string()
-                } else {
-                    quote(value)
-                };
+                let what = option_value(value);
                 write!(
                     f,
                     "invalid --desi-gpu-map value {what}; valid values: {valid}"

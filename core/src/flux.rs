@@ -3,6 +3,8 @@
 //! them where the user also gave Flux's own `gpu-affinity`. Plain data in,
 //! plain data out; the plugin gathers the facts from the shell.
 
+use crate::error::{option_value, Error};
+use crate::settings::option::OPTION;
 use crate::slurm::gpus::parse_gpu_list;
 use crate::text::quote;
 use crate::topology::nvml_uuids;
@@ -16,6 +18,66 @@ pub const AFFINITY: &str = "gpu-affinity";
 /// also names its MPS directory: `flux-JOBID`, the job id in decimal.
 pub fn tag(jobid: u64) -> String {
     format!("flux-{jobid}")
+}
+
+/// The user's `-o desi-gpu-map` value refused, or the site's settings
+/// beside it (the core's [`Error`], as `--desi-gpu-map`'s would be), in
+/// Flux's words: the option as Flux spells it, the site's settings in the
+/// plugin's `conf` table.
+pub struct OptionError<'a>(pub &'a Error);
+
+impl fmt::Display for OptionError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let option = format!("-o {OPTION}");
+        match self.0 {
+            Error::BadOption { value, valid } => write!(
+                f,
+                "invalid {option} value {}; valid values: {valid}",
+                option_value(value)
+            ),
+            Error::BadCombination { value, why } => write!(
+                f,
+                "invalid {option} value {}: {why}; give a method with mps, as in \
+                 {option}=contiguous,mps",
+                quote(value)
+            ),
+            Error::MpsOff => write!(
+                f,
+                "{option}: this site turned mps off (mps=off in the plugin's conf); give the \
+                 method alone, as in {option}=contiguous"
+            ),
+            Error::MpsWithoutMethod => write!(
+                f,
+                "{option}: mps needs a method, and this site's default is none; give one, as \
+                 in {option}=contiguous,mps"
+            ),
+            other => write!(f, "{option}: {other}"),
+        }
+    }
+}
+
+/// A site's `conf` table refused (the core's [`Error`], as its plugstack
+/// arguments would be), in Flux's words: each entry as the table writes
+/// it, `key = "value"`.
+pub struct ConfError<'a>(pub &'a Error);
+
+impl fmt::Display for ConfError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Error::BadArgument { arg, why, valid } => {
+                let entry = match arg.split_once('=') {
+                    Some((key, value)) => format!("{key} = {}", quote(value)),
+                    None => format!("{arg} = true"),
+                };
+                write!(
+                    f,
+                    "bad entry {entry}: {why}; valid keys, as key = \"value\" (or verbose = \
+                     true): {valid}"
+                )
+            }
+            other => other.fmt(f),
+        }
+    }
 }
 
 /// The job id a task's `FLUX_JOB_ID` names (`value`), as the shell writes
@@ -228,6 +290,67 @@ pub fn who_binds(affinity: Option<&str>, asked: bool) -> Binder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_options_errors_in_fluxs_words() {
+        use crate::settings::option::parse_option;
+        use crate::settings::site::{check_request, parse_args};
+        let said = |value: &str| OptionError(&parse_option(value).unwrap_err()).to_string();
+        assert_eq!(
+            said("contigous"),
+            "invalid -o desi-gpu-map value \"contigous\"; valid values: contiguous, roundrobin \
+             (or round-robin), closest, none, help; with \"verbose\" or \"mps\" beside them, \
+             comma-separated"
+        );
+        assert!(said("").starts_with("invalid -o desi-gpu-map value an empty value; "));
+        assert_eq!(
+            said("none,mps"),
+            "invalid -o desi-gpu-map value \"none,mps\": none maps no task, and MPS needs \
+             mapped tasks; give a method with mps, as in -o desi-gpu-map=contiguous,mps"
+        );
+        let checked = |args: &[&str], value: &str| {
+            let config = parse_args(args).unwrap();
+            let asked = parse_option(value).unwrap();
+            OptionError(&check_request(&asked, &config).unwrap_err()).to_string()
+        };
+        assert_eq!(
+            checked(&["mps=off"], "contiguous,mps"),
+            "-o desi-gpu-map: this site turned mps off (mps=off in the plugin's conf); give the \
+             method alone, as in -o desi-gpu-map=contiguous"
+        );
+        assert_eq!(
+            checked(&[], "mps"),
+            "-o desi-gpu-map: mps needs a method, and this site's default is none; give one, \
+             as in -o desi-gpu-map=contiguous,mps"
+        );
+        // Slurm's words stay Slurm's.
+        assert!(parse_option("contigous")
+            .unwrap_err()
+            .to_string()
+            .starts_with("invalid --desi-gpu-map value \"contigous\""));
+    }
+
+    #[test]
+    fn a_sites_conf_refused_in_fluxs_words() {
+        use crate::settings::site::parse_args;
+        let said = |args: &[&str]| ConfError(&parse_args(args).unwrap_err()).to_string();
+        let bad = said(&["default=closests"]);
+        assert!(
+            bad.starts_with(
+                "bad entry default = \"closests\": default must be contiguous, roundrobin, \
+                 closest or none, not \"closests\"; valid keys, as key = \"value\" (or verbose = \
+                 true): default=contiguous|roundrobin|closest|none, "
+            ),
+            "{bad}"
+        );
+        assert!(said(&["bogus=1"]).starts_with("bad entry bogus = \"1\": unknown argument"));
+        assert!(!bad.contains("plugstack"), "{bad}");
+        // Slurm's words stay Slurm's.
+        assert!(parse_args(&["default=closests"])
+            .unwrap_err()
+            .to_string()
+            .starts_with("bad plugstack argument \"default=closests\": "));
+    }
 
     #[test]
     fn a_tasks_job_id_reads_as_the_shell_writes_it() {

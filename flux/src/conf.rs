@@ -4,8 +4,9 @@
 //! shell, into the words the core reads.
 
 use crate::json::{parse, Value};
+use desi_gpu_map_core::flux::{ConfError, OptionError};
 use desi_gpu_map_core::settings::config::Config;
-use desi_gpu_map_core::settings::option::{parse_option, OptionRequest, OPTION};
+use desi_gpu_map_core::settings::option::{parse_option, OptionRequest};
 use desi_gpu_map_core::settings::site::{keys, parse_args};
 use desi_gpu_map_core::text::quote;
 
@@ -45,7 +46,7 @@ pub fn site_config(conf: Option<&str>) -> Result<Config, String> {
             }
         }
     }
-    parse_args(&words).map_err(|e| format!("{CONF}: {e}"))
+    parse_args(&words).map_err(|e| format!("{CONF}: {}", ConfError(&e)))
 }
 
 /// The user's `-o desi-gpu-map=VALUE` (`None`: not given), as the shell
@@ -57,7 +58,7 @@ pub fn request(option: Option<&str>) -> Option<Result<OptionRequest, String>> {
         // `-o desi-gpu-map` alone is 1 to Flux.
         _ => text.to_string(),
     };
-    Some(parse_option(&value).map_err(|e| format!("-o {OPTION}: {e}")))
+    Some(parse_option(&value).map_err(|e| OptionError(&e).to_string()))
 }
 
 #[cfg(test)]
@@ -86,13 +87,16 @@ mod tests {
     fn a_bad_conf_names_the_key_and_the_valid_ones() {
         let e = site_config(Some(r#"{"defualt":"contiguous"}"#)).unwrap_err();
         assert!(
-            e.contains("defualt") && e.contains("valid arguments") && e.contains("mps_dir"),
+            e.contains("bad entry defualt = \"contiguous\"")
+                && e.contains("valid keys")
+                && e.contains("mps_dir")
+                && !e.contains("plugstack"),
             "{e}"
         );
         let e = site_config(Some(r#"{"default":"closests"}"#)).unwrap_err();
         assert!(e.contains("closests") && e.contains("roundrobin"), "{e}");
         let e = site_config(Some(r#"{"mps":false}"#)).unwrap_err();
-        assert!(e.contains("mps=false"), "{e}");
+        assert!(e.contains("mps = \"false\""), "{e}");
         let e = site_config(Some(r#"{"default":["contiguous"]}"#)).unwrap_err();
         assert!(e.contains("\"default\"") && e.contains("valid keys"), "{e}");
         assert!(site_config(Some("{")).is_err());
@@ -111,7 +115,12 @@ mod tests {
         ));
         assert_eq!(request(Some(r#""help""#)), Some(Ok(OptionRequest::Help)));
         let e = request(Some(r#""contigous""#)).unwrap().unwrap_err();
-        assert!(e.contains("contigous") && e.contains("roundrobin"), "{e}");
+        assert!(
+            e.starts_with("invalid -o desi-gpu-map value \"contigous\"; ")
+                && e.contains("roundrobin"),
+            "{e}"
+        );
+        assert!(!e.contains("--desi-gpu-map"), "{e}");
         let e = request(Some("1")).unwrap().unwrap_err();
         assert!(e.contains("\"1\"") && e.contains("contiguous"), "{e}");
     }

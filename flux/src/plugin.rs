@@ -11,10 +11,12 @@ use crate::json::{parse, Value};
 use crate::mps::Served;
 use crate::node::{job_facts, FluxNode, JobFacts};
 use desi_gpu_map_core::env;
-use desi_gpu_map_core::flux::{by_uuid, job_gpus, tag, who_binds, Binder, JobGpus, AFFINITY};
-use desi_gpu_map_core::mps::{Mps, MpsFacts};
+use desi_gpu_map_core::flux::{
+    by_uuid, job_gpus, tag, who_binds, Binder, JobGpus, OptionError, AFFINITY,
+};
+use desi_gpu_map_core::mps::MpsFacts;
 use desi_gpu_map_core::settings::config::Config;
-use desi_gpu_map_core::settings::option::{usage, Choice, OptionRequest, OPTION};
+use desi_gpu_map_core::settings::option::{flux_usage, Choice, OptionRequest, OPTION};
 use desi_gpu_map_core::settings::site::check_request;
 use desi_gpu_map_core::step::{
     carry_out, plan_step, resolve, start_daemon, task_outcome_read, Container, Given, NvmlAsk,
@@ -43,7 +45,7 @@ pub fn shell_init(plugin: Plugin) -> Result<(), String> {
     let config = site_config(plugin.conf().as_deref())?;
     let asked = request(shell.option(OPTION).as_deref()).transpose()?;
     if asked == Some(OptionRequest::Help) {
-        for line in usage().lines() {
+        for line in flux_usage().lines() {
             log(Level::Notice, line);
         }
         return Err(format!(
@@ -51,7 +53,7 @@ pub fn shell_init(plugin: Plugin) -> Result<(), String> {
         ));
     }
     if let Some(asked) = &asked {
-        check_request(asked, &config).map_err(|e| format!("-o {OPTION}: {e}"))?;
+        check_request(asked, &config).map_err(|e| OptionError(&e).to_string())?;
     }
     let mut config = config;
     if resolve(asked, &config).mps {
@@ -85,12 +87,9 @@ pub fn shell_init(plugin: Plugin) -> Result<(), String> {
         served: None,
     };
     let mut plan = plan_job(&node, &facts, &config, asked);
+    // Why the job runs without MPS is the node's first task's to say (the
+    // core's line), once: the shell's log is the job's stderr.
     start_daemon(&mut plan, &mut node, None);
-    if let StepPlan::Map(map) = &plan {
-        if let Mps::Without { why, loud: true } = &map.mps {
-            log(Level::Warn, &format!("{why}; running without MPS"));
-        }
-    }
     let served = node.served.take();
     let job = Job {
         plan,
@@ -185,7 +184,7 @@ fn plan_job(
 ) -> StepPlan {
     let step = StepIdentity::Launch {
         tag: Some(tag(facts.jobid)),
-        given: Some(Given::InJob),
+        given: Some(Given::Flux),
     };
     let config = Ok(config.clone());
     let asked = asked.map(Ok);

@@ -160,8 +160,19 @@ fn bad_values_refuse_the_job_before_any_task_starts() {
                 said.contains("roundrobin") || said.contains("contiguous,mps"),
                 "{name}: {said}"
             );
+            assert!(
+                said.contains("ERROR: desi-gpu-map: invalid -o desi-gpu-map value \""),
+                "{name}: {said}"
+            );
         }
+        assert_no_slurm_words(name, &said);
     }
+    assert!(
+        jobs.said("help")
+            .contains("Usage: flux run -o desi-gpu-map=METHOD[,verbose][,mps] ..."),
+        "{}",
+        jobs.said("help")
+    );
     let scratch = Scratch::new("badconf");
     let jobs = in_flux(
         &scratch,
@@ -173,6 +184,71 @@ fn bad_values_refuse_the_job_before_any_task_starts() {
     assert!(jobs.rows("any").is_empty());
     assert!(
         said.contains("closests") && said.contains("roundrobin") && said.contains("conf"),
+        "{said}"
+    );
+    assert!(said.contains("bad entry default = \"closests\""), "{said}");
+    assert_no_slurm_words("any", &said);
+}
+
+/// Words that only make sense under Slurm, which nothing the plugin says
+/// under Flux may use.
+fn assert_no_slurm_words(name: &str, said: &str) {
+    for word in [
+        "Slurm",
+        "srun",
+        "sbatch",
+        "slurmstepd",
+        "plugstack",
+        "step",
+        "--desi-gpu-map",
+    ] {
+        assert!(!said.contains(word), "{name}: {word:?} in {said}");
+    }
+}
+
+/// What the plugin says under Flux, `verbose` on: each line in Flux's
+/// words, the GPUs R gives the job (`source=flux`), and why a job runs
+/// without MPS said once a node.
+#[test]
+fn what_the_plugin_says_is_in_fluxs_words() {
+    let scratch = Scratch::new("words");
+    let jobs = in_flux(
+        &scratch,
+        Load::User,
+        "job mapped flux run -N2 --tasks-per-node=3 --gpus-per-node=4 -o cpu-affinity=off -o userrc=$USERRC -o desi-gpu-map=contiguous,verbose sh -c \"$ROW\"\n\
+         job closest flux run -N1 --tasks-per-node=3 --gpus-per-node=4 -o cpu-affinity=off -o userrc=$USERRC -o desi-gpu-map=closest,verbose sh -c \"$ROW\"\n\
+         job nogpu flux run -N1 -n2 -o cpu-affinity=off -o userrc=$USERRC -o desi-gpu-map=contiguous,verbose sh -c \"$ROW\"\n\
+         job mps flux run -N1 --tasks-per-node=2 --gpus-per-node=4 -o cpu-affinity=off -o userrc=$USERRC -o desi-gpu-map=contiguous,mps sh -c \"$ROW\"\n",
+    );
+    for name in ["mapped", "closest", "nogpu", "mps"] {
+        assert_eq!(jobs.get(name).0, 0, "{name}: {}", jobs.said(name));
+        assert_no_slurm_words(name, &jobs.said(name));
+    }
+    let said = jobs.said("mapped");
+    assert_eq!(said.matches(" source=flux").count(), 6, "{said}");
+    assert_srun_rule(&jobs, "mapped", "contiguous", &ALL);
+    let said = jobs.said("closest");
+    assert_eq!(
+        said.matches(
+            "closest: Flux binds each task's CPUs after this plugin has run, so the GPUs near \
+             them are unknown here; using contiguous"
+        )
+        .count(),
+        1,
+        "{said}"
+    );
+    assert_srun_rule(&jobs, "closest", "contiguous", &ALL);
+    let said = jobs.said("nogpu");
+    assert!(
+        said.contains("R gives this Flux job no GPU on this node; tasks left unchanged"),
+        "{said}"
+    );
+    // The instance runs as root, whom MPS never serves: said once.
+    let said = jobs.said("mps");
+    assert_eq!(
+        said.matches("the job runs as root, and the MPS daemon never does; running without MPS")
+            .count(),
+        1,
         "{said}"
     );
 }

@@ -62,13 +62,18 @@ named!(Modifier {
 });
 
 impl Modifier {
-    fn described(self) -> &'static [&'static str] {
-        match self {
-            Modifier::Verbose => &["each task reports its GPUs on stderr"],
-            Modifier::Mps => &[
+    fn described(self, front: Front) -> &'static [&'static str] {
+        match (self, front) {
+            (Modifier::Verbose, _) => &["each task reports its GPUs on stderr"],
+            (Modifier::Mps, Front::Slurm) => &[
                 "the step's tasks share their GPUs through one CUDA MPS",
                 "daemon per node, started as the job's user and",
                 "stopped when the step ends",
+            ],
+            (Modifier::Mps, Front::Flux) => &[
+                "the job's tasks share their GPUs through one CUDA MPS",
+                "daemon per node, started as the job's user and",
+                "stopped after the node's last task",
             ],
         }
     }
@@ -216,6 +221,68 @@ pub(crate) fn help_from_environment() -> Error {
 
 /// The usage text printed for `--desi-gpu-map=help`.
 pub fn usage() -> String {
+    format!(
+        "\
+Usage: --{OPTION}=METHOD[,verbose][,mps]
+
+{}
+METHOD:
+{}  help         print this text and exit
+
+{}
+srun, sbatch and salloc need a command: srun --{OPTION}=help true
+Environment form: {ENV_FORM}=VALUE
+(any value but help, which is for the command line).
+See {PLUGIN}(8) and `desi-gpu-map plan --help`.
+",
+        binds("a job step"),
+        choices(),
+        modifiers(Front::Slurm)
+    )
+}
+
+/// The usage text the Flux shell plugin prints for `-o desi-gpu-map=help`.
+pub fn flux_usage() -> String {
+    format!(
+        "\
+Usage: flux run -o {OPTION}=METHOD[,verbose][,mps] ...
+
+{}
+METHOD:
+{}  help         print this text and run nothing
+
+{}
+A site sets its default and other settings in the conf table of the
+plugin's plugin.load in the shell's initrc; {PLUGIN}(8) lists the keys.
+See {PLUGIN}(8) and `desi-gpu-map plan --help`.
+",
+        binds("a Flux job"),
+        choices(),
+        modifiers(Front::Flux)
+    )
+}
+
+/// Which front end's usage: the words that differ.
+#[derive(Clone, Copy)]
+enum Front {
+    Slurm,
+    Flux,
+}
+
+/// What the option does, for `what`'s tasks (a job step, a Flux job).
+fn binds(what: &str) -> String {
+    format!(
+        "\
+Binds each task of {what} to one GPU of its node before the task starts
+(to its share of them where the node has fewer tasks than GPUs, so that no
+GPU is left idle), and sets {DEFAULT_FLAG}=1 so that the application skips
+its own binding.
+"
+    )
+}
+
+/// Each choice, described, for the usage.
+fn choices() -> String {
     let mut choices = String::new();
     for choice in Choice::ALL {
         let also = match choice.aliases() {
@@ -231,36 +298,24 @@ pub fn usage() -> String {
         choices += &also;
         choices.push('\n');
     }
-    let mut modifiers = String::new();
+    choices
+}
+
+/// Each modifier, described, for `front`'s usage.
+fn modifiers(front: Front) -> String {
+    let mut modifiers = String::from(
+        "Modifiers, before or after METHOD, comma-separated; alone, they apply to\n\
+         the site default method:\n",
+    );
     for modifier in Modifier::ALL {
-        let mut lines = modifier.described().iter();
+        let mut lines = modifier.described(front).iter();
         let first = lines.next().copied().unwrap_or_default();
         modifiers += &format!("  {:<12} {first}\n", modifier.name());
         for line in lines {
             modifiers += &format!("{:15}{line}\n", "");
         }
     }
-    format!(
-        "\
-Usage: --{OPTION}=METHOD[,verbose][,mps]
-
-Binds each task of a job step to one GPU of its node before the task starts
-(to its share of them where the node has fewer tasks than GPUs, so that no
-GPU is left idle), and sets {DEFAULT_FLAG}=1 so that the application skips
-its own binding.
-
-METHOD:
-{choices}  help         print this text and exit
-
-Modifiers, before or after METHOD, comma-separated; alone, they apply to
-the site default method:
-{modifiers}
-srun, sbatch and salloc need a command: srun --{OPTION}=help true
-Environment form: {ENV_FORM}=VALUE
-(any value but help, which is for the command line).
-See {PLUGIN}(8) and `desi-gpu-map plan --help`.
-"
-    )
+    modifiers
 }
 
 /// `--method`'s value: the words `--desi-gpu-map` takes, refused as the
@@ -513,6 +568,32 @@ Environment form: SLURM_SPANK__SLURM_SPANK_OPTION_desi_gpu_map_desi_gpu_map=VALU
 See desi_gpu_map(8) and `desi-gpu-map plan --help`.
 ";
         assert_eq!(usage(), want);
+    }
+
+    #[test]
+    fn fluxs_usage_names_flux_and_shares_the_methods() {
+        let flux = flux_usage();
+        assert!(flux.starts_with(
+            "Usage: flux run -o desi-gpu-map=METHOD[,verbose][,mps] ...\n\n\
+             Binds each task of a Flux job to one GPU of its node before the task starts\n"
+        ));
+        assert!(flux.contains(&choices()), "{flux}");
+        assert!(flux.contains("  help         print this text and run nothing\n"));
+        assert!(flux.contains(
+            "  mps          the job's tasks share their GPUs through one CUDA MPS\n\
+             \x20              daemon per node, started as the job's user and\n\
+             \x20              stopped after the node's last task\n"
+        ));
+        for slurms in [
+            "srun",
+            "sbatch",
+            "step",
+            "SLURM_",
+            "plugstack",
+            "--desi-gpu-map",
+        ] {
+            assert!(!flux.contains(slurms), "{slurms}: {flux}");
+        }
     }
 
     #[test]

@@ -55,6 +55,7 @@ impl Aside {
                 | Aside::SlurmBoundTasks(_)
                 | Aside::Missing(
                     WhyNoList::NoGpus { .. }
+                        | WhyNoList::NoneFromR
                         | WhyNoList::NothingGiven { .. }
                         | WhyNoList::GivenEmpty { .. }
                 )

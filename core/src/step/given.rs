@@ -26,6 +26,10 @@ pub enum Given {
     InJob,
     /// In no Slurm job: the list it inherited, else every GPU of the node.
     OutsideJob,
+    /// A Flux job, planned by the Flux shell plugin: the GPUs R gives it
+    /// on this node (through the broker's grant), which the plugin hands
+    /// over as the list; none where R gives none.
+    Flux,
 }
 
 /// The lists a process may inherit, for `vendor`: its runtime's own list
@@ -47,22 +51,31 @@ pub(super) fn from_given(
     vendor: Vendor,
 ) -> Option<Result<StepGpus, Missing>> {
     let cuda = vars.cuda.clone();
+    if given == Given::Flux {
+        // The Flux plugin hands R's GPUs over in CUDA's list, whatever the
+        // vendor (the job's other lists are not R's).
+        return Some(match cuda {
+            Some(value) => inherited_list(env::CUDA, value, None, given),
+            None => Err(Missing::NoGpus(WhyNoList::NoneFromR)),
+        });
+    }
     let inherited = candidates(vendor)
         .into_iter()
         .find_map(|var| vars.var(var).map(|value| (var, value)));
     match (inherited, given) {
-        (Some((var, value)), _) => Some(inherited_list(var, value, cuda)),
+        (Some((var, value)), _) => Some(inherited_list(var, value, cuda, given)),
         (None, Given::InJob) => Some(Err(Missing::NoGpus(WhyNoList::NothingGiven { node: None }))),
-        (None, Given::OutsideJob) => None,
+        (None, Given::OutsideJob | Given::Flux) => None,
     }
 }
 
 /// The list `var` the process inherited, with the value `cuda` of
-/// `CUDA_VISIBLE_DEVICES` beside it.
+/// `CUDA_VISIBLE_DEVICES` beside it; `given` says by whom.
 fn inherited_list(
     var: &'static str,
     value: String,
     cuda: Option<String>,
+    given: Given,
 ) -> Result<StepGpus, Missing> {
     if value.trim().is_empty() {
         return Err(Missing::NoGpus(WhyNoList::GivenEmpty { var }));
@@ -73,7 +86,10 @@ fn inherited_list(
     })?;
     Ok(StepGpus {
         gpus,
-        listed: Listed::Inherited { var, value, cuda },
+        listed: match given {
+            Given::Flux => Listed::Flux { value },
+            Given::InJob | Given::OutsideJob => Listed::Inherited { var, value, cuda },
+        },
     })
 }
 
@@ -266,6 +282,67 @@ mod tests {
                 "this process inherited no GPU list, and the node lists none: NVML: no library; "
             ),
             "{why}"
+        );
+    }
+
+    #[test]
+    fn a_flux_jobs_list_is_rs_and_said_in_fluxs_words() {
+        let config = Config::default();
+        // R gives the job no GPU here: said as Flux's, routine.
+        let (p, calls) = launched(&[], Given::Flux, &config, Ok(uuids(2)));
+        let why = aside(p);
+        assert!(why.is_routine());
+        assert_eq!(calls, 0);
+        assert_eq!(
+            why.to_string(),
+            "R gives this Flux job no GPU on this node; tasks left unchanged"
+        );
+        // Flux's gpu-affinity sets CUDA_DEVICE_ORDER in the job: left as it
+        // is, and nothing said of Slurm's indices.
+        let job = [
+            ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+            ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+        ];
+        for pairs in [&job[..], &job[..1]] {
+            let (p, _) = launched(pairs, Given::Flux, &config, Ok(vec![]));
+            let map = mapped(p);
+            assert_eq!(map.listed.source(), "flux");
+            assert!(!map.rendering.pci_order);
+            let notes = map.notes.join("\n");
+            assert!(
+                !notes.contains("Slurm") && !notes.contains("CUDA_DEVICE_ORDER"),
+                "{notes}"
+            );
+            let out = map_task(&map, &task(1, 6, Some("0,1,2,3")));
+            assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("0"));
+            assert_eq!(get(&out, "CUDA_DEVICE_ORDER"), None);
+        }
+        // A launcher's rank keeps its words.
+        let (p, _) = launched(&job, Given::InJob, &config, Ok(vec![]));
+        let map = mapped(p);
+        assert_eq!(map.listed.source(), "inherited");
+        assert!(map.notes.contains(
+            &"CUDA_DEVICE_ORDER=\"PCI_BUS_ID\" kept as set; Slurm's indices follow the PCI bus \
+              order"
+                .to_string()
+        ));
+        // closest: Flux binds the tasks' CPUs after the plugin, so it
+        // places as contiguous, saying why once, and asks no NVML.
+        let node = FakeNode::new(&job, Ok(vec![]));
+        let request = Some(asking(Choice::Map(Method::Closest)));
+        let map = mapped(plan_as(&node, rank_given(Given::Flux), &config, request));
+        assert_eq!(node.calls.get(), 0);
+        assert_eq!(
+            map.near,
+            GpuCpus::Fallback(crate::method::closest::Fallback::FluxBindsLater)
+        );
+        let said = map_task(&map, &task(0, 6, Some("0,1,2,3"))).say.join("\n");
+        assert!(
+            said.contains(
+                "closest: Flux binds each task's CPUs after this plugin has run, so the GPUs \
+                 near them are unknown here; using contiguous"
+            ) && !said.contains("srun"),
+            "{said}"
         );
     }
 

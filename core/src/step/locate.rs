@@ -60,6 +60,9 @@ pub(super) fn gpu_cpus(
     if method != Method::Closest {
         return GpuCpus::Unused;
     }
+    if let Listed::Flux { .. } = step.listed {
+        return GpuCpus::Fallback(Fallback::FluxBindsLater);
+    }
     let places = match node.given_places() {
         Some(given) => given.map_err(|none| none.to_string()),
         None => step_topology(node, config, step, vendor, placed),
@@ -84,7 +87,9 @@ pub(super) fn step_topology(
     // A list the process inherited, or the kernel's, names the node's
     // GPUs by their own indices.
     let absolute = match &step.listed {
-        Listed::Inherited { .. } | Listed::Kernel => Some(step.gpus.as_slice()),
+        Listed::Inherited { .. } | Listed::Flux { .. } | Listed::Kernel => {
+            Some(step.gpus.as_slice())
+        }
         listed => listed.step_gpus(),
     };
     let from_nvml = || {

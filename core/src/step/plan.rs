@@ -325,7 +325,11 @@ fn written(
             quote(value)
         ));
     }
-    let order = vars.device_order.clone();
+    // A Flux job's list names the broker's GPUs as R gives them: the
+    // plugin leaves CUDA_DEVICE_ORDER as the job has it, and says nothing
+    // of Slurm's indices.
+    let flux = matches!(step.listed, Listed::Flux { .. });
+    let order = vars.device_order.clone().filter(|_| !flux);
     let chosen = choose(config.vendor, node.files(), Path::new("/"));
     let carrier = chosen.vendor.carrier();
     // The kernel's listing of a node's AMD or Intel GPUs: their runtime's
@@ -341,12 +345,16 @@ fn written(
         order.as_deref(),
         &mut notes,
     )?;
-    if let (Listed::Inherited { var, .. }, true) = (&step.listed, rendering.pci_order) {
-        rendering.pci_order = false;
-        notes.push(format!(
-            "{} not set: {var}'s indices keep the order this process inherited",
-            env::DEVICE_ORDER
-        ));
+    match (&step.listed, rendering.pci_order) {
+        (Listed::Inherited { var, .. }, true) => {
+            rendering.pci_order = false;
+            notes.push(format!(
+                "{} not set: {var}'s indices keep the order this process inherited",
+                env::DEVICE_ORDER
+            ));
+        }
+        (Listed::Flux { .. }, true) => rendering.pci_order = false,
+        _ => {}
     }
     Ok(Written {
         step,

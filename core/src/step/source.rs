@@ -46,6 +46,8 @@ pub(crate) enum WhyNoList {
         found: usize,
         count: usize,
     },
+    /// A Flux job to which R gives no GPU on this node.
+    NoneFromR,
     /// No srun step placed the process, and it inherited no GPU list;
     /// `node`: why the node's own GPUs were not listed (`None`: inside a
     /// Slurm job, where they are not the job's).
@@ -99,6 +101,7 @@ impl fmt::Display for WhyNoList {
                 "NVML finds {found} GPUs but {count_var}={count}, so the step's GPUs cannot be \
                  told apart"
             ),
+            WhyNoList::NoneFromR => f.write_str("R gives this Flux job no GPU on this node"),
             WhyNoList::NothingGiven { node: None } => f.write_str(
                 "this process inherited no GPU list, and in a Slurm job the node's other GPUs \
                  are not its own",
@@ -210,6 +213,12 @@ pub(crate) enum Listed {
         value: String,
         cuda: Option<String>,
     },
+    /// A Flux job ([`super::Given::Flux`]): the GPUs R gives it on this
+    /// node, which the Flux shell plugin hands over in
+    /// `CUDA_VISIBLE_DEVICES` (`value`), read as [`Listed::Inherited`] is.
+    /// Its indices keep the order the job has (no `CUDA_DEVICE_ORDER` is
+    /// added or said).
+    Flux { value: String },
     /// No srun step placed the process, it inherited no list and runs in
     /// no Slurm job: every GPU the node's kernel lists, in bus order.
     Kernel,
@@ -237,6 +246,7 @@ impl Listed {
             Listed::Slurm { cuda, .. } => Some(cuda),
             Listed::Nvml { exported } => exported.as_deref(),
             Listed::Inherited { cuda, .. } => cuda.as_deref(),
+            Listed::Flux { value } => Some(value),
             Listed::Kernel => None,
         }
     }
@@ -262,6 +272,7 @@ impl Listed {
         match self {
             Listed::Slurm { .. } => "slurm",
             Listed::Nvml { .. } => "nvml",
+            Listed::Flux { .. } => "flux",
             Listed::Inherited { .. } => "inherited",
             Listed::Kernel => "kernel",
         }

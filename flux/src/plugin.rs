@@ -133,10 +133,14 @@ fn control_on_path(config: &mut Config, shell: Shell) {
         .filter(|dir| dir.is_absolute())
         .map(|dir| control(&dir))
         .find(|file| file.is_file());
-    if let Some(found) = found {
-        config.mps.control = Some(found);
-        config.mps.control_named_by = "the job's PATH".to_string();
-    }
+    config.mps.control_named_by = match found {
+        Some(found) => {
+            config.mps.control = Some(found);
+            "the job's PATH".to_string()
+        }
+        // Said where none is found: what would name one.
+        None => "the site's mps_control=, or the job's PATH,".to_string(),
+    };
 }
 
 /// The request that binds, where the user also gave Flux's own

@@ -377,7 +377,8 @@ fn mps_serves_each_node_and_nothing_is_left_on_any_ending() {
          id=$(flux submit -N1 --tasks-per-node=2 --gpus-per-node=4 -o desi-gpu-map=contiguous,mps sh -c 'echo $CUDA_MPS_PIPE_DIRECTORY > raised-$FLUX_TASK_LOCAL_ID; sleep 300')\n\
          for i in $(seq 100); do [ -s raised-1 ] && break; sleep 0.1; done\n\
          echo \"PIPE $(cat raised-0)\"; flux job raise --type=test $id; flux job wait-event -t 60 $id clean >/dev/null; echo == raise $?\n\
-         for d in $(ls -d $BASE/desi-gpu-map-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-raise 0\n";
+         for d in $(ls -d $BASE/desi-gpu-map-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-raise 0\n\
+         FLUX=$(command -v flux); job nocontrol env PATH=/usr/bin:/bin $FLUX run -N1 --tasks-per-node=2 --gpus-per-node=4 -o desi-gpu-map=contiguous,mps sh -c \"$ROW\"\n";
     let jobs = in_flux_as(&scratch, Load::SiteConf(&site), &script, Some("nobody"));
     let rows = jobs.rows("normal");
     assert_eq!(rows.len(), 16, "{}", jobs.all);
@@ -412,6 +413,24 @@ fn mps_serves_each_node_and_nothing_is_left_on_any_ending() {
         raise.contains("PIPE /"),
         "the raised job ran under MPS: {raise}"
     );
+    // No control daemon where the site or the job's PATH names one: said
+    // once, in Flux's words; the job runs mapped, without MPS.
+    let said = jobs.said("nocontrol");
+    assert_eq!(jobs.get("nocontrol").0, 0, "{said}");
+    assert_eq!(
+        said.matches("; the site's mps_control=, or the job's PATH, names it; running without MPS")
+            .count(),
+        1,
+        "{said}"
+    );
+    assert_no_slurm_words("nocontrol", &said);
+    for row in jobs.rows("nocontrol") {
+        assert_eq!(
+            (row[4].as_str(), row[6].as_str()),
+            ("1", "unset"),
+            "{row:?}"
+        );
+    }
     for left in ["left-normal", "left-failed", "left-cancel", "left-raise"] {
         assert_eq!(jobs.said(left), "", "{left}: a daemon's directory is left");
     }

@@ -6,7 +6,7 @@ use super::control::{control, find_server, server_path};
 use super::daemon::Daemon;
 use super::dirs::{base_dir, check_base, check_socket, dir_name};
 use super::input::{MpsFacts, MpsInput, MpsNode};
-use super::no_mps::{NoMps, MAX_CLIENTS};
+use super::no_mps::{NoMps, Whose, MAX_CLIENTS};
 use super::serving::{InheritedMps, Mps, MPS_NAMES};
 use crate::env;
 use crate::files::hostname;
@@ -83,14 +83,15 @@ fn theirs(
     loud: bool,
 ) -> Mps {
     let mut why = format!(
-        "the MPS daemon at {}={} serves this step; no MPS daemon started",
+        "the MPS daemon at {}={} serves this {}; no MPS daemon started",
         env::MPS_PIPE,
-        quote(pipe)
+        quote(pipe),
+        input.whose.noun()
     );
     let gpus = match uuids(input, node) {
         Ok(gpus) => Some(gpus),
         Err(e) => {
-            why += &format!("; its tasks keep Slurm's indices: {e}");
+            why += &format!("; its tasks keep {} indices: {e}", input.whose.indices());
             None
         }
     };
@@ -114,7 +115,7 @@ fn serve(input: &MpsInput, inherited: &InheritedMps, node: &MpsNode) -> Result<M
     }
     let daemon = daemon(input, &facts, inherited, node)?;
     check_socket(&daemon, facts.kept)?;
-    check_base(&daemon.base, facts.uid, node)?;
+    check_base(&daemon.base, facts.uid, input.whose, node)?;
     Ok(Mps::Start(Box::new(Daemon {
         gpus: uuids(input, node)?,
         ..daemon
@@ -128,11 +129,21 @@ fn served_already(input: &MpsInput, inherited: &InheritedMps, node: &MpsNode) ->
     // A nested step inherits its parent task's share: the plugin's, not
     // Slurm's or the user's.
     if let Some(share) = (node.env)(env::MPS_SHARE).filter(|_| !inherited.ours) {
-        let why = format!(
-            "Slurm's gres/mps serves this step ({}={}); no MPS daemon started",
-            env::MPS_SHARE,
-            quote(&share)
-        );
+        let why = match input.whose {
+            Whose::Step => format!(
+                "Slurm's gres/mps serves this step ({}={}); no MPS daemon started",
+                env::MPS_SHARE,
+                quote(&share)
+            ),
+            // The job came with the variable: from the broker's Slurm step
+            // (gres/mps), or the user's.
+            Whose::FluxJob => format!(
+                "{}={} came with the job: an MPS daemon serves it already; no MPS daemon \
+                 started",
+                env::MPS_SHARE,
+                quote(&share)
+            ),
+        };
         return Some(Mps::Theirs {
             why,
             loud: input.asked,
@@ -204,5 +215,8 @@ fn uuids(input: &MpsInput, node: &MpsNode) -> Result<Vec<String>, NoMps> {
     let named = (node.places)()
         .map_err(|e| e.to_string())
         .and_then(|lines| nvml_uuids(&lines, input.gpus, input.step_gpus));
-    named.map_err(NoMps::NoUuids)
+    named.map_err(|why| NoMps::NoUuids {
+        why,
+        whose: input.whose,
+    })
 }

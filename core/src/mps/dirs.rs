@@ -3,7 +3,7 @@
 
 use super::daemon::Daemon;
 use super::input::MpsNode;
-use super::no_mps::NoMps;
+use super::no_mps::{NoMps, Whose};
 use crate::env;
 use crate::files::Stat;
 use crate::settings::config::MpsSettings;
@@ -86,7 +86,7 @@ pub(super) fn check_socket(daemon: &Daemon, kept: bool) -> Result<(), NoMps> {
 /// The base must be a folder of root's or the user's, and sticky where
 /// others may write in it: else another user could move the step's
 /// directory away and put their own in its place.
-pub(super) fn check_base(base: &Path, uid: u32, node: &MpsNode) -> Result<(), NoMps> {
+pub(super) fn check_base(base: &Path, uid: u32, whose: Whose, node: &MpsNode) -> Result<(), NoMps> {
     let Stat {
         uid: owner,
         mode,
@@ -108,6 +108,7 @@ pub(super) fn check_base(base: &Path, uid: u32, node: &MpsNode) -> Result<(), No
         return Err(NoMps::BaseOpen {
             base: base.to_path_buf(),
             mode,
+            whose,
         });
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! What MPS is decided from: the front end's facts, the mapped step's
 //! parts, and what it asks of the node.
 
+use super::no_mps::Whose;
 use crate::error::Error;
 use crate::files::Files;
 use crate::method::Method;
@@ -49,6 +50,8 @@ pub(crate) struct MpsInput<'a> {
     pub(crate) step: Option<&'a str>,
     /// `None`: the front end starts no daemons.
     pub(crate) facts: Option<MpsFacts>,
+    /// Whose daemon it is, as messages name it.
+    pub(crate) whose: Whose,
 }
 
 /// What MPS asks of the node: its environment, its files, and NVML's

@@ -38,7 +38,7 @@ mod tests;
 pub use client::even_share;
 pub use daemon::{Daemon, KEEPER_MARK};
 pub use input::MpsFacts;
-pub use no_mps::{NoMps, MAX_CLIENTS};
+pub use no_mps::{NoMps, Whose, MAX_CLIENTS};
 pub use serving::Mps;
 
 pub(crate) use client::{mps_line, mps_unset, mps_variables, tasks_per_gpu};

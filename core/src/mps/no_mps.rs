@@ -10,6 +10,34 @@ use std::path::PathBuf;
 /// Volta-and-later MPS serves at most this many clients per GPU.
 pub const MAX_CLIENTS: usize = 48;
 
+/// Whose daemon a message names: a Slurm step's (or a launch's), or a
+/// Flux job's, whose GPUs R gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Whose {
+    /// A step of Slurm's, or a launcher's launch.
+    Step,
+    /// A Flux job, planned by the Flux shell plugin.
+    FluxJob,
+}
+
+impl Whose {
+    /// What it is called: `step`, or `job`.
+    pub(crate) fn noun(self) -> &'static str {
+        match self {
+            Whose::Step => "step",
+            Whose::FluxJob => "job",
+        }
+    }
+
+    /// Whose GPU indices its tasks keep: Slurm's, or R's.
+    pub(crate) fn indices(self) -> &'static str {
+        match self {
+            Whose::Step => "Slurm's",
+            Whose::FluxJob => "R's",
+        }
+    }
+}
+
 /// Why no MPS daemon serves a step that asked for one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NoMps {
@@ -72,9 +100,16 @@ pub enum NoMps {
         base: PathBuf,
         /// Its mode bits.
         mode: u32,
+        /// Whose directory it would hold.
+        whose: Whose,
     },
     /// The step's GPUs could not be named by UUID: why.
-    NoUuids(String),
+    NoUuids {
+        /// Why.
+        why: String,
+        /// Whose GPUs.
+        whose: Whose,
+    },
     /// The front end could not start the daemon, or reach it: why.
     NotStarted(String),
     /// The task is in a container that does not see the daemon's pipe
@@ -146,17 +181,19 @@ impl fmt::Display for NoMps {
                  base of theirs or root's is needed {base_hint}",
                 base.display()
             ),
-            NoMps::BaseOpen { base, mode } => write!(
+            NoMps::BaseOpen { base, mode, whose } => write!(
                 f,
                 "the MPS base {} is writable by others without the sticky bit (mode \
-                 {mode:04o}), so another user could replace the step's directory; it needs \
+                 {mode:04o}), so another user could replace the {}'s directory; it needs \
                  mode 1777, as /tmp has, or no write for others",
-                base.display()
+                base.display(),
+                whose.noun()
             ),
-            NoMps::NoUuids(why) => write!(
+            NoMps::NoUuids { why, whose } => write!(
                 f,
-                "cannot name the step's GPUs by UUID ({why}); by index, the MPS daemon \
-                 could reach another job's GPUs wherever devices are not constrained"
+                "cannot name the {}'s GPUs by UUID ({why}); by index, the MPS daemon \
+                 could reach another job's GPUs wherever devices are not constrained",
+                whose.noun()
             ),
             NoMps::NotStarted(why) => write!(f, "{why}"),
             NoMps::NotInContainer { pipe, base } => write!(

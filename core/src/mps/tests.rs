@@ -74,6 +74,40 @@ fn plan_mps_files(
     (plan_step(&facts, &node), node.calls.get())
 }
 
+/// The four GPUs R gives a Flux job, as the Flux plugin hands them over
+/// for MPS: by UUID, where NVML names them.
+const FLUX_UUIDS: &str = "GPU-u0,GPU-u1,GPU-u2,GPU-u3";
+
+/// Plans Flux job 42 on this node (its GPUs from R, `cuda`, as the Flux
+/// plugin hands them over) with `-o desi-gpu-map=contiguous,mps`, and
+/// `pairs` in the job's environment, on a node whose files `change`
+/// changed.
+fn plan_flux_files(
+    cuda: &str,
+    pairs: &[(&str, &str)],
+    nvml: Result<Vec<String>, crate::Error>,
+    change: impl FnOnce(&mut FakeFiles),
+) -> StepPlan {
+    let config = Ok(parse_args(&["mps_control=/opt/nv/nvidia-cuda-mps-control"]).unwrap());
+    let request = Ok(parse_option_mps());
+    let mut env = vec![("CUDA_VISIBLE_DEVICES", cuda)];
+    env.extend_from_slice(pairs);
+    let mut node = FakeNode::new(&env, nvml);
+    change(&mut node.files);
+    let facts = StepFacts {
+        step: Ok(crate::step::StepIdentity::Launch {
+            tag: Some("flux-42".to_string()),
+            given: Some(crate::step::Given::Flux),
+        }),
+        config: Some(&config),
+        request: Some(&request),
+        method_variable: None,
+        vars: &node.vars(),
+        mps: Some(USER),
+    };
+    plan_step(&facts, &node)
+}
+
 fn mps_of(plan: &StepPlan) -> Mps {
     mapped(plan.clone()).mps
 }
@@ -492,6 +526,65 @@ fn a_name_taken_gives_another_random_name_in_the_same_base() {
     let dir = PathBuf::from("/tmp/desi-gpu-map-mps.1000.7.0.3.000000000000feed");
     assert_eq!((&other.dir(), &other.pipe()), (&dir, &dir.join("pipe")));
     assert_eq!(other.host.as_deref(), Some("n1"));
+}
+
+#[test]
+fn a_flux_jobs_daemon_is_named_the_jobs_in_what_is_said() {
+    // Served: the job's own daemon, its directory named by the job's tag.
+    // Where NVML could not name the GPUs for the plugin, the core asks it
+    // again, and says why not.
+    let plan = plan_flux_files(FLUX_UUIDS, &[], places(), |_| {});
+    let Mps::Start(d) = mps_of(&plan) else {
+        panic!("a daemon of the job's own: {plan:?}")
+    };
+    assert_eq!(d.gpus, ["GPU-u0", "GPU-u1", "GPU-u2", "GPU-u3"]);
+    assert!(
+        d.dir().display().to_string().contains(".flux-42."),
+        "{:?}",
+        d.dir()
+    );
+    let failed = Err(crate::Error::Discovery {
+        kind: NvmlFailure::Init,
+        why: "NVML: cannot initialise".to_string(),
+    });
+    let why = without(&plan_flux_files("0,1,2,3", &[], failed, |_| {}));
+    assert!(
+        why.starts_with("cannot name the job's GPUs by UUID (NVML: cannot initialise"),
+        "{why}"
+    );
+    let open = Stat {
+        uid: 0,
+        mode: 0o777,
+        is_dir: true,
+    };
+    let why = without(&plan_flux_files(FLUX_UUIDS, &[], places(), |f| {
+        f.stats.insert(PathBuf::from("/tmp"), open);
+    }));
+    assert!(
+        why.contains("so another user could replace the job's directory;"),
+        "{why}"
+    );
+    for (var, value, want) in [
+        (
+            env::MPS_SHARE,
+            "25",
+            "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=\"25\" came with the job: an MPS daemon \
+             serves it already; no MPS daemon started",
+        ),
+        (
+            env::MPS_PIPE,
+            "/site/mps",
+            "the MPS daemon at CUDA_MPS_PIPE_DIRECTORY=\"/site/mps\" serves this job; no MPS \
+             daemon started",
+        ),
+    ] {
+        let plan = plan_flux_files(FLUX_UUIDS, &[(var, value)], places(), |_| {});
+        let Mps::Theirs { why, .. } = mps_of(&plan) else {
+            panic!("{var}: another's daemon")
+        };
+        assert_eq!(why, want);
+        assert!(!why.contains("Slurm") && !why.contains("step"), "{why}");
+    }
 }
 
 #[test]

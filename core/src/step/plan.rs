@@ -16,7 +16,7 @@ use super::source::{from_nvml, from_slurm, other_lists, Listed, Missing, StepGpu
 use crate::env;
 use crate::error::Error;
 use crate::method::Method;
-use crate::mps::{InheritedMps, Mps, MpsFacts, MpsInput, MpsNode};
+use crate::mps::{InheritedMps, Mps, MpsFacts, MpsInput, MpsNode, Whose};
 use crate::runtime::{choose, Rendering, StepLists, Unbindable, Vendor};
 use crate::settings::config::{Config, NvmlSource};
 use crate::settings::option::{Choice, OptionRequest};
@@ -425,6 +425,10 @@ fn plan_mps(
         vendor: parts.written.rendering.vendor,
         step: parts.step.as_deref(),
         facts,
+        whose: match parts.written.step.listed {
+            Listed::Flux { .. } => Whose::FluxJob,
+            _ => Whose::Step,
+        },
     };
     let env = |name: &str| vars.var(name);
     let places = || node.nvml(NvmlAsk::Places, config);

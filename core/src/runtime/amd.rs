@@ -29,13 +29,19 @@ fn unbindable(step: &StepLists, user_lists: &[&str]) -> Option<Blocker> {
 }
 
 fn adjust(_: &mut Rendering, step: &StepLists, _: Option<&str>, notes: &mut Vec<String>) {
-    if step.list(env::ROCR).is_none() {
-        notes.push(format!(
+    match (step.list(env::ROCR), step.flux) {
+        (Some(_), _) => {}
+        (None, false) => notes.push(format!(
             "{} not set by Slurm: {} and {} carry the GPU itself",
             env::ROCR,
             env::CUDA,
             env::GPU_ORDINAL
-        ));
+        )),
+        (None, true) => notes.push(format!(
+            "{} not set: R's GPUs come to this Flux job in {}, which carries the GPU itself",
+            env::ROCR,
+            env::CUDA
+        )),
     }
 }
 

@@ -18,6 +18,8 @@ pub(super) const RULES: Rules = Rules {
 fn unbindable(step: &StepLists, _: &[&str]) -> Option<Blocker> {
     if !step.from_slurm {
         Some(Unbindable::NvmlUuids)
+    } else if step.list(env::ZE).is_none() && step.flux {
+        Some(Unbindable::NoZeListFlux)
     } else if step.list(env::ZE).is_none() {
         Some(Unbindable::NoZeList)
     } else {

@@ -108,6 +108,9 @@ pub(crate) enum Unbindable {
     NvmlUuids(Chosen),
     /// Slurm set no `ZE_AFFINITY_MASK`, the one list Level Zero reads.
     NoZeList(Chosen),
+    /// A Flux job: the Flux plugin has R's GPUs in `CUDA_VISIBLE_DEVICES`
+    /// only, and Level Zero reads `ZE_AFFINITY_MASK` alone.
+    NoZeListFlux(Chosen),
     /// The user's `ROCR_VISIBLE_DEVICES`, which ROCm applies before the
     /// index lists, would stay under them.
     UsersRocr(Chosen),
@@ -129,6 +132,13 @@ impl fmt::Display for Unbindable {
             Unbindable::NoZeList(c) => write!(
                 f,
                 "Slurm set no {} for this step, the one list Level Zero reads ({})",
+                env::ZE,
+                c.why
+            ),
+            Unbindable::NoZeListFlux(c) => write!(
+                f,
+                "R's GPUs come to this Flux job in {} only, and Level Zero reads {} alone ({})",
+                env::CUDA,
                 env::ZE,
                 c.why
             ),
@@ -156,6 +166,8 @@ pub(crate) struct StepLists<'a> {
     pub(crate) gpus: &'a [String],
     /// `gpus` is Slurm's `CUDA_VISIBLE_DEVICES` (not NVML's list).
     pub(crate) from_slurm: bool,
+    /// `gpus` are R's, a Flux job's, in `CUDA_VISIBLE_DEVICES` alone.
+    pub(crate) flux: bool,
     pub(crate) others: &'a [(&'static str, Vec<String>)],
 }
 
@@ -170,8 +182,15 @@ impl<'a> StepLists<'a> {
         StepLists {
             gpus,
             from_slurm,
+            flux: false,
             others,
         }
+    }
+
+    /// The lists of a Flux job: R's GPUs in `CUDA_VISIBLE_DEVICES`.
+    pub(crate) fn of_flux(mut self, flux: bool) -> Self {
+        self.flux = flux;
+        self
     }
 
     pub(crate) fn list(&self, name: &str) -> Option<&[String]> {

@@ -317,6 +317,37 @@ mod tests {
             assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("0"));
             assert_eq!(get(&out, "CUDA_DEVICE_ORDER"), None);
         }
+        // A vendor the site's conf names, as the conf names it.
+        let fixed = parse_args(&["vendor=nvidia"]).unwrap();
+        let (p, _) = launched(&job, Given::Flux, &fixed, Ok(vec![]));
+        assert_eq!(
+            mapped(p).notes,
+            ["GPU lists written for nvidia runtimes (vendor = \"nvidia\" in the plugin's conf)"]
+        );
+        // AMD: R's list carries the GPU, said as Flux's. Intel: Level Zero
+        // reads no list the job has, said so.
+        let amd = parse_args(&["vendor=amd"]).unwrap();
+        let (p, _) = launched(&job[..1], Given::Flux, &amd, Ok(vec![]));
+        let map = mapped(p);
+        assert!(
+            map.notes.contains(
+                &"ROCR_VISIBLE_DEVICES not set: R's GPUs come to this Flux job in \
+                  CUDA_VISIBLE_DEVICES, which carries the GPU itself"
+                    .to_string()
+            ),
+            "{:?}",
+            map.notes
+        );
+        let out = map_task(&map, &task(1, 6, Some("0,1,2,3")));
+        assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("0"));
+        let intel = parse_args(&["vendor=intel"]).unwrap();
+        let (p, _) = launched(&job[..1], Given::Flux, &intel, Ok(vec![]));
+        assert_eq!(
+            aside(p).to_string(),
+            "R's GPUs come to this Flux job in CUDA_VISIBLE_DEVICES only, and Level Zero reads \
+             ZE_AFFINITY_MASK alone (vendor = \"intel\" in the plugin's conf); tasks left \
+             unchanged"
+        );
         // A launcher's rank keeps its words.
         let (p, _) = launched(&job, Given::InJob, &config, Ok(vec![]));
         let map = mapped(p);

@@ -161,7 +161,8 @@ pub(crate) fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, 
 
 /// [`variables`], with the step's MPS as this task can use it.
 fn variables_with(map: &StepMap, mps: &Mps, assignment: &Assignment) -> Vec<(String, String)> {
-    let lists = StepLists::new(map.task_tokens(), map.listed.is_runtimes(), &map.others);
+    let lists = StepLists::new(map.task_tokens(), map.listed.is_runtimes(), &map.others)
+        .of_flux(map.listed.is_flux());
     let mut set = render(&map.rendering, &lists, &assignment.share);
     set.extend(mps_variables(mps, assignment.position()));
     set.push((env::METHOD.to_string(), map.method_used().to_string()));

@@ -17,7 +17,7 @@ use crate::env;
 use crate::error::Error;
 use crate::method::Method;
 use crate::mps::{InheritedMps, Mps, MpsFacts, MpsInput, MpsNode, Whose};
-use crate::runtime::{choose, Rendering, StepLists, Unbindable, Vendor};
+use crate::runtime::{choose, Rendering, StepLists, Unbindable, Vendor, VendorSetting};
 use crate::settings::config::{Config, NvmlSource};
 use crate::settings::option::{Choice, OptionRequest};
 use crate::settings::site::{request_from_variable, taken_from_variable};
@@ -328,9 +328,15 @@ fn written(
     // A Flux job's list names the broker's GPUs as R gives them: the
     // plugin leaves CUDA_DEVICE_ORDER as the job has it, and says nothing
     // of Slurm's indices.
-    let flux = matches!(step.listed, Listed::Flux { .. });
+    let flux = step.listed.is_flux();
     let order = vars.device_order.clone().filter(|_| !flux);
-    let chosen = choose(config.vendor, node.files(), Path::new("/"));
+    let mut chosen = choose(config.vendor, node.files(), Path::new("/"));
+    if let (true, VendorSetting::Fixed(vendor)) = (flux, config.vendor) {
+        chosen.why = format!(
+            "vendor = {} in the plugin's conf",
+            quote(crate::names::Named::name(vendor))
+        );
+    }
     let carrier = chosen.vendor.carrier();
     // The kernel's listing of a node's AMD or Intel GPUs: their runtime's
     // own list carries each rank's GPU.
@@ -340,7 +346,7 @@ fn written(
     let mut rendering = Rendering::plan(
         &chosen,
         config.visible,
-        &StepLists::new(&step.gpus, step.listed.is_runtimes(), &others),
+        &StepLists::new(&step.gpus, step.listed.is_runtimes(), &others).of_flux(flux),
         &lists.users,
         order.as_deref(),
         &mut notes,

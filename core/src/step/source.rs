@@ -231,6 +231,11 @@ impl Listed {
         matches!(self, Listed::Slurm { .. })
     }
 
+    /// R's GPUs, a Flux job's.
+    pub(crate) fn is_flux(&self) -> bool {
+        matches!(self, Listed::Flux { .. })
+    }
+
     /// The list names GPUs as the node's runtimes read them (Slurm's, one
     /// inherited, or the kernel's), not as NVML's UUIDs: lists beside it
     /// that read the same are narrowed with it.

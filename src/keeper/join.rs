@@ -296,7 +296,10 @@ fn keepers_bases(keeper: &KeeperAddr) -> Vec<(PathBuf, Vec<u64>)> {
         .filter_map(|words| KeeperOpts::read_back(&words))
         .filter(|other| other.stem == keeper.name());
     for other in others {
-        let at = match bases.iter().position(|(b, _)| *b == other.base) {
+        let at = match bases
+            .iter()
+            .position(|(b, _)| b.as_os_str() == other.base.as_os_str())
+        {
             Some(at) => at,
             None => {
                 bases.push((other.base, Vec::new()));

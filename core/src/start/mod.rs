@@ -32,7 +32,7 @@ mod why;
 
 pub use crate::step::TaskIds;
 pub use ended::keeper_to_tell;
-pub use facts::{not_passed, Asked, TaskFacts};
+pub use facts::{not_passed, request, TaskFacts, DEFAULT_METHOD};
 pub use mapping::Mapping;
 pub use verdict::{Start, Verdict};
 pub use why::{NoMethod, NotPassed, OuterLaunch, WhyRefused, WhyUnchanged};
@@ -62,7 +62,7 @@ pub fn decide(facts: &TaskFacts, node: &dyn Node) -> Start {
         }
     };
     let outer =
-        (facts.asked.verbose && !ignored.is_empty()).then_some(OuterLaunch { names: ignored });
+        (facts.wanted().verbose && !ignored.is_empty()).then_some(OuterLaunch { names: ignored });
     let verdict = match launch {
         Some(launch) => place::for_launch(facts, node, &launch),
         None => place::for_slurm(facts, node),

@@ -37,7 +37,11 @@ demo: build nvidia
 
 # Everything CI runs: style, lints, unit and property tests, then the
 # integration suite against a real local Slurm cluster.
-test: check unit package-test flux-test cluster-test
+# flux-core builds in the background (niced) beside the lints and unit tests;
+# the Flux suites wait for it (tests/flux/build.sh --start).
+test: deps nvidia
+	bash tests/flux/build.sh --start
+	$(MAKE) check unit package-test flux-test cluster-test
 
 check: deps
 	$(CARGO) fmt --all -- --check

@@ -543,3 +543,25 @@ pub fn error_line(e: &clap::Error) -> String {
         _ => first.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Cli, Command};
+    use clap::Parser;
+
+    /// NVML's deadline is 10 s for show and exec unless `--nvml-timeout`
+    /// (or exec's variable) says otherwise; tests/show.rs times a hung
+    /// NVML against a deadline given.
+    #[test]
+    fn nvmls_deadline_is_ten_seconds_unless_given() {
+        let timeout = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(Command::Show(show)) => show.devices.nvml_timeout,
+            Ok(Command::Exec(exec)) => exec.devices.nvml_timeout,
+            other => panic!("{args:?}: {other:?}"),
+        };
+        assert_eq!(timeout(&["desi-gpu-map", "show"]), 10);
+        assert_eq!(timeout(&["desi-gpu-map", "exec", "--", "true"]), 10);
+        let given = ["desi-gpu-map", "show", "--nvml-timeout", "3"];
+        assert_eq!(timeout(&given), 3);
+    }
+}

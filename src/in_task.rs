@@ -13,7 +13,7 @@ use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::launch::watched;
 use desi_gpu_map_core::mps::Daemon;
 use desi_gpu_map_core::settings::config::{Config, MpsSettings};
-use desi_gpu_map_core::start::{decide, Asked, Mapping, Start, TaskFacts};
+use desi_gpu_map_core::start::{decide, request, Mapping, Start, TaskFacts, DEFAULT_METHOD};
 use desi_gpu_map_core::step::{carry_out, FrontEnd, Node, NvmlAsk, Snapshot};
 use desi_gpu_map_host::failure::Failure;
 use desi_gpu_map_host::files::HostFiles;
@@ -30,9 +30,9 @@ use std::sync::OnceLock;
 /// `args` cannot be read.
 pub fn decided(args: &ExecArgs) -> Result<Start, String> {
     let vars = snapshot();
-    let asked = Asked::read(args.method, vars.method.as_deref(), args.verbose);
+    let request = request(args.method, vars.method.as_deref());
     let facts = TaskFacts {
-        asked: asked.map_err(|e| e.to_string())?,
+        request: request.map_err(|e| e.to_string())?,
         vars,
         allow_outside: args.allow_outside_slurm,
         config: config(args),
@@ -45,10 +45,12 @@ pub fn decided(args: &ExecArgs) -> Result<Start, String> {
     Ok(decide(&facts, &PROCESS))
 }
 
-/// The plugin's settings that exec takes as options (clap checked each);
-/// the rest are the plugin's defaults.
+/// The plugin's settings that exec takes as options (clap checked each),
+/// and exec's own default method; the rest are the plugin's defaults.
 fn config(args: &ExecArgs) -> Config {
     Config {
+        default: DEFAULT_METHOD,
+        verbose: args.verbose,
         visible: args.visible,
         vendor: args.devices.vendor,
         nvml: args.devices.nvml.clone(),

@@ -116,8 +116,8 @@ pub fn epilog() -> ExitCode {
     };
     let settings = crate::in_task::mps_settings(&args);
     let uid = rustix::process::getuid().as_raw();
-    if let Some(daemon) = keeper_to_tell(uid, &settings, &crate::in_task::snapshot()) {
-        let _ = keeper::task_ended(&daemon, Instant::now() + EPILOG_WAIT);
+    if let Some(keeper) = keeper_to_tell(uid, &settings, &crate::in_task::snapshot()) {
+        let _ = keeper::task_ended(&keeper, Instant::now() + EPILOG_WAIT);
     }
     ExitCode::SUCCESS
 }

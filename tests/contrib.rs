@@ -504,10 +504,11 @@ fn each_patchs_tests_fail_without_its_change() {
 /// What `tests/contrib/write_scripts.py` prints from `scratch`'s tree: the
 /// scripts the generator writes (perlmutter-gpu and -cpu; tilenight, arc,
 /// flat with nightlybias, science, prestdstar), in a production folder of
-/// `redux` (the same path for every tree compared, emptied first).
-fn scripts(scratch: &Scratch, redux: &Path) -> String {
-    let _ = std::fs::remove_dir_all(redux);
-    std::fs::create_dir_all(redux).expect("make redux/");
+/// `scratch`'s own `redux`, named `$DESI_SPECTRO_REDUX` in the text so that
+/// trees written side by side compare.
+fn scripts(scratch: &Scratch) -> String {
+    let redux = scratch.path().join("redux");
+    std::fs::create_dir_all(&redux).expect("make redux/");
     let tree = scratch.path().join("tree");
     let tmp = scratch.path().join("tmp");
     let path = format!("{}:{}", tree.join("py").display(), branch_deps().display());
@@ -524,7 +525,7 @@ fn scripts(scratch: &Scratch, redux: &Path) -> String {
             .env("PYTHONPATH", path)
             .env("PYTHONNOUSERSITE", "1")
             .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("DESI_SPECTRO_REDUX", redux)
+            .env("DESI_SPECTRO_REDUX", &redux)
             .env("SPECPROD", "test")
             .env("DESI_LOGLEVEL", "WARNING"),
         "tests/contrib/write_scripts.py",
@@ -535,7 +536,7 @@ fn scripts(scratch: &Scratch, redux: &Path) -> String {
         10,
         "not 10 scripts:\n{said}"
     );
-    said
+    said.replace(&redux.display().to_string(), "$DESI_SPECTRO_REDUX")
 }
 
 /// Sets perlmutter-gpu's `gpu_wrapper` in `scratch`'s batch_config.yaml
@@ -561,27 +562,34 @@ fn set_gpu_wrapper(scratch: &Scratch, value: Option<&str>) {
 /// after MPICH_GPU_SUPPORT_ENABLED, and nothing else changes.
 #[test]
 fn scripts_without_the_key_are_todays_byte_for_byte() {
-    let redux_dir = Scratch::new("redux");
-    let redux = redux_dir.path().join("redux");
-    let today = scripts(&branch_tree(), &redux);
+    // Four trees, written side by side: the branch, and the patched branch
+    // with 0002's key, without it, and with desi-gpu-map.
+    let written = |patched: bool, key: Option<Option<&str>>| {
+        let tree = branch_tree();
+        if patched {
+            am(&tree, &[GPU_PATCH, BATCH_PATCH]);
+        }
+        if let Some(value) = key {
+            set_gpu_wrapper(&tree, value);
+        }
+        scripts(&tree)
+    };
+    let [today, shipped, no_key, mapped] = std::thread::scope(|s| {
+        [
+            s.spawn(|| written(false, None)),
+            s.spawn(|| written(true, None)),
+            s.spawn(|| written(true, Some(None))),
+            s.spawn(|| written(true, Some(Some("desi-gpu-map")))),
+        ]
+        .map(|t| t.join().expect("a tree's scripts"))
+    });
     assert_eq!(
         today.matches(" desi_mps_wrapper desi_proc").count(),
         2 * 4,
         "{today}"
     );
-    let tree = branch_tree();
-    am(&tree, &[GPU_PATCH, BATCH_PATCH]);
-    assert_eq!(
-        scripts(&tree, &redux),
-        today,
-        "gpu_wrapper: desi_mps_wrapper"
-    );
-    set_gpu_wrapper(&tree, None);
-    assert_eq!(scripts(&tree, &redux), today, "no gpu_wrapper");
-    let tree = branch_tree();
-    am(&tree, &[GPU_PATCH, BATCH_PATCH]);
-    set_gpu_wrapper(&tree, Some("desi-gpu-map"));
-    let mapped = scripts(&tree, &redux);
+    assert_eq!(shipped, today, "gpu_wrapper: desi_mps_wrapper");
+    assert_eq!(no_key, today, "no gpu_wrapper");
     let want = today
         .replace(
             " desi_mps_wrapper desi_proc",

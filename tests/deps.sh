@@ -49,6 +49,10 @@ command -v mksquashfs >/dev/null || need+=(squashfs-tools)
 command -v zstd >/dev/null || need+=(zstd)
 command -v squashfuse >/dev/null || need+=(squashfuse)
 command -v fuse-overlayfs >/dev/null || need+=(fuse-overlayfs)
+# tests/flux/build.sh: flux-core's build packages (tests/flux/packages).
+for pkg in $(grep -v '^#' "$(dirname "$0")/flux/packages"); do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "deps.sh: missing ${need[*]}; install them as root (apt-get install ${need[*]})" >&2

@@ -460,15 +460,23 @@ fn plan_refuses_rotate_lists_past_the_bound() {
         "{err}"
     );
     assert!(err.contains("limit of 16777216 GPUs listed"), "{err}");
-    // One node of them is within it.
-    let out = run(&[
-        "plan",
-        "--ntasks-per-node",
-        "16384",
-        "--gpus",
-        "1024",
-        "--visible",
-        "rotate",
-    ]);
-    assert!(out.status.success(), "{out:?}");
+    // One node of them is within it: it prints rows (the first three are
+    // read, then the pipe is closed: the whole table is 16777216 GPUs).
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_desi-gpu-map"))
+        .args(["plan", "--ntasks-per-node", "16384", "--gpus", "1024"])
+        .args(["--visible", "rotate"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rows = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let first: Vec<String> = rows.take(3).map(Result::unwrap).collect();
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(first[0], "method contiguous visible rotate", "{first:?}");
+    assert!(
+        first[2].starts_with("     0     0   0/16384        0  0,1,2,"),
+        "{first:?}"
+    );
+    assert!(out.stderr.is_empty(), "{out:?}");
 }

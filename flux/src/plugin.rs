@@ -61,10 +61,7 @@ pub fn shell_init(plugin: Plugin) -> Result<(), String> {
     }
     let facts = job_facts(shell.info().as_deref(), shell.rank_info().as_deref())?;
     let asked = who_wins(shell, asked, &config, facts.shell_rank);
-    let would_map = match asked {
-        Some(OptionRequest::Use { choice, .. }) => choice.unwrap_or(config.default) != Choice::Off,
-        _ => config.default != Choice::Off,
-    };
+    let would_map = resolve(asked, &config).choice != Choice::Off;
     let broker = std::env::var(env::CUDA).ok();
     let broker_step = std::env::var(env::STEP_GPUS).ok();
     let gpus = match job_gpus(

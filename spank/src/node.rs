@@ -47,11 +47,6 @@ pub fn plan(
     request: Option<&Result<OptionRequest, Error>>,
 ) -> StepPlan {
     let vars = snapshot(spank);
-    // Bytes that are not UTF-8 read as U+FFFD, a bad value.
-    let method_variable = match request {
-        Some(_) => None,
-        None => vars.method.as_deref(),
-    };
     let facts = StepFacts {
         step: spank
             .job_stepid()
@@ -59,7 +54,9 @@ pub fn plan(
             .map_err(|e| e.to_string()),
         config,
         request,
-        method_variable,
+        // Bytes that are not UTF-8 read as U+FFFD, a bad value; the core
+        // reads it only where no option was given.
+        method_variable: vars.method.as_deref(),
         vars: &vars,
         mps: mps_facts(spank),
     };

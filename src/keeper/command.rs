@@ -2,8 +2,8 @@
 //! ([`KeeperOpts`]), and the task that starts the keeper writes it from
 //! the same struct ([`KeeperOpts::words`]).
 
-use clap::Args;
-use desi_gpu_map_core::mps::Daemon;
+use clap::{Args, FromArgMatches};
+use desi_gpu_map_core::mps::{Daemon, KeeperAddr};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -53,14 +53,15 @@ pub struct KeeperOpts {
 }
 
 impl KeeperOpts {
-    /// The keeper a task starts for the daemon it planned; `unnamed` where
-    /// another user holds the socket's name.
-    pub fn planned(daemon: &Daemon, stepd: Option<u32>, unnamed: bool) -> KeeperOpts {
+    /// The keeper a task starts for the daemon it planned, at `addr`;
+    /// `unnamed` where another user holds the socket's name.
+    pub fn planned(addr: &KeeperAddr, stepd: Option<u32>, unnamed: bool) -> KeeperOpts {
+        let daemon = addr.daemon();
         KeeperOpts {
             control: daemon.control.clone(),
             path: daemon.path.clone(),
             base: daemon.base.clone(),
-            stem: daemon.stem.clone(),
+            stem: addr.name().to_string(),
             token: daemon.token,
             gpus: daemon.gpus.clone(),
             timeout_ms: u64::try_from(daemon.timeout.as_millis()).unwrap_or(u64::MAX),
@@ -70,6 +71,23 @@ impl KeeperOpts {
             sweep: false,
             unnamed,
         }
+    }
+
+    /// Another keeper's options, read back from its command line (`words`,
+    /// as `/proc/PID/cmdline` holds them: the program, then
+    /// [`KEEPER_COMMAND`] and the options [`KeeperOpts::words`] wrote) by
+    /// the same declaration clap parses in the keeper; `None` where the
+    /// words are no keeper's.
+    pub fn read_back(words: &[String]) -> Option<KeeperOpts> {
+        // The kernel ends the command line with a NUL: no word follows it.
+        let words = match words.split_last() {
+            Some((last, rest)) if last.is_empty() => rest,
+            _ => words,
+        };
+        let at = words.iter().position(|word| word == KEEPER_COMMAND)?;
+        let command = KeeperOpts::augment_args(clap::Command::new(KEEPER_COMMAND));
+        let matches = command.try_get_matches_from(words.get(at..)?).ok()?;
+        KeeperOpts::from_arg_matches(&matches).ok()
     }
 
     /// The daemon the task planned, run as this process's user.
@@ -92,9 +110,9 @@ impl KeeperOpts {
         }
     }
 
-    /// The subcommand and its options, as the program's arguments. `--base`
-    /// and `--stem` are words of their own, each followed by its value:
-    /// tasks read them so from other keepers' command lines (`join`).
+    /// The subcommand and its options, as the program's arguments: what
+    /// tasks read back from other keepers' command lines
+    /// ([`KeeperOpts::read_back`], for `join`).
     pub fn words(&self) -> Vec<OsString> {
         let mut words: Vec<OsString> = vec![
             KEEPER_COMMAND.into(),
@@ -196,8 +214,64 @@ mod tests {
             sweep: false,
             ..sample()
         };
-        let daemon = started.daemon();
-        assert_eq!(KeeperOpts::planned(&daemon, Some(11), true), started);
+        // The task's plan, its stem not yet marked as a keeper's.
+        let planned = Daemon {
+            stem: "S".into(),
+            ..started.daemon()
+        };
+        let addr = KeeperAddr::of(&planned);
+        let opts = KeeperOpts::planned(&addr, Some(11), true);
+        assert_eq!(
+            opts,
+            KeeperOpts {
+                stem: "S.keeper".into(),
+                ..started
+            }
+        );
+        assert_eq!(opts.daemon(), *addr.daemon());
+    }
+
+    #[test]
+    fn another_keepers_line_reads_back_through_the_same_declaration() {
+        let written = KeeperOpts {
+            base: "/tmp/base dir".into(),
+            ..sample()
+        };
+        // As /proc/PID/cmdline holds it: the program first, a NUL last.
+        let cmdline = |opts: &KeeperOpts| -> Vec<String> {
+            std::iter::once("/usr/bin/desi-gpu-map".to_string())
+                .chain(
+                    opts.words()
+                        .iter()
+                        .map(|w| w.to_string_lossy().into_owned()),
+                )
+                .chain([String::new()])
+                .collect()
+        };
+        assert_eq!(KeeperOpts::read_back(&cmdline(&written)), Some(written));
+        let plain = KeeperOpts {
+            stepd: None,
+            serve: false,
+            sweep: false,
+            unnamed: false,
+            ..sample()
+        };
+        assert_eq!(KeeperOpts::read_back(&cmdline(&plain)), Some(plain.clone()));
+        // No keeper's: another program, or a keeper's words cut short.
+        let words = |line: &[&str]| line.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        assert_eq!(KeeperOpts::read_back(&words(&["sleep", "100", ""])), None);
+        assert_eq!(
+            KeeperOpts::read_back(&words(&[
+                "x",
+                KEEPER_COMMAND,
+                "--stem",
+                "S",
+                "--base",
+                "/b"
+            ])),
+            None
+        );
+        assert_eq!(KeeperOpts::read_back(&[]), None);
     }
 
     #[test]

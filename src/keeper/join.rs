@@ -3,10 +3,10 @@
 //! user holds that name, in the keeper's own directory; and take its
 //! answer.
 
-use super::command::{KeeperOpts, KEEPER_COMMAND};
-use super::meet::{Answer, Ended, Request, SOCKET};
+use super::command::KeeperOpts;
+use super::meet::{Answer, Ended, Request};
 use super::reach::{self, Unreached};
-use desi_gpu_map_core::mps::Daemon;
+use desi_gpu_map_core::mps::{Daemon, KeeperAddr};
 use desi_gpu_map_core::text::quote;
 use desi_gpu_map_host::failure::Failure;
 use desi_gpu_map_host::process::{command_lines_of, this_program};
@@ -51,11 +51,11 @@ pub fn join(planned: &Daemon, stepd: Option<u32>, local_id: usize) -> Result<Dae
     if let Some(why) = ends_with_its_namespace() {
         return Err(Failure::new(why));
     }
-    let daemon = planned.kept();
-    let deadline = Instant::now() + daemon.timeout + ANSWER_MARGIN;
-    match by_name(&daemon, stepd, deadline) {
+    let keeper = KeeperAddr::of(planned);
+    let deadline = Instant::now() + keeper.daemon().timeout + ANSWER_MARGIN;
+    match by_name(&keeper, stepd, deadline) {
         Met::Answered(answer) => answer,
-        Met::Taken(who) => by_directory(&daemon, stepd, local_id == 0, deadline, &who),
+        Met::Taken(who) => by_directory(&keeper, stepd, local_id == 0, deadline, &who),
     }
 }
 
@@ -89,8 +89,8 @@ enum Met {
 }
 
 /// Meets the keeper at its abstract name, starting it where no task did.
-fn by_name(daemon: &Daemon, stepd: Option<u32>, deadline: Instant) -> Met {
-    let (name, addr) = match names(daemon) {
+fn by_name(keeper: &KeeperAddr, stepd: Option<u32>, deadline: Instant) -> Met {
+    let (name, addr) = match names(keeper) {
         Ok(names) => names,
         Err(why) => return Met::Answered(Err(why)),
     };
@@ -98,7 +98,7 @@ fn by_name(daemon: &Daemon, stepd: Option<u32>, deadline: Instant) -> Met {
     let mut restarts = 0;
     loop {
         match reach::connect(&addr, Instant::now() + SQUAT_GRACE) {
-            Ok(stream) => match theirs_or_answer(stream, daemon, deadline) {
+            Ok(stream) => match theirs_or_answer(stream, keeper, deadline) {
                 // Its listener is gone with it: the next connect is
                 // refused, and this task (or another) starts a keeper.
                 Met::Answered(Err(why))
@@ -115,12 +115,12 @@ fn by_name(daemon: &Daemon, stepd: Option<u32>, deadline: Instant) -> Met {
                 return Met::Taken(format!(
                     "a socket whose queue stayed full for {} ms holds the name @{}",
                     waited.as_millis(),
-                    daemon.stem
+                    keeper.name()
                 ))
             }
             Err(Unreached::Failed(e)) => {
                 let why = Failure::os(
-                    format_args!("cannot reach the MPS keeper @{}", daemon.stem),
+                    format_args!("cannot reach the MPS keeper @{}", keeper.name()),
                     e,
                 );
                 return Met::Answered(Err(why));
@@ -131,7 +131,7 @@ fn by_name(daemon: &Daemon, stepd: Option<u32>, deadline: Instant) -> Met {
         // the name, whose keeper answers the next connect.
         match UnixListener::bind_addr(&name) {
             Ok(listener) => {
-                if let Err(why) = start_keeper(Some(listener), daemon, stepd) {
+                if let Err(why) = start_keeper(Some(listener), keeper, stepd) {
                     return Met::Answered(Err(why));
                 }
                 bound_since = None;
@@ -140,48 +140,48 @@ fn by_name(daemon: &Daemon, stepd: Option<u32>, deadline: Instant) -> Met {
                 if bound_since.get_or_insert_with(Instant::now).elapsed() > SQUAT_GRACE {
                     return Met::Taken(format!(
                         "a socket that takes no connection holds the name @{}",
-                        daemon.stem
+                        keeper.name()
                     ));
                 }
                 std::thread::sleep(POLL);
             }
             Err(e) => {
                 let why = Failure::os(
-                    format_args!("cannot start the MPS keeper @{}", daemon.stem),
+                    format_args!("cannot start the MPS keeper @{}", keeper.name()),
                     e,
                 );
                 return Met::Answered(Err(why));
             }
         }
         if Instant::now() >= deadline {
-            return Met::Answered(Err(no_answer(daemon)));
+            return Met::Answered(Err(no_answer(keeper)));
         }
     }
 }
 
 /// The keeper's abstract name, to bind and to connect to.
-fn names(daemon: &Daemon) -> Result<(SocketAddr, SocketAddrUnix), Failure> {
-    let stem = daemon.stem.as_bytes();
-    SocketAddr::from_abstract_name(stem)
-        .and_then(|name| Ok((name, SocketAddrUnix::new_abstract_name(stem)?)))
+fn names(keeper: &KeeperAddr) -> Result<(SocketAddr, SocketAddrUnix), Failure> {
+    let name = keeper.name().as_bytes();
+    SocketAddr::from_abstract_name(name)
+        .and_then(|bound| Ok((bound, SocketAddrUnix::new_abstract_name(name)?)))
         .map_err(|e| {
             Failure::os(
-                format_args!("cannot name the MPS keeper's socket @{}", daemon.stem),
+                format_args!("cannot name the MPS keeper's socket @{}", keeper.name()),
                 e,
             )
         })
 }
 
 /// The keeper's answer where the job's user holds the name; else who does.
-fn theirs_or_answer(stream: UnixStream, daemon: &Daemon, deadline: Instant) -> Met {
+fn theirs_or_answer(stream: UnixStream, keeper: &KeeperAddr, deadline: Instant) -> Met {
     match peer(&stream) {
         Ok((uid, _)) if uid == rustix::process::getuid().as_raw() => {
-            Met::Answered(answer(stream, daemon, deadline))
+            Met::Answered(answer(stream, keeper, deadline))
         }
         Ok((uid, pid)) => Met::Taken(format!(
             "another user's process (uid {uid}, {}) holds the name @{}",
             pid_text(pid),
-            daemon.stem
+            keeper.name()
         )),
         Err(why) => Met::Answered(Err(why)),
     }
@@ -206,21 +206,22 @@ fn pid_text(pid: Option<u32>) -> String {
 /// `first` (the node's local task 0) starts it. Only a directory of the
 /// job's user's, mode 0700, is ever entered, and only its keeper's socket.
 fn by_directory(
-    daemon: &Daemon,
+    keeper: &KeeperAddr,
     stepd: Option<u32>,
     first: bool,
     deadline: Instant,
     who: &str,
 ) -> Result<Daemon, Failure> {
     let mut started = false;
+    let daemon = keeper.daemon();
     loop {
-        if let Some(stream) = in_directory(daemon, deadline) {
+        if let Some(stream) = in_directory(keeper, deadline) {
             return stream
-                .and_then(|stream| answer(stream, daemon, deadline))
+                .and_then(|stream| answer(stream, keeper, deadline))
                 .map_err(|why| why.then(format_args!(" ({who})")));
         }
         if first && !started {
-            start_keeper(None, daemon, stepd).map_err(|why| why.then(format_args!(" ({who})")))?;
+            start_keeper(None, keeper, stepd).map_err(|why| why.then(format_args!(" ({who})")))?;
             started = true;
         }
         if Instant::now() >= deadline {
@@ -240,11 +241,11 @@ fn by_directory(
 /// then; None where no keeper listens in any. In each base, the directory
 /// a keeper of the step was started to make is looked at first, by its
 /// name; then the base is read, within [`SCAN_BOUND`].
-fn in_directory(daemon: &Daemon, deadline: Instant) -> Option<Result<UnixStream, Failure>> {
-    for (base, tokens) in keepers_bases(daemon) {
+fn in_directory(keeper: &KeeperAddr, deadline: Instant) -> Option<Result<UnixStream, Failure>> {
+    for (base, tokens) in keepers_bases(keeper) {
         let here = Daemon {
             base,
-            ..daemon.clone()
+            ..keeper.daemon().clone()
         };
         let named = tokens
             .iter()
@@ -255,7 +256,7 @@ fn in_directory(daemon: &Daemon, deadline: Instant) -> Option<Result<UnixStream,
                 return Some(reached);
             }
         }
-        for dir in keepers_dirs(&here, deadline) {
+        for dir in keepers_dirs(keeper, &here.base, deadline) {
             if let Some(reached) = keeper_in(&dir, deadline) {
                 return Some(reached);
             }
@@ -268,7 +269,7 @@ fn in_directory(daemon: &Daemon, deadline: Instant) -> Option<Result<UnixStream,
 /// `deadline`; an error where its queue stays full until then; None where
 /// no keeper listens there.
 fn keeper_in(dir: &Path, deadline: Instant) -> Option<Result<UnixStream, Failure>> {
-    let socket = dir.join(SOCKET);
+    let socket = KeeperAddr::socket_in(dir);
     let addr = SocketAddrUnix::new(&socket).ok()?;
     match reach::connect(&addr, deadline) {
         Ok(stream) => Some(Ok(stream)),
@@ -283,50 +284,43 @@ fn keeper_in(dir: &Path, deadline: Instant) -> Option<Result<UnixStream, Failure
 
 /// Where the step's keeper may have made its directory: this task's base,
 /// and the base of each keeper of this step that runs as the job's user
-/// (its command line says; another task's `TMPDIR` may differ), each with
-/// the tokens such keepers were started with: a keeper's directory has
-/// that name unless another's was there first.
-fn keepers_bases(daemon: &Daemon) -> Vec<(PathBuf, Vec<u64>)> {
-    let mut bases: Vec<(PathBuf, Vec<u64>)> = vec![(daemon.base.clone(), Vec::new())];
+/// (its command line says, read back through [`KeeperOpts`]; another
+/// task's `TMPDIR` may differ), each with the tokens such keepers were
+/// started with: a keeper's directory has that name unless another's was
+/// there first.
+fn keepers_bases(keeper: &KeeperAddr) -> Vec<(PathBuf, Vec<u64>)> {
+    let mut bases: Vec<(PathBuf, Vec<u64>)> = vec![(keeper.daemon().base.clone(), Vec::new())];
     let uid = rustix::process::getuid().as_raw();
-    for args in command_lines_of(uid) {
-        let value = |flag: &str| {
-            let at = args.iter().position(|a| a == flag)?;
-            args.get(at + 1)
-        };
-        let keeper = args.iter().any(|a| a == KEEPER_COMMAND);
-        let (true, Some(stem), Some(base)) = (keeper, value("--stem"), value("--base")) else {
-            continue;
-        };
-        if *stem != daemon.stem {
-            continue;
-        }
-        let token = value("--token").and_then(|t| t.parse::<u64>().ok());
+    let others = command_lines_of(uid)
+        .into_iter()
+        .filter_map(|words| KeeperOpts::read_back(&words))
+        .filter(|other| other.stem == keeper.name());
+    for other in others {
         let at = match bases
             .iter()
-            .position(|(b, _)| b.as_os_str() == base.as_str())
+            .position(|(b, _)| b.as_os_str() == other.base.as_os_str())
         {
             Some(at) => at,
             None => {
-                bases.push((PathBuf::from(base), Vec::new()));
+                bases.push((other.base, Vec::new()));
                 bases.len() - 1
             }
         };
-        if let (Some(token), Some((_, tokens))) = (token, bases.get_mut(at)) {
-            tokens.push(token);
+        if let Some((_, tokens)) = bases.get_mut(at) {
+            tokens.push(other.token);
         }
     }
     bases
 }
 
-/// The job's user's keeper directories of this step in the daemon's
-/// base: named `STEM.TOKEN`, not links, mode 0700; as many as the base
-/// yields within [`SCAN_BOUND`] (and `deadline`), however many entries
-/// others put beside them.
-fn keepers_dirs(daemon: &Daemon, deadline: Instant) -> Vec<PathBuf> {
+/// The job's user's keeper directories of this step in `base`: named
+/// `STEM.TOKEN`, not links, mode 0700; as many as the base yields within
+/// [`SCAN_BOUND`] (and `deadline`), however many entries others put
+/// beside them.
+fn keepers_dirs(keeper: &KeeperAddr, base: &Path, deadline: Instant) -> Vec<PathBuf> {
     let until = deadline.min(Instant::now() + SCAN_BOUND);
-    let prefix = format!("{}.", daemon.stem);
-    let Ok(entries) = std::fs::read_dir(&daemon.base) else {
+    let prefix = format!("{}.", keeper.name());
+    let Ok(entries) = std::fs::read_dir(base) else {
         return Vec::new();
     };
     let mut dirs = Vec::new();
@@ -360,28 +354,28 @@ fn private(dir: &Path) -> bool {
 
 /// The keeper's answer to this task: it must be the job's user's, and the
 /// directory it names this user's private one.
-fn answer(stream: UnixStream, daemon: &Daemon, deadline: Instant) -> Result<Daemon, Failure> {
+fn answer(stream: UnixStream, keeper: &KeeperAddr, deadline: Instant) -> Result<Daemon, Failure> {
     let uid = rustix::process::getuid().as_raw();
     let (peer_uid, pid) = peer(&stream)?;
     if peer_uid != uid {
         return Err(Failure::new(format!(
             "the MPS keeper's socket @{} is held by uid {peer_uid} ({}), not by the job's user",
-            daemon.stem,
+            keeper.name(),
             pid_text(pid)
         )));
     }
     let line = ask(stream, Request::Join, deadline).map_err(|e| {
         Failure::os(
-            format_args!("no answer from the MPS keeper @{}", daemon.stem),
+            format_args!("no answer from the MPS keeper @{}", keeper.name()),
             e,
         )
     })?;
     match Answer::parse(line.trim_end()) {
-        Some(Answer::Ok { token, base }) => served(daemon, token, base),
+        Some(Answer::Ok { token, base }) => served(keeper, token, base),
         Some(Answer::No(why)) => Err(Failure::new(why)),
         None => Err(Failure::new(format!(
             "the MPS keeper @{} answered {}",
-            daemon.stem,
+            keeper.name(),
             quote(line.trim_end())
         ))),
     }
@@ -415,22 +409,21 @@ fn ended_unanswered(why: &Failure) -> bool {
     why.os_error().is_some_and(closed_unanswered)
 }
 
-/// A task of the step ended (its task epilog tells): the keeper of
-/// `daemon`'s step, if one runs, is told; where the task was the node's
+/// A task of the step ended (its task epilog tells): the step's keeper
+/// at `keeper`, if one runs, is told; where the task was the node's
 /// last, this waits until `deadline` for the keeper to stop the daemon
 /// and remove its directory. No keeper: [`Ended::Done`].
-pub fn task_ended(daemon: &Daemon, deadline: Instant) -> Result<Ended, Failure> {
-    let daemon = daemon.kept();
+pub fn task_ended(keeper: &KeeperAddr, deadline: Instant) -> Result<Ended, Failure> {
     // The name first, where the job's user holds it and it takes the
     // connection soon; else the keeper's directory.
-    let named = names(&daemon).ok().and_then(|(_, addr)| {
+    let named = names(keeper).ok().and_then(|(_, addr)| {
         let stream = reach::connect(&addr, deadline.min(Instant::now() + SQUAT_GRACE)).ok()?;
         let (uid, _) = peer(&stream).ok()?;
         (uid == rustix::process::getuid().as_raw()).then_some(stream)
     });
     let stream = match named {
         Some(stream) => stream,
-        None => match in_directory(&daemon, deadline) {
+        None => match in_directory(keeper, deadline) {
             Some(stream) => stream?,
             None => return Ok(Ended::Done),
         },
@@ -439,7 +432,7 @@ pub fn task_ended(daemon: &Daemon, deadline: Instant) -> Result<Ended, Failure> 
     if uid != rustix::process::getuid().as_raw() {
         return Err(Failure::new(format!(
             "the MPS keeper's socket for @{} is held by uid {uid} ({}), not by the job's user",
-            daemon.stem,
+            keeper.name(),
             pid_text(pid)
         )));
     }
@@ -447,24 +440,24 @@ pub fn task_ended(daemon: &Daemon, deadline: Instant) -> Result<Ended, Failure> 
         Ok(line) => Ended::parse(line.trim_end()).ok_or_else(|| {
             Failure::new(format!(
                 "the MPS keeper @{} answered {}",
-                daemon.stem,
+                keeper.name(),
                 quote(line.trim_end())
             ))
         }),
         // The keeper closed its sockets: it has ended.
         Err(e) if closed_unanswered(&e) => Ok(Ended::Done),
         Err(e) => Err(Failure::os(
-            format_args!("no answer from the MPS keeper @{}", daemon.stem),
+            format_args!("no answer from the MPS keeper @{}", keeper.name()),
             e,
         )),
     }
 }
 
 /// The daemon in the directory the keeper named, which must be there.
-fn served(daemon: &Daemon, token: u64, base: PathBuf) -> Result<Daemon, Failure> {
+fn served(keeper: &KeeperAddr, token: u64, base: PathBuf) -> Result<Daemon, Failure> {
     let served = Daemon {
         base,
-        ..daemon.with_token(token)
+        ..keeper.daemon().with_token(token)
     };
     match private(&served.dir()) && served.pipe().is_dir() {
         true => Ok(served),
@@ -476,11 +469,11 @@ fn served(daemon: &Daemon, token: u64, base: PathBuf) -> Result<Daemon, Failure>
     }
 }
 
-fn no_answer(daemon: &Daemon) -> Failure {
+fn no_answer(keeper: &KeeperAddr) -> Failure {
     Failure::new(format!(
         "no MPS keeper answered at @{} within {} s",
-        daemon.stem,
-        (daemon.timeout + ANSWER_MARGIN).as_secs()
+        keeper.name(),
+        (keeper.daemon().timeout + ANSWER_MARGIN).as_secs()
     ))
 }
 
@@ -489,10 +482,10 @@ fn no_answer(daemon: &Daemon) -> Failure {
 /// processes, which starts the second detached and exits at once.
 fn start_keeper(
     listener: Option<UnixListener>,
-    daemon: &Daemon,
+    keeper: &KeeperAddr,
     stepd: Option<u32>,
 ) -> Result<(), Failure> {
-    let opts = KeeperOpts::planned(daemon, stepd, listener.is_none());
+    let opts = KeeperOpts::planned(keeper, stepd, listener.is_none());
     let stdin = match listener {
         Some(listener) => Stdio::from(OwnedFd::from(listener)),
         None => Stdio::null(),
@@ -519,43 +512,47 @@ mod tests {
     use super::*;
     use std::process::Command;
 
-    /// A base of this test's own, emptied, and a keeper's daemon of step
-    /// 1.2.3 on node 0 in it.
-    fn keepers_base(name: &str) -> (std::path::PathBuf, Daemon) {
+    /// A base of this test's own, emptied, and the keeper of step 1.2.3
+    /// on node 0 in it.
+    fn keepers_base(name: &str) -> (std::path::PathBuf, KeeperAddr) {
         let base = std::env::temp_dir().join(format!("dgm-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(&base).unwrap();
-        let daemon = Daemon {
+        let keeper = KeeperAddr::of(&Daemon {
             base: base.clone(),
-            stem: format!(
+            stem: "desi-gpu-map-mps.1.2.3.0".to_string(),
+            ..Daemon::default()
+        });
+        assert_eq!(
+            keeper.name(),
+            format!(
                 "desi-gpu-map-mps.1.2.3.0.{}",
                 desi_gpu_map_core::mps::KEEPER_MARK
-            ),
-            ..Daemon::default()
-        };
-        (base, daemon)
+            )
+        );
+        (base, keeper)
     }
 
     #[test]
     fn only_the_users_private_directories_of_the_step_are_looked_in() {
-        let (base, daemon) = keepers_base("join");
+        let (base, keeper) = keepers_base("join");
         let make = |name: &str, mode: u32| {
             let dir = base.join(name);
             std::fs::create_dir(&dir).unwrap();
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
             dir
         };
-        let ours = make(&format!("{}.00000000000000ab", daemon.stem), 0o700);
-        make(&format!("{}.00000000000000cd", daemon.stem), 0o755);
-        make(&format!("{}.not-a-token", daemon.stem), 0o700);
+        let ours = make(&format!("{}.00000000000000ab", keeper.name()), 0o700);
+        make(&format!("{}.00000000000000cd", keeper.name()), 0o755);
+        make(&format!("{}.not-a-token", keeper.name()), 0o700);
         make("desi-gpu-map-mps.1.2.4.0.keeper.00000000000000ab", 0o700);
         std::os::unix::fs::symlink(
             &ours,
-            base.join(format!("{}.0000000000000001", daemon.stem)),
+            base.join(format!("{}.0000000000000001", keeper.name())),
         )
         .unwrap();
         assert_eq!(
-            keepers_dirs(&daemon, Instant::now() + Duration::from_secs(5)),
+            keepers_dirs(&keeper, &base, Instant::now() + Duration::from_secs(5)),
             vec![ours.clone()]
         );
         std::fs::remove_dir_all(&base).unwrap();
@@ -570,9 +567,9 @@ mod tests {
 
     #[test]
     fn a_keepers_directory_is_found_however_many_entries_come_before_it() {
-        let (base, daemon) = keepers_base("crowd");
+        let (base, keeper) = keepers_base("crowd");
         let make = |token: u64| {
-            let dir = daemon.with_token(token).dir();
+            let dir = keeper.daemon().with_token(token).dir();
             std::fs::create_dir(&dir).unwrap();
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
             dir
@@ -601,7 +598,7 @@ mod tests {
             "no name of the keeper's came after 4096 others"
         );
         let started = Instant::now();
-        let found = keepers_dirs(&daemon, Instant::now() + Duration::from_secs(5));
+        let found = keepers_dirs(&keeper, &base, Instant::now() + Duration::from_secs(5));
         assert_eq!(found, vec![ours]);
         assert!(started.elapsed() < SCAN_BOUND, "{:?}", started.elapsed());
         std::fs::remove_dir_all(&base).unwrap();
@@ -714,11 +711,11 @@ time.sleep(300)
     }
 
     /// What [`by_name`] says, as text.
-    fn met(daemon: &Daemon) -> (String, Duration) {
-        let daemon = daemon.clone();
+    fn met(keeper: &KeeperAddr) -> (String, Duration) {
+        let keeper = keeper.clone();
         within(10, move || {
-            let deadline = Instant::now() + daemon.timeout + ANSWER_MARGIN;
-            match by_name(&daemon, None, deadline) {
+            let deadline = Instant::now() + keeper.daemon().timeout + ANSWER_MARGIN;
+            match by_name(&keeper, None, deadline) {
                 Met::Taken(who) => format!("taken: {who}"),
                 Met::Answered(answer) => format!("answered: {answer:?}"),
             }
@@ -728,25 +725,25 @@ time.sleep(300)
     #[test]
     fn a_name_that_takes_no_connection_is_taken_within_the_grace() {
         // The job's user's own listener whose queue stays full.
-        let daemon = unique_step().kept();
-        let (_, addr) = names(&daemon).unwrap();
+        let keeper = KeeperAddr::of(&unique_step());
+        let (_, addr) = names(&keeper).unwrap();
         let held = full(&addr);
-        let (said, took) = met(&daemon);
+        let (said, took) = met(&keeper);
         assert!(
             said.starts_with("taken: a socket whose queue stayed full"),
             "{said}"
         );
         assert!(took < Duration::from_secs(3), "{took:?}");
         drop(held);
-        std::fs::remove_dir_all(&daemon.base).unwrap();
+        std::fs::remove_dir_all(&keeper.daemon().base).unwrap();
         if !root() {
             return;
         }
         // Another user's: its queue filled, or not.
         for fill in [true, false] {
-            let daemon = unique_step().kept();
-            let squatter = Squatter::new(&daemon.stem, if fill { 0 } else { 4 }, fill);
-            let (said, took) = met(&daemon);
+            let keeper = KeeperAddr::of(&unique_step());
+            let squatter = Squatter::new(keeper.name(), if fill { 0 } else { 4 }, fill);
+            let (said, took) = met(&keeper);
             let who = match fill {
                 true => "taken: a socket whose queue stayed full",
                 false => "taken: another user's process (uid 65534",
@@ -754,18 +751,18 @@ time.sleep(300)
             assert!(said.starts_with(who), "{said}");
             assert!(took < Duration::from_secs(3), "{took:?}");
             drop(squatter);
-            std::fs::remove_dir_all(&daemon.base).unwrap();
+            std::fs::remove_dir_all(&keeper.daemon().base).unwrap();
         }
     }
 
-    /// A keeper's directory of `daemon`'s step in its base, and a keeper
+    /// A directory of the keeper at `keeper` in its base, and a keeper
     /// there that answers one `ended` with `done` (until 10 s): what it
     /// was asked.
-    fn keeper_in_directory(daemon: &Daemon) -> std::thread::JoinHandle<String> {
-        let dir = daemon.kept().with_token(0xab).dir();
+    fn keeper_in_directory(keeper: &KeeperAddr) -> std::thread::JoinHandle<String> {
+        let dir = keeper.daemon().with_token(0xab).dir();
         std::fs::create_dir(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let listener = UnixListener::bind(dir.join(SOCKET)).unwrap();
+        let listener = UnixListener::bind(KeeperAddr::socket_in(&dir)).unwrap();
         listener.set_nonblocking(true).unwrap();
         std::thread::spawn(move || {
             let until = Instant::now() + Duration::from_secs(10);
@@ -794,13 +791,13 @@ time.sleep(300)
         };
         for squat in squats {
             let daemon = unique_step();
-            let kept = daemon.kept();
+            let kept = KeeperAddr::of(&daemon);
             let (_, addr) = names(&kept).unwrap();
             let own = squat.is_none().then(|| full(&addr));
             let theirs =
-                squat.map(|fill| Squatter::new(&kept.stem, if fill { 0 } else { 4 }, fill));
-            let keeper = keeper_in_directory(&daemon);
-            let told = daemon.clone();
+                squat.map(|fill| Squatter::new(kept.name(), if fill { 0 } else { 4 }, fill));
+            let keeper = keeper_in_directory(&kept);
+            let told = kept.clone();
             let (ended, took) = within(10, move || {
                 task_ended(&told, Instant::now() + Duration::from_millis(4500))
             });
@@ -819,12 +816,12 @@ time.sleep(300)
     #[test]
     fn a_keepers_directory_socket_that_stays_full_is_named_at_the_deadline() {
         let daemon = unique_step();
-        let dir = daemon.kept().with_token(0xcd).dir();
+        let dir = KeeperAddr::of(&daemon).daemon().with_token(0xcd).dir();
         std::fs::create_dir(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let socket = dir.join(SOCKET);
+        let socket = KeeperAddr::socket_in(&dir);
         let held = full(&SocketAddrUnix::new(&socket).unwrap());
-        let joining = daemon.kept();
+        let joining = KeeperAddr::of(&daemon);
         let (joined, took) = within(10, move || {
             let deadline = Instant::now() + Duration::from_millis(300);
             by_directory(&joining, None, false, deadline, "squatted").map_err(|e| e.to_string())
@@ -839,7 +836,7 @@ time.sleep(300)
             "{why}"
         );
         assert!(took < Duration::from_secs(3), "{took:?}");
-        let told = daemon.clone();
+        let told = KeeperAddr::of(&daemon);
         let (ended, took) = within(10, move || {
             task_ended(&told, Instant::now() + Duration::from_millis(300))
                 .map_err(|e| e.to_string())

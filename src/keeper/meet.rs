@@ -2,9 +2,6 @@
 
 use std::path::PathBuf;
 
-/// The keeper's socket inside its directory.
-pub(super) const SOCKET: &str = "keeper.sock";
-
 /// The longest request line a client sends, newline included.
 pub(super) const MAX_REQUEST: u64 = 16;
 

@@ -19,7 +19,8 @@
 //!   what is left of the step, so with an epilog the end is deterministic,
 //!   even under proctrack/cgroup on a busy node (`task_ended`).
 //! - That name can be foreseen, and another user may hold it first. So
-//!   the keeper also listens on a socket inside its directory ([`meet::SOCKET`]),
+//!   the keeper also listens on a socket inside its directory
+//!   ([`desi_gpu_map_core::mps::KeeperAddr::socket_in`]),
 //!   which only the job's user can reach (mode 0700) and no one else can
 //!   make: where another user holds the name, the node's local task 0
 //!   starts the keeper without it, and every task finds the keeper by its
@@ -52,7 +53,7 @@
 //! - Under proctrack/cgroup Slurm kills what is left of a step about
 //!   0.3 ms after its last task exits, and on a busy node that can come
 //!   before the keeper has removed the directory. A keeper's directory is
-//!   named as one ([`desi_gpu_map_core::mps::Daemon::kept`]) from the moment it is
+//!   named as one ([`desi_gpu_map_core::mps::KeeperAddr`]) from the moment it is
 //!   made, and every keeper first removes the user's keeper directories in
 //!   its base whose keeper is gone (`sweep`): what one step leaves, the
 //!   user's next `exec METHOD,mps` on that node removes. Processes are

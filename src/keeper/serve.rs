@@ -2,10 +2,10 @@
 //! tasks, and ends the daemon after the last of them.
 
 use super::command::KeeperOpts;
-use super::meet::{Answer, Ended, Request, MAX_REQUEST, SOCKET};
+use super::meet::{Answer, Ended, Request, MAX_REQUEST};
 use super::sweep::sweep;
 use super::tally::Tally;
-use desi_gpu_map_core::mps::Daemon;
+use desi_gpu_map_core::mps::{Daemon, KeeperAddr};
 use desi_gpu_map_host::failure::Failure;
 use desi_gpu_map_host::mps::daemon;
 use desi_gpu_map_host::process::{
@@ -65,7 +65,7 @@ pub fn run(args: &KeeperOpts) -> ExitCode {
     let own = made
         .as_ref()
         .ok()
-        .and_then(|m| UnixListener::bind(m.dir().join(SOCKET)).ok());
+        .and_then(|m| UnixListener::bind(KeeperAddr::socket_in(&m.dir())).ok());
     let started = made.and_then(|made| daemon::start_in(made, &Tied));
     let reply = match &started {
         Ok(running) => Answer::Ok {

@@ -1,13 +1,17 @@
 //! One control daemon for one step on one node ([`Daemon`]): its
-//! directory from base, stem and token.
+//! directory from base, stem and token; and where exec's keeper of one is
+//! met ([`KeeperAddr`]).
 
 use crate::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The word before the random part of the name of a directory that exec's
-/// keeper made ([`Daemon::kept`]).
+/// keeper made ([`KeeperAddr::of`]).
 pub const KEEPER_MARK: &str = "keeper";
+
+/// The keeper's socket inside its directory.
+const KEEPER_SOCKET: &str = "keeper.sock";
 
 /// One control daemon for one step on one node.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -72,17 +76,6 @@ impl Daemon {
         self.dir().join("log")
     }
 
-    /// The same daemon as exec's keeper keeps it: its directory (and its
-    /// keeper's socket) named as a keeper's, [`KEEPER_MARK`] before the
-    /// random part, so that what a killed keeper left is known by its
-    /// name alone.
-    pub fn kept(&self) -> Daemon {
-        Daemon {
-            stem: format!("{}.{KEEPER_MARK}", self.stem),
-            ..self.clone()
-        }
-    }
-
     /// The same daemon in a directory named with another `token`: what
     /// the front end makes where the name was taken.
     pub fn with_token(&self, token: u64) -> Daemon {
@@ -90,5 +83,72 @@ impl Daemon {
             token,
             ..self.clone()
         }
+    }
+}
+
+/// Where exec's keeper of a step's daemon is met, built once from the
+/// daemon a task planned (or its task epilog named) and taken by every
+/// call that meets it: its abstract socket's name, and its socket inside
+/// each directory it may have made. The keeper keeps the daemon in a
+/// directory named as a keeper's, [`KEEPER_MARK`] before the random part,
+/// so that what a killed keeper left is known by its name alone; the
+/// abstract name is that directory's stem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeeperAddr {
+    /// The daemon as the keeper keeps it: its stem marked.
+    kept: Daemon,
+}
+
+impl KeeperAddr {
+    /// The address of the keeper of `daemon` (as planned, its stem
+    /// unmarked).
+    pub fn of(daemon: &Daemon) -> KeeperAddr {
+        KeeperAddr {
+            kept: Daemon {
+                stem: format!("{}.{KEEPER_MARK}", daemon.stem),
+                ..daemon.clone()
+            },
+        }
+    }
+
+    /// The keeper's abstract socket's name (`@NAME` in messages): its
+    /// directory's stem.
+    pub fn name(&self) -> &str {
+        &self.kept.stem
+    }
+
+    /// The daemon as the keeper keeps it, in the directory the task
+    /// planned (its base and token).
+    pub fn daemon(&self) -> &Daemon {
+        &self.kept
+    }
+
+    /// The keeper's socket inside its directory `dir`.
+    pub fn socket_in(dir: &Path) -> PathBuf {
+        dir.join(KEEPER_SOCKET)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_keepers_address_is_its_marked_stem_and_its_socket_in_its_directory() {
+        let daemon = Daemon {
+            base: PathBuf::from("/tmp"),
+            stem: "desi-gpu-map-mps.1000.7.0.0".to_string(),
+            token: 0xab,
+            ..Daemon::default()
+        };
+        let addr = KeeperAddr::of(&daemon);
+        assert_eq!(addr.name(), "desi-gpu-map-mps.1000.7.0.0.keeper");
+        let dir = addr.daemon().dir();
+        assert_eq!(
+            dir,
+            Path::new("/tmp/desi-gpu-map-mps.1000.7.0.0.keeper.00000000000000ab")
+        );
+        assert_eq!(KeeperAddr::socket_in(&dir), dir.join("keeper.sock"));
+        assert_eq!(addr.daemon().base, daemon.base);
     }
 }

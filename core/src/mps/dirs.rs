@@ -1,7 +1,7 @@
 //! The step's private MPS directory: its name, the base it is made in,
 //! and the checks that keep other users from taking or moving it.
 
-use super::daemon::Daemon;
+use super::daemon::{Daemon, KeeperAddr};
 use super::input::MpsNode;
 use super::no_mps::{NoMps, Whose};
 use crate::env;
@@ -72,8 +72,11 @@ pub(crate) fn named_daemon(
 /// The daemon's sockets must fit in a socket's path, under the name its
 /// directory gets: exec's keeper (`kept`) marks its directory's.
 pub(super) fn check_socket(daemon: &Daemon, kept: bool) -> Result<(), NoMps> {
-    let dir = if kept { daemon.kept() } else { daemon.clone() };
-    let socket = dir.pipe().join(LONGEST_SOCKET);
+    let pipe = match kept {
+        true => KeeperAddr::of(daemon).daemon().pipe(),
+        false => daemon.pipe(),
+    };
+    let socket = pipe.join(LONGEST_SOCKET);
     if socket.as_os_str().len() > MAX_SOCKET_PATH {
         return Err(NoMps::SocketTooLong {
             socket,

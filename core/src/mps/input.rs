@@ -25,7 +25,7 @@ pub struct MpsFacts {
     /// (which draws another where the name is taken).
     pub token: u64,
     /// The daemon is kept by exec's keeper, whose directory's name carries
-    /// the keeper's mark ([`super::Daemon::kept`]); the plugin's and the
+    /// the keeper's mark ([`super::KeeperAddr`]); the plugin's and the
     /// Flux plugin's do not.
     pub kept: bool,
 }

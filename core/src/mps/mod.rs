@@ -7,6 +7,7 @@
 //! - `input`: what it is decided from;
 //! - `serving`: how the step is served ([`Mps`]);
 //! - `daemon`: one daemon, its directory named from base, stem and token;
+//!   where exec's keeper of one is met ([`KeeperAddr`]);
 //! - `no_mps`: why a step runs without MPS ([`NoMps`]);
 //! - `decide`: serve or not, and why;
 //! - `control`: where the control daemon and its server are;
@@ -36,7 +37,7 @@ mod serving;
 mod tests;
 
 pub use client::even_share;
-pub use daemon::{Daemon, KEEPER_MARK};
+pub use daemon::{Daemon, KeeperAddr, KEEPER_MARK};
 pub use input::MpsFacts;
 pub use no_mps::{NoMps, Whose, MAX_CLIENTS};
 pub use serving::Mps;

@@ -95,7 +95,15 @@ fn modifier_prefix(modifier: Modifier) -> String {
     format!("{},", modifier.name())
 }
 
-/// What the user asked for with `--desi-gpu-map`.
+/// What the user asked for, parsed once, by [`parse_option`] (or
+/// [`exec_request`]), from whichever front end's spelling:
+/// `--desi-gpu-map` or its environment form (the plugin),
+/// `DESI_GPU_MAP_METHOD` (the plugin, where the site's default would ask;
+/// exec and the task prolog), exec's `--method`, Flux's `-o desi-gpu-map`.
+/// The one type of the user's request that every front end passes to the
+/// core ([`crate::step::StepFacts::request`],
+/// [`crate::start::TaskFacts::request`]), which resolves it once, over
+/// the site's settings, to the step's answer ([`crate::step::resolve`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OptionRequest {
     /// Print the usage and exit 0.

@@ -3,16 +3,16 @@
 
 use super::facts::in_step;
 use crate::env;
-use crate::mps::{named_daemon, Daemon};
+use crate::mps::{named_daemon, KeeperAddr};
 use crate::settings::config::MpsSettings;
 use crate::step::{parse_step_id, step_tag, Snapshot};
 
-/// The daemon whose keeper the epilog of a task of an srun step tells
-/// that the task ended (`uid`: the job's user; `settings`: the MPS
-/// options, for the directory's base); `None` where the task was no
-/// task of an srun step, or its step or node cannot be read: then no
-/// keeper of its can run.
-pub fn keeper_to_tell(uid: u32, settings: &MpsSettings, vars: &Snapshot) -> Option<Daemon> {
+/// The keeper that the epilog of a task of an srun step tells that the
+/// task ended, by its address (`uid`: the job's user; `settings`: the MPS
+/// options, for the directory's base), built as the task's own was;
+/// `None` where the task was no task of an srun step, or its step or node
+/// cannot be read: then no keeper of its can run.
+pub fn keeper_to_tell(uid: u32, settings: &MpsSettings, vars: &Snapshot) -> Option<KeeperAddr> {
     if !in_step(vars) {
         return None;
     }
@@ -20,7 +20,9 @@ pub fn keeper_to_tell(uid: u32, settings: &MpsSettings, vars: &Snapshot) -> Opti
     let tag = step_tag(vars, step_id)?;
     let node_id = vars.var(env::NODE_ID)?.trim().parse().ok()?;
     let env = |name: &str| vars.var(name);
-    Some(named_daemon(uid, &tag, node_id, settings, &env))
+    Some(KeeperAddr::of(&named_daemon(
+        uid, &tag, node_id, settings, &env,
+    )))
 }
 
 #[cfg(test)]
@@ -42,14 +44,14 @@ mod tests {
             (env::TMPDIR, "/local/job23"),
         ]);
         let d = keeper_to_tell(3901, &MpsSettings::default(), &n).unwrap();
-        assert_eq!(d.stem, "desi-gpu-map-mps.3901.23.4.1");
-        assert_eq!(d.base, Path::new("/local/job23"));
+        assert_eq!(d.name(), "desi-gpu-map-mps.3901.23.4.1.keeper");
+        assert_eq!(d.daemon().base, Path::new("/local/job23"));
         let site = MpsSettings {
             dir: Some("/var/mps".into()),
             ..MpsSettings::default()
         };
         assert_eq!(
-            keeper_to_tell(3901, &site, &n).unwrap().base,
+            keeper_to_tell(3901, &site, &n).unwrap().daemon().base,
             Path::new("/var/mps")
         );
     }

@@ -1,6 +1,6 @@
 //! What a front end running as the task gathers ([`TaskFacts`]), what
-//! the user asked it for ([`Asked`]), and what the task's environment says
-//! of its step.
+//! the user asked it for ([`request`]), and what the task's environment
+//! says of its step.
 
 use super::why::{NoMethod, NotPassed};
 use crate::env;
@@ -8,51 +8,39 @@ use crate::launch::Ancestry;
 use crate::method::Method;
 use crate::settings::config::Config;
 use crate::settings::option::{exec_request, Choice, OptionRequest};
-use crate::step::{parse_step_id, special_step_name, Snapshot};
+use crate::step::{parse_step_id, resolve, special_step_name, Resolved, Snapshot};
 
-/// What the user asked the front end for: the method, and the modifiers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Asked {
-    pub(crate) choice: Choice,
-    pub(crate) verbose: bool,
-    pub(crate) mps: bool,
-}
+/// The method a task is mapped with where neither the front end's own
+/// option nor the method variable names one: the `default=` of exec and
+/// the task prolog ([`Config::default`] in their [`TaskFacts::config`]),
+/// as the site's is the plugin's.
+pub const DEFAULT_METHOD: Choice = Choice::Map(Method::Contiguous);
 
-impl Asked {
-    /// What the user asked: the front end's own option (`option`: exec's
-    /// `--method`, already checked), else the method variable's value
-    /// (`variable`: `DESI_GPU_MAP_METHOD`, read as `--method` is), else
-    /// `contiguous`; verbose where the request or the front end's own flag
-    /// (`verbose`) says so. `help` names no method to map with.
-    pub fn read(
-        option: Option<OptionRequest>,
-        variable: Option<&str>,
-        verbose: bool,
-    ) -> Result<Asked, NoMethod> {
-        let request = match (option, variable) {
-            (Some(request), _) => request,
-            (None, Some(value)) => exec_request(value).map_err(|why| NoMethod::BadVariable {
-                value: value.to_string(),
-                why: Box::new(why),
-            })?,
-            (None, None) => OptionRequest::Use {
-                choice: None,
-                verbose: false,
-                mps: false,
-            },
-        };
-        match request {
-            OptionRequest::Use {
-                choice,
-                verbose: said,
-                mps,
-            } => Ok(Asked {
-                choice: choice.unwrap_or(Choice::Map(Method::Contiguous)),
-                verbose: said || verbose,
-                mps,
-            }),
-            OptionRequest::Help => Err(NoMethod::Help),
-        }
+/// What the user asked a front end that runs as the task: its own option
+/// (`option`: exec's `--method`, already parsed by
+/// [`exec_request`]), else the method variable's value (`variable`:
+/// `DESI_GPU_MAP_METHOD`, parsed as `--method` is), else nothing asked
+/// beside the front end's settings (its [`DEFAULT_METHOD`], its
+/// `--verbose`). `help` names no method to map with.
+pub fn request(
+    option: Option<OptionRequest>,
+    variable: Option<&str>,
+) -> Result<OptionRequest, NoMethod> {
+    let request = match (option, variable) {
+        (Some(request), _) => request,
+        (None, Some(value)) => exec_request(value).map_err(|why| NoMethod::BadVariable {
+            value: value.to_string(),
+            why: Box::new(why),
+        })?,
+        (None, None) => OptionRequest::Use {
+            choice: None,
+            verbose: false,
+            mps: false,
+        },
+    };
+    match request {
+        OptionRequest::Help => Err(NoMethod::Help),
+        request => Ok(request),
     }
 }
 
@@ -64,11 +52,12 @@ impl Asked {
 pub struct TaskFacts<'a> {
     /// The task's variables, read once by the front end.
     pub vars: Snapshot,
-    /// What the user asked for (`--method` or its variable).
-    pub asked: Asked,
+    /// What the user asked for (`--method` or its variable, [`request`]).
+    pub request: OptionRequest,
     /// Map outside any Slurm job too (exec's `--allow-outside-slurm`).
     pub allow_outside: bool,
-    /// The settings the step is planned with (exec's options).
+    /// The settings the step is planned with (exec's options; its
+    /// `default=` is [`DEFAULT_METHOD`], its `verbose` exec's `--verbose`).
     pub config: Config,
     /// The launchers' variables as this process's ancestors had them
     /// ([`crate::launch::watched`]).
@@ -82,6 +71,14 @@ pub struct TaskFacts<'a> {
     pub gid: u32,
     /// A random number for an MPS directory's name.
     pub token: u64,
+}
+
+impl TaskFacts<'_> {
+    /// What the user's request comes to under the front end's settings:
+    /// the one answer every rule of the task reads.
+    pub(crate) fn wanted(&self) -> Resolved {
+        resolve(Some(self.request), &self.config)
+    }
 }
 
 /// A task of an srun step (not the batch, interactive or extern step).

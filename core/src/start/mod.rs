@@ -33,7 +33,7 @@ mod why;
 
 pub use crate::step::TaskIds;
 pub use ended::keeper_to_tell;
-pub use facts::{not_passed, Asked, TaskFacts};
+pub use facts::{not_passed, request, TaskFacts, DEFAULT_METHOD};
 pub use mapping::Mapping;
 pub use verdict::{Start, Verdict};
 pub use why::{NoMethod, NotPassed, OuterLaunch, WhyRefused, WhyUnchanged};
@@ -66,6 +66,6 @@ pub fn decide(facts: &TaskFacts, node: &dyn Node) -> Start {
         }
     };
     let outer =
-        (facts.asked.verbose && !ignored.is_empty()).then_some(OuterLaunch { names: ignored });
+        (facts.wanted().verbose && !ignored.is_empty()).then_some(OuterLaunch { names: ignored });
     Start { outer, verdict }
 }

@@ -18,7 +18,7 @@ use crate::step::{
 /// its variables its place, and its GPUs what it was given.
 pub(super) fn for_launch(facts: &TaskFacts, node: &dyn Node, launch: &Launch) -> Verdict {
     let vars = &facts.vars;
-    if facts.asked.mps {
+    if facts.wanted().mps {
         return Verdict::Refuse(WhyRefused::MpsUnderLauncher {
             launcher: launch.launcher.title,
         });

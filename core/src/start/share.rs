@@ -9,7 +9,6 @@ use super::why::{BadStepId, UnreadableIds};
 use crate::env;
 use crate::files::hostname;
 use crate::mps::MpsFacts;
-use crate::settings::option::OptionRequest;
 use crate::slurm::tasks::local_count;
 use crate::step::{
     plan_step, slurm_bound_here, Node, Snapshot, StepFacts, StepIdentity, StepPlan, TaskIds,
@@ -26,10 +25,11 @@ pub(super) fn mapping(
     launched: bool,
 ) -> Verdict {
     let vars = &facts.vars;
+    let wanted = facts.wanted();
     let local_tasks = ids.as_ref().ok().map(|ids| ids.local_count);
     // Slurm narrowed this task's lists itself: nothing to plan them from.
     let plan = match slurm_bound_here(vars.tres_bind.as_deref()) {
-        Some(why) => StepPlan::slurm_binds(&facts.config.flag, why, facts.asked.mps),
+        Some(why) => StepPlan::slurm_binds(&facts.config.flag, why, wanted.mps),
         None => plan(facts, node, step, local_tasks),
     };
     // Outside a step (a launcher's rank, allowed outside Slurm): this
@@ -42,7 +42,7 @@ pub(super) fn mapping(
         ids,
         vars,
         launched,
-        verbose: facts.asked.verbose,
+        verbose: wanted.verbose,
     }))
 }
 
@@ -56,12 +56,8 @@ fn plan(
 ) -> StepPlan {
     let vars = &facts.vars;
     let config = Ok(facts.config.clone());
-    let asked = facts.asked;
-    let request = Ok(OptionRequest::Use {
-        choice: Some(asked.choice),
-        verbose: asked.verbose,
-        mps: asked.mps,
-    });
+    // The user's request as parsed, resolved once, by `plan_step`.
+    let request = Ok(facts.request);
     let facts = StepFacts {
         step: step.map_err(|why| why.to_string()),
         config: Some(&config),

@@ -35,8 +35,8 @@ fn no_proxy(_: &str) -> Option<u32> {
 
 fn facts(verbose: bool, mps: bool) -> TaskFacts<'static> {
     TaskFacts {
-        asked: Asked {
-            choice: Choice::Map(Method::Contiguous),
+        request: OptionRequest::Use {
+            choice: Some(Choice::Map(Method::Contiguous)),
             verbose,
             mps,
         },
@@ -512,8 +512,8 @@ fn a_routine_stand_aside_is_said_under_verbose_only_and_news_always() {
 #[test]
 fn a_closest_task_asks_for_its_cpus_and_slurmstepds_but_a_rank_only_its_own() {
     let closest = TaskFacts {
-        asked: Asked {
-            choice: Choice::Map(Method::Closest),
+        request: OptionRequest::Use {
+            choice: Some(Choice::Map(Method::Closest)),
             verbose: false,
             mps: false,
         },
@@ -546,30 +546,32 @@ fn the_option_wins_over_the_variable_and_contiguous_over_nothing() {
         verbose: false,
         mps: false,
     };
-    let asked = |option, variable, verbose| Asked::read(option, variable, verbose);
+    // What the task is asked, under exec's settings (`verbose`: its
+    // `--verbose`), as its rules read it: the method, verbose, mps.
+    let asked = |option, variable, verbose| {
+        let facts = TaskFacts {
+            request: request(option, variable)?,
+            config: Config {
+                default: DEFAULT_METHOD,
+                verbose,
+                ..Config::default()
+            },
+            ..facts(false, false)
+        };
+        let wanted = facts.wanted();
+        Ok::<_, NoMethod>((wanted.choice, wanted.verbose, wanted.mps))
+    };
     assert_eq!(
         asked(Some(roundrobin), Some("closest,verbose"), false),
-        Ok(Asked {
-            choice: Choice::Map(Method::RoundRobin),
-            verbose: false,
-            mps: false
-        })
+        Ok((Choice::Map(Method::RoundRobin), false, false))
     );
     assert_eq!(
         asked(None, Some("closest,verbose,mps"), false),
-        Ok(Asked {
-            choice: Choice::Map(Method::Closest),
-            verbose: true,
-            mps: true
-        })
+        Ok((Choice::Map(Method::Closest), true, true))
     );
     assert_eq!(
         asked(None, None, true),
-        Ok(Asked {
-            choice: Choice::Map(Method::Contiguous),
-            verbose: true,
-            mps: false
-        })
+        Ok((Choice::Map(Method::Contiguous), true, false))
     );
     let bad = asked(None, Some("x"), false).unwrap_err();
     let NoMethod::BadVariable { value, why } = &bad else {

@@ -37,6 +37,6 @@ pub enum Verdict {
 pub(super) fn unchanged(why: WhyUnchanged, facts: &TaskFacts) -> Verdict {
     Verdict::Unchanged {
         why,
-        said: facts.asked.verbose,
+        said: facts.wanted().verbose,
     }
 }

@@ -33,7 +33,9 @@ pub struct StepFacts<'a> {
     pub step: Result<StepIdentity, String>,
     /// `None`: `init` never ran.
     pub config: Option<&'a Result<Config, Error>>,
-    /// `None`: the user gave no option.
+    /// What the user asked for, parsed once by the front end (the one
+    /// type every front end passes: [`OptionRequest`]), or why it could
+    /// not be; `None`: the user gave no option.
     pub request: Option<&'a Result<OptionRequest, Error>>,
     /// The job's `DESI_GPU_MAP_METHOD` as the plugin found it (lossy
     /// UTF-8): where the user gave no option and the site's default would

@@ -1,12 +1,16 @@
-//! What a step is asked for: the user's option over the site's default.
+//! What a step is asked for: the user's request over the site's
+//! settings, resolved once, where the request is parsed once
+//! ([`crate::settings::option::OptionRequest`]).
 
 use crate::settings::config::Config;
 use crate::settings::option::{Choice, OptionRequest};
 
-/// What the user and the site together ask of a step.
+/// What the user and the site together ask of a step: the final answer
+/// every rule reads (the method, or none; verbose; MPS asked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resolved {
-    pub(crate) choice: Choice,
+    /// The method the step is mapped with, or `none`.
+    pub choice: Choice,
     pub(crate) verbose: bool,
     /// The user gave the option (a method or `verbose`), not only the site
     /// default: only then does a step without GPUs say so.
@@ -15,7 +19,8 @@ pub struct Resolved {
     pub mps: bool,
 }
 
-/// The method and verbosity for a step: the user's option over the site's.
+/// The method and verbosity for a step: the user's request (`None`: none
+/// given) over the site's settings.
 pub fn resolve(request: Option<OptionRequest>, config: &Config) -> Resolved {
     let (choice, verbose, asked, mps) = match request {
         Some(OptionRequest::Use {

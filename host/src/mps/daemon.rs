@@ -539,6 +539,7 @@ fn last_log_line(d: &Daemon) -> String {
 mod tests {
     use super::*;
     use crate::run::AsThisProcess;
+    use desi_gpu_map_core::mps::KeeperAddr;
     use std::path::Path;
     use std::time::Duration;
 
@@ -613,7 +614,9 @@ mod tests {
     #[test]
     fn a_keepers_directory_swept_before_mkdir_set_its_mode_is_made_under_another_name() {
         let dir = scratch("swept");
-        let planned = planned(&dir, PathBuf::from("/bin/false")).kept();
+        let planned = KeeperAddr::of(&planned(&dir, PathBuf::from("/bin/false")))
+            .daemon()
+            .clone();
         let made = make(&planned, &SweptOnce(std::cell::Cell::new(false))).unwrap();
         let Made { daemon, held, .. } = made;
         assert_ne!(daemon.dir(), planned.dir());
@@ -673,7 +676,9 @@ mod tests {
     #[test]
     fn a_keepers_directory_is_locked_from_its_making_until_it_is_removed() {
         let dir = scratch("lock");
-        let kept = planned(&dir, stand_in(&dir, "100.0")).kept();
+        let kept = KeeperAddr::of(&planned(&dir, stand_in(&dir, "100.0")))
+            .daemon()
+            .clone();
         let made = make(&kept, &AsThisProcess).unwrap();
         assert!(!lockable_elsewhere(&made.dir()), "locked once made");
         let running = start_in(made, &AsThisProcess).unwrap();

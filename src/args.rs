@@ -269,7 +269,9 @@ pub struct PlanArgs {
     #[arg(long)]
     pub mps: bool,
     /// Preview the ranks of another launcher, which reads each rank's place
-    /// from its own variables (exec's table) instead of srun's.
+    /// from its own variables (exec's table) instead of srun's. A Flux job
+    /// needs none: the Flux plugin applies srun's rule to each node's task
+    /// count, so -N and --ntasks-per-node give its rows.
     #[arg(long, value_name = "LAUNCHER", value_parser = PossibleValuesParser::new(launcher_names()))]
     pub launcher: Option<String>,
     /// Print JSON instead of tables.

@@ -199,6 +199,8 @@ pub const FLUX_LOCAL_ID: &str = "FLUX_TASK_LOCAL_ID";
 /// The Flux job a task belongs to, as its job shell writes it (F58,
 /// `ƒ` or `f` and base 58; in decimal where that fails).
 pub const FLUX_JOB_ID: &str = "FLUX_JOB_ID";
+/// The Flux instance a task's job runs in, as its job shell hands it on.
+pub const FLUX_URI: &str = "FLUX_URI";
 /// PMIx's namespace (a launch's id) and global rank: its local rank and
 /// count are `PMIx_Get` keys, not variables.
 pub(crate) const PMIX_NAMESPACE: &str = "PMIX_NAMESPACE";

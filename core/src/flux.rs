@@ -15,9 +15,20 @@ use std::fmt;
 pub const AFFINITY: &str = "gpu-affinity";
 
 /// The tag a mapped Flux job's tasks carry in `DESI_GPU_MAP_STEP`, which
-/// also names its MPS directory: `flux-JOBID`, the job id in decimal.
-pub fn tag(jobid: u64) -> String {
-    format!("flux-{jobid}")
+/// also names its MPS directory: `flux-JOBID.INSTANCE`, the job id in
+/// decimal and the instance that runs it, as 8 hex digits of a hash of
+/// its `FLUX_URI` (`uri`, which the job shell hands its tasks). Job ids
+/// start afresh in each instance, so a job of an instance nested in a
+/// mapped job may share that job's id: never its instance.
+pub fn tag(jobid: u64, uri: Option<&str>) -> String {
+    format!("flux-{jobid}.{:08x}", fnv1a(uri.unwrap_or_default()))
+}
+
+/// The 32-bit FNV-1a hash: short, stable across builds and machines.
+fn fnv1a(text: &str) -> u32 {
+    text.bytes().fold(0x811c_9dc5, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    })
 }
 
 /// The user's `-o desi-gpu-map` value refused, or the site's settings
@@ -443,6 +454,17 @@ mod tests {
             panic!("gpu-affinity wins over the default");
         };
         assert!(say.contains("over the site's default"));
-        assert_eq!(tag(42), "flux-42");
+        let uri = "local:///tmp/flux-Ab12Cd/local-0";
+        assert_eq!(tag(42, Some(uri)), tag(42, Some(uri)));
+        assert!(tag(42, Some(uri)).starts_with("flux-42."));
+        assert_eq!(tag(42, Some(uri)).len(), "flux-42.".len() + 8);
+        assert_ne!(
+            tag(42, Some(uri)),
+            tag(42, Some("local:///tmp/flux-Xy34Zw/local-0"))
+        );
+        assert_ne!(tag(42, Some(uri)), tag(43, Some(uri)));
+        // FNV-1a's published values.
+        assert_eq!(fnv1a(""), 0x811c_9dc5);
+        assert_eq!(fnv1a("a"), 0xe40c_292c);
     }
 }

@@ -176,7 +176,8 @@ fn who_wins(
 }
 
 /// The core's plan for the job on this node: a launch of its own, tagged
-/// with the job's id, whose GPUs are only those R gives it.
+/// with the job's id and its instance (the `FLUX_URI` the shell hands its
+/// tasks: its own), whose GPUs are only those R gives it.
 fn plan_job(
     node: &FluxNode,
     facts: &JobFacts,
@@ -184,7 +185,10 @@ fn plan_job(
     asked: Option<OptionRequest>,
 ) -> StepPlan {
     let step = StepIdentity::Launch {
-        tag: Some(tag(facts.jobid)),
+        tag: Some(tag(
+            facts.jobid,
+            std::env::var(env::FLUX_URI).ok().as_deref(),
+        )),
         given: Some(Given::Flux),
     };
     let config = Ok(config.clone());

@@ -41,16 +41,18 @@ pub(super) fn for_launch(facts: &TaskFacts, node: &dyn Node, launch: &Launch) ->
 
 /// A task of a Flux job (`value`: its `FLUX_TASK_LOCAL_ID`): Flux names
 /// no per-node count, so exec cannot place it; but where the Flux shell
-/// plugin mapped it, its record names this very job (`flux-JOBID`, from
-/// the task's `FLUX_JOB_ID`), and it runs unchanged, as a task of a step
-/// the SPANK plugin mapped does. An outer job's record (a job submitted
-/// from a mapped task) names another job, and counts for nothing.
+/// plugin mapped it, its record names this very job (`flux-JOBID.INSTANCE`,
+/// from the task's `FLUX_JOB_ID` and `FLUX_URI`), and it runs unchanged,
+/// as a task of a step the SPANK plugin mapped does. An outer job's record
+/// (a job submitted from a mapped task, or one of an instance nested in
+/// it, whose id may be the same) names another job, and counts for nothing.
 pub(super) fn for_flux(facts: &TaskFacts, value: String) -> Verdict {
     let vars = &facts.vars;
+    let uri = vars.var(env::FLUX_URI);
     let this = vars
         .var(env::FLUX_JOB_ID)
         .and_then(|id| flux::job_id(&id))
-        .map(flux::tag);
+        .map(|id| flux::tag(id, uri.as_deref()));
     if mapped_already(vars, this.as_deref()) {
         return unchanged(WhyUnchanged::FluxMapped, facts);
     }

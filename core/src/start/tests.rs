@@ -353,13 +353,26 @@ fn a_launch_mapped_by_an_earlier_exec_runs_unchanged() {
 /// A task of Flux job 15602810880 (`ƒQmmV5h`), the node's second, inside
 /// srun step 7.3 (the broker's), as `flux run` gives the broker's
 /// variables to every task.
-const FLUX_TASK_1: [(&str, &str); 2] = [("FLUX_TASK_LOCAL_ID", "1"), ("FLUX_JOB_ID", "ƒQmmV5h")];
+const FLUX_TASK_1: [(&str, &str); 3] = [
+    ("FLUX_TASK_LOCAL_ID", "1"),
+    ("FLUX_JOB_ID", "ƒQmmV5h"),
+    ("FLUX_URI", FLUX_URI),
+];
+
+/// The instance that runs it.
+const FLUX_URI: &str = "local:///tmp/flux-Ab12Cd/local-0";
+
+/// The record the Flux plugin writes for job ƒQmmV5h of that instance.
+fn flux_record() -> String {
+    crate::flux::tag(15602810880, Some(FLUX_URI))
+}
 
 #[test]
 fn a_task_the_flux_plugin_mapped_runs_unchanged_and_another_jobs_record_counts_for_nothing() {
     for verbose in [false, true] {
         for mps in [false, true] {
-            let mine = [("DESI_GPU_MAP_STEP", "flux-15602810880")];
+            let record = flux_record();
+            let mine = [("DESI_GPU_MAP_STEP", record.as_str())];
             let (why, said) =
                 unchanged_why(verdict_in(&[&FLUX_TASK_1, &mine], &facts(verbose, mps)));
             assert_eq!((why, said), (WhyUnchanged::FluxMapped, verbose));
@@ -372,11 +385,13 @@ fn a_task_the_flux_plugin_mapped_runs_unchanged_and_another_jobs_record_counts_f
         }
     }
     // ASCII's prefix, and the decimal the shell falls back to.
+    let record = flux_record();
     for id in ["fQmmV5h", "15602810880"] {
         let task = [
             ("FLUX_TASK_LOCAL_ID", "0"),
             ("FLUX_JOB_ID", id),
-            ("DESI_GPU_MAP_STEP", "flux-15602810880"),
+            ("FLUX_URI", FLUX_URI),
+            ("DESI_GPU_MAP_STEP", record.as_str()),
         ];
         let (why, _) = unchanged_why(verdict_in(&[&task], &facts(false, false)));
         assert_eq!(why, WhyUnchanged::FluxMapped, "{id}");
@@ -396,6 +411,13 @@ fn a_task_the_flux_plugin_mapped_runs_unchanged_and_another_jobs_record_counts_f
     };
     refused(&[]);
     refused(&[("DESI_GPU_MAP_STEP", "flux-15602810881")]);
+    let next = crate::flux::tag(15602810881, Some(FLUX_URI));
+    refused(&[("DESI_GPU_MAP_STEP", next.as_str())]);
+    // The same id in another instance: a job of an instance nested in the
+    // mapped one (ids start afresh there), or the id alone.
+    let nested = crate::flux::tag(15602810880, Some("local:///tmp/flux-Xy34Zw/local-0"));
+    refused(&[("DESI_GPU_MAP_STEP", nested.as_str())]);
+    refused(&[("DESI_GPU_MAP_STEP", "flux-15602810880")]);
     refused(&[("DESI_GPU_MAP_STEP", "7.3")]);
     refused(&[("DESI_GPU_MAP_STEP", "flux-ƒQmmV5h")]);
     for id in [None, Some("ƒ0"), Some("ƒ"), Some("x")] {
@@ -411,7 +433,7 @@ fn a_task_the_flux_plugin_mapped_runs_unchanged_and_another_jobs_record_counts_f
     }
     // A launcher's ranks inside the Flux task are the launcher's, as before.
     let mine = [
-        ("DESI_GPU_MAP_STEP", "flux-15602810880"),
+        ("DESI_GPU_MAP_STEP", record.as_str()),
         ("CUDA_VISIBLE_DEVICES", "0,1"),
     ];
     mapping(verdict_in(
@@ -432,7 +454,8 @@ fn a_flux_tasks_local_id_that_came_through_srun_is_an_outer_launchs() {
         },
         ..facts(true, false)
     };
-    let flux_mapped = [("DESI_GPU_MAP_STEP", "flux-15602810880")];
+    let record = flux_record();
+    let flux_mapped = [("DESI_GPU_MAP_STEP", record.as_str())];
     let start = decide_in(
         &[&FLUX_TASK_1, &flux_mapped, &TASK_1_OF_4, &SLURM_4],
         &through_srun,

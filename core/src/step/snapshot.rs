@@ -175,6 +175,8 @@ snapshot! {
     flux_local_id = env::FLUX_LOCAL_ID;
     /// `FLUX_JOB_ID`.
     flux_job_id = env::FLUX_JOB_ID;
+    /// `FLUX_URI`.
+    flux_uri = env::FLUX_URI;
 }
 
 impl Snapshot {

@@ -94,27 +94,95 @@ impl Drop for Image {
     }
 }
 
-/// `srun WORDS podman-hpc run --rm [--desi-gpu-map] ... IMAGE sh -c
-/// SCRIPT` as alice.
-fn in_container(words: &str, module: bool, script: &str) -> Job {
-    let mut job = srun(words)
+/// Where each container writes what its command prints, through a bind
+/// mount, read back once the step is over: podman 4.3's attach can drop
+/// a short-lived container's output (a loaded run once saw 7 rows of 8,
+/// with every task exiting 0). Removed when dropped.
+struct Outputs(std::path::PathBuf);
+
+impl Outputs {
+    fn new() -> Outputs {
+        use std::os::unix::fs::PermissionsExt;
+        static COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::path::PathBuf::from(format!(
+            "{}/podman-out.{}.{n}",
+            state_dir(),
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("make the containers' output folder");
+        // Alice's containers write here as her (rootless root maps to her).
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
+            .expect("open the containers' output folder");
+        Outputs(dir)
+    }
+
+    /// podman's words that bind the folder in, then the command: `sh -c`
+    /// that runs `script` with its output in a file of its own there.
+    fn command(&self, script: &str) -> Vec<String> {
+        let run = format!("f=$(mktemp /out/run.XXXXXX) && {{ {script}\n}} >\"$f\" 2>&1");
+        [
+            "-v",
+            &format!("{}:/out", self.0.display()),
+            IMAGE,
+            "sh",
+            "-c",
+            &run,
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    /// `ran` with what every container printed as its stdout.
+    fn read(&self, mut ran: Ran) -> Ran {
+        let mut files: Vec<_> = std::fs::read_dir(&self.0)
+            .expect("read the containers' output folder")
+            .map(|entry| entry.expect("an output file").path())
+            .collect();
+        files.sort();
+        ran.out.stdout = files
+            .iter()
+            .flat_map(|file| std::fs::read(file).expect("read a container's output"))
+            .collect();
+        ran
+    }
+}
+
+impl Drop for Outputs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `srun WORDS podman-hpc run --rm [--desi-gpu-map] PODMAN... IMAGE sh -c
+/// SCRIPT` as alice, which must succeed: what the containers printed.
+fn contained(words: &str, podman: &[&str], script: &str) -> Ran {
+    let outputs = Outputs::new();
+    let ran = srun(words)
         .user(ALICE)
         .arg(podman_hpc())
-        .words(&["run", "--rm"]);
+        .words(&["run", "--rm"])
+        .words(podman)
+        .words(
+            &outputs
+                .command(script)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        )
+        .ok();
+    outputs.read(ran)
+}
+
+/// [`contained`], with the node's host name and the task's rank and local
+/// id, and with the module or without.
+fn in_container(words: &str, module: bool, script: &str) -> Ran {
+    let mut podman = vec!["--uts=host", "-e", "SLURM_PROCID", "-e", "SLURM_LOCALID"];
     if module {
-        job = job.arg("--desi-gpu-map");
+        podman.insert(0, "--desi-gpu-map");
     }
-    job.words(&[
-        "--uts=host",
-        "-e",
-        "SLURM_PROCID",
-        "-e",
-        "SLURM_LOCALID",
-        IMAGE,
-        "sh",
-        "-c",
-        script,
-    ])
+    contained(words, &podman, script)
 }
 
 /// The same step's rows without a container, then in podman-hpc's
@@ -129,9 +197,7 @@ fn check(cases: &[&Case]) {
             .probe(probe::GPU)
             .ok()
             .rows_are(case.rows);
-        in_container(case.srun, true, probe::GPU)
-            .ok()
-            .rows_are(case.rows);
+        in_container(case.srun, true, probe::GPU).rows_are(case.rows);
     }
 }
 
@@ -158,7 +224,7 @@ fn without_the_module_no_binding_reaches_the_container() {
         .rows_are(&EIGHT_ONE_GPU_EACH);
     // podman-hpc's run passes neither: every task in its container has no
     // list (the image sets none) and no flag.
-    in_container(&words, false, probe::GPU).ok().rows_are(&[
+    in_container(&words, false, probe::GPU).rows_are(&[
         "0 n1 0 unset unset",
         "1 n1 1 unset unset",
         "2 n1 2 unset unset",
@@ -170,11 +236,7 @@ fn without_the_module_no_binding_reaches_the_container() {
     ]);
     // `env` as the application: eight containers ran, and none has a
     // variable of the binding.
-    let env = srun(&words)
-        .user(ALICE)
-        .arg(podman_hpc())
-        .words(&["run", "--rm", IMAGE, "env"])
-        .ok();
+    let env = contained(&words, &[], "env");
     assert_eq!(
         env.lines("container=podman").len(),
         8,
@@ -203,11 +265,11 @@ fn with_the_module_each_task_keeps_its_own_gpu_in_the_container() {
 fn with_the_module_env_shows_each_tasks_binding() {
     let _c = setup("required", &[]);
     let _image = Image::import();
-    let env = srun("-N1 -n2 -w n1 --gpus-per-node=2 --desi-gpu-map=roundrobin")
-        .user(ALICE)
-        .arg(podman_hpc())
-        .words(&["run", "--rm", "--desi-gpu-map", IMAGE, "env"])
-        .ok();
+    let env = contained(
+        "-N1 -n2 -w n1 --gpus-per-node=2 --desi-gpu-map=roundrobin",
+        &["--desi-gpu-map"],
+        "env",
+    );
     let lines = binding_lines(&env);
     let step: Vec<&String> = lines
         .iter()
@@ -273,27 +335,15 @@ fn under_mps_the_steps_daemon_answers_in_the_container_through_the_modules_bind(
     let inside = MPS_PROBE.replace("CONTROL", CONTROL_INSIDE);
     // extra: podman's words before the image (the client and its glibc).
     let run = |extra: &[&str]| {
-        srun(words)
-            .user(ALICE)
-            .arg(podman_hpc())
-            .words(&[
-                "run",
-                "--rm",
-                "--uts=host",
-                "-e",
-                "SLURM_PROCID",
-                "-e",
-                "SLURM_LOCALID",
-            ])
-            .words(&[
-                "-v",
-                "/usr/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu:ro",
-                "-v",
-                &client,
-            ])
-            .words(extra)
-            .words(&[IMAGE, "sh", "-c", &inside])
-            .ok()
+        let mut podman = vec!["--uts=host", "-e", "SLURM_PROCID", "-e", "SLURM_LOCALID"];
+        podman.extend([
+            "-v",
+            "/usr/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu:ro",
+            "-v",
+            &client,
+        ]);
+        podman.extend(extra);
+        contained(words, &podman, &inside)
     };
     let served = [
         "0 n1 0 GPU-fake-n1-0 1 unset 100.0",

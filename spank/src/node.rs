@@ -12,7 +12,7 @@ use desi_gpu_map_core::mps::{Daemon, MpsFacts};
 use desi_gpu_map_core::settings::config::Config;
 use desi_gpu_map_core::settings::option::OptionRequest;
 use desi_gpu_map_core::step::{
-    plan_step, FrontEnd, Node, NvmlAsk, Snapshot, StepFacts, StepIdentity, StepPlan,
+    plan_step, FrontEnd, Node, NvmlAsk, Snapshot, StepFacts, StepIdentity, StepPlan, UnreadableStep,
 };
 use desi_gpu_map_core::Error;
 use desi_gpu_map_host::failure::Failure;
@@ -51,7 +51,7 @@ pub fn plan(
         step: spank
             .job_stepid()
             .map(StepIdentity::Slurm)
-            .map_err(|e| e.to_string()),
+            .map_err(|e| UnreadableStep(e.to_string())),
         config,
         request,
         // Bytes that are not UTF-8 read as U+FFFD, a bad value; the core

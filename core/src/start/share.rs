@@ -12,7 +12,7 @@ use crate::mps::MpsFacts;
 use crate::slurm::tasks::local_count;
 use crate::step::{
     plan_step, slurm_bound_here, Node, Snapshot, StepFacts, StepIdentity, StepPlan, TaskIds,
-    TaskVars,
+    TaskVars, UnreadableStep,
 };
 
 /// The task's share of its step (`step`), placed at `ids`; `launched`: a
@@ -59,7 +59,7 @@ fn plan(
     // The user's request as parsed, resolved once, by `plan_step`.
     let request = Ok(facts.request);
     let facts = StepFacts {
-        step: step.map_err(|why| why.to_string()),
+        step: step.map_err(|why| UnreadableStep(why.to_string())),
         config: Some(&config),
         request: Some(&request),
         method_variable: None,

@@ -21,7 +21,7 @@ pub struct Unmapped {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Aside {
     /// Slurm would not say which step this is.
-    UnreadableStepId(String),
+    UnreadableStepId(super::ids::UnreadableStep),
     /// The plugstack arguments are unusable.
     Misconfigured(Error),
     /// `init` never ran in this process.
@@ -113,7 +113,7 @@ mod tests {
         let bad = crate::settings::option::bad_option("y");
         for (why, want) in [
             (
-                Aside::UnreadableStepId("no id".to_string()),
+                Aside::UnreadableStepId(crate::step::UnreadableStep("no id".to_string())),
                 "cannot read the step id (no id); tasks left unchanged".to_string(),
             ),
             (

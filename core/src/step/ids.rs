@@ -63,6 +63,17 @@ pub enum StepIdentity {
     },
 }
 
+/// Why the front end cannot say which step this is, in its source's own
+/// words (SPANK's error for `S_JOB_STEPID`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableStep(pub String);
+
+impl std::fmt::Display for UnreadableStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 impl StepIdentity {
     /// The step's record, as its mapped tasks carry it: `JOBID.STEPID` for
     /// Slurm's (`None`: Slurm gave no job id), the launch's tag for a

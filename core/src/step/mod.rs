@@ -68,7 +68,7 @@ pub use assign::{assign, Assignment};
 pub use container::{container_plugin_after, Container};
 pub use decision::StepPlan;
 pub use given::Given;
-pub use ids::StepIdentity;
+pub use ids::{StepIdentity, UnreadableStep};
 pub use inputs::{TaskCpus, TaskIds, TaskInputs, TaskVars};
 pub use map::StepMap;
 pub use node::{NoTopology, Node, NvmlAsk};

@@ -6,7 +6,7 @@ use super::aside::Aside;
 use super::binding::slurm_binds_per_task;
 use super::decision::StepPlan;
 use super::given::{from_given, whole_node};
-use super::ids::StepIdentity;
+use super::ids::{StepIdentity, UnreadableStep};
 use super::locate::{discover, gpu_cpus, uuids_of_places};
 use super::map::{placing, GpuCpus, StepMap};
 use super::node::{Node, NvmlAsk};
@@ -30,7 +30,7 @@ use std::path::Path;
 pub struct StepFacts<'a> {
     /// Which step this is (Slurm's, or a launcher's ranks), or why
     /// Slurm would not say.
-    pub step: Result<StepIdentity, String>,
+    pub step: Result<StepIdentity, UnreadableStep>,
     /// `None`: `init` never ran.
     pub config: Option<&'a Result<Config, Error>>,
     /// What the user asked for, parsed once by the front end (the one
@@ -551,14 +551,14 @@ mod tests {
         let cases: [(StepFacts, Aside); 4] = [
             (
                 StepFacts {
-                    step: Err("no id".to_string()),
+                    step: Err(UnreadableStep("no id".to_string())),
                     config: Some(&config),
                     request: None,
                     method_variable: None,
                     vars: &node.vars(),
                     mps: None,
                 },
-                Aside::UnreadableStepId("no id".to_string()),
+                Aside::UnreadableStepId(UnreadableStep("no id".to_string())),
             ),
             (
                 StepFacts {

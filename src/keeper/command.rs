@@ -164,6 +164,17 @@ mod tests {
 
     /// Every field set, none to its default (a field added to the struct
     /// must be set here, and so shows if `words` leaves it out).
+    /// The sample with no stepd and no flag set.
+    fn plain() -> KeeperOpts {
+        KeeperOpts {
+            stepd: None,
+            serve: false,
+            sweep: false,
+            unnamed: false,
+            ..sample()
+        }
+    }
+
     fn sample() -> KeeperOpts {
         KeeperOpts {
             control: "/c".into(),
@@ -197,13 +208,7 @@ mod tests {
             ..sample()
         };
         assert_eq!(parsed(written.words()), written);
-        let plain = KeeperOpts {
-            stepd: None,
-            serve: false,
-            sweep: false,
-            unnamed: false,
-            ..sample()
-        };
+        let plain = plain();
         assert_eq!(parsed(plain.words()), plain);
     }
 
@@ -249,13 +254,7 @@ mod tests {
                 .collect()
         };
         assert_eq!(KeeperOpts::read_back(&cmdline(&written)), Some(written));
-        let plain = KeeperOpts {
-            stepd: None,
-            serve: false,
-            sweep: false,
-            unnamed: false,
-            ..sample()
-        };
+        let plain = plain();
         assert_eq!(KeeperOpts::read_back(&cmdline(&plain)), Some(plain.clone()));
         // No keeper's: another program, or a keeper's words cut short.
         let words = |line: &[&str]| line.iter().map(|w| w.to_string()).collect::<Vec<_>>();

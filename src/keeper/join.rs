@@ -577,8 +577,11 @@ mod tests {
         // The keeper's first (as tmpfs reads newest first), then what
         // another user puts beside it: 20,000 entries.
         let mut ours = make(1);
+        // Names of one file: entries as many, made at a link's cost.
+        let one = base.join("crowd");
+        std::fs::write(&one, "").unwrap();
         for n in 0..20_000 {
-            std::fs::write(base.join(format!("crowd.{n}")), "").unwrap();
+            std::fs::hard_link(&one, base.join(format!("crowd.{n}"))).unwrap();
         }
         // Where the file system reads entries in its own order (ext4's
         // hash), another name until the keeper's comes after 4096 others,

@@ -259,28 +259,60 @@ fn git(scratch: &Scratch) -> Command {
     cmd
 }
 
-/// desispec's branch (its `py/` and `doc/`) unpacked into a scratch tree
-/// and committed, as in a clone of it.
+/// desispec's branch (its `py/` and `doc/`) unpacked and committed, as in
+/// a clone of it: a clone of [`branch_template`] in a scratch tree.
 fn branch_tree() -> Scratch {
-    let scratch = scratch_tree("branch");
-    let tree = scratch.path().join("tree");
+    let scratch = Scratch::new("branch");
+    std::fs::create_dir_all(scratch.path().join("tmp")).expect("make tmp/");
     run(
-        Command::new("tar")
-            .arg("-xzf")
-            .arg(snapshot())
-            .arg("-C")
-            .arg(&tree)
-            .arg("--strip-components=1")
-            .arg(format!("{SNAPSHOT_TOP}/py"))
-            .arg(format!("{SNAPSHOT_TOP}/doc")),
-        "unpacking the snapshot's py/ and doc/",
-    );
-    run(git(&scratch).args(["add", "-A"]), "git add");
-    run(
-        git(&scratch).args(["commit", "-q", "-m", "desispec efd9676"]),
-        "git commit",
+        Command::new("git")
+            .args(["clone", "-q", "--local"])
+            .arg(branch_template())
+            .arg(scratch.path().join("tree")),
+        "git clone of the branch's tree",
     );
     scratch
+}
+
+/// The snapshot's `py/` and `doc/`, unpacked and committed once (in
+/// Cargo's folder for tests' files, kept for the next run, named by the
+/// snapshot's hash): what each test clones, rather than unpacking and
+/// hashing 400 files again. Made aside and renamed into place, so that
+/// another run at once never sees half of it.
+fn branch_template() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("contrib-branch-{}", &SNAPSHOT_SHA256[..16]));
+        if dir.join(".git").is_dir() {
+            return dir;
+        }
+        let scratch = scratch_tree("template");
+        run(
+            Command::new("tar")
+                .arg("-xzf")
+                .arg(snapshot())
+                .arg("-C")
+                .arg(scratch.path().join("tree"))
+                .arg("--strip-components=1")
+                .arg(format!("{SNAPSHOT_TOP}/py"))
+                .arg(format!("{SNAPSHOT_TOP}/doc")),
+            "unpacking the snapshot's py/ and doc/",
+        );
+        run(git(&scratch).args(["add", "-A"]), "git add");
+        run(
+            git(&scratch).args(["commit", "-q", "-m", "desispec efd9676"]),
+            "git commit",
+        );
+        // Another run may have put its own in place meanwhile: either serves.
+        let _ = std::fs::rename(scratch.path().join("tree"), &dir);
+        assert!(
+            dir.join(".git").is_dir(),
+            "no template at {}",
+            dir.display()
+        );
+        dir
+    })
 }
 
 /// `git am` of `patches` (under the repo), in order, on `scratch`'s tree;

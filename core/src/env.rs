@@ -65,6 +65,10 @@ pub const NODE_GPUS: &str = "DESI_GPU_MAP_NODE_GPUS";
 /// first: one, or its share where the node has fewer tasks than GPUs (under
 /// `visible=rotate`, the head of its list).
 pub const TASK_GPUS: &str = "DESI_GPU_MAP_GPUS";
+/// Beside it in a task the Flux plugin maps: Flux's ids (R's) of those
+/// GPUs, in one order, which a Flux instance nested in the task (`flux
+/// batch`, `flux alloc`) reads to name the ids its R inherits.
+pub const FLUX_IDS: &str = "DESI_GPU_MAP_FLUX_IDS";
 /// The step the task was mapped in (`JOBID.STEPID`), so that
 /// `desi-gpu-map exec` tells the plugin's mapping of this step from a flag
 /// inherited from an outer one.

@@ -3,6 +3,7 @@
 //! them where the user also gave Flux's own `gpu-affinity`. Plain data in,
 //! plain data out; the plugin gathers the facts from the shell.
 
+use crate::env;
 use crate::error::{option_value, Error};
 use crate::settings::option::OPTION;
 use crate::slurm::gpus::parse_gpu_list;
@@ -114,6 +115,76 @@ pub fn job_id(value: &str) -> Option<u64> {
     })
 }
 
+/// Where the instance's R came from, as the `resource-define` event of
+/// its `resource.eventlog` says (`method`): its own (a configured R, or
+/// one discovered on its nodes) numbers a node's GPUs by their place in
+/// the broker's list; an R inherited from the enclosing job (`job-info`:
+/// `flux batch`, `flux alloc`, a job that runs `flux start`) keeps the
+/// enclosing instance's ids, which flux-core never renumbers
+/// (`librlist`'s `noremap` holds `gpu`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Configured or discovered: R's GPU `i` is the broker's `i`-th.
+    Own,
+    /// Inherited from the enclosing job: R's ids are that job's.
+    Inherited,
+}
+
+impl Origin {
+    /// The origin a `resource-define` method names.
+    pub fn of_method(method: &str) -> Origin {
+        match method {
+            "job-info" => Origin::Inherited,
+            _ => Origin::Own,
+        }
+    }
+}
+
+/// The grant of the broker a job shell runs under, as its own environment
+/// holds it: what Slurm, or a binding above it, gave that broker.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrokerVars {
+    /// Its `CUDA_VISIBLE_DEVICES`.
+    pub list: Option<String>,
+    /// Its `SLURM_STEP_GPUS`, where it runs in a Slurm step.
+    pub step_gpus: Option<String>,
+    /// Its `DESI_GPU_MAP_GPUS`, where this plugin mapped it as a task of an
+    /// enclosing Flux job.
+    pub held: Option<String>,
+    /// Beside it, that job's ids of those GPUs (`DESI_GPU_MAP_FLUX_IDS`).
+    pub held_ids: Option<String>,
+}
+
+impl BrokerVars {
+    /// Reads the grant from an environment (`var`).
+    pub fn read(var: &dyn Fn(&str) -> Option<String>) -> BrokerVars {
+        BrokerVars {
+            list: var(env::CUDA),
+            step_gpus: var(env::STEP_GPUS),
+            held: var(env::TASK_GPUS),
+            held_ids: var(env::FLUX_IDS),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.list.is_none() && self.step_gpus.is_none()
+    }
+}
+
+/// What a job shell knows of its broker's grant. flux-core's job-exec
+/// starts every node's shell with rank 0's environment
+/// (`src/modules/job-exec/exec_cmd.c`), so a shell reads its own broker's
+/// from that broker (`own`); `inherited` is its own environment, rank 0's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerGrant {
+    /// The node's own broker's, or why it could not be read.
+    pub own: Result<BrokerVars, String>,
+    /// The shell's own environment: the instance's rank 0 broker's.
+    pub inherited: BrokerVars,
+    /// Where the instance's R came from, where it could be read.
+    pub origin: Result<Origin, String>,
+}
+
 /// Why the job's GPUs on this node cannot be named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BadGrant {
@@ -135,6 +206,26 @@ pub enum BadGrant {
         id: usize,
         /// The broker's `CUDA_VISIBLE_DEVICES`.
         value: String,
+    },
+    /// An R inherited from the enclosing job names a GPU by an id this
+    /// node's broker holds under no name it can tell.
+    NotHeld {
+        /// The enclosing job's id of the GPU.
+        id: usize,
+        /// The broker's `CUDA_VISIBLE_DEVICES`.
+        value: String,
+    },
+    /// The instance runs under a grant (rank 0's broker holds a list), and
+    /// this node's broker's own could not be read.
+    UnknownBroker {
+        /// Why it could not be read.
+        why: String,
+    },
+    /// The broker holds a list, and where the instance's R came from could
+    /// not be read.
+    UnknownOrigin {
+        /// Why it could not be read.
+        why: String,
     },
 }
 
@@ -165,6 +256,27 @@ impl fmt::Display for BadGrant {
                     count.saturating_sub(1)
                 )
             }
+            BadGrant::NotHeld { id, value } => write!(
+                f,
+                "this instance's R, inherited from the job that runs it, gives the job GPU \
+                 {id}, and the Flux broker on this node holds CUDA_VISIBLE_DEVICES={}, which \
+                 names no GPU {id}: the enclosing job's binding renamed its GPUs; map the \
+                 enclosing job with -o {OPTION} (its tasks then record the names), or give it \
+                 -o {AFFINITY}=on",
+                quote(value)
+            ),
+            BadGrant::UnknownBroker { why } => write!(
+                f,
+                "this instance runs under a grant of GPUs (its first broker holds a \
+                 CUDA_VISIBLE_DEVICES), and the grant of the broker on this node cannot be \
+                 read ({why}): the GPUs this node was given are unknown, so no task is mapped"
+            ),
+            BadGrant::UnknownOrigin { why } => write!(
+                f,
+                "the Flux broker on this node holds a list of GPUs, and where this \
+                 instance's R came from cannot be read ({why}), so R's ids cannot be told \
+                 from places in that list"
+            ),
         }
     }
 }
@@ -173,32 +285,72 @@ impl fmt::Display for BadGrant {
 /// index on the node where that is known (for naming them by UUID).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobGpus {
-    /// As its tasks name them.
+    /// R's ids of them, in order.
+    pub ids: Vec<usize>,
+    /// As its tasks name them, in the same order.
     pub list: Vec<String>,
     /// By absolute index on the node, where known.
     pub absolute: Option<Vec<String>>,
 }
 
+impl JobGpus {
+    /// No GPU.
+    pub fn none() -> JobGpus {
+        JobGpus {
+            ids: Vec::new(),
+            list: Vec::new(),
+            absolute: None,
+        }
+    }
+
+    /// R's ids of the GPUs a task holds (`held`: its `DESI_GPU_MAP_GPUS`,
+    /// named as the job's list names them, in its order), for the record
+    /// an instance nested in the task reads (`DESI_GPU_MAP_FLUX_IDS`);
+    /// `None` where one is not the job's.
+    pub fn ids_of(&self, held: &str) -> Option<String> {
+        let ids: Option<Vec<String>> = held
+            .split(',')
+            .map(|name| {
+                let at = self.list.iter().position(|n| n == name)?;
+                self.ids.get(at).map(usize::to_string)
+            })
+            .collect();
+        ids.map(|ids| ids.join(","))
+    }
+}
+
 /// The GPUs R gives the job on this node (`ids`, an id set such as `0-3`;
-/// `None`: none), as its tasks must name them: where the broker runs with
-/// a list of its own (`broker`: its `CUDA_VISIBLE_DEVICES`, as Slurm or a
-/// binding above it set it), Flux's GPU `i` is the `i`-th GPU of that
-/// list, indices or UUIDs; without one, Flux's ids are the node's. A GPU
-/// beyond the broker's list is refused, never guessed. `broker_step`: the
-/// broker's `SLURM_STEP_GPUS` (Slurm's absolute indices beside a list it
-/// may have renumbered), where it runs in a Slurm step.
-pub fn job_gpus(
-    ids: Option<&str>,
-    broker: Option<&str>,
-    broker_step: Option<&str>,
-) -> Result<JobGpus, BadGrant> {
+/// `None`: none), as its tasks must name them, through the grant of the
+/// node's own broker (`grant`).
+///
+/// - A broker without a list of its own: Flux's ids are the node's.
+/// - An R of the instance's own (configured or discovered): Flux's GPU `i`
+///   is the `i`-th GPU of the broker's list (indices or UUIDs), as Slurm
+///   or a binding above it set it.
+/// - An R inherited from the enclosing job: its ids are that job's. Where
+///   this plugin mapped the broker as that job's task, its record names
+///   them (`DESI_GPU_MAP_FLUX_IDS` beside `DESI_GPU_MAP_GPUS`); else the
+///   binding above was Flux's own, which names each GPU by its id.
+///
+/// A GPU the broker holds under no name it can tell is refused, never
+/// guessed; so is a node whose broker's grant cannot be read while the
+/// instance runs under one.
+pub fn job_gpus(ids: Option<&str>, grant: &BrokerGrant) -> Result<JobGpus, BadGrant> {
     let ids = match ids.map(str::trim) {
         None | Some("") => Vec::new(),
         Some(ids) => parse_ids(ids)?,
     };
-    let Some(value) = broker else {
+    let broker = match &grant.own {
+        Ok(own) => own.clone(),
+        // No broker of the instance was started under a grant (rank 0's
+        // holds none): a system instance's, whose shells cannot read it.
+        Err(_) if grant.inherited.is_empty() => BrokerVars::default(),
+        Err(why) => return Err(BadGrant::UnknownBroker { why: why.clone() }),
+    };
+    let Some(value) = broker.list.as_deref() else {
         let list: Vec<String> = ids.iter().map(usize::to_string).collect();
         return Ok(JobGpus {
+            ids,
             absolute: Some(list.clone()),
             list,
         });
@@ -207,18 +359,71 @@ pub fn job_gpus(
         value: value.to_string(),
         why: e.to_string(),
     })?;
-    let list = through(&ids, &given, value)?;
-    let step = broker_step.and_then(|s| parse_gpu_list(s).ok());
+    let origin = grant
+        .origin
+        .clone()
+        .map_err(|why| BadGrant::UnknownOrigin { why })?;
+    let places = match origin {
+        Origin::Own => ids.clone(),
+        Origin::Inherited => places_of_inherited(&ids, &given, &broker, value)?,
+    };
+    let list = through(&places, &given, value)?;
+    let step = broker
+        .step_gpus
+        .as_deref()
+        .and_then(|s| parse_gpu_list(s).ok());
     let absolute = step
         .filter(|step| step.len() == given.len())
-        .and_then(|step| through(&ids, &step, value).ok());
-    Ok(JobGpus { list, absolute })
+        .and_then(|step| through(&places, &step, value).ok());
+    Ok(JobGpus {
+        ids,
+        list,
+        absolute,
+    })
 }
 
-/// Flux's ids `ids` as the `i`-th entries of `given` (the broker's list
-/// `value`).
-fn through(ids: &[usize], given: &[String], value: &str) -> Result<Vec<String>, BadGrant> {
+/// The places in the broker's list (`given`) of an inherited R's ids: by
+/// this plugin's record where it mapped the broker (its held GPUs and their
+/// ids, in one order), else by name, as Flux's own binding names them.
+fn places_of_inherited(
+    ids: &[usize],
+    given: &[String],
+    broker: &BrokerVars,
+    value: &str,
+) -> Result<Vec<usize>, BadGrant> {
+    let record: Option<Vec<(String, String)>> = broker
+        .held
+        .as_deref()
+        .zip(broker.held_ids.as_deref())
+        .map(|(held, held_ids)| {
+            held.split(',')
+                .map(str::to_string)
+                .zip(held_ids.split(',').map(str::to_string))
+                .collect()
+        });
     ids.iter()
+        .map(|&id| {
+            let name = match &record {
+                Some(record) => record
+                    .iter()
+                    .find(|(_, of)| of.trim() == id.to_string())
+                    .map(|(name, _)| name.clone()),
+                None => Some(id.to_string()),
+            };
+            name.and_then(|name| given.iter().position(|g| *g == name))
+                .ok_or_else(|| BadGrant::NotHeld {
+                    id,
+                    value: value.to_string(),
+                })
+        })
+        .collect()
+}
+
+/// Flux's places `places` as the entries of `given` (the broker's list
+/// `value`).
+fn through(places: &[usize], given: &[String], value: &str) -> Result<Vec<String>, BadGrant> {
+    places
+        .iter()
         .map(|&id| {
             given.get(id).cloned().ok_or_else(|| BadGrant::Beyond {
                 id,
@@ -394,18 +599,42 @@ mod tests {
         }
     }
 
+    /// A grant read from the node's own broker, of an instance whose R is
+    /// `origin`'s.
+    fn own(list: Option<&str>, step: Option<&str>, origin: Origin) -> BrokerGrant {
+        BrokerGrant {
+            own: Ok(BrokerVars {
+                list: list.map(str::to_string),
+                step_gpus: step.map(str::to_string),
+                ..BrokerVars::default()
+            }),
+            inherited: BrokerVars::default(),
+            origin: Ok(origin),
+        }
+    }
+
     #[test]
     fn flux_ids_name_the_brokers_gpus_by_position() {
-        let list = |ids, broker| job_gpus(ids, broker, None).unwrap().list;
+        let list = |ids, broker| job_gpus(ids, &own(broker, None, Origin::Own)).unwrap().list;
         assert_eq!(list(Some("0-3"), None), ["0", "1", "2", "3"]);
         assert_eq!(list(Some("1,3"), Some("2,3,4,5")), ["3", "5"]);
         assert_eq!(list(Some("0-1"), Some("2,3")), ["2", "3"]);
         assert_eq!(list(Some("1"), Some("GPU-a,GPU-b")), ["GPU-b"]);
         assert_eq!(list(None, Some("2,3")), Vec::<String>::new());
         assert_eq!(list(Some(""), None), Vec::<String>::new());
+        assert_eq!(
+            job_gpus(Some("1,3"), &own(Some("2,3,4,5"), None, Origin::Own))
+                .unwrap()
+                .ids,
+            [1, 3]
+        );
         // Absolute indices: Flux's own without a broker's list; through
         // Slurm's SLURM_STEP_GPUS beside a list it renumbered.
-        let abs = |ids, broker, step| job_gpus(ids, broker, step).unwrap().absolute;
+        let abs = |ids, broker, step| {
+            job_gpus(ids, &own(broker, step, Origin::Own))
+                .unwrap()
+                .absolute
+        };
         assert_eq!(abs(Some("1"), None, None), Some(vec!["1".to_string()]));
         assert_eq!(
             abs(Some("1"), Some("0,1"), Some("2,3")),
@@ -415,9 +644,133 @@ mod tests {
         assert_eq!(abs(Some("1"), Some("0,1"), Some("2")), None);
     }
 
+    /// Round 7: flux-core starts every node's shell with rank 0's
+    /// environment; a node's GPUs are its own broker's, never rank 0's.
+    #[test]
+    fn each_node_reads_its_own_brokers_grant_not_rank_0s() {
+        let rank0 = BrokerVars {
+            list: Some("2,3".into()),
+            step_gpus: Some("2,3".into()),
+            ..BrokerVars::default()
+        };
+        let second = BrokerVars {
+            list: Some("0,1".into()),
+            step_gpus: Some("0,1".into()),
+            ..BrokerVars::default()
+        };
+        let grant = BrokerGrant {
+            own: Ok(second),
+            inherited: rank0.clone(),
+            origin: Ok(Origin::Own),
+        };
+        let gpus = job_gpus(Some("0-1"), &grant).unwrap();
+        assert_eq!(gpus.list, ["0", "1"]);
+        assert_eq!(gpus.absolute, Some(vec!["0".into(), "1".into()]));
+        // Unreadable where the instance runs under a grant: refused.
+        let unread = BrokerGrant {
+            own: Err("/proc/42/environ: Permission denied".into()),
+            inherited: rank0,
+            origin: Ok(Origin::Own),
+        };
+        let e = job_gpus(Some("0-1"), &unread).unwrap_err();
+        assert!(matches!(e, BadGrant::UnknownBroker { .. }));
+        assert!(
+            e.to_string().contains("Permission denied")
+                && e.to_string().contains("no task is mapped"),
+            "{e}"
+        );
+        // A system instance, started under no grant, whose guest shells
+        // cannot read the broker: R's ids are the node's.
+        let system = BrokerGrant {
+            own: Err("/proc/42/environ: Permission denied".into()),
+            inherited: BrokerVars::default(),
+            origin: Err("resource.eventlog: Operation not permitted".into()),
+        };
+        assert_eq!(job_gpus(Some("1-2"), &system).unwrap().list, ["1", "2"]);
+    }
+
+    /// Round 7: an instance nested in a job (`flux batch`, `flux alloc`)
+    /// inherits that job's R, ids and all; its brokers hold the GPUs under
+    /// the names the enclosing binding gave them.
+    #[test]
+    fn an_inherited_r_names_gpus_by_the_enclosing_jobs_ids() {
+        let inherited = |list| own(Some(list), None, Origin::Inherited);
+        // Under Flux's own gpu-affinity, which names each GPU by its id.
+        let list = |ids, grant: &BrokerGrant| job_gpus(ids, grant).unwrap().list;
+        assert_eq!(list(Some("1"), &inherited("1,2,3")), ["1"]);
+        assert_eq!(list(Some("1-3"), &inherited("1,2,3")), ["1", "2", "3"]);
+        assert_eq!(list(Some("2-3"), &inherited("2,3")), ["2", "3"]);
+        // The same values read as places would be GPU 2, and refused.
+        assert_eq!(
+            list(Some("1"), &own(Some("1,2,3"), None, Origin::Own)),
+            ["2"]
+        );
+        // Under this plugin's mapping, by its record: the enclosing job's
+        // GPUs 0 and 1 were the broker's 2 and 3 (inside Slurm).
+        let recorded = BrokerGrant {
+            own: Ok(BrokerVars {
+                list: Some("2,3".into()),
+                held: Some("2,3".into()),
+                held_ids: Some("0,1".into()),
+                ..BrokerVars::default()
+            }),
+            inherited: BrokerVars::default(),
+            origin: Ok(Origin::Inherited),
+        };
+        assert_eq!(list(Some("1"), &recorded), ["3"]);
+        assert_eq!(list(Some("0-1"), &recorded), ["2", "3"]);
+        // Nearest first, as closest lists a share: the record says which.
+        let shuffled = BrokerGrant {
+            own: Ok(BrokerVars {
+                list: Some("1,0".into()),
+                held: Some("1,0".into()),
+                held_ids: Some("1,0".into()),
+                ..BrokerVars::default()
+            }),
+            ..recorded.clone()
+        };
+        assert_eq!(list(Some("0"), &shuffled), ["0"]);
+        // A GPU the broker holds under no name it can tell: refused.
+        let e = job_gpus(Some("0"), &inherited("2,3")).unwrap_err();
+        assert_eq!(
+            e,
+            BadGrant::NotHeld {
+                id: 0,
+                value: "2,3".into()
+            }
+        );
+        assert!(e.to_string().contains("-o desi-gpu-map"), "{e}");
+        assert!(matches!(
+            job_gpus(Some("2"), &recorded),
+            Err(BadGrant::NotHeld { id: 2, .. })
+        ));
+        // Where R came from unknown, a broker's list cannot be read.
+        let unknown = BrokerGrant {
+            origin: Err("resource.eventlog: No such file or directory".into()),
+            ..recorded
+        };
+        assert!(matches!(
+            job_gpus(Some("0"), &unknown),
+            Err(BadGrant::UnknownOrigin { .. })
+        ));
+        assert_eq!(Origin::of_method("job-info"), Origin::Inherited);
+        assert_eq!(Origin::of_method("configuration"), Origin::Own);
+        assert_eq!(Origin::of_method("dynamic-discovery"), Origin::Own);
+    }
+
+    #[test]
+    fn a_tasks_held_gpus_are_recorded_by_rs_ids() {
+        let gpus = job_gpus(Some("1,3"), &own(Some("4,5,6,7"), None, Origin::Own)).unwrap();
+        assert_eq!(gpus.list, ["5", "7"]);
+        assert_eq!(gpus.ids_of("7").as_deref(), Some("3"));
+        assert_eq!(gpus.ids_of("7,5").as_deref(), Some("3,1"));
+        assert_eq!(gpus.ids_of("6"), None);
+    }
+
     #[test]
     fn a_gpu_beyond_the_brokers_grant_is_refused_with_both_lists() {
-        let e = job_gpus(Some("0-3"), Some("2,3"), None).unwrap_err();
+        let places = |ids, list: &str| job_gpus(ids, &own(Some(list), None, Origin::Own));
+        let e = places(Some("0-3"), "2,3").unwrap_err();
         assert_eq!(
             e,
             BadGrant::Beyond {
@@ -428,12 +781,12 @@ mod tests {
         let said = e.to_string();
         assert!(said.contains("GPU 2") && said.contains("\"2,3\"") && said.contains("0 to 1"));
         assert!(matches!(
-            job_gpus(Some("0"), Some(""), None),
+            places(Some("0"), ""),
             Err(BadGrant::BadBrokerList { .. })
         ));
         for bad in ["x", "3-1", "0,0", "2,1", "0-99999", "-1"] {
             assert_eq!(
-                job_gpus(Some(bad), None, None),
+                job_gpus(Some(bad), &own(None, None, Origin::Own)),
                 Err(BadGrant::BadIds {
                     ids: bad.to_string()
                 }),

@@ -26,6 +26,14 @@ pub struct FluxCmd {
     _private: [u8; 0],
 }
 #[repr(C)]
+pub struct FluxHandle {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct FluxFuture {
+    _private: [u8; 0],
+}
+#[repr(C)]
 pub struct FluxPluginArg {
     _private: [u8; 0],
 }
@@ -54,6 +62,17 @@ extern "C" {
         json: *mut *mut c_char,
     ) -> c_int;
     fn flux_shell_getenv(shell: *mut FluxShell, name: *const c_char) -> *const c_char;
+    fn flux_shell_get_flux(shell: *mut FluxShell) -> *mut FluxHandle;
+    fn flux_attr_get(h: *mut FluxHandle, name: *const c_char) -> *const c_char;
+    fn flux_get_rank(h: *mut FluxHandle, rank: *mut u32) -> c_int;
+    fn flux_kvs_lookup(
+        h: *mut FluxHandle,
+        ns: *const c_char,
+        flags: c_int,
+        key: *const c_char,
+    ) -> *mut FluxFuture;
+    fn flux_kvs_lookup_get(f: *mut FluxFuture, value: *mut *const c_char) -> c_int;
+    fn flux_future_destroy(f: *mut FluxFuture);
     fn flux_shell_get_info(shell: *mut FluxShell, json: *mut *mut c_char) -> c_int;
     fn flux_shell_get_rank_info(
         shell: *mut FluxShell,
@@ -207,11 +226,65 @@ impl Shell {
         (rc == 0).then_some(text).flatten()
     }
 
+    /// The shell's handle on its own broker (the one on this node).
+    pub fn broker(&self) -> Option<Broker> {
+        // SAFETY: the shell is live; the handle is the shell's, and lives as
+        // long as it.
+        let h = unsafe { flux_shell_get_flux(self.0) };
+        (!h.is_null()).then_some(Broker(h))
+    }
+
     /// The task of a `task.*` call.
     pub fn current_task(&self) -> Option<Task> {
         // SAFETY: the shell is live.
         let task = unsafe { flux_shell_current_task(self.0) };
         (!task.is_null()).then_some(Task(task))
+    }
+}
+
+/// The shell's own broker, through the shell's handle, for one call.
+#[derive(Clone, Copy)]
+pub struct Broker(*mut FluxHandle);
+
+impl Broker {
+    /// A broker attribute (`flux getattr NAME`); `None`: not set.
+    pub fn attr(&self, name: &str) -> Option<String> {
+        let name = c_text(name);
+        // SAFETY: the handle is live; the broker's cache keeps the string.
+        unsafe { borrowed(flux_attr_get(self.0, name.as_ptr())) }
+    }
+
+    /// The broker's rank in its instance.
+    pub fn rank(&self) -> Result<u32, String> {
+        let mut rank = 0u32;
+        // SAFETY: the handle is live; `rank` is ours to write.
+        match unsafe { flux_get_rank(self.0, &mut rank) } {
+            0 => Ok(rank),
+            _ => Err(std::io::Error::last_os_error().to_string()),
+        }
+    }
+
+    /// A key of the instance's KVS (primary namespace), as stored.
+    pub fn kvs(&self, key: &str) -> Result<String, String> {
+        let key = c_text(key);
+        // SAFETY: the handle is live; the namespace is named, since a job
+        // shell's default is its job's own (FLUX_KVS_NAMESPACE).
+        let f = unsafe { flux_kvs_lookup(self.0, c"primary".as_ptr(), 0, key.as_ptr()) };
+        if f.is_null() {
+            return Err(std::io::Error::last_os_error().to_string());
+        }
+        let mut value: *const c_char = ptr::null();
+        // SAFETY: f is the live future made above; it waits for the answer
+        // and keeps the string it gives until destroyed.
+        let rc = unsafe { flux_kvs_lookup_get(f, &mut value) };
+        let got = match rc {
+            // SAFETY: NULL, or a live string the future keeps.
+            0 => unsafe { borrowed(value) }.ok_or_else(|| "empty".to_string()),
+            _ => Err(std::io::Error::last_os_error().to_string()),
+        };
+        // SAFETY: f is ours and destroyed once, after its string was copied.
+        unsafe { flux_future_destroy(f) };
+        got
     }
 }
 

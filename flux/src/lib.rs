@@ -16,6 +16,7 @@
 #![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod broker;
 mod conf;
 mod exports;
 mod ffi;

@@ -5,6 +5,7 @@
 //! starts; `task.exit` and `shell.exit` stop the daemon after the node's
 //! last task. The core decides; this file only moves facts and answers.
 
+use crate::broker::grant;
 use crate::conf::{request, site_config};
 use crate::ffi::{log, user, Level, Plugin, Shell};
 use crate::json::{parse, Value};
@@ -31,7 +32,7 @@ use std::sync::Mutex;
 struct Job {
     plan: StepPlan,
     facts: JobFacts,
-    gpus: Vec<String>,
+    gpus: JobGpus,
     served: Option<Served>,
 }
 
@@ -62,25 +63,20 @@ pub fn shell_init(plugin: Plugin) -> Result<(), String> {
     let facts = job_facts(shell.info().as_deref(), shell.rank_info().as_deref())?;
     let asked = who_wins(shell, asked, &config, facts.shell_rank);
     let would_map = resolve(asked, &config).choice != Choice::Off;
-    let broker = std::env::var(env::CUDA).ok();
-    let broker_step = std::env::var(env::STEP_GPUS).ok();
-    let gpus = match job_gpus(
-        facts.gpus.as_deref(),
-        broker.as_deref(),
-        broker_step.as_deref(),
-    ) {
+    let gpus = match job_gpus(facts.gpus.as_deref(), &grant(shell)) {
         Ok(gpus) => gpus,
         Err(e) if would_map => return Err(e.to_string()),
         // Not mapped: the plan stands aside quietly, whatever R names.
-        Err(_) => JobGpus {
-            list: Vec::new(),
-            absolute: None,
-        },
+        Err(_) => JobGpus::none(),
     };
-    let gpus = named_for_mps(gpus, asked, &config);
+    let names = named_for_mps(&gpus, asked, &config);
+    let gpus = JobGpus {
+        list: names,
+        ..gpus
+    };
     let mut node = FluxNode {
         shell,
-        gpus: &gpus,
+        gpus: &gpus.list,
         served: None,
     };
     let mut plan = plan_job(&node, &facts, &config, asked);
@@ -101,17 +97,17 @@ pub fn shell_init(plugin: Plugin) -> Result<(), String> {
 /// The job's list, by UUID where the user asks for MPS and NVML names
 /// them (as MPS needs, and as a Slurm step's are named); else as listed,
 /// and the core then says why the job runs without MPS.
-fn named_for_mps(gpus: JobGpus, asked: Option<OptionRequest>, config: &Config) -> Vec<String> {
+fn named_for_mps(gpus: &JobGpus, asked: Option<OptionRequest>, config: &Config) -> Vec<String> {
     if !resolve(asked, config).mps || gpus.list.is_empty() {
-        return gpus.list;
+        return gpus.list.clone();
     }
     let lines = ask_within(NvmlAsk::Places, &config.nvml, config.nvml_timeout);
     match lines
         .map_err(|e| e.to_string())
-        .and_then(|l| by_uuid(&gpus, &l))
+        .and_then(|l| by_uuid(gpus, &l))
     {
         Ok(uuids) => uuids,
-        Err(_) => gpus.list,
+        Err(_) => gpus.list.clone(),
     }
 }
 
@@ -223,13 +219,14 @@ pub fn task_init(plugin: Plugin) -> Result<(), String> {
     };
     let node = FluxNode {
         shell,
-        gpus: &job.gpus,
+        gpus: &job.gpus.list,
         served: None,
     };
     let name = job.facts.node.clone();
     let vars = TaskVars::read(&node.snapshot(), &job.plan, false, &|| Some(name.clone()));
     let ids = task_ids(task.info().as_deref(), job.facts.ntasks);
-    let outcome = task_outcome_read(&job.plan, &ids, &vars, false, Container::None, &node);
+    let mut outcome = task_outcome_read(&job.plan, &ids, &vars, false, Container::None, &node);
+    outcome.record_flux_ids(&job.gpus);
     let lines = carry_out(
         &outcome,
         &vars.node,

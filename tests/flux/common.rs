@@ -148,6 +148,18 @@ pub fn in_flux(scratch: &Scratch, load: Load, script: &str) -> Jobs {
 
 /// [`in_flux`], the instance run as `user` (MPS never serves root).
 pub fn in_flux_as(scratch: &Scratch, load: Load, script: &str, user: Option<&str>) -> Jobs {
+    in_flux_env(scratch, load, script, user, &[])
+}
+
+/// [`in_flux_as`], the brokers started with `env` too (a grant of GPUs
+/// above the instance, as Slurm gives its brokers).
+pub fn in_flux_env(
+    scratch: &Scratch,
+    load: Load,
+    script: &str,
+    user: Option<&str>,
+    env: &[(&str, &str)],
+) -> Jobs {
     let dir = &scratch.0;
     let flux = prefix().join("bin/flux");
     let host = String::from_utf8(Command::new("hostname").output().unwrap().stdout).unwrap();
@@ -234,6 +246,7 @@ pub fn in_flux_as(scratch: &Scratch, load: Load, script: &str, user: Option<&str
         .arg(&script_file)
         .env("PATH", path_with(&prefix().join("bin")))
         .env("TMPDIR", dir)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .output()
         .expect("run flux start");

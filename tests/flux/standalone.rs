@@ -450,3 +450,106 @@ fn mps_serves_each_node_and_nothing_is_left_on_any_ending() {
         }
     }
 }
+
+/// The script a nested instance runs: its broker's grant, then one job
+/// given one GPU and one of three tasks, mapped, and Flux's own binding
+/// of one GPU beside them.
+const NESTED: &str = r#"cat >inner.sh <<'INNER'
+echo "BROKER ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAP_FLUX_IDS-unset} $(flux resource list -no {ngpus})"
+flux run -n1 -g1 -o cpu-affinity=off -o userrc=$USERRC -o desi-gpu-map=contiguous sh -c 'echo ONE ${CUDA_VISIBLE_DEVICES-unset} ${DESI_GPU_MAPPED-unset}'
+flux run -n3 -g1 -o cpu-affinity=off -o userrc=$USERRC -o desi-gpu-map=contiguous sh -c 'echo THREE $FLUX_TASK_LOCAL_ID ${CUDA_VISIBLE_DEVICES-unset}' | sort
+flux run -n1 -g1 -o cpu-affinity=off sh -c 'echo FLUX ${CUDA_VISIBLE_DEVICES-unset}'
+INNER
+"#;
+
+/// The lines of a job that start with `mark`, without it.
+fn marked(jobs: &Jobs, name: &str, mark: &str) -> Vec<String> {
+    jobs.get(name)
+        .1
+        .iter()
+        .filter_map(|l| l.strip_prefix(mark))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Round 7: `flux alloc` makes a nested instance whose R keeps the
+/// enclosing instance's GPU ids (gpu[1-3] on a grant of 1,2,3; gpu[2-3] on
+/// 2,3), and whose broker holds those GPUs by the same names. A job given
+/// R's GPU 1 gets GPU 1 (as Flux's own binding gives it), never the
+/// broker's second; a grant of 2,3 is mapped, not refused; with the
+/// enclosing job bound by Flux's own binding or mapped by the plugin.
+#[test]
+fn nested_instances_name_the_gpus_their_r_inherits() {
+    let scratch = Scratch::new("nested");
+    let alloc = "flux alloc -N1 -n1 -c4 -o cpu-affinity=off";
+    let mapped = "-o userrc=$USERRC -o desi-gpu-map=contiguous";
+    let script = format!(
+        "{NESTED}\
+         flux submit --wait-event=start -N2 -n2 -c1 -g1 sleep 600 >/dev/null\n\
+         job flux13 {alloc} -g3 bash inner.sh\n\
+         job plugin13 {alloc} -g3 {mapped} bash inner.sh\n\
+         flux cancel --all >/dev/null; flux queue drain\n\
+         flux submit --wait-event=start -N2 -n2 -c1 -g2 sleep 600 >/dev/null\n\
+         job flux23 {alloc} -g2 bash inner.sh\n\
+         job plugin23 {alloc} -g2 {mapped} bash inner.sh\n\
+         flux cancel --all >/dev/null; flux queue drain\n"
+    );
+    let jobs = in_flux(&scratch, Load::User, &script);
+    for (name, broker, ids, three) in [
+        ("flux13", "1,2,3 unset 3", "1", ["0 1", "1 2", "2 3"]),
+        ("plugin13", "1,2,3 1,2,3 3", "1", ["0 1", "1 2", "2 3"]),
+        ("flux23", "2,3 unset 2", "2", ["0 2", "1 3", "2 3"]),
+        ("plugin23", "2,3 2,3 2", "2", ["0 2", "1 3", "2 3"]),
+    ] {
+        let all = &jobs.all;
+        assert_eq!(jobs.get(name).0, 0, "{name}: {all}");
+        assert_eq!(marked(&jobs, name, "BROKER "), [broker], "{name}: {all}");
+        assert_eq!(
+            marked(&jobs, name, "ONE "),
+            [format!("{ids} 1")],
+            "{name}: {all}"
+        );
+        // Flux's own binding in the nested instance names the same GPU.
+        assert_eq!(marked(&jobs, name, "FLUX "), [ids], "{name}: {all}");
+        if name.ends_with("13") {
+            assert_eq!(marked(&jobs, name, "THREE "), three, "{name}: {all}");
+        }
+    }
+}
+
+/// Round 7: under a grant above the instance (its brokers hold GPUs 4 to
+/// 7, as Slurm gives them), a job the plugin maps onto the instance's
+/// GPUs 1 to 3 holds the node's 5, 6 and 7, and records R's ids of them:
+/// an instance nested in it maps its R's GPU 1 to 5, and its three tasks
+/// to 5, 6 and 7.
+#[test]
+fn an_instance_nested_in_a_mapped_job_reads_its_record() {
+    let scratch = Scratch::new("nested-record");
+    let script = format!(
+        "{NESTED}\
+         flux submit --wait-event=start -N2 -n2 -c1 -g1 sleep 600 >/dev/null\n\
+         job plugin flux alloc -N1 -n1 -c4 -g3 -o cpu-affinity=off -o userrc=$USERRC \
+         -o desi-gpu-map=contiguous bash inner.sh\n\
+         flux cancel --all >/dev/null; flux queue drain\n"
+    );
+    let jobs = in_flux_env(
+        &scratch,
+        Load::User,
+        &script,
+        None,
+        &[("CUDA_VISIBLE_DEVICES", "4,5,6,7")],
+    );
+    let all = &jobs.all;
+    assert_eq!(jobs.get("plugin").0, 0, "{all}");
+    assert_eq!(
+        marked(&jobs, "plugin", "BROKER "),
+        ["5,6,7 1,2,3 3"],
+        "{all}"
+    );
+    assert_eq!(marked(&jobs, "plugin", "ONE "), ["5 1"], "{all}");
+    assert_eq!(
+        marked(&jobs, "plugin", "THREE "),
+        ["0 5", "1 6", "2 7"],
+        "{all}"
+    );
+}

@@ -98,6 +98,7 @@ pub(crate) fn stale_names(flag: &str) -> Vec<String> {
         env::METHOD.to_string(),
         env::NODE_GPUS.to_string(),
         env::TASK_GPUS.to_string(),
+        env::FLUX_IDS.to_string(),
         env::STEP.to_string(),
         env::MPS.to_string(),
         env::MPS_HOST.to_string(),

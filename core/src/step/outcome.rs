@@ -10,6 +10,7 @@ use super::lines::{aside_line, unbound_line, verbose_line};
 use super::map::{GpuCpus, StepMap};
 use crate::env;
 use crate::error::Error;
+use crate::flux::JobGpus;
 use crate::mps::{mps_line, mps_unset, mps_variables, Mps};
 use crate::runtime::{render, StepLists};
 use crate::slurm::gpus::join;
@@ -23,6 +24,22 @@ pub struct TaskOutcome {
     pub set: Vec<(String, String)>,
     /// Lines for the task's stderr.
     pub(crate) say: Vec<String>,
+}
+
+impl TaskOutcome {
+    /// A task the Flux plugin maps records R's ids of the GPUs it holds
+    /// beside them (`DESI_GPU_MAP_FLUX_IDS`), for an instance nested in it
+    /// (`gpus`: the job's on this node); an unmapped task's is unchanged.
+    pub fn record_flux_ids(&mut self, gpus: &JobGpus) {
+        let ids = self
+            .set
+            .iter()
+            .find(|(name, _)| name == env::TASK_GPUS)
+            .and_then(|(_, held)| gpus.ids_of(held));
+        if let Some(ids) = ids {
+            self.set.push((env::FLUX_IDS.to_string(), ids));
+        }
+    }
 }
 
 /// What to do to one task of a step planned as `plan`.

@@ -68,7 +68,9 @@ const CRATES: &[Crate] = &[
     },
     Crate {
         src: "flux/src",
-        layers: &["json", "conf", "ffi", "mps", "node", "plugin", "exports"],
+        layers: &[
+            "json", "conf", "ffi", "broker", "mps", "node", "plugin", "exports",
+        ],
     },
 ];
 

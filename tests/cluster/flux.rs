@@ -195,3 +195,31 @@ fn a_step_given_gpus_2_and_3_hands_its_flux_tasks_only_those() {
         "{all}"
     );
 }
+
+/// Round 7: a step whose nodes were given different GPUs (another job
+/// holds 0 and 1 of n1, so the step has 2 and 3 there and 0 and 1 on n2).
+/// flux-core starts every node's job shell with rank 0's environment; each
+/// node's tasks still get their own broker's GPUs, never another node's.
+#[test]
+fn each_node_maps_its_own_brokers_gpus_not_the_first_brokers() {
+    let _c = setup("required", &["default=contiguous"]);
+    let _held = hold("n1", "gpu:2");
+    let instance = Instance::new("pernode", "n1,n2", "0-1", "0-1");
+    let ran = instance
+        .start(
+            "-N2 -w n[1-2] --ntasks-per-node=1 --gpus-per-node=2",
+            "flux run -N2 --tasks-per-node=2 --gpus-per-node=2 -o cpu-affinity=off -o userrc=userrc.lua -o desi-gpu-map=contiguous sh -c \"$ROW\"\n\
+             flux run -N2 --tasks-per-node=1 --gpus-per-node=2 -o cpu-affinity=off -o userrc=userrc.lua -o desi-gpu-map=contiguous sh -c 'echo BROKER $(hostname) $DESI_GPU_MAP_GPUS'",
+        )
+        .ok();
+    let out = ran.stdout();
+    assert_eq!(
+        rows(&ran),
+        ["0 n1 0 2 1", "1 n1 1 3 1", "2 n2 0 0 1", "3 n2 1 1 1"],
+        "{out}{}",
+        ran.stderr()
+    );
+    let mut lone: Vec<&str> = out.lines().filter(|l| l.starts_with("BROKER ")).collect();
+    lone.sort();
+    assert_eq!(lone, ["BROKER n1 2,3", "BROKER n2 0,1"], "{out}");
+}

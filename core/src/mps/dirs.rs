@@ -9,9 +9,11 @@ use crate::files::Stat;
 use crate::settings::config::MpsSettings;
 use std::path::{Path, PathBuf};
 
-/// The longest path of a Unix socket (`sun_path` holds 108 bytes with its
-/// terminating NUL): every socket the daemon binds must fit.
-const MAX_SOCKET_PATH: usize = 107;
+/// The longest socket path NVIDIA's control daemon binds: one byte short
+/// of a Unix socket's (`sun_path` holds 108 bytes with its terminating
+/// NUL). Measured with 535.261.03: with `pipe/control_privileged` 106
+/// bytes long it starts; at 107 it exits 1 at once, its log empty.
+pub(crate) const MAX_SOCKET_PATH: usize = 106;
 
 /// The longest name of the sockets the control daemon binds in its pipe
 /// directory (`control`, and `control_privileged` beside it): where it
@@ -77,9 +79,11 @@ pub(super) fn check_socket(daemon: &Daemon, kept: bool) -> Result<(), NoMps> {
         false => daemon.pipe(),
     };
     let socket = pipe.join(LONGEST_SOCKET);
-    if socket.as_os_str().len() > MAX_SOCKET_PATH {
+    let len = socket.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
         return Err(NoMps::SocketTooLong {
             socket,
+            len,
             most: MAX_SOCKET_PATH,
         });
     }

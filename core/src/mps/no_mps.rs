@@ -70,11 +70,13 @@ pub enum NoMps {
     },
     /// Slurm gave no job id to name the step's directory by.
     NoJobId,
-    /// The daemon's socket path is longer than a socket's may be.
+    /// The daemon's socket path is longer than its control daemon binds.
     SocketTooLong {
         /// The path it would have.
         socket: PathBuf,
-        /// The most a socket path may hold, in bytes.
+        /// Its length, in bytes.
+        len: usize,
+        /// The most the control daemon binds, in bytes.
         most: usize,
     },
     /// The base could not be looked up (`stat`).
@@ -163,10 +165,10 @@ impl fmt::Display for NoMps {
                 )
             }
             NoMps::NoJobId => write!(f, "Slurm gave no job id to name the MPS directory by"),
-            NoMps::SocketTooLong { socket, most } => write!(
+            NoMps::SocketTooLong { socket, len, most } => write!(
                 f,
-                "the MPS socket path {} is longer than a socket path may be ({most} bytes); \
-                 a shorter base is needed {base_hint}",
+                "the MPS socket path {} is {len} bytes, longer than the MPS control daemon \
+                 takes (at most {most}); a shorter base is needed {base_hint}",
                 socket.display()
             ),
             NoMps::BaseUnusable { base, why } => {

@@ -389,11 +389,12 @@ fn directories_go_under_the_site_base_else_tmpdir_else_tmp() {
     let long = format!("/{}", "d".repeat(80));
     let deep = [&SLURM_4[..], &[("TMPDIR", long.as_str())]].concat();
     let (plan, _) = plan_mps_with(&[], true, &deep, places(), Some(USER));
-    assert!(without(&plan).contains("longer than a socket path may be"));
+    assert!(without(&plan).contains("longer than the MPS control daemon takes"));
     assert_eq!(dir_name(5, "./x", 0), "desi-gpu-map-mps.5.x.0");
-    // The daemon binds pipe/control and pipe/control_privileged: a base
-    // where the longer one fits exactly is taken; one byte more is
-    // refused, naming it. Exec's keeper marks its directory's name, so
+    // The daemon binds pipe/control and pipe/control_privileged, and
+    // NVIDIA's starts only where the longer one is at most 106 bytes (one
+    // short of a socket's 107): a base where it is 106 is taken; one byte
+    // more is refused, naming the path, its length and the limit. Exec's keeper marks its directory's name, so
     // the same base is too long for a kept daemon.
     let (plan, _) = plan_mps_with(&["mps_dir=/var/mps"], true, &SLURM_4, places(), Some(USER));
     let Mps::Start(d) = mps_of(&plan) else {
@@ -401,8 +402,8 @@ fn directories_go_under_the_site_base_else_tmpdir_else_tmp() {
     };
     let below = d.pipe().as_os_str().len() - "/var/mps".len();
     let longest = "/control_privileged".len();
-    let fits = format!("/{}", "b".repeat(107 - longest - below - 1));
-    assert_eq!(below + fits.len() + longest, 107);
+    let fits = format!("/{}", "b".repeat(106 - longest - below - 1));
+    assert_eq!(below + fits.len() + longest, 106);
     let with = |base: &str, facts: MpsFacts| {
         plan_mps_with(
             &[&format!("mps_dir={base}")],
@@ -416,16 +417,19 @@ fn directories_go_under_the_site_base_else_tmpdir_else_tmp() {
     // The base is no folder of the fake node's: past the length check, it
     // is refused for that, not for its length.
     let why = without(&with(&fits, USER));
-    assert!(!why.contains("longer than a socket path"), "{why}");
+    assert!(!why.contains("longer than the MPS control daemon"), "{why}");
     let why = without(&with(&format!("{fits}b"), USER));
     assert!(
-        why.contains("control_privileged is longer than a socket path may be"),
+        why.contains(
+            "control_privileged is 107 bytes, longer than the MPS control daemon takes \
+             (at most 106); a shorter base is needed"
+        ),
         "{why}"
     );
     let kept = MpsFacts { kept: true, ..USER };
     let why = without(&with(&fits, kept));
     assert!(why.contains(".keeper."), "{why}");
-    assert!(why.contains("longer than a socket path may be"), "{why}");
+    assert!(why.contains("longer than the MPS control daemon takes"), "{why}");
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// of a Unix socket's (`sun_path` holds 108 bytes with its terminating
 /// NUL). Measured with 535.261.03: with `pipe/control_privileged` 106
 /// bytes long it starts; at 107 it exits 1 at once, its log empty.
-pub(crate) const MAX_SOCKET_PATH: usize = 106;
+pub const MAX_SOCKET_PATH: usize = 106;
 
 /// The longest name of the sockets the control daemon binds in its pipe
 /// directory (`control`, and `control_privileged` beside it): where it

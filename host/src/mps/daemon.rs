@@ -722,4 +722,52 @@ mod tests {
         assert!(!d.dir().exists());
         fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// NVIDIA's real control daemon (tests/nvidia/fetch.sh), which starts
+    /// and answers without a GPU.
+    fn real_control() -> PathBuf {
+        let dir = std::env::var("DGM_NVIDIA_DIR")
+            .unwrap_or_else(|_| "/var/tmp/desi-gpu-map-nvidia/current".to_string());
+        let control = Path::new(&dir).join("nvidia-cuda-mps-control");
+        assert!(
+            control.is_file(),
+            "{} is missing: run tests/nvidia/fetch.sh (make nvidia) as root",
+            control.display()
+        );
+        control
+    }
+
+    /// `planned` in a base under `dir` whose length makes the daemon's
+    /// longest socket path, `pipe/control_privileged`, `len` bytes long.
+    fn with_socket_of(len: usize, dir: &Path, control: &Path) -> Daemon {
+        let socket = |d: &Daemon| d.pipe().join("control_privileged").as_os_str().len();
+        let short = planned(dir, control.to_path_buf());
+        let pad = len - socket(&short) - 1;
+        let base = dir.join("b".repeat(pad));
+        fs::create_dir(&base).unwrap();
+        let d = planned(&base, control.to_path_buf());
+        assert_eq!(socket(&d), len);
+        d
+    }
+
+    #[test]
+    fn the_real_control_daemon_starts_where_the_core_allows_and_not_a_byte_past() {
+        use desi_gpu_map_core::mps::MAX_SOCKET_PATH;
+        let dir = scratch("edge");
+        let control = real_control();
+        let most = with_socket_of(MAX_SOCKET_PATH, &dir, &control);
+        let running = start(&most, &AsThisProcess).unwrap();
+        let made = running.daemon().dir();
+        assert!(made.join("pipe/control_privileged").exists());
+        assert_eq!(running.stop(&AsThisProcess), Vec::<String>::new());
+        assert!(!made.exists());
+        // One byte more, which the core refuses: the daemon exits at once,
+        // saying nothing.
+        let past = with_socket_of(MAX_SOCKET_PATH + 1, &dir, &control);
+        let why = start(&past, &AsThisProcess).err().unwrap().to_string();
+        assert!(why.contains("before it answered"), "{why}");
+        assert!(why.ends_with("; its log is empty"), "{why}");
+        assert!(!past.dir().exists());
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }

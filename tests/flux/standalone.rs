@@ -418,7 +418,7 @@ fn mps_serves_each_node_and_nothing_is_left_on_any_ending() {
     let said = jobs.said("nocontrol");
     assert_eq!(jobs.get("nocontrol").0, 0, "{said}");
     assert_eq!(
-        said.matches("; the site's mps_control=, or the job's PATH, names it; running without MPS")
+        said.matches("; the site's mps_control = \"...\" in the plugin's conf, or the job's PATH, names it; running without MPS")
             .count(),
         1,
         "{said}"

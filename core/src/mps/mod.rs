@@ -37,6 +37,7 @@ mod serving;
 mod tests;
 
 pub use client::even_share;
+pub use control::flux_control;
 pub use daemon::{Daemon, KeeperAddr, KEEPER_MARK};
 pub use dirs::MAX_SOCKET_PATH;
 pub use input::MpsFacts;

@@ -10,6 +10,11 @@ use std::path::PathBuf;
 /// Volta-and-later MPS serves at most this many clients per GPU.
 pub const MAX_CLIENTS: usize = 48;
 
+/// Why a Flux job's GPU indices were not named by UUID: R gives indices,
+/// and nothing tells them from renumbered ones but NVML's list, through
+/// which the plugin could not locate them.
+pub(crate) const R_INDICES: &str = "R gives GPU indices, which NVML's list could not locate";
+
 /// Whose daemon a message names: a Slurm step's (or a launch's), or a
 /// Flux job's, whose GPUs R gives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -429,7 +429,10 @@ fn directories_go_under_the_site_base_else_tmpdir_else_tmp() {
     let kept = MpsFacts { kept: true, ..USER };
     let why = without(&with(&fits, kept));
     assert!(why.contains(".keeper."), "{why}");
-    assert!(why.contains("longer than the MPS control daemon takes"), "{why}");
+    assert!(
+        why.contains("longer than the MPS control daemon takes"),
+        "{why}"
+    );
 }
 
 #[test]
@@ -796,4 +799,55 @@ fn the_protocol_starts_the_daemon_the_plan_names_or_the_step_runs_without_it() {
     let mut front = Starts(None);
     start_daemon(&mut quiet, &mut front, None);
     assert_eq!(front.0, None);
+}
+
+#[test]
+fn a_flux_jobs_lines_name_no_slurm_term() {
+    // R's indices NVML could not name for the plugin: the core cannot
+    // tell them from renumbered ones either, and says so in Flux's words.
+    let why = without(&plan_flux_files("0,1,2,3", &[], places(), |_| {}));
+    assert!(!why.contains("SLURM"), "{why}");
+    assert!(
+        why.starts_with(
+            "cannot name the job's GPUs by UUID (R gives GPU indices, which NVML's list \
+             could not locate)"
+        ),
+        "{why}"
+    );
+    // The control daemon as the conf table names it, not as a plugstack
+    // line would.
+    let not_found = |on_path: Option<PathBuf>, site: Option<&str>| {
+        let mut settings = crate::settings::config::MpsSettings {
+            control: site.map(PathBuf::from),
+            ..Default::default()
+        };
+        flux_control(&mut settings, on_path);
+        settings
+    };
+    let unnamed = not_found(None, None);
+    let line = NoMps::ControlNotFound {
+        named_by: unnamed.control_named_by,
+    }
+    .to_string();
+    assert!(
+        line.ends_with(
+            "the site's mps_control = \"...\" in the plugin's conf, or the job's PATH, names it"
+        ),
+        "{line}"
+    );
+    let site = not_found(Some(PathBuf::from("/bin/x")), Some("/opt/nope"));
+    assert_eq!(site.control.as_deref(), Some(Path::new("/opt/nope")));
+    let line = NoMps::NoControl {
+        path: PathBuf::from("/opt/nope"),
+        named_by: site.control_named_by,
+    }
+    .to_string();
+    assert_eq!(
+        line,
+        "cannot start /opt/nope: it does not exist (the site's mps_control = \"...\" in the \
+         plugin's conf)"
+    );
+    let found = not_found(Some(PathBuf::from("/bin/x")), None);
+    assert_eq!(found.control.as_deref(), Some(Path::new("/bin/x")));
+    assert_eq!(found.control_named_by, "the job's PATH");
 }

@@ -20,9 +20,17 @@ pub const MAX_SOCKET_PATH: usize = 106;
 /// does not fit, the daemon exits at its start with an empty log.
 const LONGEST_SOCKET: &str = "control_privileged";
 
+/// The first word of every MPS directory's name (`dgm-mps`: desi-gpu-map's
+/// MPS), short so that the socket paths below it fit
+/// ([`MAX_SOCKET_PATH`]).
+pub const DIR_MARK: &str = "dgm-mps";
+
 /// The step's MPS directory's name before its random part:
-/// `desi-gpu-map-mps.UID.JOBID.STEPID.NODEID`, NODEID the node's place in
-/// the step (several slurmd may share a host and its /tmp). Anything but
+/// `dgm-mps.UID.JOBID.STEPID.NODEID`: the user, so that one user's keeper
+/// is never met at another's name (the keeper's abstract socket is this
+/// name, seen by every user); the step, which the keeper's tasks meet by;
+/// NODEID the node's place in the step (several slurmd may share a host
+/// and its /tmp). Anything but
 /// letters, digits, `.`, `-` and `_` is left out of the step's name, so
 /// that no name climbs out of the base.
 pub(crate) fn dir_name(uid: u32, step: &str, node_id: u32) -> String {
@@ -30,10 +38,7 @@ pub(crate) fn dir_name(uid: u32, step: &str, node_id: u32) -> String {
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
         .collect();
-    format!(
-        "desi-gpu-map-mps.{uid}.{}.{node_id}",
-        step.trim_matches('.')
-    )
+    format!("{DIR_MARK}.{uid}.{}.{node_id}", step.trim_matches('.'))
 }
 
 /// The base of the step's MPS directory: the site's, else the step's

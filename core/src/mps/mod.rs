@@ -39,7 +39,7 @@ mod tests;
 pub use client::even_share;
 pub use control::flux_control;
 pub use daemon::{Daemon, KeeperAddr, KEEPER_MARK};
-pub use dirs::MAX_SOCKET_PATH;
+pub use dirs::{DIR_MARK, MAX_SOCKET_PATH};
 pub use input::MpsFacts;
 pub use no_mps::{NoMps, Whose, MAX_CLIENTS};
 pub use serving::Mps;

@@ -129,7 +129,7 @@ fn a_daemon_for_slurms_gpus_named_by_uuid_with_even_shares() {
     assert_eq!(d.gpus, ["GPU-u0", "GPU-u1", "GPU-u2", "GPU-u3"]);
     // 6 tasks, contiguous on 4 GPUs: 2 2 1 1.
     assert_eq!(d.shares, [Some(50), Some(50), Some(100), Some(100)]);
-    let dir = PathBuf::from("/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc");
+    let dir = PathBuf::from("/tmp/dgm-mps.1000.7.0.3.00000abc");
     assert_eq!(
         (&d.dir(), &d.pipe(), &d.log()),
         (&dir, &dir.join("pipe"), &dir.join("log"))
@@ -146,11 +146,11 @@ fn a_daemon_for_slurms_gpus_named_by_uuid_with_even_shares() {
     assert_eq!(get(&out, env::CUDA), Some("GPU-u2"));
     assert_eq!(
         get(&out, env::MPS_PIPE),
-        Some("/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc/pipe")
+        Some("/tmp/dgm-mps.1000.7.0.3.00000abc/pipe")
     );
     assert_eq!(
         get(&out, env::MPS_LOG),
-        Some("/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc/log")
+        Some("/tmp/dgm-mps.1000.7.0.3.00000abc/log")
     );
     assert_eq!(get(&out, env::MPS_SHARE), Some("100"));
     assert_eq!(get(&out, env::MPS), Some("1"));
@@ -349,14 +349,8 @@ fn a_nested_steps_inherited_values_are_its_parents() {
         &[
             (env::MPS, "1"),
             (env::MPS_SHARE, "50"),
-            (
-                env::MPS_PIPE,
-                "/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc/pipe",
-            ),
-            (
-                env::MPS_LOG,
-                "/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc/log",
-            ),
+            (env::MPS_PIPE, "/tmp/dgm-mps.1000.7.0.3.00000abc/pipe"),
+            (env::MPS_LOG, "/tmp/dgm-mps.1000.7.0.3.00000abc/log"),
         ],
     ]
     .concat();
@@ -383,14 +377,14 @@ fn directories_go_under_the_site_base_else_tmpdir_else_tmp() {
     };
     assert_eq!(
         d.dir(),
-        PathBuf::from("/var/mps/desi-gpu-map-mps.1000.7.0.3.0000000000000abc")
+        PathBuf::from("/var/mps/dgm-mps.1000.7.0.3.00000abc")
     );
-    assert_eq!(dir_name(5, "1/../2.0", 1), "desi-gpu-map-mps.5.1..2.0.1");
+    assert_eq!(dir_name(5, "1/../2.0", 1), "dgm-mps.5.1..2.0.1");
     let long = format!("/{}", "d".repeat(80));
     let deep = [&SLURM_4[..], &[("TMPDIR", long.as_str())]].concat();
     let (plan, _) = plan_mps_with(&[], true, &deep, places(), Some(USER));
     assert!(without(&plan).contains("longer than the MPS control daemon takes"));
-    assert_eq!(dir_name(5, "./x", 0), "desi-gpu-map-mps.5.x.0");
+    assert_eq!(dir_name(5, "./x", 0), "dgm-mps.5.x.0");
     // The daemon binds pipe/control and pipe/control_privileged, and
     // NVIDIA's starts only where the longer one is at most 106 bytes (one
     // short of a socket's 107): a base where it is 106 is taken; one byte
@@ -428,7 +422,7 @@ fn directories_go_under_the_site_base_else_tmpdir_else_tmp() {
     );
     let kept = MpsFacts { kept: true, ..USER };
     let why = without(&with(&fits, kept));
-    assert!(why.contains(".keeper."), "{why}");
+    assert!(why.contains(".k."), "{why}");
     assert!(
         why.contains("longer than the MPS control daemon takes"),
         "{why}"
@@ -530,7 +524,7 @@ fn a_name_taken_gives_another_random_name_in_the_same_base() {
         panic!("{plan:?}")
     };
     let other = d.with_token(0xfeed);
-    let dir = PathBuf::from("/tmp/desi-gpu-map-mps.1000.7.0.3.000000000000feed");
+    let dir = PathBuf::from("/tmp/dgm-mps.1000.7.0.3.0000feed");
     assert_eq!((&other.dir(), &other.pipe()), (&dir, &dir.join("pipe")));
     assert_eq!(other.host.as_deref(), Some("n1"));
 }
@@ -747,7 +741,7 @@ fn a_container_that_cannot_see_the_pipe_runs_its_tasks_without_mps_and_says_so()
     assert_eq!(get(&out, env::MPS_PIPE), None);
     assert_eq!(get(&out, env::CUDA), Some("GPU-u0"), "still bound, by UUID");
     assert_eq!(get(&out, env::DEFAULT_FLAG), Some("1"));
-    let dir = "/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc";
+    let dir = "/tmp/dgm-mps.1000.7.0.3.00000abc";
     assert_eq!(
         out.say,
         [format!(
@@ -850,4 +844,30 @@ fn a_flux_jobs_lines_name_no_slurm_term() {
     let found = not_found(Some(PathBuf::from("/bin/x")), None);
     assert_eq!(found.control.as_deref(), Some(Path::new("/bin/x")));
     assert_eq!(found.control_named_by, "the job's PATH");
+}
+
+#[test]
+fn realistic_bases_fit_the_daemons_sockets() {
+    // Exec's keeper under a site's TMPDIR of 33 bytes: a 7-digit uid, an
+    // 8-digit job, step 12 on node 15, the longest token.
+    let kept = Daemon {
+        base: PathBuf::from("/local/scratch/slurm/job.12345678"),
+        stem: dir_name(1_234_567, "12345678.12", 15),
+        token: u32::MAX,
+        ..Daemon::default()
+    };
+    assert_eq!(super::dirs::check_socket(&kept, true), Ok(()));
+    // A Flux job's in a /tmp folder of its own (a user's instance's): an
+    // 18-digit job id, rank 15.
+    let flux = Daemon {
+        base: PathBuf::from("/tmp/flux-Ab12Cd"),
+        stem: dir_name(
+            1_234_567,
+            &crate::flux::tag(123_456_789_012_345_678, Some("local:///tmp/x")),
+            15,
+        ),
+        token: u32::MAX,
+        ..Daemon::default()
+    };
+    assert_eq!(super::dirs::check_socket(&flux, false), Ok(()));
 }

@@ -51,16 +51,16 @@ pub struct Running {
 /// A random number for a directory's name, from the kernel's generator
 /// (the clock and pid where it fails, which only makes a name likelier
 /// to be taken, and then another is drawn).
-pub fn random_token() -> u64 {
-    let mut bytes = [0u8; 8];
+pub fn random_token() -> u32 {
+    let mut bytes = [0u8; 4];
     let flags = rustix::rand::GetRandomFlags::empty();
     if rustix::rand::getrandom(&mut bytes, flags).ok() == Some(bytes.len()) {
-        return u64::from_ne_bytes(bytes);
+        return u32::from_ne_bytes(bytes);
     }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    (now as u64) ^ (u64::from(std::process::id()) << 32)
+    (now as u32) ^ std::process::id().rotate_left(16)
 }
 
 /// Makes the step's directories, starts the daemon, and waits until it
@@ -567,7 +567,7 @@ mod tests {
             control,
             path: vec![PathBuf::from("/bin"), PathBuf::from("/usr/bin")],
             base: base.to_path_buf(),
-            stem: "desi-gpu-map-mps.1000.7.0.0".to_string(),
+            stem: "dgm-mps.1000.7.0.0".to_string(),
             gpus: vec!["GPU-a".to_string()],
             uid: identity(std::process::id()).unwrap().uid,
             gid: 0,

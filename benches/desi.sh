@@ -86,7 +86,7 @@ variant_script() { # VARIANT -> path of its script
 leftovers() { # the user's processes, MPS directories and daemons now
     local procs dirs
     procs=$(ps -u "$uid" -o stat= | grep -vc '^Z' || true)
-    dirs=$(find /tmp -maxdepth 1 -user "$uid" \( -name 'desi-gpu-map-mps.*' -o -name nvidia-mps \) | wc -l)
+    dirs=$(find /tmp -maxdepth 1 -user "$uid" \( -name 'dgm-mps.*' -o -name nvidia-mps \) | wc -l)
     echo "procs=$procs dirs=$dirs"
 }
 results=$work/results

@@ -103,7 +103,7 @@ for n in 8 32; do
         "$(ratio "${med[mps]}" "${med[byhand]}")" "$(ratio "${med[execmps]}" "${med[mps]}")" \
         "$(ratio "${med[execmps]}" "${med[wrapper]}")" "$(ratio "${med[prologmps]}" "${med[wrapper]}")"
 done
-left=$(find /tmp -maxdepth 1 -name 'desi-gpu-map-mps.*' -newer "$work/step.sh" | wc -l)
+left=$(find /tmp -maxdepth 1 -name 'dgm-mps.*' -newer "$work/step.sh" | wc -l)
 echo "MPS directories this run left under /tmp: $left"
 # Not zombies: exited sruns may wait a moment for init to reap them.
 echo "$user's processes left: $(ps -u "$user" -o stat= | grep -vc '^Z' || true)"

@@ -33,7 +33,7 @@ echo "$SLURM_PROCID $CUDA_VISIBLE_DEVICES $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE $a 
         --desi-gpu-map=contiguous,mps bash -c "$mps_probe") | sort -n | while read -r rank gpu share answer pipe; do
         printf '%5s %14s %6s %10s %s\n' "$rank" "$gpu" "$share" "$answer" "$pipe"
     done
-    echo "   MPS directories left after the step: $(find /tmp -maxdepth 1 -name 'desi-gpu-map-mps.*' | wc -l)"
+    echo "   MPS directories left after the step: $(find /tmp -maxdepth 1 -name 'dgm-mps.*' | wc -l)"
 fi
 echo
 echo "== a layout previewed without Slurm with: desi-gpu-map plan -N 2 -n 12 --method contiguous"

@@ -161,11 +161,7 @@ impl KeptStep {
     /// The keeper's socket name, which the step's tasks meet at.
     fn name(&self) -> String {
         let uid = tasks_uid();
-        format!(
-            "desi-gpu-map-mps.{uid}.{}.{}.0.keeper",
-            std::process::id(),
-            self.step
-        )
+        format!("dgm-mps.{uid}.{}.{}.0.k", std::process::id(), self.step)
     }
 
     /// Local task `local` of 2, its `TMPDIR` the folder `tmp` of the
@@ -338,7 +334,7 @@ fn served_alike(out: &[Output; 2]) -> String {
 fn tasks_with_their_own_tmpdir_are_told_the_keepers_directory() {
     let step = KeptStep::new("t", 1);
     let pipe = served_alike(&step.both(PIPE));
-    assert!(pipe.contains(".keeper."), "named as a keeper's: {pipe}");
+    assert!(pipe.contains(".k."), "named as a keeper's: {pipe}");
     step.assert_nothing_left();
 }
 
@@ -373,7 +369,7 @@ fn a_keeper_that_ends_before_it_answers_is_started_again() {
     let out = step.both(PIPE);
     assert!(stand_in.wait().unwrap().success(), "the stand-in keeper");
     let pipe = served_alike(&out);
-    assert!(pipe.contains(".keeper."), "named as a keeper's: {pipe}");
+    assert!(pipe.contains(".k."), "named as a keeper's: {pipe}");
     step.assert_nothing_left();
 }
 

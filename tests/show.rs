@@ -62,7 +62,7 @@ fn show_escapes_what_a_terminal_would_act_on() {
 
 #[test]
 fn show_says_where_the_mps_pipe_directory_is_missing() {
-    let gone = "/nonexistent/desi-gpu-map-mps.1000.7.0.0.1/pipe";
+    let gone = "/nonexistent/dgm-mps.1000.7.0.0.1/pipe";
     let vars = [("DESI_GPU_MAP_MPS", "1"), ("CUDA_MPS_PIPE_DIRECTORY", gone)];
     let text = show_with(&vars, false);
     let said = format!(

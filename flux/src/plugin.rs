@@ -15,7 +15,7 @@ use desi_gpu_map_core::env;
 use desi_gpu_map_core::flux::{
     by_uuid, job_gpus, tag, who_binds, Binder, JobGpus, OptionError, AFFINITY,
 };
-use desi_gpu_map_core::mps::MpsFacts;
+use desi_gpu_map_core::mps::{flux_control, MpsFacts};
 use desi_gpu_map_core::settings::config::Config;
 use desi_gpu_map_core::settings::option::{flux_usage, Choice, OptionRequest, OPTION};
 use desi_gpu_map_core::settings::site::check_request;
@@ -118,22 +118,17 @@ fn control_on_path(config: &mut Config, shell: Shell) {
     let usual = env::MPS_CONTROL_DIRS
         .iter()
         .any(|d| control(Path::new(d)).is_file());
-    if config.mps.control.is_some() || usual {
-        return;
-    }
-    let path = shell.getenv(env::PATH).unwrap_or_default();
+    let looked = config.mps.control.is_none() && !usual;
+    let path = shell
+        .getenv(env::PATH)
+        .filter(|_| looked)
+        .unwrap_or_default();
     let found = std::env::split_paths(&path)
         .filter(|dir| dir.is_absolute())
         .map(|dir| control(&dir))
         .find(|file| file.is_file());
-    config.mps.control_named_by = match found {
-        Some(found) => {
-            config.mps.control = Some(found);
-            "the job's PATH".to_string()
-        }
-        // Said where none is found: what would name one.
-        None => "the site's mps_control=, or the job's PATH,".to_string(),
-    };
+    // The core words what names it, found or not, in Flux's words.
+    flux_control(&mut config.mps, found);
 }
 
 /// The request that binds, where the user also gave Flux's own

@@ -26,7 +26,7 @@ pub struct KeeperOpts {
     #[arg(long)]
     pub stem: String,
     #[arg(long)]
-    pub token: u64,
+    pub token: u32,
     /// The step's GPUs by UUID.
     #[arg(long, value_delimiter = ',')]
     pub gpus: Vec<String>,
@@ -204,7 +204,7 @@ mod tests {
     fn the_keepers_line_as_written_parses_back_to_itself() {
         let written = KeeperOpts {
             base: "/tmp/base dir".into(),
-            token: 0x1234_5678_9abc,
+            token: 0x1234_5678,
             ..sample()
         };
         assert_eq!(parsed(written.words()), written);
@@ -229,7 +229,7 @@ mod tests {
         assert_eq!(
             opts,
             KeeperOpts {
-                stem: "S.keeper".into(),
+                stem: "S.k".into(),
                 ..started
             }
         );

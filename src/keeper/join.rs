@@ -288,8 +288,8 @@ fn keeper_in(dir: &Path, deadline: Instant) -> Option<Result<UnixStream, Failure
 /// task's `TMPDIR` may differ), each with the tokens such keepers were
 /// started with: a keeper's directory has that name unless another's was
 /// there first.
-fn keepers_bases(keeper: &KeeperAddr) -> Vec<(PathBuf, Vec<u64>)> {
-    let mut bases: Vec<(PathBuf, Vec<u64>)> = vec![(keeper.daemon().base.clone(), Vec::new())];
+fn keepers_bases(keeper: &KeeperAddr) -> Vec<(PathBuf, Vec<u32>)> {
+    let mut bases: Vec<(PathBuf, Vec<u32>)> = vec![(keeper.daemon().base.clone(), Vec::new())];
     let uid = rustix::process::getuid().as_raw();
     let others = command_lines_of(uid)
         .into_iter()
@@ -335,7 +335,7 @@ fn keepers_dirs(keeper: &KeeperAddr, base: &Path, deadline: Instant) -> Vec<Path
         let ours = name
             .to_str()
             .and_then(|name| name.strip_prefix(&prefix))
-            .is_some_and(|token| u64::from_str_radix(token, 16).is_ok());
+            .is_some_and(|token| u32::from_str_radix(token, 16).is_ok());
         if ours && private(&entry.path()) {
             dirs.push(entry.path());
         }
@@ -454,7 +454,7 @@ pub fn task_ended(keeper: &KeeperAddr, deadline: Instant) -> Result<Ended, Failu
 }
 
 /// The daemon in the directory the keeper named, which must be there.
-fn served(keeper: &KeeperAddr, token: u64, base: PathBuf) -> Result<Daemon, Failure> {
+fn served(keeper: &KeeperAddr, token: u32, base: PathBuf) -> Result<Daemon, Failure> {
     let served = Daemon {
         base,
         ..keeper.daemon().with_token(token)
@@ -520,15 +520,12 @@ mod tests {
         std::fs::create_dir_all(&base).unwrap();
         let keeper = KeeperAddr::of(&Daemon {
             base: base.clone(),
-            stem: "desi-gpu-map-mps.1.2.3.0".to_string(),
+            stem: "dgm-mps.1.2.3.0".to_string(),
             ..Daemon::default()
         });
         assert_eq!(
             keeper.name(),
-            format!(
-                "desi-gpu-map-mps.1.2.3.0.{}",
-                desi_gpu_map_core::mps::KEEPER_MARK
-            )
+            format!("dgm-mps.1.2.3.0.{}", desi_gpu_map_core::mps::KEEPER_MARK)
         );
         (base, keeper)
     }
@@ -542,15 +539,12 @@ mod tests {
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
             dir
         };
-        let ours = make(&format!("{}.00000000000000ab", keeper.name()), 0o700);
-        make(&format!("{}.00000000000000cd", keeper.name()), 0o755);
+        let ours = make(&format!("{}.000000ab", keeper.name()), 0o700);
+        make(&format!("{}.000000cd", keeper.name()), 0o755);
         make(&format!("{}.not-a-token", keeper.name()), 0o700);
-        make("desi-gpu-map-mps.1.2.4.0.keeper.00000000000000ab", 0o700);
-        std::os::unix::fs::symlink(
-            &ours,
-            base.join(format!("{}.0000000000000001", keeper.name())),
-        )
-        .unwrap();
+        make("dgm-mps.1.2.4.0.k.000000ab", 0o700);
+        std::os::unix::fs::symlink(&ours, base.join(format!("{}.00000001", keeper.name())))
+            .unwrap();
         assert_eq!(
             keepers_dirs(&keeper, &base, Instant::now() + Duration::from_secs(5)),
             vec![ours.clone()]
@@ -568,7 +562,7 @@ mod tests {
     #[test]
     fn a_keepers_directory_is_found_however_many_entries_come_before_it() {
         let (base, keeper) = keepers_base("crowd");
-        let make = |token: u64| {
+        let make = |token: u32| {
             let dir = keeper.daemon().with_token(token).dir();
             std::fs::create_dir(&dir).unwrap();
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();

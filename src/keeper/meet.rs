@@ -63,7 +63,7 @@ impl Ended {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Answer {
     /// The daemon serves, in the directory with this token in this base.
-    Ok { token: u64, base: PathBuf },
+    Ok { token: u32, base: PathBuf },
     /// No daemon serves: why.
     No(String),
 }
@@ -71,7 +71,7 @@ pub(super) enum Answer {
 impl Answer {
     pub(super) fn line(&self) -> String {
         match self {
-            Answer::Ok { token, base } => format!("ok {token:016x} {}\n", base.display()),
+            Answer::Ok { token, base } => format!("ok {token:08x} {}\n", base.display()),
             Answer::No(why) => format!("no {}\n", why.replace('\n', " ")),
         }
     }
@@ -81,7 +81,7 @@ impl Answer {
         match word {
             "ok" => {
                 let (token, base) = rest.split_once(' ')?;
-                let token = u64::from_str_radix(token, 16).ok()?;
+                let token = u32::from_str_radix(token, 16).ok()?;
                 let base = PathBuf::from(base);
                 base.is_absolute().then_some(Answer::Ok { token, base })
             }

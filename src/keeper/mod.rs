@@ -6,7 +6,7 @@
 //! the **keeper**, one small process per step and node.
 //!
 //! - The node's tasks meet at an abstract socket named after the daemon's
-//!   directory stem (`desi-gpu-map-mps.UID.JOBID.STEPID.NODEID.keeper`):
+//!   directory stem (`dgm-mps.UID.JOBID.STEPID.NODEID.k`):
 //!   nothing on disk, and gone with the process that holds it. The first
 //!   task to bind it starts the keeper, which holds it from then on; every
 //!   task then connects, asks `join`, and is answered `ok TOKEN BASE` (the

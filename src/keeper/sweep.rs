@@ -9,7 +9,7 @@
 //! node's keepers are in the same base too. What cannot be told (a file
 //! system without locks) is kept.
 
-use desi_gpu_map_core::mps::{Daemon, KEEPER_MARK};
+use desi_gpu_map_core::mps::{Daemon, DIR_MARK, KEEPER_MARK};
 use desi_gpu_map_host::mps::daemon::{lock, Lock};
 use std::time::{Duration, Instant};
 
@@ -23,11 +23,11 @@ const MOST_SWEPT: usize = 256;
 const SWEEP_BOUND: Duration = Duration::from_secs(1);
 
 /// Removes the user's keeper directories in the daemon's base (named
-/// `desi-gpu-map-mps.UID.JOB.STEP.NODE.keeper.TOKEN` from the moment they
+/// `dgm-mps.UID.JOB.STEP.NODE.k.TOKEN` from the moment they
 /// are made) whose keeper is gone: their lock could be taken, and is held
 /// while they are removed.
 pub(super) fn sweep(daemon: &Daemon) {
-    let prefix = format!("desi-gpu-map-mps.{}.", daemon.uid);
+    let prefix = format!("{DIR_MARK}.{}.", daemon.uid);
     let Ok(entries) = std::fs::read_dir(&daemon.base) else {
         return;
     };
@@ -52,7 +52,7 @@ fn keepers(name: &str, prefix: &str) -> bool {
     name.rsplit_once('.').is_some_and(|(stem, token)| {
         stem.starts_with(prefix)
             && stem.ends_with(&format!(".{KEEPER_MARK}"))
-            && u64::from_str_radix(token, 16).is_ok()
+            && u32::from_str_radix(token, 16).is_ok()
     })
 }
 
@@ -136,20 +136,16 @@ mod tests {
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(&base).unwrap();
         let d = daemon_in(&base);
-        let job = format!("desi-gpu-map-mps.{}.{}", d.uid, std::process::id());
-        let stale = left(&base, &format!("{job}.1.0.keeper.00000000000000aa"), true);
+        let job = format!("dgm-mps.{}.{}", d.uid, std::process::id());
+        let stale = left(&base, &format!("{job}.1.0.k.000000aa"), true);
         // Killed while its daemon was starting: nothing inside yet.
-        let empty = left(&base, &format!("{job}.4.0.keeper.00000000000000ee"), false);
-        let plugins = left(&base, &format!("{job}.2.0.00000000000000bb"), true);
-        let served = left(&base, &format!("{job}.3.0.keeper.00000000000000cc"), true);
+        let empty = left(&base, &format!("{job}.4.0.k.000000ee"), false);
+        let plugins = left(&base, &format!("{job}.2.0.000000bb"), true);
+        let served = left(&base, &format!("{job}.3.0.k.000000cc"), true);
         // Its keeper runs in another network namespace (or on another node
         // of a shared base): no socket of it is seen from here.
-        let apart = left(&base, &format!("{job}.5.0.keeper.00000000000000ff"), true);
-        let others = left(
-            &base,
-            "desi-gpu-map-mps.99999.1.0.0.keeper.00000000000000dd",
-            true,
-        );
+        let apart = left(&base, &format!("{job}.5.0.k.000000ff"), true);
+        let others = left(&base, "dgm-mps.99999.1.0.0.k.000000dd", true);
         let keepers = [keeper_of(&served, false), keeper_of(&apart, true)];
         sweep(&d);
         assert!(!stale.exists(), "a keeper's directory whose keeper is gone");

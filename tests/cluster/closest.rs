@@ -543,7 +543,7 @@ fn execs_mps_keeper_runs_on_the_steps_cpus_not_on_its_starters_core() {
     let probe = r#"cpus() { sed -n 's/^Cpus_allowed_list:\t*//p' /proc/$1/status; }
 for p in /proc/[0-9]*; do
   case $(tr '\0' ' ' <$p/cmdline 2>/dev/null) in
-    *mps-keeper*".$SLURM_JOB_ID.$SLURM_STEP_ID.0.keeper "*) k=${p#/proc/};;
+    *mps-keeper*".$SLURM_JOB_ID.$SLURM_STEP_ID.0.k "*) k=${p#/proc/};;
   esac
 done
 echo "T $SLURM_PROCID $(cpus self) $(cpus $PPID) $(cpus ${k:-none})""#;
@@ -598,7 +598,7 @@ fn under_hidepid_exec_reads_slurmstepds_cpus_from_the_kernel() {
     );
     let probe = r#"for p in /proc/[0-9]*; do
   case $(tr '\0' ' ' <$p/cmdline 2>/dev/null) in
-    *mps-keeper*".$SLURM_JOB_ID.$SLURM_STEP_ID.0.keeper "*) k=${p#/proc/};;
+    *mps-keeper*".$SLURM_JOB_ID.$SLURM_STEP_ID.0.k "*) k=${p#/proc/};;
   esac
 done
 echo "T $SLURM_PROCID $(sed -n 's/^Cpus_allowed_list:\t*//p' /proc/${k:-none}/status)""#;

@@ -502,7 +502,7 @@ fn assert_mapped_and_served(log: &str, what: &str) {
         first.last().copied().unwrap_or("?"),
     );
     assert!(
-        pipe.starts_with("/tmp/desi-gpu-map-mps.3901."),
+        pipe.starts_with("/tmp/dgm-mps.3901."),
         "{what}: rank 0's MPS directory is no private one of alice's:\n{log}"
     );
     let want: Vec<String> = (0..64)

@@ -442,7 +442,7 @@ fn mps_inside_pyxis_is_served_where_its_pipe_is_mounted_and_said_where_not() {
     assert!(
         pipes
             .iter()
-            .all(|l| l.contains("/tmp/desi-gpu-map-mps.") && l.ends_with("/pipe seen")),
+            .all(|l| l.contains("/tmp/dgm-mps.") && l.ends_with("/pipe seen")),
         "served, the pipe seen inside: {ran}"
     );
     no_containers_left(&ran);

@@ -53,7 +53,7 @@ CUDA_VISIBLE_DEVICES=0 DESI_GPU_MAPPED=1 SLURM_LOCALID=0 "$bin" show || fail "sh
 
 say "2. MPS as the plugin runs it: one daemon for $uuid, $ranks clients"
 user=${DGM_DEVICE_USER:-nobody}
-dir=$(mktemp -d /tmp/desi-gpu-map-mps.check.XXXXXX)
+dir=$(mktemp -d /tmp/dgm-mps.check.XXXXXX)
 mkdir -m 0700 "$dir/pipe" "$dir/log"
 chown -R "$user" "$dir"
 chmod 0700 "$dir"
@@ -92,7 +92,7 @@ if [ "${DGM_SRUN:-0}" = 1 ]; then
     grep -q "^S [0-9]* $ranks$" <<<"$out" || fail "one server serving $ranks clients, through the plugin"
     [ "$(grep -c '^C .* devices=1 uuid=GPU-' <<<"$out")" = "$ranks" ] || fail "each client on one GPU"
     sleep 1
-    [ -z "$(find /tmp -maxdepth 1 -name 'desi-gpu-map-mps.*' ! -name '*.check.*')" ] || fail "MPS directories left"
+    [ -z "$(find /tmp -maxdepth 1 -name 'dgm-mps.*' ! -name '*.check.*')" ] || fail "MPS directories left"
 fi
 say "4. exec --method contiguous,mps as $ranks tasks of one step"
 step_env=(SLURM_JOB_ID=4242 SLURM_STEP_ID=0 SLURM_NODEID=0 SLURMD_NODENAME=$(hostname)
@@ -102,7 +102,7 @@ exec_task() { runuser -u "$user" -- env -i PATH="$(dirname "$control"):/usr/bin:
 out=$(mktemp)
 for r in $(seq 0 $((ranks - 1))); do exec_task "$r" python3 "$client" 6 >>"$out" 2>&1 & done
 sleep 4
-edir=$(ls -d /tmp/desi-gpu-map-mps.*.4242.0.0.* 2>/dev/null | head -n1)
+edir=$(ls -d /tmp/dgm-mps.*.4242.0.0.* 2>/dev/null | head -n1)
 [ -n "$edir" ] || { cat "$out"; fail "exec made no MPS directory"; }
 as_exec() { runuser -u "$user" -- env -i PATH=/usr/bin:/bin CUDA_MPS_PIPE_DIRECTORY="$edir/pipe" "$control"; }
 servers=$(echo get_server_list | as_exec)

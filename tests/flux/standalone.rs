@@ -367,17 +367,17 @@ fn mps_serves_each_node_and_nothing_is_left_on_any_ending() {
     let control_dir = mps_control().parent().unwrap().display().to_string();
     let script = format!("BASE={}\nexport PATH={control_dir}:$PATH\n", base.0.display())
         + "job normal flux run -N2 --tasks-per-node=8 --gpus-per-node=4 -o desi-gpu-map=contiguous,mps sh -c \"$ROW\"\n\
-         for d in $(ls -d $BASE/desi-gpu-map-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-normal 0\n\
+         for d in $(ls -d $BASE/dgm-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-normal 0\n\
          job failed flux run -N1 --tasks-per-node=4 --gpus-per-node=4 -o desi-gpu-map=contiguous,mps sh -c \"$ROW; [ \\$FLUX_TASK_LOCAL_ID != 2 ] || exit 3; sleep 1\"\n\
-         for d in $(ls -d $BASE/desi-gpu-map-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-failed 0\n\
+         for d in $(ls -d $BASE/dgm-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-failed 0\n\
          id=$(flux submit -N1 --tasks-per-node=4 --gpus-per-node=4 -o desi-gpu-map=contiguous,mps sh -c 'echo $CUDA_MPS_PIPE_DIRECTORY > pipe-$FLUX_TASK_LOCAL_ID; sleep 300')\n\
          for i in $(seq 100); do [ -s pipe-3 ] && break; sleep 0.1; done\n\
-         echo \"PIPE $(cat pipe-0)\"; ls -d $BASE/desi-gpu-map-mps.* | sed 's/^/RUNNING /'; flux cancel $id; flux job wait-event -t 60 $id clean >/dev/null; echo == cancel $?\n\
-         for d in $(ls -d $BASE/desi-gpu-map-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-cancel 0\n\
+         echo \"PIPE $(cat pipe-0)\"; ls -d $BASE/dgm-mps.* | sed 's/^/RUNNING /'; flux cancel $id; flux job wait-event -t 60 $id clean >/dev/null; echo == cancel $?\n\
+         for d in $(ls -d $BASE/dgm-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-cancel 0\n\
          id=$(flux submit -N1 --tasks-per-node=2 --gpus-per-node=4 -o desi-gpu-map=contiguous,mps sh -c 'echo $CUDA_MPS_PIPE_DIRECTORY > raised-$FLUX_TASK_LOCAL_ID; sleep 300')\n\
          for i in $(seq 100); do [ -s raised-1 ] && break; sleep 0.1; done\n\
          echo \"PIPE $(cat raised-0)\"; flux job raise --type=test $id; flux job wait-event -t 60 $id clean >/dev/null; echo == raise $?\n\
-         for d in $(ls -d $BASE/desi-gpu-map-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-raise 0\n\
+         for d in $(ls -d $BASE/dgm-mps.* 2>/dev/null); do echo \"LEFT $d\"; done; echo == left-raise 0\n\
          FLUX=$(command -v flux); job nocontrol env PATH=/usr/bin:/bin $FLUX run -N1 --tasks-per-node=2 --gpus-per-node=4 -o desi-gpu-map=contiguous,mps sh -c \"$ROW\"\n";
     let jobs = in_flux_as(&scratch, Load::SiteConf(&site), &script, Some("nobody"));
     let rows = jobs.rows("normal");
@@ -395,7 +395,7 @@ fn mps_serves_each_node_and_nothing_is_left_on_any_ending() {
             "MPS names GPUs by UUID: {row:?}"
         );
         assert!(
-            row[6].contains("desi-gpu-map-mps.") && row[6].contains("flux-"),
+            row[6].contains("dgm-mps.") && row[6].contains("flux-"),
             "{row:?}"
         );
     }
@@ -418,7 +418,7 @@ fn mps_serves_each_node_and_nothing_is_left_on_any_ending() {
     let said = jobs.said("nocontrol");
     assert_eq!(jobs.get("nocontrol").0, 0, "{said}");
     assert_eq!(
-        said.matches("; the site's mps_control=, or the job's PATH, names it; running without MPS")
+        said.matches("; the site's mps_control = \"...\" in the plugin's conf, or the job's PATH, names it; running without MPS")
             .count(),
         1,
         "{said}"

@@ -3,7 +3,7 @@
 use super::input::MpsNode;
 use super::no_mps::NoMps;
 use crate::env;
-use crate::settings::config::MpsSettings;
+use crate::settings::config::{MpsSettings, FLUX_CONTROL_KEY};
 use std::path::{Path, PathBuf};
 
 /// The control daemon: the site's, or the first in the standard places.
@@ -24,6 +24,21 @@ pub(super) fn control(settings: &MpsSettings, node: &MpsNode) -> Result<PathBuf,
     found.ok_or_else(|| NoMps::ControlNotFound {
         named_by: settings.control_named_by.clone(),
     })
+}
+
+/// A Flux job's control daemon, and what names it in the job's lines, in
+/// Flux's words: the site's (`mps_control` in the `conf` table), else the
+/// one the plugin found on the job's `PATH` (`on_path`), else what would
+/// name one.
+pub fn flux_control(settings: &mut MpsSettings, on_path: Option<PathBuf>) {
+    settings.control_named_by = match (&settings.control, on_path) {
+        (Some(_), _) => FLUX_CONTROL_KEY.to_string(),
+        (None, Some(found)) => {
+            settings.control = Some(found);
+            "the job's PATH".to_string()
+        }
+        (None, None) => format!("{FLUX_CONTROL_KEY}, or the job's PATH,"),
+    };
 }
 
 /// The control daemon's `PATH`, where it looks for its server: the real

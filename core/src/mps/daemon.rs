@@ -8,7 +8,7 @@ use std::time::Duration;
 
 /// The word before the random part of the name of a directory that exec's
 /// keeper made ([`KeeperAddr::of`]).
-pub const KEEPER_MARK: &str = "keeper";
+pub const KEEPER_MARK: &str = "k";
 
 /// The keeper's socket inside its directory.
 const KEEPER_SOCKET: &str = "keeper.sock";
@@ -25,7 +25,7 @@ pub struct Daemon {
     /// The directory's name before its random part.
     pub stem: String,
     /// The random part (`MpsFacts::token`).
-    pub token: u64,
+    pub token: u32,
     /// The daemon's `CUDA_VISIBLE_DEVICES`: the step's GPUs' UUIDs, in the
     /// step's order.
     pub gpus: Vec<String>,
@@ -61,9 +61,12 @@ impl Daemon {
     }
 
     /// The step's private directory (mode 0700, the user's), removed at
-    /// the end; the pipe and log directories are inside it.
+    /// the end; the pipe and log directories are inside it. Named
+    /// `STEM.TOKEN`, the token in 8 hex digits: 32 random bits, which no
+    /// other user can fill a base's names for, and a name taken is
+    /// skipped for another.
     pub fn dir(&self) -> PathBuf {
-        self.base.join(format!("{}.{:016x}", self.stem, self.token))
+        self.base.join(format!("{}.{:08x}", self.stem, self.token))
     }
 
     /// Where the daemon's socket is, which its clients are told.
@@ -78,7 +81,7 @@ impl Daemon {
 
     /// The same daemon in a directory named with another `token`: what
     /// the front end makes where the name was taken.
-    pub fn with_token(&self, token: u64) -> Daemon {
+    pub fn with_token(&self, token: u32) -> Daemon {
         Daemon {
             token,
             ..self.clone()
@@ -137,17 +140,14 @@ mod tests {
     fn a_keepers_address_is_its_marked_stem_and_its_socket_in_its_directory() {
         let daemon = Daemon {
             base: PathBuf::from("/tmp"),
-            stem: "desi-gpu-map-mps.1000.7.0.0".to_string(),
+            stem: "dgm-mps.1000.7.0.0".to_string(),
             token: 0xab,
             ..Daemon::default()
         };
         let addr = KeeperAddr::of(&daemon);
-        assert_eq!(addr.name(), "desi-gpu-map-mps.1000.7.0.0.keeper");
+        assert_eq!(addr.name(), "dgm-mps.1000.7.0.0.k");
         let dir = addr.daemon().dir();
-        assert_eq!(
-            dir,
-            Path::new("/tmp/desi-gpu-map-mps.1000.7.0.0.keeper.00000000000000ab")
-        );
+        assert_eq!(dir, Path::new("/tmp/dgm-mps.1000.7.0.0.k.000000ab"));
         assert_eq!(KeeperAddr::socket_in(&dir), dir.join("keeper.sock"));
         assert_eq!(addr.daemon().base, daemon.base);
     }

@@ -6,7 +6,7 @@ use super::control::{control, find_server, server_path};
 use super::daemon::Daemon;
 use super::dirs::{base_dir, check_base, check_socket, dir_name};
 use super::input::{MpsFacts, MpsInput, MpsNode};
-use super::no_mps::{NoMps, Whose, MAX_CLIENTS};
+use super::no_mps::{NoMps, Whose, MAX_CLIENTS, R_INDICES};
 use super::serving::{InheritedMps, Mps, MPS_NAMES};
 use crate::env;
 use crate::files::hostname;
@@ -214,7 +214,12 @@ fn uuids(input: &MpsInput, node: &MpsNode) -> Result<Vec<String>, NoMps> {
     }
     let named = (node.places)()
         .map_err(|e| e.to_string())
-        .and_then(|lines| nvml_uuids(&lines, input.gpus, input.step_gpus));
+        .and_then(|lines| match (input.whose, input.step_gpus) {
+            // R's indices, which the plugin could not name through NVML:
+            // nothing here tells them from renumbered ones either.
+            (Whose::FluxJob, None) => Err(R_INDICES.to_string()),
+            _ => nvml_uuids(&lines, input.gpus, input.step_gpus),
+        });
     named.map_err(|why| NoMps::NoUuids {
         why,
         whose: input.whose,

@@ -9,18 +9,28 @@ use crate::files::Stat;
 use crate::settings::config::MpsSettings;
 use std::path::{Path, PathBuf};
 
-/// The longest path of a Unix socket (`sun_path` holds 108 bytes with its
-/// terminating NUL): every socket the daemon binds must fit.
-const MAX_SOCKET_PATH: usize = 107;
+/// The longest socket path NVIDIA's control daemon binds: one byte short
+/// of a Unix socket's (`sun_path` holds 108 bytes with its terminating
+/// NUL). Measured with 535.261.03: with `pipe/control_privileged` 106
+/// bytes long it starts; at 107 it exits 1 at once, its log empty.
+pub const MAX_SOCKET_PATH: usize = 106;
 
 /// The longest name of the sockets the control daemon binds in its pipe
 /// directory (`control`, and `control_privileged` beside it): where it
 /// does not fit, the daemon exits at its start with an empty log.
 const LONGEST_SOCKET: &str = "control_privileged";
 
+/// The first word of every MPS directory's name (`dgm-mps`: desi-gpu-map's
+/// MPS), short so that the socket paths below it fit
+/// ([`MAX_SOCKET_PATH`]).
+pub const DIR_MARK: &str = "dgm-mps";
+
 /// The step's MPS directory's name before its random part:
-/// `desi-gpu-map-mps.UID.JOBID.STEPID.NODEID`, NODEID the node's place in
-/// the step (several slurmd may share a host and its /tmp). Anything but
+/// `dgm-mps.UID.JOBID.STEPID.NODEID`: the user, so that one user's keeper
+/// is never met at another's name (the keeper's abstract socket is this
+/// name, seen by every user); the step, which the keeper's tasks meet by;
+/// NODEID the node's place in the step (several slurmd may share a host
+/// and its /tmp). Anything but
 /// letters, digits, `.`, `-` and `_` is left out of the step's name, so
 /// that no name climbs out of the base.
 pub(crate) fn dir_name(uid: u32, step: &str, node_id: u32) -> String {
@@ -28,10 +38,7 @@ pub(crate) fn dir_name(uid: u32, step: &str, node_id: u32) -> String {
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
         .collect();
-    format!(
-        "desi-gpu-map-mps.{uid}.{}.{node_id}",
-        step.trim_matches('.')
-    )
+    format!("{DIR_MARK}.{uid}.{}.{node_id}", step.trim_matches('.'))
 }
 
 /// The base of the step's MPS directory: the site's, else the step's
@@ -77,9 +84,11 @@ pub(super) fn check_socket(daemon: &Daemon, kept: bool) -> Result<(), NoMps> {
         false => daemon.pipe(),
     };
     let socket = pipe.join(LONGEST_SOCKET);
-    if socket.as_os_str().len() > MAX_SOCKET_PATH {
+    let len = socket.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
         return Err(NoMps::SocketTooLong {
             socket,
+            len,
             most: MAX_SOCKET_PATH,
         });
     }

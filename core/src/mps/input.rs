@@ -23,7 +23,7 @@ pub struct MpsFacts {
     pub node_id: u32,
     /// A random number for the directory's name, drawn by the front end
     /// (which draws another where the name is taken).
-    pub token: u64,
+    pub token: u32,
     /// The daemon is kept by exec's keeper, whose directory's name carries
     /// the keeper's mark ([`super::KeeperAddr`]); the plugin's and the
     /// Flux plugin's do not.

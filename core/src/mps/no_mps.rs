@@ -10,6 +10,11 @@ use std::path::PathBuf;
 /// Volta-and-later MPS serves at most this many clients per GPU.
 pub const MAX_CLIENTS: usize = 48;
 
+/// Why a Flux job's GPU indices were not named by UUID: R gives indices,
+/// and nothing tells them from renumbered ones but NVML's list, through
+/// which the plugin could not locate them.
+pub(crate) const R_INDICES: &str = "R gives GPU indices, which NVML's list could not locate";
+
 /// Whose daemon a message names: a Slurm step's (or a launch's), or a
 /// Flux job's, whose GPUs R gives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,11 +75,13 @@ pub enum NoMps {
     },
     /// Slurm gave no job id to name the step's directory by.
     NoJobId,
-    /// The daemon's socket path is longer than a socket's may be.
+    /// The daemon's socket path is longer than its control daemon binds.
     SocketTooLong {
         /// The path it would have.
         socket: PathBuf,
-        /// The most a socket path may hold, in bytes.
+        /// Its length, in bytes.
+        len: usize,
+        /// The most the control daemon binds, in bytes.
         most: usize,
     },
     /// The base could not be looked up (`stat`).
@@ -163,10 +170,10 @@ impl fmt::Display for NoMps {
                 )
             }
             NoMps::NoJobId => write!(f, "Slurm gave no job id to name the MPS directory by"),
-            NoMps::SocketTooLong { socket, most } => write!(
+            NoMps::SocketTooLong { socket, len, most } => write!(
                 f,
-                "the MPS socket path {} is longer than a socket path may be ({most} bytes); \
-                 a shorter base is needed {base_hint}",
+                "the MPS socket path {} is {len} bytes, longer than the MPS control daemon \
+                 takes (at most {most}); a shorter base is needed {base_hint}",
                 socket.display()
             ),
             NoMps::BaseUnusable { base, why } => {

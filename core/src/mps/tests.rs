@@ -129,7 +129,7 @@ fn a_daemon_for_slurms_gpus_named_by_uuid_with_even_shares() {
     assert_eq!(d.gpus, ["GPU-u0", "GPU-u1", "GPU-u2", "GPU-u3"]);
     // 6 tasks, contiguous on 4 GPUs: 2 2 1 1.
     assert_eq!(d.shares, [Some(50), Some(50), Some(100), Some(100)]);
-    let dir = PathBuf::from("/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc");
+    let dir = PathBuf::from("/tmp/dgm-mps.1000.7.0.3.00000abc");
     assert_eq!(
         (&d.dir(), &d.pipe(), &d.log()),
         (&dir, &dir.join("pipe"), &dir.join("log"))
@@ -146,11 +146,11 @@ fn a_daemon_for_slurms_gpus_named_by_uuid_with_even_shares() {
     assert_eq!(get(&out, env::CUDA), Some("GPU-u2"));
     assert_eq!(
         get(&out, env::MPS_PIPE),
-        Some("/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc/pipe")
+        Some("/tmp/dgm-mps.1000.7.0.3.00000abc/pipe")
     );
     assert_eq!(
         get(&out, env::MPS_LOG),
-        Some("/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc/log")
+        Some("/tmp/dgm-mps.1000.7.0.3.00000abc/log")
     );
     assert_eq!(get(&out, env::MPS_SHARE), Some("100"));
     assert_eq!(get(&out, env::MPS), Some("1"));
@@ -349,14 +349,8 @@ fn a_nested_steps_inherited_values_are_its_parents() {
         &[
             (env::MPS, "1"),
             (env::MPS_SHARE, "50"),
-            (
-                env::MPS_PIPE,
-                "/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc/pipe",
-            ),
-            (
-                env::MPS_LOG,
-                "/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc/log",
-            ),
+            (env::MPS_PIPE, "/tmp/dgm-mps.1000.7.0.3.00000abc/pipe"),
+            (env::MPS_LOG, "/tmp/dgm-mps.1000.7.0.3.00000abc/log"),
         ],
     ]
     .concat();
@@ -383,17 +377,18 @@ fn directories_go_under_the_site_base_else_tmpdir_else_tmp() {
     };
     assert_eq!(
         d.dir(),
-        PathBuf::from("/var/mps/desi-gpu-map-mps.1000.7.0.3.0000000000000abc")
+        PathBuf::from("/var/mps/dgm-mps.1000.7.0.3.00000abc")
     );
-    assert_eq!(dir_name(5, "1/../2.0", 1), "desi-gpu-map-mps.5.1..2.0.1");
+    assert_eq!(dir_name(5, "1/../2.0", 1), "dgm-mps.5.1..2.0.1");
     let long = format!("/{}", "d".repeat(80));
     let deep = [&SLURM_4[..], &[("TMPDIR", long.as_str())]].concat();
     let (plan, _) = plan_mps_with(&[], true, &deep, places(), Some(USER));
-    assert!(without(&plan).contains("longer than a socket path may be"));
-    assert_eq!(dir_name(5, "./x", 0), "desi-gpu-map-mps.5.x.0");
-    // The daemon binds pipe/control and pipe/control_privileged: a base
-    // where the longer one fits exactly is taken; one byte more is
-    // refused, naming it. Exec's keeper marks its directory's name, so
+    assert!(without(&plan).contains("longer than the MPS control daemon takes"));
+    assert_eq!(dir_name(5, "./x", 0), "dgm-mps.5.x.0");
+    // The daemon binds pipe/control and pipe/control_privileged, and
+    // NVIDIA's starts only where the longer one is at most 106 bytes (one
+    // short of a socket's 107): a base where it is 106 is taken; one byte
+    // more is refused, naming the path, its length and the limit. Exec's keeper marks its directory's name, so
     // the same base is too long for a kept daemon.
     let (plan, _) = plan_mps_with(&["mps_dir=/var/mps"], true, &SLURM_4, places(), Some(USER));
     let Mps::Start(d) = mps_of(&plan) else {
@@ -401,8 +396,8 @@ fn directories_go_under_the_site_base_else_tmpdir_else_tmp() {
     };
     let below = d.pipe().as_os_str().len() - "/var/mps".len();
     let longest = "/control_privileged".len();
-    let fits = format!("/{}", "b".repeat(107 - longest - below - 1));
-    assert_eq!(below + fits.len() + longest, 107);
+    let fits = format!("/{}", "b".repeat(106 - longest - below - 1));
+    assert_eq!(below + fits.len() + longest, 106);
     let with = |base: &str, facts: MpsFacts| {
         plan_mps_with(
             &[&format!("mps_dir={base}")],
@@ -416,16 +411,22 @@ fn directories_go_under_the_site_base_else_tmpdir_else_tmp() {
     // The base is no folder of the fake node's: past the length check, it
     // is refused for that, not for its length.
     let why = without(&with(&fits, USER));
-    assert!(!why.contains("longer than a socket path"), "{why}");
+    assert!(!why.contains("longer than the MPS control daemon"), "{why}");
     let why = without(&with(&format!("{fits}b"), USER));
     assert!(
-        why.contains("control_privileged is longer than a socket path may be"),
+        why.contains(
+            "control_privileged is 107 bytes, longer than the MPS control daemon takes \
+             (at most 106); a shorter base is needed"
+        ),
         "{why}"
     );
     let kept = MpsFacts { kept: true, ..USER };
     let why = without(&with(&fits, kept));
-    assert!(why.contains(".keeper."), "{why}");
-    assert!(why.contains("longer than a socket path may be"), "{why}");
+    assert!(why.contains(".k."), "{why}");
+    assert!(
+        why.contains("longer than the MPS control daemon takes"),
+        "{why}"
+    );
 }
 
 #[test]
@@ -523,7 +524,7 @@ fn a_name_taken_gives_another_random_name_in_the_same_base() {
         panic!("{plan:?}")
     };
     let other = d.with_token(0xfeed);
-    let dir = PathBuf::from("/tmp/desi-gpu-map-mps.1000.7.0.3.000000000000feed");
+    let dir = PathBuf::from("/tmp/dgm-mps.1000.7.0.3.0000feed");
     assert_eq!((&other.dir(), &other.pipe()), (&dir, &dir.join("pipe")));
     assert_eq!(other.host.as_deref(), Some("n1"));
 }
@@ -740,7 +741,7 @@ fn a_container_that_cannot_see_the_pipe_runs_its_tasks_without_mps_and_says_so()
     assert_eq!(get(&out, env::MPS_PIPE), None);
     assert_eq!(get(&out, env::CUDA), Some("GPU-u0"), "still bound, by UUID");
     assert_eq!(get(&out, env::DEFAULT_FLAG), Some("1"));
-    let dir = "/tmp/desi-gpu-map-mps.1000.7.0.3.0000000000000abc";
+    let dir = "/tmp/dgm-mps.1000.7.0.3.00000abc";
     assert_eq!(
         out.say,
         [format!(
@@ -792,4 +793,81 @@ fn the_protocol_starts_the_daemon_the_plan_names_or_the_step_runs_without_it() {
     let mut front = Starts(None);
     start_daemon(&mut quiet, &mut front, None);
     assert_eq!(front.0, None);
+}
+
+#[test]
+fn a_flux_jobs_lines_name_no_slurm_term() {
+    // R's indices NVML could not name for the plugin: the core cannot
+    // tell them from renumbered ones either, and says so in Flux's words.
+    let why = without(&plan_flux_files("0,1,2,3", &[], places(), |_| {}));
+    assert!(!why.contains("SLURM"), "{why}");
+    assert!(
+        why.starts_with(
+            "cannot name the job's GPUs by UUID (R gives GPU indices, which NVML's list \
+             could not locate)"
+        ),
+        "{why}"
+    );
+    // The control daemon as the conf table names it, not as a plugstack
+    // line would.
+    let not_found = |on_path: Option<PathBuf>, site: Option<&str>| {
+        let mut settings = crate::settings::config::MpsSettings {
+            control: site.map(PathBuf::from),
+            ..Default::default()
+        };
+        flux_control(&mut settings, on_path);
+        settings
+    };
+    let unnamed = not_found(None, None);
+    let line = NoMps::ControlNotFound {
+        named_by: unnamed.control_named_by,
+    }
+    .to_string();
+    assert!(
+        line.ends_with(
+            "the site's mps_control = \"...\" in the plugin's conf, or the job's PATH, names it"
+        ),
+        "{line}"
+    );
+    let site = not_found(Some(PathBuf::from("/bin/x")), Some("/opt/nope"));
+    assert_eq!(site.control.as_deref(), Some(Path::new("/opt/nope")));
+    let line = NoMps::NoControl {
+        path: PathBuf::from("/opt/nope"),
+        named_by: site.control_named_by,
+    }
+    .to_string();
+    assert_eq!(
+        line,
+        "cannot start /opt/nope: it does not exist (the site's mps_control = \"...\" in the \
+         plugin's conf)"
+    );
+    let found = not_found(Some(PathBuf::from("/bin/x")), None);
+    assert_eq!(found.control.as_deref(), Some(Path::new("/bin/x")));
+    assert_eq!(found.control_named_by, "the job's PATH");
+}
+
+#[test]
+fn realistic_bases_fit_the_daemons_sockets() {
+    // Exec's keeper under a site's TMPDIR of 33 bytes: a 7-digit uid, an
+    // 8-digit job, step 12 on node 15, the longest token.
+    let kept = Daemon {
+        base: PathBuf::from("/local/scratch/slurm/job.12345678"),
+        stem: dir_name(1_234_567, "12345678.12", 15),
+        token: u32::MAX,
+        ..Daemon::default()
+    };
+    assert_eq!(super::dirs::check_socket(&kept, true), Ok(()));
+    // A Flux job's in a /tmp folder of its own (a user's instance's): an
+    // 18-digit job id, rank 15.
+    let flux = Daemon {
+        base: PathBuf::from("/tmp/flux-Ab12Cd"),
+        stem: dir_name(
+            1_234_567,
+            &crate::flux::tag(123_456_789_012_345_678, Some("local:///tmp/x")),
+            15,
+        ),
+        token: u32::MAX,
+        ..Daemon::default()
+    };
+    assert_eq!(super::dirs::check_socket(&flux, false), Ok(()));
 }

@@ -44,7 +44,7 @@ mod tests {
             (env::TMPDIR, "/local/job23"),
         ]);
         let d = keeper_to_tell(3901, &MpsSettings::default(), &n).unwrap();
-        assert_eq!(d.name(), "desi-gpu-map-mps.3901.23.4.1.keeper");
+        assert_eq!(d.name(), "dgm-mps.3901.23.4.1.k");
         assert_eq!(d.daemon().base, Path::new("/local/job23"));
         let site = MpsSettings {
             dir: Some("/var/mps".into()),

@@ -70,7 +70,7 @@ pub struct TaskFacts<'a> {
     /// The user's group, beside it.
     pub gid: u32,
     /// A random number for an MPS directory's name.
-    pub token: u64,
+    pub token: u32,
 }
 
 impl TaskFacts<'_> {

@@ -51,16 +51,16 @@ pub struct Running {
 /// A random number for a directory's name, from the kernel's generator
 /// (the clock and pid where it fails, which only makes a name likelier
 /// to be taken, and then another is drawn).
-pub fn random_token() -> u64 {
-    let mut bytes = [0u8; 8];
+pub fn random_token() -> u32 {
+    let mut bytes = [0u8; 4];
     let flags = rustix::rand::GetRandomFlags::empty();
     if rustix::rand::getrandom(&mut bytes, flags).ok() == Some(bytes.len()) {
-        return u64::from_ne_bytes(bytes);
+        return u32::from_ne_bytes(bytes);
     }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    (now as u64) ^ (u64::from(std::process::id()) << 32)
+    (now as u32) ^ std::process::id().rotate_left(16)
 }
 
 /// Makes the step's directories, starts the daemon, and waits until it
@@ -567,7 +567,7 @@ mod tests {
             control,
             path: vec![PathBuf::from("/bin"), PathBuf::from("/usr/bin")],
             base: base.to_path_buf(),
-            stem: "desi-gpu-map-mps.1000.7.0.0".to_string(),
+            stem: "dgm-mps.1000.7.0.0".to_string(),
             gpus: vec!["GPU-a".to_string()],
             uid: identity(std::process::id()).unwrap().uid,
             gid: 0,
@@ -720,6 +720,54 @@ mod tests {
             Some(std::io::ErrorKind::NotFound)
         );
         assert!(!d.dir().exists());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// NVIDIA's real control daemon (tests/nvidia/fetch.sh), which starts
+    /// and answers without a GPU.
+    fn real_control() -> PathBuf {
+        let dir = std::env::var("DGM_NVIDIA_DIR")
+            .unwrap_or_else(|_| "/var/tmp/desi-gpu-map-nvidia/current".to_string());
+        let control = Path::new(&dir).join("nvidia-cuda-mps-control");
+        assert!(
+            control.is_file(),
+            "{} is missing: run tests/nvidia/fetch.sh (make nvidia) as root",
+            control.display()
+        );
+        control
+    }
+
+    /// `planned` in a base under `dir` whose length makes the daemon's
+    /// longest socket path, `pipe/control_privileged`, `len` bytes long.
+    fn with_socket_of(len: usize, dir: &Path, control: &Path) -> Daemon {
+        let socket = |d: &Daemon| d.pipe().join("control_privileged").as_os_str().len();
+        let short = planned(dir, control.to_path_buf());
+        let pad = len - socket(&short) - 1;
+        let base = dir.join("b".repeat(pad));
+        fs::create_dir(&base).unwrap();
+        let d = planned(&base, control.to_path_buf());
+        assert_eq!(socket(&d), len);
+        d
+    }
+
+    #[test]
+    fn the_real_control_daemon_starts_where_the_core_allows_and_not_a_byte_past() {
+        use desi_gpu_map_core::mps::MAX_SOCKET_PATH;
+        let dir = scratch("edge");
+        let control = real_control();
+        let most = with_socket_of(MAX_SOCKET_PATH, &dir, &control);
+        let running = start(&most, &AsThisProcess).unwrap();
+        let made = running.daemon().dir();
+        assert!(made.join("pipe/control_privileged").exists());
+        assert_eq!(running.stop(&AsThisProcess), Vec::<String>::new());
+        assert!(!made.exists());
+        // One byte more, which the core refuses: the daemon exits at once,
+        // saying nothing.
+        let past = with_socket_of(MAX_SOCKET_PATH + 1, &dir, &control);
+        let why = start(&past, &AsThisProcess).err().unwrap().to_string();
+        assert!(why.contains("before it answered"), "{why}");
+        assert!(why.ends_with("; its log is empty"), "{why}");
+        assert!(!past.dir().exists());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -52,7 +52,9 @@ fn slurm_indices_become_the_uuids_of_the_same_gpus() {
     );
     let verbose = out.said();
     assert!(
-        verbose.iter().any(|l| l.contains(&format!("gpu={two}")) && l.contains(" mps=/tmp/desi-gpu-map-mps.")),
+        verbose
+            .iter()
+            .any(|l| l.contains(&format!("gpu={two}")) && l.contains(" mps=/tmp/dgm-mps.")),
         "{verbose:?}"
     );
 }

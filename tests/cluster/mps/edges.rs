@@ -180,10 +180,7 @@ fn show_reports_the_mps_daemon_serving_the_task() {
         2,
         "{stdout}"
     );
-    let pipe = format!(
-        "\nmps_pipe_directory: /tmp/desi-gpu-map-mps.{}.",
-        USERS[0].1
-    );
+    let pipe = format!("\nmps_pipe_directory: /tmp/dgm-mps.{}.", USERS[0].1);
     assert_eq!(stdout.matches(&pipe).count(), 2, "{stdout}");
     assert!(
         stdout.contains("cuda_visible_devices: GPU-fake-n1-0\n"),
@@ -318,10 +315,10 @@ fn a_planted_directory_neither_denies_mps_nor_receives_the_users_files() {
     };
     plant("mkdir -m 0777 /tmp/dgm-bob-bait");
     for id in last + 1..last + 6 {
-        let dir = format!("/tmp/desi-gpu-map-mps.{alice}.{id}.0.0");
+        let dir = format!("/tmp/dgm-mps.{alice}.{id}.0.0");
         plant(&format!("mkdir -m 0777 {dir}"));
         planted.push(format!("{tmp}{}", dir.trim_start_matches("/tmp")));
-        let link = format!("/tmp/desi-gpu-map-mps.{alice}.{id}.0.1");
+        let link = format!("/tmp/dgm-mps.{alice}.{id}.0.1");
         plant(&format!("ln -s /tmp/dgm-bob-bait {link}"));
         planted.push(format!("{tmp}{}", link.trim_start_matches("/tmp")));
     }

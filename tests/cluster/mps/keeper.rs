@@ -193,7 +193,7 @@ impl BobsSquat {
         use std::os::unix::process::CommandExt;
         let alice = USERS[0].1;
         let names: Vec<String> = (0..4)
-            .map(|step| format!("desi-gpu-map-mps.{alice}.{job}.{step}.0.keeper"))
+            .map(|step| format!("dgm-mps.{alice}.{job}.{step}.0.k"))
             .collect();
         let mut child = std::process::Command::new("/usr/bin/python3")
             .args([
@@ -508,14 +508,8 @@ fn the_users_next_exec_removes_what_a_killed_keeper_left() {
     clear_what_others_left();
     // What a keeper killed before it cleaned up leaves, its daemon started
     // or not: a directory named as a keeper's, whose lock nothing holds.
-    let started = format!(
-        "desi-gpu-map-mps.{}.999.0.0.keeper.00000000000000ab",
-        USERS[0].1
-    );
-    let starting = format!(
-        "desi-gpu-map-mps.{}.999.1.0.keeper.00000000000000cd",
-        USERS[0].1
-    );
+    let started = format!("dgm-mps.{}.999.0.0.k.000000ab", USERS[0].1);
+    let starting = format!("dgm-mps.{}.999.1.0.k.000000cd", USERS[0].1);
     let made = format!(
         "mkdir -m 0700 /tmp/{started} /tmp/{started}/pipe /tmp/{starting} && touch /tmp/{started}/pipe/control && echo made"
     );

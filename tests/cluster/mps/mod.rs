@@ -129,7 +129,7 @@ fn mps_dirs() -> Vec<String> {
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_str().map(String::from))
-        .filter(|n| n.starts_with("desi-gpu-map-mps."))
+        .filter(|n| n.starts_with("dgm-mps."))
         .collect();
     dirs.sort();
     dirs

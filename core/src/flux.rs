@@ -92,13 +92,33 @@ impl fmt::Display for ConfError<'_> {
     }
 }
 
+/// F58's digits (`src/common/libutil/fluid.c`).
+const F58_DIGITS: &str = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+
+/// A job id in F58 as the shell writes it outside a UTF-8 locale: `f`
+/// then base-58 digits (`ƒQmmV5h` is `fQmmV5h`), at most 13 bytes where
+/// the decimal takes up to 20.
+pub fn f58(jobid: u64) -> String {
+    let digits = F58_DIGITS.as_bytes();
+    let mut out = Vec::new();
+    let mut rest = jobid;
+    loop {
+        let at = usize::try_from(rest % 58).unwrap_or_default();
+        out.push(char::from(digits.get(at).copied().unwrap_or(b'1')));
+        rest /= 58;
+        if rest == 0 {
+            break;
+        }
+    }
+    std::iter::once('f').chain(out.into_iter().rev()).collect()
+}
+
 /// The job id a task's `FLUX_JOB_ID` names (`value`), as the shell writes
 /// it (`src/shell/shell.c`, `idf58`): F58, the prefix `ƒ` (`f` outside a
 /// UTF-8 locale, or under `FLUX_F58_FORCE_ASCII`) then at most 12 base-58
 /// digits (`src/common/libutil/fluid.c`); in decimal where that encoding
 /// fails. `None`: neither.
 pub fn job_id(value: &str) -> Option<u64> {
-    const DIGITS: &str = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
     let value = value.trim();
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
         return value.parse().ok();
@@ -110,7 +130,7 @@ pub fn job_id(value: &str) -> Option<u64> {
         return None;
     }
     digits.chars().try_fold(0u64, |id, c| {
-        let digit = DIGITS.find(c)?;
+        let digit = F58_DIGITS.find(c)?;
         id.checked_mul(58)?.checked_add(u64::try_from(digit).ok()?)
     })
 }
@@ -578,6 +598,11 @@ mod tests {
         assert_eq!(job_id("ƒ1"), Some(0));
         assert_eq!(job_id("ƒz"), Some(57));
         assert_eq!(job_id("ƒ21"), Some(58));
+        for id in [0, 57, 58, 15_602_810_880, u64::MAX] {
+            assert_eq!(job_id(&f58(id)), Some(id), "{}", f58(id));
+        }
+        assert_eq!(f58(15_602_810_880), "fQmmV5h");
+        assert_eq!(f58(u64::MAX), "fjpXCZedGfVQ");
         // u64::MAX is ƒjpXCZedGfVQ; one more overflows.
         assert_eq!(job_id("ƒjpXCZedGfVQ"), Some(u64::MAX));
         for bad in [

@@ -13,7 +13,7 @@ use crate::mps::Served;
 use crate::node::{job_facts, FluxNode, JobFacts};
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::flux::{
-    by_uuid, job_gpus, tag, who_binds, Binder, JobGpus, OptionError, AFFINITY,
+    by_uuid, f58, job_gpus, tag, who_binds, Binder, JobGpus, OptionError, AFFINITY,
 };
 use desi_gpu_map_core::mps::{flux_control, MpsFacts};
 use desi_gpu_map_core::settings::config::Config;
@@ -191,6 +191,7 @@ fn plan_job(
         node_id: facts.shell_rank,
         token: random_token(),
         kept: false,
+        dir_step: Some(f58(facts.jobid)),
     };
     let vars = node.snapshot();
     let facts = StepFacts {

@@ -72,6 +72,7 @@ fn mps_facts(spank: &SpankHandle) -> Option<MpsFacts> {
         node_id: spank.job_nodeid().ok()?,
         token: desi_gpu_map_host::mps::daemon::random_token(),
         kept: false,
+        dir_step: None,
     })
 }
 

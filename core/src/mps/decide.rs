@@ -47,7 +47,7 @@ pub(crate) fn inherited(node: &MpsNode) -> InheritedMps {
 /// asked for NVML's UUIDs only where MPS will run and Slurm's list names
 /// GPUs by index.
 pub(crate) fn decide(input: &MpsInput, inherited: &InheritedMps, node: &MpsNode) -> Mps {
-    let tasks = input.facts.map_or(0, |f| f.local_tasks);
+    let tasks = input.facts.as_ref().map_or(0, |f| f.local_tasks);
     let mode = input.settings.mode;
     let auto = mode == MpsMode::Auto && tasks > input.gpus.len();
     if !input.asked && !auto {
@@ -106,7 +106,7 @@ fn theirs(
 /// MPS where it is asked for (or `mps=auto` wants it): another's that
 /// serves already, else a daemon of the step's own; or why none.
 fn serve(input: &MpsInput, inherited: &InheritedMps, node: &MpsNode) -> Result<Mps, NoMps> {
-    let facts = input.facts.ok_or(NoMps::NotSlurmstepd)?;
+    let facts = input.facts.as_ref().ok_or(NoMps::NotSlurmstepd)?;
     if input.vendor != Vendor::Nvidia {
         return Err(NoMps::NotNvidia(input.vendor));
     }
@@ -190,7 +190,11 @@ fn daemon(
         control,
         path,
         base: base_dir(input.settings, node),
-        stem: dir_name(facts.uid, step, facts.node_id),
+        stem: dir_name(
+            facts.uid,
+            facts.dir_step.as_deref().unwrap_or(step),
+            facts.node_id,
+        ),
         gpus: Vec::new(),
         uid: facts.uid,
         gid: facts.gid,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// What the front end knows of the step's user and tasks on this node;
 /// only slurmstepd starts daemons, so only the plugin gives these.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MpsFacts {
     /// The job's user.
     pub uid: u32,
@@ -28,6 +28,10 @@ pub struct MpsFacts {
     /// the keeper's mark ([`super::KeeperAddr`]); the plugin's and the
     /// Flux plugin's do not.
     pub kept: bool,
+    /// The step's name in its directory's, where shorter than its tag: a
+    /// Flux job's id as its tasks' `FLUX_JOB_ID` shows it (F58), which
+    /// leaves room for the job's own `TMPDIR` as the base; `None`: its tag.
+    pub dir_step: Option<String>,
 }
 
 /// What MPS is decided from: the parts of a mapped step that bear on it.

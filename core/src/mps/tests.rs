@@ -27,6 +27,7 @@ const USER: MpsFacts = MpsFacts {
     node_id: 3,
     token: 0xabc,
     kept: false,
+    dir_step: None,
 };
 
 /// Plans step 0 of job 7 with `--desi-gpu-map=contiguous,mps` (or
@@ -857,17 +858,20 @@ fn realistic_bases_fit_the_daemons_sockets() {
         ..Daemon::default()
     };
     assert_eq!(super::dirs::check_socket(&kept, true), Ok(()));
-    // A Flux job's in a /tmp folder of its own (a user's instance's): an
-    // 18-digit job id, rank 15.
+    // A Flux job's under the same TMPDIR: an 18-digit job id named as its
+    // FLUX_JOB_ID shows it (f and 11 base-58 digits), rank 15. Named by
+    // its tag (the record's `flux-JOBID.INSTANCE`) it would not fit.
+    let jobid = 123_456_789_012_345_678;
     let flux = Daemon {
-        base: PathBuf::from("/tmp/flux-Ab12Cd"),
-        stem: dir_name(
-            1_234_567,
-            &crate::flux::tag(123_456_789_012_345_678, Some("local:///tmp/x")),
-            15,
-        ),
+        base: PathBuf::from("/local/scratch/slurm/job.12345678"),
+        stem: dir_name(1_234_567, &crate::flux::f58(jobid), 15),
         token: u32::MAX,
         ..Daemon::default()
     };
+    let by_tag = Daemon {
+        stem: dir_name(1_234_567, &crate::flux::tag(jobid, Some("local:///x")), 15),
+        ..flux.clone()
+    };
+    assert!(super::dirs::check_socket(&by_tag, false).is_err());
     assert_eq!(super::dirs::check_socket(&flux, false), Ok(()));
 }

@@ -80,6 +80,7 @@ fn mps_facts(facts: &TaskFacts, local_tasks: usize) -> Option<MpsFacts> {
         node_id,
         token: facts.token,
         kept: true,
+        dir_step: None,
     })
 }
 

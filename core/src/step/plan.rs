@@ -243,7 +243,7 @@ fn plan_mapping(
         near,
         step: identity.record(vars),
     };
-    StepPlan::Map(record(parts, want, config, node, vars, facts.mps))
+    StepPlan::Map(record(parts, want, config, node, vars, facts.mps.clone()))
 }
 
 /// The step's list: Slurm's; else Slurm's UUIDs (`Flags=env_uuid`) where
@@ -468,6 +468,7 @@ mod tests {
                 "DESI_GPU_MAPPED",
                 "DESI_GPU_MAP_NODE_GPUS",
                 "DESI_GPU_MAP_GPUS",
+                "DESI_GPU_MAP_FLUX_IDS",
                 "DESI_GPU_MAP_STEP",
                 "DESI_GPU_MAP_MPS",
                 "DESI_GPU_MAP_MPS_HOST"

@@ -113,7 +113,7 @@ fn serve(input: &MpsInput, inherited: &InheritedMps, node: &MpsNode) -> Result<M
     if let Some(served) = served_already(input, inherited, node) {
         return Ok(served);
     }
-    let daemon = daemon(input, &facts, inherited, node)?;
+    let daemon = daemon(input, facts, inherited, node)?;
     check_socket(&daemon, facts.kept)?;
     check_base(&daemon.base, facts.uid, input.whose, node)?;
     Ok(Mps::Start(Box::new(Daemon {

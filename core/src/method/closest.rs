@@ -10,7 +10,9 @@
 //!   order: within a domain the load per GPU differs by at most one.
 //! - When every task's CPUs are known ([`closest_all`], from Slurm's
 //!   per-task masks, where `list_is_slurms`), every task computes the
-//!   same answer. When only the task's own CPUs are known
+//!   same answer. Whether they are known is decided alike in every task
+//!   of a node (`every_task_bound`): where one task could be unbound, no
+//!   task takes the list. When only the task's own CPUs are known
 //!   (`closest_own`), see there.
 //! - Any step GPU whose local CPUs are unknown makes the whole step fall
 //!   back to `contiguous` ([`crate::topology::near_cpus`] says which and why).
@@ -262,26 +264,32 @@ fn pick(group: &[usize], rank: usize, size: usize) -> Result<usize, Error> {
 }
 
 /// Whether task `local_id` may take `listed` (every task's CPUs, from
-/// [`crate::slurm::cpu_bind::bind_list_cpus`]) for the CPUs Slurm bound the tasks to: Slurm bound
-/// this task (its own mask `own` strictly within `parent`, slurmstepd's
-/// mask: the task is slurmstepd's fork, so an unbound task has exactly its
-/// parent's mask), and the list's entry for it is `own`.
-///
-/// Why the first: where Slurm binds no CPUs (task/none) it writes no list
-/// either, so a list the user exported reaches the task, and an entry that
-/// equals an unbound task's mask proves nothing. A task that Slurm bound to
-/// all of slurmstepd's CPUs cannot tell Slurm's list from a user's, so it
-/// is placed without the list too. Unknown masks prove nothing.
+/// [`crate::slurm::cpu_bind::bind_list_cpus`]) for the CPUs Slurm bound the
+/// tasks to: `every_bound` ([`every_task_bound`], the node's half, alike in
+/// every task), and the list's entry for it is its own mask `own`.
 pub(crate) fn list_is_slurms(
     listed: &[CpuSet],
     own: Option<&CpuSet>,
-    parent: Option<&CpuSet>,
     local_id: usize,
+    every_bound: bool,
 ) -> bool {
-    match (own, parent, listed.get(local_id)) {
-        (Some(own), Some(parent), Some(entry)) => own.is_strictly_within(parent) && own == entry,
-        _ => false,
-    }
+    every_bound && own.is_some() && own == listed.get(local_id)
+}
+
+/// Whether `listed` can be Slurm's binding for every task of the node:
+/// every entry strictly within `parent`, slurmstepd's mask (the task is
+/// slurmstepd's fork, so an unbound task has exactly its parent's mask).
+///
+/// Why: where Slurm binds no CPUs (task/none) a list the user exported, or
+/// asked for, still reaches the task, and an entry that equals an unbound
+/// task's mask proves nothing. A task that Slurm bound to all of
+/// slurmstepd's CPUs cannot tell Slurm's list from a user's, and the
+/// others cannot tell whether it did: so where any entry is not strictly
+/// within, no task takes the list, and the node's tasks agree. It reads
+/// only what every task of the node reads alike. Unknown masks prove
+/// nothing.
+pub(crate) fn every_task_bound(listed: &[CpuSet], parent: Option<&CpuSet>) -> bool {
+    parent.is_some_and(|parent| listed.iter().all(|e| e.is_strictly_within(parent)))
 }
 
 /// How a `closest` task was matched, for the `verbose` line.
@@ -321,6 +329,9 @@ pub(crate) struct NodeCpus<'a> {
     bind_list: Option<&'a str>,
     local_count: usize,
     listed: OnceCell<Option<Vec<CpuSet>>>,
+    /// [`every_task_bound`] for the list, with the slurmstepd mask it was
+    /// asked for (the same in every task of a node): asked once.
+    bound: OnceCell<(Option<CpuSet>, bool)>,
     /// `None`: one task asks, for itself ([`closest_of`]); `Some`: every
     /// task's share, computed once ([`closest_shares`]). The two agree.
     picks: Option<OnceCell<Result<Vec<Vec<usize>>, Error>>>,
@@ -339,6 +350,7 @@ impl<'a> NodeCpus<'a> {
             bind_list,
             local_count,
             listed: OnceCell::new(),
+            bound: OnceCell::new(),
             picks: Some(OnceCell::new()),
         }
     }
@@ -361,6 +373,26 @@ impl<'a> NodeCpus<'a> {
         self.listed
             .get_or_init(|| bind_list_cpus(self.bind_type, self.bind_list, self.local_count))
             .as_deref()
+    }
+
+    /// Slurm's list of every task's CPUs, where task `local_id`, with its
+    /// mask `own` and slurmstepd's `parent`, may take it for Slurm's
+    /// ([`list_is_slurms`]).
+    fn slurms(
+        &self,
+        own: Option<&CpuSet>,
+        parent: Option<&CpuSet>,
+        local_id: usize,
+    ) -> Option<&[CpuSet]> {
+        let listed = self.listed()?;
+        let asked = || (parent.cloned(), every_task_bound(listed, parent));
+        let (seen, bound) = self.bound.get_or_init(asked);
+        let every_bound = if seen.as_ref() == parent {
+            *bound
+        } else {
+            every_task_bound(listed, parent)
+        };
+        list_is_slurms(listed, own, local_id, every_bound).then_some(listed)
     }
 
     /// Task `local_id`'s share by the rule over `listed` (the list's
@@ -403,11 +435,10 @@ pub(crate) fn closest_position(
     (local_id, local_count): (usize, usize),
     node: &NodeCpus,
 ) -> Result<(Vec<usize>, Closeness), Error> {
-    // The list counts only where Slurm bound this task to its entry (a
-    // list a user exported, or one in other CPU numbers, does not).
-    let all = node
-        .listed()
-        .filter(|all| list_is_slurms(all, own, parent, local_id));
+    // The list counts only where Slurm bound every task strictly within
+    // slurmstepd's CPUs, this one to its entry (a list a user exported, or
+    // one in other CPU numbers, does not).
+    let all = node.slurms(own, parent, local_id);
     // Only local task 0 says whether nearness told no GPU apart.
     let first = local_id == 0;
     let fewer = local_count < near.len();
@@ -668,27 +699,33 @@ mod tests {
     }
 
     #[test]
-    fn only_a_task_slurm_bound_takes_the_list_for_slurms() {
+    fn only_where_slurm_bound_every_task_is_the_list_slurms() {
         let cpus = |l: &str| CpuSet::parse(l).unwrap();
         let stepd = cpus("0-7");
-        let listed = [cpus("0-3"), cpus("4-7"), stepd.clone()];
-        let is = |own: Option<&CpuSet>, parent: Option<&CpuSet>, l| {
-            list_is_slurms(&listed, own, parent, l)
+        let bound = [cpus("0-3"), cpus("4-7")];
+        let is = |listed: &[CpuSet], own: Option<&CpuSet>, parent: Option<&CpuSet>, l| {
+            list_is_slurms(listed, own, l, every_task_bound(listed, parent))
         };
         // Bound by Slurm, and the entry agrees.
-        assert!(is(Some(&cpus("0-3")), Some(&stepd), 0));
-        assert!(is(Some(&cpus("4-7")), Some(&stepd), 1));
-        // An entry that disagrees with the task's own mask.
-        assert!(!is(Some(&cpus("4-7")), Some(&stepd), 0));
-        // Unbound (task/none, or bound to all of slurmstepd's CPUs): the
-        // entry equals its mask, which proves nothing.
-        assert!(!is(Some(&stepd), Some(&stepd), 2));
-        // A mask outside slurmstepd's, or a mask unknown.
-        assert!(!is(Some(&cpus("0-3")), Some(&cpus("4-7")), 0));
-        assert!(!is(None, Some(&stepd), 0));
-        assert!(!is(Some(&cpus("0-3")), None, 0));
+        assert!(is(&bound, Some(&cpus("0-3")), Some(&stepd), 0));
+        assert!(is(&bound, Some(&cpus("4-7")), Some(&stepd), 1));
+        // An entry that disagrees with the task's own mask (an unbound
+        // task's, under task/none).
+        assert!(!is(&bound, Some(&cpus("4-7")), Some(&stepd), 0));
+        assert!(!is(&bound, Some(&stepd), Some(&stepd), 0));
+        // A task bound to all of slurmstepd's CPUs (or unbound: it cannot
+        // tell) keeps every task of the node off the list, those whose
+        // entries agree included.
+        let mixed = [cpus("0-3"), cpus("4-7"), stepd.clone()];
+        assert!(!every_task_bound(&mixed, Some(&stepd)));
+        assert!(!is(&mixed, Some(&stepd), Some(&stepd), 2));
+        assert!(!is(&mixed, Some(&cpus("0-3")), Some(&stepd), 0));
+        // Masks outside slurmstepd's, or a mask unknown.
+        assert!(!is(&bound, Some(&cpus("0-3")), Some(&cpus("4-7")), 0));
+        assert!(!is(&bound, None, Some(&stepd), 0));
+        assert!(!is(&bound, Some(&cpus("0-3")), None, 0));
         // No entry for the task.
-        assert!(!is(Some(&cpus("0-3")), Some(&stepd), 3));
+        assert!(!is(&bound, Some(&cpus("0-3")), Some(&stepd), 2));
     }
 
     fn shares(preset: Preset, n: usize) -> Vec<Vec<usize>> {

@@ -250,7 +250,9 @@ pub struct PlanArgs {
     pub method: Method,
     /// The node's GPUs and their local CPUs, for --method closest: a preset
     /// (perlmutter, polaris, lumi-g, dgx-a100, aurora) or a topology file.
-    /// Tasks are previewed bound to equal blocks of the node's cores.
+    /// Tasks are previewed bound to equal blocks of the node's cores; with
+    /// fewer tasks than GPUs, each holds its share, chosen to keep the most
+    /// tasks next to one of their nearest GPUs.
     #[arg(long, value_name = "PRESET|FILE")]
     pub topology: Option<String>,
     #[arg(

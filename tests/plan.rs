@@ -251,6 +251,41 @@ fn plan_closest_with_a_file_and_a_partial_step() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Fewer tasks than GPUs: the shares keep every task next to its CPUs
+/// where one way does (issue 55, item 4).
+#[test]
+fn plan_closest_shares_keep_each_task_next_to_its_cpus() {
+    let dir = std::env::temp_dir().join(format!("dgm-topology-shares-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("node.topo");
+    // 64 cores, GPUs 0 and 1 next to 0-31, 2 and 3 next to 32-63; tasks
+    // bound to 0-15, 16-31 and 32-47, as srun -n3 -c16 binds them.
+    std::fs::write(
+        &file,
+        "cpus 0-47\n0 0 0-31\n1 0 0-31\n2 1 32-63\n3 1 32-63\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let out = run(&["plan", "-n", "3", "--method", "closest", "--topology", path]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let want = "\
+method closest visible single
+  rank  node     local      gpu  visible
+     0     0       0/3        0  0  cpus 0-15
+     1     0       1/3        1  1  cpus 16-31
+     2     0       2/3      2,3  2,3  cpus 32-47
+
+load per GPU
+ node      gpu  tasks
+    0        0      1
+    0        1      1
+    0        2      1
+    0        3      1
+";
+    assert_eq!(stdout(&out), want);
+}
+
 #[test]
 fn plan_closest_needs_a_topology_and_names_bad_ones() {
     let out = run(&["plan", "--method", "closest"]);

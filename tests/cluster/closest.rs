@@ -320,6 +320,27 @@ fn tasks_bound_without_a_cpu_list_use_their_own_masks() {
     }
 }
 
+/// A task bound to every CPU cannot tell Slurm's list from a user's, nor
+/// the others whether it was bound: so no task takes the list, and the
+/// node's tasks agree, every GPU held (issue 55, item 3).
+#[test]
+fn a_task_bound_to_every_cpu_keeps_the_node_on_its_own_masks() {
+    let _c = with_root();
+    let Cpus { a, b, all } = cpus();
+    // GPUs 0 and 1 next to A, 2 and 3 next to B.
+    write_tree_near("nvidia", b, a);
+    let masks = [b, all, a].map(CpuSet::to_mask).join(",");
+    let ran = salloc("-w n1 --exclusive --gpus-per-node=4 srun -n3 --overcommit")
+        .arg(format!("--cpu-bind=mask_cpu:{masks}"))
+        .method("verbose,closest")
+        .probe(probe::CPUS)
+        .ok();
+    // Each holds contiguous's block, its nearest first.
+    tasks_got(&ran, &[("0,1", b), ("2", all), ("3", a)]);
+    let ran = ran.never_says("cpus_from=slurm");
+    assert_eq!(ran.stderr().matches("cpus_from=own").count(), 3, "{ran}");
+}
+
 #[test]
 fn unknown_gpu_locations_fall_back_in_one_line() {
     // No kernel_root (this host has no NVIDIA driver files), and the fake

@@ -10,21 +10,25 @@
 //!   order: within a domain the load per GPU differs by at most one.
 //! - When every task's CPUs are known ([`closest_all`], from Slurm's
 //!   per-task masks, where `list_is_slurms`), every task computes the
-//!   same answer. When only the task's own CPUs are known
+//!   same answer. Whether they are known is decided alike in every task
+//!   of a node (`every_task_bound`): where one task could be unbound, no
+//!   task takes the list. When only the task's own CPUs are known
 //!   (`closest_own`), see there.
 //! - Any step GPU whose local CPUs are unknown makes the whole step fall
 //!   back to `contiguous` ([`crate::topology::near_cpus`] says which and why).
 //! - Fewer tasks than GPUs: every GPU goes to exactly one task, each task
-//!   holding `k / n` or one more (`closest_shares`): the pairs of a task
-//!   and a GPU are taken nearest first (most CPUs in common), ties going to
-//!   the GPU nearest the task's `contiguous` block, so that tasks near
-//!   every GPU alike hold `contiguous`'s blocks. A share lists its nearest
-//!   GPU first. From its own CPUs only, a task holds `contiguous`'s block,
-//!   nearest first: it cannot know what the others would take.
+//!   holding `k / n` or one more (`closest_shares`), the shares chosen by
+//!   an exact search (`nearest_shares`): the most tasks holding one of
+//!   their candidates, then the most CPUs in common, then the nearest to
+//!   `contiguous`'s blocks, so that tasks near every GPU alike hold
+//!   `contiguous`'s blocks. A share lists its nearest GPU first. From its
+//!   own CPUs only, a task holds `contiguous`'s block, nearest first: it
+//!   cannot know what the others would take.
 //! - A task's share by the rule (`closest_position`), with what the
 //!   node's tasks share read once (`NodeCpus`), and how it was matched
 //!   (`Closeness`).
 
+use super::assignment::{assign, Cost};
 use crate::cpuset::CpuSet;
 use crate::error::Error;
 use crate::method::{position, share, Method};
@@ -141,8 +145,8 @@ pub(crate) fn closest_of(
 
 /// Every task's share of the step's GPUs, from every task's CPUs
 /// (local-id order): [`closest_all`]'s one GPU each where the tasks are as
-/// many as the GPUs or more; else every GPU held by exactly one task (see
-/// the module's rule), each share nearest first.
+/// many as the GPUs or more; else every GPU held by exactly one task, the
+/// nearest shares ([`nearest_shares`]), each nearest first.
 pub fn closest_shares(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<Vec<usize>>, Error> {
     if tasks.len() >= near.len() {
         return Ok(closest_all(tasks, near)?
@@ -150,36 +154,85 @@ pub fn closest_shares(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<Vec<usize
             .map(|p| vec![p])
             .collect());
     }
+    let mut held = nearest_shares(tasks, near)?;
+    for (own, cpus) in held.iter_mut().zip(tasks) {
+        nearest_first(own, cpus, near);
+    }
+    Ok(held)
+}
+
+/// Where one of a task's GPUs sits in its share: the first (its nearest,
+/// which makes the task local), the others every task holds (`k / n - 1`),
+/// or the spare that `k mod n` tasks hold.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    First,
+    Other,
+    Spare,
+}
+
+/// `n < k` tasks' shares of `k` GPUs, each `k / n` or one more, every GPU
+/// held once, chosen over every way to hand them out: the most tasks
+/// holding one of their nearest GPUs (a candidate); then the most CPUs in
+/// common, summed over each task and each GPU it holds; then the least
+/// distance of each GPU from its task's `contiguous` block, so that tasks
+/// near every GPU alike hold `contiguous`'s blocks. Any tie left is broken
+/// by the search's fixed order: every task finds the same shares.
+///
+/// An exact search, [`assign`]: the `k` GPUs against each task's places
+/// (`n (k / n + 1) < 2k`), in `O(k³)`: at most 64 GPUs on a node
+/// (`MAX_NODE_GPUS`), whatever the tasks.
+fn nearest_shares(tasks: &[CpuSet], near: &[CpuSet]) -> Result<Vec<Vec<usize>>, Error> {
     let (n, k) = (tasks.len(), near.len());
+    if n == 0 {
+        return Ok(Vec::new());
+    }
     let blocks = (0..n)
         .map(|l| share(Method::Contiguous, l, n, k))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut pairs: Vec<(Reverse<usize>, usize, usize, usize)> = Vec::with_capacity(n * k);
-    for (l, (cpus, block)) in tasks.iter().zip(&blocks).enumerate() {
-        for (g, gpu) in near.iter().enumerate() {
-            pairs.push((Reverse(gpu.overlap(cpus)), distance(block, g), l, g));
-        }
-    }
-    pairs.sort_unstable();
-    let (floor, mut larger) = (k / n, k % n);
-    let mut held: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut taken = vec![false; k];
-    for (_, _, l, g) in pairs {
-        let (Some(own), Some(gone)) = (held.get_mut(l), taken.get_mut(g)) else {
-            continue;
+    let common: Vec<Vec<usize>> = tasks
+        .iter()
+        .map(|cpus| near.iter().map(|g| g.overlap(cpus)).collect())
+        .collect();
+    // Each task's most CPUs in common with a GPU: its candidates'.
+    let best: Vec<usize> = common
+        .iter()
+        .map(|row| row.iter().copied().max().unwrap_or(0))
+        .collect();
+    let places: Vec<(usize, Place)> = (0..n)
+        .flat_map(|l| {
+            let others = std::iter::repeat((l, Place::Other)).take((k / n).saturating_sub(1));
+            std::iter::once((l, Place::First))
+                .chain(others)
+                .chain(std::iter::once((l, Place::Spare)))
+        })
+        .collect();
+    let cost = |g: usize, at: usize| -> Cost {
+        let Some(&(l, place)) = places.get(at) else {
+            return [0; 4];
         };
-        let room = own.len() < floor || (own.len() == floor && larger > 0);
-        if *gone || !room {
-            continue;
+        let here = common
+            .get(l)
+            .and_then(|row| row.get(g))
+            .copied()
+            .unwrap_or(0);
+        let best = best.get(l).copied().unwrap_or(0);
+        let far = blocks.get(l).map_or(0, |block| distance(block, g));
+        let count = |yes: bool| -i64::from(yes);
+        [
+            count(place != Place::Spare),
+            count(place == Place::First && here == best && best > 0),
+            -i64::try_from(here).unwrap_or(i64::MAX),
+            i64::try_from(far).unwrap_or(i64::MAX),
+        ]
+    };
+    let at = assign(k, places.len(), cost).ok_or(Error::NoGpusToMap)?;
+    let mut held: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (g, place) in at.into_iter().enumerate() {
+        let l = places.get(place).map(|&(l, _)| l);
+        if let Some(own) = l.and_then(|l| held.get_mut(l)) {
+            own.push(g);
         }
-        if own.len() == floor {
-            larger -= 1;
-        }
-        *gone = true;
-        own.push(g);
-    }
-    for (own, cpus) in held.iter_mut().zip(tasks) {
-        nearest_first(own, cpus, near);
     }
     Ok(held)
 }
@@ -262,26 +315,32 @@ fn pick(group: &[usize], rank: usize, size: usize) -> Result<usize, Error> {
 }
 
 /// Whether task `local_id` may take `listed` (every task's CPUs, from
-/// [`crate::slurm::cpu_bind::bind_list_cpus`]) for the CPUs Slurm bound the tasks to: Slurm bound
-/// this task (its own mask `own` strictly within `parent`, slurmstepd's
-/// mask: the task is slurmstepd's fork, so an unbound task has exactly its
-/// parent's mask), and the list's entry for it is `own`.
-///
-/// Why the first: where Slurm binds no CPUs (task/none) it writes no list
-/// either, so a list the user exported reaches the task, and an entry that
-/// equals an unbound task's mask proves nothing. A task that Slurm bound to
-/// all of slurmstepd's CPUs cannot tell Slurm's list from a user's, so it
-/// is placed without the list too. Unknown masks prove nothing.
+/// [`crate::slurm::cpu_bind::bind_list_cpus`]) for the CPUs Slurm bound the
+/// tasks to: `every_bound` ([`every_task_bound`], the node's half, alike in
+/// every task), and the list's entry for it is its own mask `own`.
 pub(crate) fn list_is_slurms(
     listed: &[CpuSet],
     own: Option<&CpuSet>,
-    parent: Option<&CpuSet>,
     local_id: usize,
+    every_bound: bool,
 ) -> bool {
-    match (own, parent, listed.get(local_id)) {
-        (Some(own), Some(parent), Some(entry)) => own.is_strictly_within(parent) && own == entry,
-        _ => false,
-    }
+    every_bound && own.is_some() && own == listed.get(local_id)
+}
+
+/// Whether `listed` can be Slurm's binding for every task of the node:
+/// every entry strictly within `parent`, slurmstepd's mask (the task is
+/// slurmstepd's fork, so an unbound task has exactly its parent's mask).
+///
+/// Why: where Slurm binds no CPUs (task/none) a list the user exported, or
+/// asked for, still reaches the task, and an entry that equals an unbound
+/// task's mask proves nothing. A task that Slurm bound to all of
+/// slurmstepd's CPUs cannot tell Slurm's list from a user's, and the
+/// others cannot tell whether it did: so where any entry is not strictly
+/// within, no task takes the list, and the node's tasks agree. It reads
+/// only what every task of the node reads alike. Unknown masks prove
+/// nothing.
+pub(crate) fn every_task_bound(listed: &[CpuSet], parent: Option<&CpuSet>) -> bool {
+    parent.is_some_and(|parent| listed.iter().all(|e| e.is_strictly_within(parent)))
 }
 
 /// How a `closest` task was matched, for the `verbose` line.
@@ -321,6 +380,9 @@ pub(crate) struct NodeCpus<'a> {
     bind_list: Option<&'a str>,
     local_count: usize,
     listed: OnceCell<Option<Vec<CpuSet>>>,
+    /// [`every_task_bound`] for the list, with the slurmstepd mask it was
+    /// asked for (the same in every task of a node): asked once.
+    bound: OnceCell<(Option<CpuSet>, bool)>,
     /// `None`: one task asks, for itself ([`closest_of`]); `Some`: every
     /// task's share, computed once ([`closest_shares`]). The two agree.
     picks: Option<OnceCell<Result<Vec<Vec<usize>>, Error>>>,
@@ -339,6 +401,7 @@ impl<'a> NodeCpus<'a> {
             bind_list,
             local_count,
             listed: OnceCell::new(),
+            bound: OnceCell::new(),
             picks: Some(OnceCell::new()),
         }
     }
@@ -361,6 +424,26 @@ impl<'a> NodeCpus<'a> {
         self.listed
             .get_or_init(|| bind_list_cpus(self.bind_type, self.bind_list, self.local_count))
             .as_deref()
+    }
+
+    /// Slurm's list of every task's CPUs, where task `local_id`, with its
+    /// mask `own` and slurmstepd's `parent`, may take it for Slurm's
+    /// ([`list_is_slurms`]).
+    fn slurms(
+        &self,
+        own: Option<&CpuSet>,
+        parent: Option<&CpuSet>,
+        local_id: usize,
+    ) -> Option<&[CpuSet]> {
+        let listed = self.listed()?;
+        let asked = || (parent.cloned(), every_task_bound(listed, parent));
+        let (seen, bound) = self.bound.get_or_init(asked);
+        let every_bound = if seen.as_ref() == parent {
+            *bound
+        } else {
+            every_task_bound(listed, parent)
+        };
+        list_is_slurms(listed, own, local_id, every_bound).then_some(listed)
     }
 
     /// Task `local_id`'s share by the rule over `listed` (the list's
@@ -403,11 +486,10 @@ pub(crate) fn closest_position(
     (local_id, local_count): (usize, usize),
     node: &NodeCpus,
 ) -> Result<(Vec<usize>, Closeness), Error> {
-    // The list counts only where Slurm bound this task to its entry (a
-    // list a user exported, or one in other CPU numbers, does not).
-    let all = node
-        .listed()
-        .filter(|all| list_is_slurms(all, own, parent, local_id));
+    // The list counts only where Slurm bound every task strictly within
+    // slurmstepd's CPUs, this one to its entry (a list a user exported, or
+    // one in other CPU numbers, does not).
+    let all = node.slurms(own, parent, local_id);
     // Only local task 0 says whether nearness told no GPU apart.
     let first = local_id == 0;
     let fewer = local_count < near.len();
@@ -668,27 +750,33 @@ mod tests {
     }
 
     #[test]
-    fn only_a_task_slurm_bound_takes_the_list_for_slurms() {
+    fn only_where_slurm_bound_every_task_is_the_list_slurms() {
         let cpus = |l: &str| CpuSet::parse(l).unwrap();
         let stepd = cpus("0-7");
-        let listed = [cpus("0-3"), cpus("4-7"), stepd.clone()];
-        let is = |own: Option<&CpuSet>, parent: Option<&CpuSet>, l| {
-            list_is_slurms(&listed, own, parent, l)
+        let bound = [cpus("0-3"), cpus("4-7")];
+        let is = |listed: &[CpuSet], own: Option<&CpuSet>, parent: Option<&CpuSet>, l| {
+            list_is_slurms(listed, own, l, every_task_bound(listed, parent))
         };
         // Bound by Slurm, and the entry agrees.
-        assert!(is(Some(&cpus("0-3")), Some(&stepd), 0));
-        assert!(is(Some(&cpus("4-7")), Some(&stepd), 1));
-        // An entry that disagrees with the task's own mask.
-        assert!(!is(Some(&cpus("4-7")), Some(&stepd), 0));
-        // Unbound (task/none, or bound to all of slurmstepd's CPUs): the
-        // entry equals its mask, which proves nothing.
-        assert!(!is(Some(&stepd), Some(&stepd), 2));
-        // A mask outside slurmstepd's, or a mask unknown.
-        assert!(!is(Some(&cpus("0-3")), Some(&cpus("4-7")), 0));
-        assert!(!is(None, Some(&stepd), 0));
-        assert!(!is(Some(&cpus("0-3")), None, 0));
+        assert!(is(&bound, Some(&cpus("0-3")), Some(&stepd), 0));
+        assert!(is(&bound, Some(&cpus("4-7")), Some(&stepd), 1));
+        // An entry that disagrees with the task's own mask (an unbound
+        // task's, under task/none).
+        assert!(!is(&bound, Some(&cpus("4-7")), Some(&stepd), 0));
+        assert!(!is(&bound, Some(&stepd), Some(&stepd), 0));
+        // A task bound to all of slurmstepd's CPUs (or unbound: it cannot
+        // tell) keeps every task of the node off the list, those whose
+        // entries agree included.
+        let mixed = [cpus("0-3"), cpus("4-7"), stepd.clone()];
+        assert!(!every_task_bound(&mixed, Some(&stepd)));
+        assert!(!is(&mixed, Some(&stepd), Some(&stepd), 2));
+        assert!(!is(&mixed, Some(&cpus("0-3")), Some(&stepd), 0));
+        // Masks outside slurmstepd's, or a mask unknown.
+        assert!(!is(&bound, Some(&cpus("0-3")), Some(&cpus("4-7")), 0));
+        assert!(!is(&bound, None, Some(&stepd), 0));
+        assert!(!is(&bound, Some(&cpus("0-3")), None, 0));
         // No entry for the task.
-        assert!(!is(Some(&cpus("0-3")), Some(&stepd), 3));
+        assert!(!is(&bound, Some(&cpus("0-3")), Some(&stepd), 2));
     }
 
     fn shares(preset: Preset, n: usize) -> Vec<Vec<usize>> {
@@ -717,6 +805,88 @@ mod tests {
         let near = near(Preset::Perlmutter);
         let all = closest_shares(&[node.clone(), node.clone(), node], &near).unwrap();
         assert_eq!(all, [vec![0, 1], vec![2], vec![3]]);
+    }
+
+    #[test]
+    fn shares_keep_the_most_tasks_next_to_their_cpus() {
+        // 64 cores, GPUs 0 and 1 next to cores 0-31, 2 and 3 next to
+        // 32-63; three tasks on 0-15, 16-31 and 32-47 (srun -n3 -c16).
+        let cpus = |l: &str| CpuSet::parse(l).unwrap();
+        let near = [cpus("0-31"), cpus("0-31"), cpus("32-63"), cpus("32-63")];
+        let tasks = [cpus("0-15"), cpus("16-31"), cpus("32-47")];
+        let got = closest_shares(&tasks, &near).unwrap();
+        assert_eq!(got, [vec![0], vec![1], vec![2, 3]]);
+    }
+
+    #[test]
+    fn the_search_is_bounded_by_the_gpus() {
+        use crate::method::assignment::COSTS_READ;
+        let read = |tasks: &[CpuSet], near: &[CpuSet]| {
+            COSTS_READ.with(|n| n.set(0));
+            let got = closest_shares(tasks, near).unwrap();
+            assert_eq!(got.len(), tasks.len());
+            COSTS_READ.with(|n| n.get())
+        };
+        // 64 GPUs (the most a node lists) in 8 domains of 16 cores, and
+        // every count of fewer tasks: at most 4 k³ costs read (k GPUs
+        // against fewer than 2k places, each GPU's search at most one pass
+        // per place).
+        let near: Vec<CpuSet> = (0..64)
+            .map(|g| CpuSet::range(16 * (g / 8), 16 * (g / 8) + 15).unwrap())
+            .collect();
+        for n in [1, 2, 3, 8, 31, 32, 63] {
+            let tasks = blocks_of(&CpuSet::range(0, 127).unwrap(), n);
+            let costs = read(&tasks, &near);
+            assert!(costs <= 4 * 64 * 64 * 64, "{n} tasks: {costs}");
+        }
+        // As many tasks as GPUs or more (8 GPUs, 128 tasks): no search.
+        let eight = &near[..8];
+        let tasks = blocks_of(&CpuSet::range(0, 127).unwrap(), 128);
+        assert_eq!(read(&tasks, eight), 0);
+    }
+
+    /// `n` tasks on equal consecutive blocks of `cpus`.
+    fn blocks_of(cpus: &CpuSet, n: usize) -> Vec<CpuSet> {
+        let all: Vec<usize> = cpus.cpus().collect();
+        let each = (all.len() / n).max(1);
+        (0..n)
+            .map(|l| CpuSet::of(&all[(l * each) % all.len()..][..each]).unwrap())
+            .collect()
+    }
+
+    /// Task `l`'s nearness to each GPU it holds: whether it holds one of
+    /// its nearest, and the CPUs in common summed over its share.
+    fn nearness(tasks: &[CpuSet], near: &[CpuSet], held: &[Vec<usize>]) -> (usize, usize) {
+        let mut local = 0;
+        let mut common = 0;
+        for (cpus, own) in tasks.iter().zip(held) {
+            let best = near.iter().map(|g| g.overlap(cpus)).max().unwrap();
+            let overlaps: Vec<usize> = own.iter().map(|&g| near[g].overlap(cpus)).collect();
+            local += usize::from(best > 0 && overlaps.contains(&best));
+            common += overlaps.iter().sum::<usize>();
+        }
+        (local, common)
+    }
+
+    /// Every way to hand `k` GPUs to `n < k` tasks, each holding `k / n` or
+    /// one more.
+    fn every_share(n: usize, k: usize) -> Vec<Vec<Vec<usize>>> {
+        let mut all = Vec::new();
+        for code in 0..n.pow(k as u32) {
+            let mut held = vec![Vec::new(); n];
+            let mut rest = code;
+            for g in 0..k {
+                held[rest % n].push(g);
+                rest /= n;
+            }
+            if held
+                .iter()
+                .all(|h| h.len() == k / n || h.len() == k / n + 1)
+            {
+                all.push(held);
+            }
+        }
+        all
     }
 
     /// `closest_all` as first written, quadratic in the tasks: each
@@ -795,6 +965,26 @@ mod tests {
                 let alone = NodeCpus::for_one(None, None, n);
                 proptest::prop_assert_eq!(&alone.pick(&tasks, &near, l).unwrap(), own);
             }
+        }
+
+        /// Few GPUs anywhere, fewer tasks anywhere: no way to hand out the
+        /// GPUs keeps more tasks next to one of their nearest GPUs, nor,
+        /// with as many, more CPUs in common.
+        #[test]
+        fn no_share_is_nearer(
+            gpus in proptest::collection::vec((0usize..64, 1usize..40), 2..7),
+            runs in proptest::collection::vec((0usize..64, 1usize..40), 1..6),
+        ) {
+            let span = |&(first, len): &(usize, usize)| CpuSet::range(first, first + len - 1).unwrap();
+            let near: Vec<CpuSet> = gpus.iter().map(span).collect();
+            let tasks: Vec<CpuSet> = runs.iter().map(span).take(near.len() - 1).collect();
+            let got = closest_shares(&tasks, &near).unwrap();
+            let best = every_share(tasks.len(), near.len())
+                .iter()
+                .map(|held| nearness(&tasks, &near, held))
+                .max()
+                .unwrap();
+            proptest::prop_assert_eq!(nearness(&tasks, &near, &got), best, "{:?}", got);
         }
 
         #[test]

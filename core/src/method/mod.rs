@@ -3,6 +3,7 @@
 //! of `n` holds (one, where `n >= k`; its share of them, where `n < k`, so
 //! that no GPU of the step is left out), and what stays visible to it.
 
+mod assignment;
 pub mod closest;
 pub(crate) mod contiguous;
 pub(crate) mod roundrobin;
@@ -45,9 +46,10 @@ impl Method {
             Method::Closest => &[
                 "a GPU attached to the task's own CPUs, split in blocks",
                 "among the tasks near the same GPUs (fewer tasks than",
-                "GPUs: each its share, nearest first); the GPUs' CPUs come",
-                "from the kernel (sysfs) or NVML; contiguous where they",
-                "are unknown (said in one line)",
+                "GPUs: the shares that keep the most tasks next to their",
+                "CPUs, nearest first); the GPUs' CPUs come from the",
+                "kernel (sysfs) or NVML; contiguous where they are",
+                "unknown (said in one line)",
             ],
         }
     }

@@ -557,9 +557,10 @@ METHOD:
                GPUs hold every n-th (2 on 4 -> 0,2 1,3) (also: round-robin)
   closest      a GPU attached to the task's own CPUs, split in blocks
                among the tasks near the same GPUs (fewer tasks than
-               GPUs: each its share, nearest first); the GPUs' CPUs come
-               from the kernel (sysfs) or NVML; contiguous where they
-               are unknown (said in one line)
+               GPUs: the shares that keep the most tasks next to their
+               CPUs, nearest first); the GPUs' CPUs come from the
+               kernel (sysfs) or NVML; contiguous where they are
+               unknown (said in one line)
   none         no mapping, even if the site set a default
   help         print this text and exit
 

@@ -120,11 +120,53 @@ mod tests {
             gpus(&|_| cpus("0-1")),
             ["0", "0", "1", "1", "2", "2", "3", "3"]
         );
-        // Had Slurm bound tasks 0-2 to CPU 0 (and 3-7 to both, which they
-        // cannot tell from unbound): the bound ones take the list, and
-        // place tasks 0-2 next to CPU 0.
+        // Had Slurm bound tasks 0-2 to CPU 0 and 3-7 to both, which they
+        // cannot tell from unbound: no task takes the list, each its own
+        // mask (tasks 0-2 next to CPU 0, the others contiguous).
         let bound = gpus(&|l| if l < 3 { cpus("0") } else { cpus("0-1") });
-        assert_eq!(bound[..3], ["2", "2", "3"]);
+        assert_eq!(bound, ["2", "3", "2", "1", "2", "2", "3", "3"]);
+    }
+
+    /// Each of `masks` (its own mask, as Slurm listed it) with slurmstepd on
+    /// `stepd`, on `map`'s four GPUs: what each task gets, and where it
+    /// read its CPUs.
+    fn closest_tasks(map: &StepMap, masks: &[CpuSet], stepd: &CpuSet) -> Vec<Assignment> {
+        let list = masks.iter().map(CpuSet::to_mask).collect::<Vec<_>>();
+        let list = list.join(",");
+        (0..masks.len())
+            .map(|l| {
+                let t = TaskInputs {
+                    cpus: TaskCpus {
+                        own: masks.get(l).cloned(),
+                        parent: Some(stepd.clone()),
+                        bind_type: Some("mask_cpu:"),
+                        bind_list: Some(&list),
+                    },
+                    ..task(l, masks.len(), Some("0,1,2,3"))
+                };
+                assign(map, &t).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_tasks_of_a_node_read_their_cpus_from_one_place() {
+        // GPUs 0 and 1 next to CPU 0, 2 and 3 next to CPU 1; slurmstepd on
+        // CPUs 0-1; `srun -n3 --cpu-bind=mask_cpu:0x2,0x3,0x1`: task 1 is
+        // bound to all of slurmstepd's CPUs, which it cannot tell from
+        // unbound, so no task takes the list for Slurm's.
+        let mut map = mapped_4(&Config::default(), Method::Closest);
+        let cpus = |l: &str| CpuSet::parse(l).unwrap();
+        map.near = GpuCpus::Located(vec![cpus("0"), cpus("0"), cpus("1"), cpus("1")]);
+        let got = closest_tasks(&map, &[cpus("1"), cpus("0-1"), cpus("0")], &cpus("0-1"));
+        let from: Vec<&str> = got
+            .iter()
+            .map(|a| a.closeness.as_ref().unwrap().from)
+            .collect();
+        assert_eq!(from, ["own", "own", "own"]);
+        // Each holds contiguous's block: every GPU is held, once.
+        let gpus: Vec<String> = got.iter().map(|a| a.gpus.join(",")).collect();
+        assert_eq!(gpus, ["0,1", "2", "3"]);
     }
 
     proptest::proptest! {
@@ -161,6 +203,36 @@ mod tests {
             let shared = NodeCpus::new(Some("mask_cpu:"), Some(&list), n);
             for t in &inputs {
                 proptest::prop_assert_eq!(assign_in(&map, t, &shared), assign(&map, t));
+            }
+        }
+
+        /// Tasks Slurm bound anywhere, some to all of slurmstepd's CPUs:
+        /// every task reads its CPUs from the same place, and fewer tasks
+        /// than GPUs hold every GPU once.
+        #[test]
+        fn the_tasks_of_a_node_agree(
+            runs in proptest::collection::vec((0usize..128, 1usize..64), 1..8),
+            whole in proptest::collection::vec(proptest::bool::ANY, 8),
+        ) {
+            let mut map = mapped_4(&Config::default(), Method::Closest);
+            let perlmutter = crate::topology::Preset::Perlmutter.topology();
+            map.near = locate(&map.gpus, Ok(&perlmutter));
+            let node = CpuSet::parse("0-127").unwrap();
+            let masks: Vec<CpuSet> = runs
+                .iter()
+                .zip(&whole)
+                .map(|(&(first, len), &whole)| match whole {
+                    true => node.clone(),
+                    false => CpuSet::range(first, (first + len - 1).min(127)).unwrap(),
+                })
+                .collect();
+            let got = closest_tasks(&map, &masks, &node);
+            let from: Vec<&str> = got.iter().map(|a| a.closeness.as_ref().unwrap().from).collect();
+            proptest::prop_assert!(from.iter().all(|f| *f == from[0]), "{:?}", from);
+            if masks.len() < 4 {
+                let mut held: Vec<String> = got.iter().flat_map(|a| a.gpus.clone()).collect();
+                held.sort();
+                proptest::prop_assert_eq!(held, ["0", "1", "2", "3"]);
             }
         }
     }

@@ -34,7 +34,8 @@ const CRATES: &[Crate] = &[
         src: "core/src",
         layers: &[
             "text", "env", "error", "wire", "files", "names", "cpuset", "slurm", "launch",
-            "method", "runtime", "topology", "settings", "flux", "mps", "step", "start", "preview",
+            "method", "runtime", "topology", "settings", "flux", "mps", "step", "job", "start",
+            "preview",
         ],
     },
     Crate {
@@ -68,9 +69,7 @@ const CRATES: &[Crate] = &[
     },
     Crate {
         src: "flux/src",
-        layers: &[
-            "json", "conf", "ffi", "broker", "mps", "node", "plugin", "exports",
-        ],
+        layers: &["conf", "ffi", "broker", "mps", "node", "plugin", "exports"],
     },
 ];
 

@@ -19,6 +19,7 @@
 //! - [`settings`]: what people type (plugstack arguments, the option);
 //! - [`mps`]: CUDA MPS for a mapped step: serve or not, and what each task gets;
 //! - [`step`]: the plan for a step on one node, in one pass, and each task's share;
+//! - [`job`]: a Flux job on one node, planned once from its shell's facts;
 //! - [`start`]: a task about to start, for a front end that runs as the task
 //!   (exec and the task prolog): refuse, run unchanged, or map;
 //! - [`preview`]: a layout's tasks on made-up nodes, for `desi-gpu-map plan`;
@@ -41,6 +42,7 @@ pub mod env;
 pub mod error;
 pub mod files;
 pub mod flux;
+pub mod job;
 pub mod launch;
 pub mod method;
 pub mod mps;

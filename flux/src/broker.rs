@@ -6,8 +6,8 @@
 //! from the instance's `resource.eventlog`.
 
 use crate::ffi::{Broker, Shell};
-use crate::json::{parse, Value};
 use desi_gpu_map_core::flux::{BrokerGrant, BrokerVars, Origin};
+use serde::Deserialize;
 
 /// The KVS key of the resource module's eventlog (`RESLOG_KEY`).
 const RESOURCE_EVENTLOG: &str = "resource.eventlog";
@@ -64,18 +64,27 @@ fn origin(broker: Broker) -> Result<Origin, String> {
         .ok_or_else(|| format!("{RESOURCE_EVENTLOG} has no resource-define event"))
 }
 
+/// An eventlog's event, as far as the method is concerned.
+#[derive(Deserialize)]
+struct Event {
+    name: String,
+    #[serde(default)]
+    context: Option<Context>,
+}
+
+#[derive(Deserialize)]
+struct Context {
+    method: Option<String>,
+}
+
 /// The method of the last `resource-define` event of an eventlog (one JSON
 /// object a line).
 fn define_method(log: &str) -> Option<String> {
     log.lines()
         .rev()
-        .filter_map(|line| parse(line).ok())
-        .filter(|event| event.get("name").and_then(Value::as_str) == Some("resource-define"))
-        .filter_map(|event| {
-            let method = event.get("context")?.get("method")?.as_str()?;
-            Some(method.to_string())
-        })
-        .next()
+        .filter_map(|line| serde_json::from_str::<Event>(line).ok())
+        .filter(|event| event.name == "resource-define")
+        .find_map(|event| event.context?.method)
 }
 
 #[cfg(test)]

@@ -3,12 +3,12 @@
 //! and the shell option `-o desi-gpu-map=VALUE`, both as JSON from the
 //! shell, into the words the core reads.
 
-use crate::json::{parse, Value};
 use desi_gpu_map_core::flux::{ConfError, OptionError};
 use desi_gpu_map_core::settings::config::Config;
 use desi_gpu_map_core::settings::option::{parse_option, OptionRequest};
 use desi_gpu_map_core::settings::site::{keys, parse_args};
 use desi_gpu_map_core::text::quote;
+use serde_json::Value;
 
 /// Where the site's settings come from, for messages.
 const CONF: &str = "the conf table of desi-gpu-map's plugin.load in the shell's initrc";
@@ -21,17 +21,17 @@ pub fn site_config(conf: Option<&str>) -> Result<Config, String> {
     let Some(text) = conf else {
         return parse_args::<&str>(&[]).map_err(|e| e.to_string());
     };
-    let value = parse(text).map_err(|e| format!("{CONF}: {e}"))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("{CONF}: {e}"))?;
     let members = match value {
         Value::Object(members) => members,
         // Lua's empty table.
-        Value::Array(items) if items.is_empty() => Vec::new(),
+        Value::Array(items) if items.is_empty() => serde_json::Map::new(),
         _ => return Err(format!("{CONF} is no table of keys: {text}")),
     };
     let mut words = Vec::new();
     for (key, value) in members {
         match value {
-            Value::Str(s) => words.push(format!("{key}={s}")),
+            Value::String(s) => words.push(format!("{key}={s}")),
             Value::Number(n) => words.push(format!("{key}={n}")),
             Value::Bool(true) => words.push(key),
             Value::Bool(false) if key == "verbose" => {}
@@ -53,12 +53,17 @@ pub fn site_config(conf: Option<&str>) -> Result<Config, String> {
 /// hands it (JSON): the same words as `--desi-gpu-map`.
 pub fn request(option: Option<&str>) -> Option<Result<OptionRequest, String>> {
     let text = option?;
-    let value = match parse(text) {
-        Ok(Value::Str(value)) => value,
-        // `-o desi-gpu-map` alone is 1 to Flux.
-        _ => text.to_string(),
-    };
+    let value = string_or_text(text);
     Some(parse_option(&value).map_err(|e| OptionError(&e).to_string()))
+}
+
+/// A shell option's value (JSON): a string as written, anything else as
+/// its text (`-o desi-gpu-map` alone is 1 to Flux).
+pub fn string_or_text(text: &str) -> String {
+    match serde_json::from_str(text) {
+        Ok(Value::String(value)) => value,
+        _ => text.to_string(),
+    }
 }
 
 #[cfg(test)]

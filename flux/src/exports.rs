@@ -3,23 +3,21 @@
 //! each call is fenced with `catch_unwind`, and a caught one fails the
 //! call with a message.
 
-use crate::ffi::{log, FluxPlugin, FluxPluginArg, Level, Plugin};
+use crate::ffi::{log, FluxPlugin, FluxPluginArg, Level, Plugin, Slot};
 use crate::plugin;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 const SHELL_INIT: &CStr = c"shell.init";
 const TASK_INIT: &CStr = c"task.init";
 const TASK_EXIT: &CStr = c"task.exit";
 const SHELL_EXIT: &CStr = c"shell.exit";
 
-/// Set by the first load: the same file loaded again (an initrc and a
-/// user's `userrc` naming one path) is one library, whose state a second
-/// registration would share; it registers nothing. (Copies at other paths
-/// are libraries of their own, and carry the same plugin name, of which
-/// Flux's plugin stack keeps one: measured, each task is mapped once.)
-static LOADED: AtomicBool = AtomicBool::new(false);
+/// Set in the shell by the first load of the plugin. Loaded again (an
+/// initrc and a user's `userrc`, the same file or a copy), a second
+/// registration under the same name would replace the first, and with it
+/// the site's `conf`: the later load registers nothing and stands aside.
+const LOADED: Slot<bool> = Slot::named(c"desi-gpu-map::loaded");
 
 /// Runs `work`, catching a panic; failure is -1 with the message logged.
 fn fenced(what: &str, work: impl FnOnce() -> Result<(), String>) -> c_int {
@@ -48,13 +46,15 @@ pub unsafe extern "C" fn flux_plugin_init(p: *mut FluxPlugin) -> c_int {
         return -1;
     };
     fenced("flux_plugin_init", || {
-        if LOADED.swap(true, Ordering::SeqCst) {
+        let shell = plugin.shell().ok_or("the plugin has no shell")?;
+        if shell.kept(&LOADED).is_some() {
             log(
                 Level::Debug,
-                "loaded again (the same .so): the first load acts, this one stands aside",
+                "loaded again: the first load acts (with its conf), this one stands aside",
             );
             return Ok(());
         }
+        shell.keep(&LOADED, true)?;
         plugin.register(&[SHELL_INIT, TASK_INIT, TASK_EXIT, SHELL_EXIT], handle)
     })
 }
@@ -82,8 +82,8 @@ unsafe extern "C" fn handle(
     fenced(&name, || match topic {
         t if t == SHELL_INIT => plugin::shell_init(plugin),
         t if t == TASK_INIT => plugin::task_init(plugin),
-        t if t == TASK_EXIT => plugin::task_exit(),
-        t if t == SHELL_EXIT => plugin::shell_exit(),
+        t if t == TASK_EXIT => plugin::task_exit(plugin),
+        t if t == SHELL_EXIT => plugin::shell_exit(plugin),
         _ => Ok(()),
     })
 }

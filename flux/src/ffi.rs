@@ -63,6 +63,13 @@ extern "C" {
     ) -> c_int;
     fn flux_shell_getenv(shell: *mut FluxShell, name: *const c_char) -> *const c_char;
     fn flux_shell_get_flux(shell: *mut FluxShell) -> *mut FluxHandle;
+    fn flux_shell_aux_set(
+        shell: *mut FluxShell,
+        name: *const c_char,
+        aux: *mut c_void,
+        free_fn: Option<unsafe extern "C" fn(*mut c_void)>,
+    ) -> c_int;
+    fn flux_shell_aux_get(shell: *mut FluxShell, name: *const c_char) -> *mut c_void;
     fn flux_attr_get(h: *mut FluxHandle, name: *const c_char) -> *const c_char;
     fn flux_get_rank(h: *mut FluxHandle, rank: *mut u32) -> c_int;
     fn flux_kvs_lookup(
@@ -226,6 +233,34 @@ impl Shell {
         (rc == 0).then_some(text).flatten()
     }
 
+    /// Gives the shell `value` to keep under `slot`'s name, dropped when the
+    /// shell is destroyed (or the name set again).
+    pub fn keep<T: 'static>(&self, slot: &Slot<T>, value: T) -> Result<(), String> {
+        let raw = Box::into_raw(Box::new(value)).cast::<c_void>();
+        // SAFETY: the shell is live; `raw` is a live Box<T> that the shell
+        // now owns and frees once with `drop_box::<T>`, of the same T.
+        let rc =
+            unsafe { flux_shell_aux_set(self.0, slot.name.as_ptr(), raw, Some(drop_box::<T>)) };
+        match rc {
+            0 => Ok(()),
+            _ => {
+                // SAFETY: on failure the shell took nothing: ours to free.
+                drop(unsafe { Box::from_raw(raw.cast::<T>()) });
+                Err(std::io::Error::last_os_error().to_string())
+            }
+        }
+    }
+
+    /// What the shell keeps under `slot`'s name, for this call.
+    pub fn kept<T: 'static>(&self, slot: &Slot<T>) -> Option<&T> {
+        // SAFETY: the shell is live; a value under this name was set only
+        // by `keep` through a `Slot<T>` of the same name, so of type T, and
+        // lives until the shell is destroyed, after every handler's call.
+        let raw = unsafe { flux_shell_aux_get(self.0, slot.name.as_ptr()) };
+        // SAFETY: NULL, or a live T (above).
+        unsafe { raw.cast::<T>().as_ref() }
+    }
+
     /// The shell's handle on its own broker (the one on this node).
     pub fn broker(&self) -> Option<Broker> {
         // SAFETY: the shell is live; the handle is the shell's, and lives as
@@ -239,6 +274,33 @@ impl Shell {
         // SAFETY: the shell is live.
         let task = unsafe { flux_shell_current_task(self.0) };
         (!task.is_null()).then_some(Task(task))
+    }
+}
+
+/// A name the shell keeps a value of type `T` under: one `Slot` a name,
+/// so that what is kept under it is read back as what it is.
+pub struct Slot<T> {
+    name: &'static CStr,
+    kind: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> Slot<T> {
+    pub const fn named(name: &'static CStr) -> Slot<T> {
+        Slot {
+            name,
+            kind: std::marker::PhantomData,
+        }
+    }
+}
+
+/// Frees what `keep` gave the shell.
+///
+/// # Safety
+/// `raw` is a `Box<T>` from `keep`, freed once, by the shell.
+unsafe extern "C" fn drop_box<T>(raw: *mut c_void) {
+    if !raw.is_null() {
+        // SAFETY: per this function's contract.
+        drop(unsafe { Box::from_raw(raw.cast::<T>()) });
     }
 }
 

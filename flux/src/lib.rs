@@ -20,7 +20,6 @@ mod broker;
 mod conf;
 mod exports;
 mod ffi;
-mod json;
 mod mps;
 mod node;
 mod plugin;

@@ -6,23 +6,22 @@
 //! user).
 
 use crate::ffi::Shell;
-use crate::json::{parse, Value};
 use crate::mps::Served;
 use desi_gpu_map_core::cpuset::CpuSet;
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::mps::Daemon;
 use desi_gpu_map_core::settings::config::Config;
-use desi_gpu_map_core::slurm::gpus::join;
 use desi_gpu_map_core::step::{FrontEnd, Node, NvmlAsk, Snapshot};
 use desi_gpu_map_core::Error;
 use desi_gpu_map_host::failure::Failure;
 use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::nvml::ask_within;
+use serde::Deserialize;
 
-/// The job on this node, as the shell tells it.
+/// The job on this node, as the shell's info tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobFacts {
+pub struct ShellInfo {
     pub jobid: u64,
     /// This shell's rank in the job: the node's place in it.
     pub shell_rank: u32,
@@ -34,41 +33,50 @@ pub struct JobFacts {
     pub gpus: Option<String>,
 }
 
+/// The shell's job info (`flux_shell_get_info`), as far as it is read.
+#[derive(Deserialize)]
+struct Info {
+    jobid: u64,
+    rank: u32,
+}
+
+/// This node's part of the job (`flux_shell_get_rank_info`).
+#[derive(Deserialize)]
+struct RankInfo {
+    name: Option<String>,
+    ntasks: usize,
+    #[serde(default)]
+    resources: Resources,
+}
+
+#[derive(Deserialize, Default)]
+struct Resources {
+    gpus: Option<String>,
+}
+
 /// Reads the job's facts from the shell's info (`info`) and this node's
 /// (`rank_info`), both JSON.
-pub fn job_facts(info: Option<&str>, rank_info: Option<&str>) -> Result<JobFacts, String> {
-    let read = |what: &str, text: Option<&str>| {
-        let text = text.ok_or_else(|| format!("the shell gives no {what}"))?;
-        parse(text).map_err(|e| format!("the shell's {what}: {e}"))
-    };
-    let (info, rank) = (read("job info", info)?, read("rank info", rank_info)?);
-    let number = |v: &Value, key: &str| {
-        v.get(key)
-            .and_then(Value::as_u64)
-            .ok_or_else(|| format!("the shell's info has no {key}"))
-    };
-    let resources = rank.get("resources");
-    Ok(JobFacts {
-        jobid: number(&info, "jobid")?,
-        shell_rank: u32::try_from(number(&info, "rank")?).map_err(|e| e.to_string())?,
-        node: rank
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_string(),
-        ntasks: usize::try_from(number(&rank, "ntasks")?).map_err(|e| e.to_string())?,
-        gpus: resources
-            .and_then(|r| r.get("gpus"))
-            .and_then(Value::as_str)
-            .map(str::to_string),
+pub fn shell_info(info: Option<&str>, rank_info: Option<&str>) -> Result<ShellInfo, String> {
+    let info: Info = read("job info", info)?;
+    let rank: RankInfo = read("rank info", rank_info)?;
+    Ok(ShellInfo {
+        jobid: info.jobid,
+        shell_rank: info.rank,
+        node: rank.name.unwrap_or_else(|| "?".to_string()),
+        ntasks: rank.ntasks,
+        gpus: rank.resources.gpus,
     })
 }
 
+/// One of the shell's JSON objects (`what`), into `T`.
+pub fn read<T: for<'a> Deserialize<'a>>(what: &str, text: Option<&str>) -> Result<T, String> {
+    let text = text.ok_or_else(|| format!("the shell gives no {what}"))?;
+    serde_json::from_str(text).map_err(|e| format!("the shell's {what}: {e}"))
+}
+
 /// The shell, for one handler's call, as the core's node.
-pub struct FluxNode<'a> {
+pub struct FluxNode {
     pub shell: Shell,
-    /// The job's GPUs on this node, as its tasks name them.
-    pub gpus: &'a [String],
     /// The job's daemon, once started.
     pub served: Option<Served>,
 }
@@ -81,24 +89,19 @@ fn from_job_env(name: &str) -> bool {
     !name.starts_with("SLURM") && !env::OTHER_LISTS.contains(&name) && name != env::HIP
 }
 
-impl FluxNode<'_> {
-    /// The job's snapshot for the core: its GPU list from R (through the
-    /// broker's grant), the rest from the job's environment, never
-    /// Slurm's variables or the other GPU lists ([`from_job_env`]).
+impl FluxNode {
+    /// The job's environment for the core, never Slurm's variables or the
+    /// other GPU lists ([`from_job_env`]); the core lists R's GPUs.
     pub fn snapshot(&self) -> Snapshot {
-        let vars = Snapshot::read(&|name| {
+        Snapshot::read(&|name| {
             from_job_env(name)
                 .then(|| self.shell.getenv(name))
                 .flatten()
-        });
-        Snapshot {
-            cuda: (!self.gpus.is_empty()).then(|| join(self.gpus)),
-            ..vars
-        }
+        })
     }
 }
 
-impl Node for FluxNode<'_> {
+impl Node for FluxNode {
     fn files(&self) -> &dyn Files {
         &HostFiles
     }
@@ -110,7 +113,7 @@ impl Node for FluxNode<'_> {
     }
 }
 
-impl FrontEnd for FluxNode<'_> {
+impl FrontEnd for FluxNode {
     type NoDaemon = Failure;
 
     fn start_daemon(&mut self, daemon: &Daemon, _task: Option<usize>) -> Result<Daemon, Failure> {
@@ -139,10 +142,10 @@ mod tests {
     fn the_shells_info_gives_the_jobs_facts_here() {
         let info = r#"{"jobid":123456,"rank":1,"size":2,"ntasks":16,"R":{}}"#;
         let rank = r#"{"id":1,"name":"vm","ntasks":5,"resources":{"cores":"0-3","gpus":"0-3"}}"#;
-        let facts = job_facts(Some(info), Some(rank)).unwrap();
+        let facts = shell_info(Some(info), Some(rank)).unwrap();
         assert_eq!(
             facts,
-            JobFacts {
+            ShellInfo {
                 jobid: 123456,
                 shell_rank: 1,
                 node: "vm".into(),
@@ -151,11 +154,11 @@ mod tests {
             }
         );
         let no_gpus = r#"{"name":"vm","ntasks":1,"resources":{"cores":"0"}}"#;
-        assert_eq!(job_facts(Some(info), Some(no_gpus)).unwrap().gpus, None);
-        assert!(job_facts(None, Some(rank))
+        assert_eq!(shell_info(Some(info), Some(no_gpus)).unwrap().gpus, None);
+        assert!(shell_info(None, Some(rank))
             .unwrap_err()
             .contains("job info"));
-        assert!(job_facts(Some("{}"), Some(rank))
+        assert!(shell_info(Some("{}"), Some(rank))
             .unwrap_err()
             .contains("jobid"));
     }

@@ -1,277 +1,162 @@
-//! The plugin's three moments in a job shell: `shell.init` plans the job on
-//! this node once (the core's `plan_step`, over the shell's facts) and
-//! starts its MPS daemon, or refuses the job before any task starts;
-//! `task.init` carries out each task's outcome on its command before it
-//! starts; `task.exit` and `shell.exit` stop the daemon after the node's
-//! last task. The core decides; this file only moves facts and answers.
+//! The plugin's moments in a job shell: `shell.init` gathers the job's
+//! facts on this node, hands them to the core (`job::plan_job`), says what
+//! the core says and starts the daemon it planned, or refuses the job
+//! before any task starts; `task.init` carries out each task's outcome on
+//! its command before it starts; `task.exit` and `shell.exit` stop the
+//! daemon after the node's last task. The core decides; this file only
+//! moves facts and answers.
 
 use crate::broker::grant;
-use crate::conf::{request, site_config};
-use crate::ffi::{log, user, Level, Plugin, Shell};
-use crate::json::{parse, Value};
+use crate::conf::{request, site_config, string_or_text};
+use crate::ffi::{log, user, Level, Plugin, Shell, Slot};
 use crate::mps::Served;
-use crate::node::{job_facts, FluxNode, JobFacts};
+use crate::node::{read, shell_info, FluxNode};
 use desi_gpu_map_core::env;
-use desi_gpu_map_core::flux::{
-    by_uuid, f58, job_gpus, tag, who_binds, Binder, JobGpus, OptionError, AFFINITY,
-};
-use desi_gpu_map_core::mps::{flux_control, MpsFacts};
-use desi_gpu_map_core::settings::config::Config;
-use desi_gpu_map_core::settings::option::{flux_usage, Choice, OptionRequest, OPTION};
-use desi_gpu_map_core::settings::site::check_request;
+use desi_gpu_map_core::flux::{JobGpus, AFFINITY};
+use desi_gpu_map_core::job::{plan_job, JobFacts};
+use desi_gpu_map_core::settings::option::OPTION;
 use desi_gpu_map_core::step::{
-    carry_out, plan_step, resolve, start_daemon, task_outcome_read, Container, Given, NvmlAsk,
-    StepFacts, StepIdentity, StepPlan, TaskIds, TaskVars,
+    carry_out, start_daemon, task_outcome_read, Container, Snapshot, StepPlan, TaskIds, TaskVars,
 };
 use desi_gpu_map_host::mps::daemon::random_token;
-use desi_gpu_map_host::nvml::ask_within;
-use std::path::Path;
+use serde::Deserialize;
 use std::sync::Mutex;
 
-/// The job on this node, planned once in `shell.init`.
+/// The job on this node, planned once in `shell.init`, kept by the shell.
 struct Job {
     plan: StepPlan,
-    facts: JobFacts,
+    vars: Snapshot,
     gpus: JobGpus,
+    node: String,
+    ntasks: usize,
     served: Option<Served>,
 }
 
-/// One job shell runs one job: its plan lives for the process.
-static JOB: Mutex<Option<Job>> = Mutex::new(None);
+/// Where the shell keeps the job.
+const JOB: Slot<Mutex<Job>> = Slot::named(c"desi-gpu-map::job");
 
 /// `shell.init`: plans the job on this node, or refuses it with a message
 /// naming the bad value and the valid ones.
 pub fn shell_init(plugin: Plugin) -> Result<(), String> {
     let shell = plugin.shell().ok_or("the plugin has no shell")?;
-    let config = site_config(plugin.conf().as_deref())?;
-    let asked = request(shell.option(OPTION).as_deref()).transpose()?;
-    if asked == Some(OptionRequest::Help) {
-        for line in flux_usage().lines() {
-            log(Level::Notice, line);
-        }
-        return Err(format!(
-            "-o {OPTION}=help prints the usage above and runs nothing"
-        ));
-    }
-    if let Some(asked) = &asked {
-        check_request(asked, &config).map_err(|e| OptionError(&e).to_string())?;
-    }
-    let mut config = config;
-    if resolve(asked, &config).mps {
-        control_on_path(&mut config, shell);
-    }
-    let facts = job_facts(shell.info().as_deref(), shell.rank_info().as_deref())?;
-    let asked = who_wins(shell, asked, &config, facts.shell_rank);
-    let would_map = resolve(asked, &config).choice != Choice::Off;
-    let gpus = match job_gpus(facts.gpus.as_deref(), &grant(shell)) {
-        Ok(gpus) => gpus,
-        Err(e) if would_map => return Err(e.to_string()),
-        // Not mapped: the plan stands aside quietly, whatever R names.
-        Err(_) => JobGpus::none(),
-    };
-    let names = named_for_mps(&gpus, asked, &config);
-    let gpus = JobGpus {
-        list: names,
-        ..gpus
-    };
+    let info = shell_info(shell.info().as_deref(), shell.rank_info().as_deref())?;
     let mut node = FluxNode {
         shell,
-        gpus: &gpus.list,
         served: None,
     };
-    let mut plan = plan_job(&node, &facts, &config, asked);
+    let facts = JobFacts {
+        config: site_config(plugin.conf().as_deref())?,
+        asked: request(shell.option(OPTION).as_deref()).transpose()?,
+        affinity: shell.option(AFFINITY).map(|text| string_or_text(&text)),
+        jobid: info.jobid,
+        shell_rank: info.shell_rank,
+        ntasks: info.ntasks,
+        r_gpus: info.gpus.clone(),
+        grant: grant(shell),
+        uri: std::env::var(env::FLUX_URI).ok(),
+        vars: node.snapshot(),
+        uid: user().0,
+        gid: user().1,
+        token: random_token(),
+    };
+    let job = match plan_job(facts, &node) {
+        Ok(job) => job,
+        Err(refusal) => {
+            refusal.say.iter().for_each(|l| log(Level::Notice, l));
+            return Err(refusal.why);
+        }
+    };
+    job.say.iter().for_each(|l| log(Level::Notice, l));
+    let mut plan = job.plan;
     // Why the job runs without MPS is the node's first task's to say (the
     // core's line), once: the shell's log is the job's stderr.
     start_daemon(&mut plan, &mut node, None);
-    let served = node.served.take();
     let job = Job {
         plan,
-        facts,
-        gpus,
-        served,
+        vars: job.vars,
+        gpus: job.gpus,
+        node: info.node,
+        ntasks: info.ntasks,
+        served: node.served.take(),
     };
-    *JOB.lock().map_err(|_| "the plugin's state is lost")? = Some(job);
-    Ok(())
+    shell.keep(&JOB, Mutex::new(job))
 }
 
-/// The job's list, by UUID where the user asks for MPS and NVML names
-/// them (as MPS needs, and as a Slurm step's are named); else as listed,
-/// and the core then says why the job runs without MPS.
-fn named_for_mps(gpus: &JobGpus, asked: Option<OptionRequest>, config: &Config) -> Vec<String> {
-    if !resolve(asked, config).mps || gpus.list.is_empty() {
-        return gpus.list.clone();
-    }
-    let lines = ask_within(NvmlAsk::Places, &config.nvml, config.nvml_timeout);
-    match lines
-        .map_err(|e| e.to_string())
-        .and_then(|l| by_uuid(gpus, &l))
-    {
-        Ok(uuids) => uuids,
-        Err(_) => gpus.list.clone(),
-    }
-}
-
-/// Where the site names no control daemon and none is in the usual
-/// directories (where the core looks), the first on the job's `PATH`.
-fn control_on_path(config: &mut Config, shell: Shell) {
-    let control = |dir: &Path| dir.join(env::MPS_CONTROL);
-    let usual = env::MPS_CONTROL_DIRS
-        .iter()
-        .any(|d| control(Path::new(d)).is_file());
-    let looked = config.mps.control.is_none() && !usual;
-    let path = shell
-        .getenv(env::PATH)
-        .filter(|_| looked)
-        .unwrap_or_default();
-    let found = std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| control(&dir))
-        .find(|file| file.is_file());
-    // The core words what names it, found or not, in Flux's words.
-    flux_control(&mut config.mps, found);
-}
-
-/// The request that binds, where the user also gave Flux's own
-/// `gpu-affinity` (the core's [`who_binds`]), said once, by the job's
-/// first shell.
-fn who_wins(
-    shell: Shell,
-    asked: Option<OptionRequest>,
-    config: &Config,
-    rank: u32,
-) -> Option<OptionRequest> {
-    let affinity = shell.option(AFFINITY).map(|text| match parse(&text) {
-        Ok(Value::Str(value)) => value,
-        _ => text,
-    });
-    let say = |line: &str| {
-        if rank == 0 {
-            log(Level::Notice, line);
-        }
+/// The job this plugin planned, for one handler's call.
+fn with_job<T>(
+    plugin: Plugin,
+    work: impl FnOnce(Shell, &mut Job) -> T,
+) -> Result<Option<T>, String> {
+    let shell = plugin.shell().ok_or("the plugin has no shell")?;
+    let Some(job) = shell.kept(&JOB) else {
+        return Ok(None);
     };
-    match who_binds(affinity.as_deref(), asked.is_some()) {
-        Binder::Plugin { say: Some(line) } => say(&line),
-        Binder::Plugin { say: None } => {}
-        Binder::Flux { say: line } => {
-            if config.default != Choice::Off {
-                say(&line);
-            }
-            return Some(OptionRequest::Use {
-                choice: Some(Choice::Off),
-                verbose: false,
-                mps: false,
-            });
-        }
-    }
-    asked
-}
-
-/// The core's plan for the job on this node: a launch of its own, tagged
-/// with the job's id and its instance (the `FLUX_URI` the shell hands its
-/// tasks: its own), whose GPUs are only those R gives it.
-fn plan_job(
-    node: &FluxNode,
-    facts: &JobFacts,
-    config: &Config,
-    asked: Option<OptionRequest>,
-) -> StepPlan {
-    let step = StepIdentity::Launch {
-        tag: Some(tag(
-            facts.jobid,
-            std::env::var(env::FLUX_URI).ok().as_deref(),
-        )),
-        given: Some(Given::Flux),
-    };
-    let config = Ok(config.clone());
-    let asked = asked.map(Ok);
-    let mps = MpsFacts {
-        uid: user().0,
-        gid: user().1,
-        local_tasks: facts.ntasks,
-        node_id: facts.shell_rank,
-        token: random_token(),
-        kept: false,
-        dir_step: Some(f58(facts.jobid)),
-    };
-    let vars = node.snapshot();
-    let facts = StepFacts {
-        step: Ok(step),
-        config: Some(&config),
-        request: asked.as_ref(),
-        method_variable: None,
-        vars: &vars,
-        mps: Some(mps),
-    };
-    plan_step(&facts, node)
+    let mut job = job.lock().map_err(|_| "the plugin's state is lost")?;
+    Ok(Some(work(shell, &mut job)))
 }
 
 /// `task.init`: the task's outcome, carried out on its command.
 pub fn task_init(plugin: Plugin) -> Result<(), String> {
-    let shell = plugin.shell().ok_or("the plugin has no shell")?;
-    let task = shell.current_task().ok_or("no current task")?;
-    let guard = JOB.lock().map_err(|_| "the plugin's state is lost")?;
-    let Some(job) = guard.as_ref() else {
-        return Ok(());
-    };
-    let node = FluxNode {
-        shell,
-        gpus: &job.gpus.list,
-        served: None,
-    };
-    let name = job.facts.node.clone();
-    let vars = TaskVars::read(&node.snapshot(), &job.plan, false, &|| Some(name.clone()));
-    let ids = task_ids(task.info().as_deref(), job.facts.ntasks);
-    let mut outcome = task_outcome_read(&job.plan, &ids, &vars, false, Container::None, &node);
-    outcome.record_flux_ids(&job.gpus);
-    let lines = carry_out(
-        &outcome,
-        &vars.node,
-        &mut |name| task.unsetenv(name),
-        &mut |name, value| task.setenv(name, value),
-    );
-    for line in lines {
+    let lines = with_job(plugin, |shell, job| {
+        let task = shell.current_task().ok_or("no current task")?;
+        let node = FluxNode {
+            shell,
+            served: None,
+        };
+        let name = job.node.clone();
+        let vars = TaskVars::read(&job.vars, &job.plan, false, &|| Some(name.clone()));
+        let ids = task_ids(task.info().as_deref(), job.ntasks);
+        let mut outcome = task_outcome_read(&job.plan, &ids, &vars, false, Container::None, &node);
+        outcome.record_flux_ids(&job.gpus);
+        Ok::<_, String>(carry_out(
+            &outcome,
+            &vars.node,
+            &mut |name| task.unsetenv(name),
+            &mut |name, value| task.setenv(name, value),
+        ))
+    })?;
+    for line in lines.transpose()?.unwrap_or_default() {
         log(Level::Notice, &line);
     }
     Ok(())
 }
 
+/// A task's info (`flux_shell_task_get_info`), as far as it is read.
+#[derive(Deserialize)]
+struct TaskInfo {
+    localid: usize,
+    rank: u32,
+}
+
 /// The task's ids, from the shell's task info.
 fn task_ids(info: Option<&str>, local_count: usize) -> Result<TaskIds, String> {
-    let info = parse(info.ok_or("the shell gives no task info")?)?;
-    let number = |key: &str| {
-        info.get(key)
-            .and_then(Value::as_u64)
-            .ok_or_else(|| format!("the task's info has no {key}"))
-    };
+    let info: TaskInfo = read("task info", info)?;
     Ok(TaskIds {
-        local_id: usize::try_from(number("localid")?).map_err(|e| e.to_string())?,
+        local_id: info.localid,
         local_count,
-        rank: u32::try_from(number("rank")?).map_err(|e| e.to_string())?,
+        rank: info.rank,
     })
 }
 
 /// `task.exit`: after the node's last task, the daemon goes.
-pub fn task_exit() -> Result<(), String> {
-    let mut guard = JOB.lock().map_err(|_| "the plugin's state is lost")?;
-    let last = guard
-        .as_mut()
-        .and_then(|job| job.served.as_mut())
-        .is_some_and(Served::task_exited);
-    if last {
-        stop(guard.as_mut());
-    }
+pub fn task_exit(plugin: Plugin) -> Result<(), String> {
+    with_job(plugin, |_, job| {
+        let last = job.served.as_mut().is_some_and(Served::task_exited);
+        if last {
+            stop(job);
+        }
+    })?;
     Ok(())
 }
 
 /// `shell.exit`: whatever ended the job, nothing is left.
-pub fn shell_exit() -> Result<(), String> {
-    let mut guard = JOB.lock().map_err(|_| "the plugin's state is lost")?;
-    stop(guard.as_mut());
+pub fn shell_exit(plugin: Plugin) -> Result<(), String> {
+    with_job(plugin, |_, job| stop(job))?;
     Ok(())
 }
 
-fn stop(job: Option<&mut Job>) {
-    if let Some(served) = job.and_then(|job| job.served.take()) {
+fn stop(job: &mut Job) {
+    if let Some(served) = job.served.take() {
         for line in served.stop() {
             log(Level::Warn, &line);
         }
@@ -296,6 +181,7 @@ mod tests {
         assert!(task_ids(Some(r#"{"rank":1}"#), 8)
             .unwrap_err()
             .contains("localid"));
+        assert!(task_ids(Some(r#"{"localid":-1,"rank":1}"#), 8).is_err());
         assert!(task_ids(None, 8).is_err());
     }
 }

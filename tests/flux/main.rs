@@ -6,4 +6,5 @@
 //! fail, never skip, where Flux or the plugin is missing or cannot start.
 
 mod common;
+mod prototypes;
 mod standalone;

@@ -107,9 +107,15 @@ fn a_sites_conf_sets_the_default_and_none_turns_it_off() {
          holder=$(flux submit -N1 -n1 -g2 --requires=rank:0 -o desi-gpu-map=none sleep 300)\n\
          flux job wait-event $holder start\n\
          job partial flux run -N1 -n1 -g2 --requires=rank:0 sh -c \"$ROW\"\n\
-         flux cancel $holder\n",
+         flux cancel $holder\n\
+         job twice flux run -N1 --tasks-per-node=3 --gpus-per-node=4 -o userrc=$USERRC sh -c \"$ROW\"\n",
     );
     assert_srun_rule(&jobs, "default", "contiguous", &ALL);
+    // The same .so loaded again by the user's userrc: one plugin acts,
+    // and each task is mapped, and says so, once.
+    assert_srun_rule(&jobs, "twice", "contiguous", &ALL);
+    let said = jobs.said("twice");
+    assert_eq!(said.matches("gpu=").count(), 3, "{said}");
     assert!(
         jobs.said("default").contains("desi-gpu-map"),
         "{}",

@@ -2,10 +2,10 @@
 //! execs: the protocol's steps 3 and 4 ([`task_outcome_read`]), with
 //! slurmstepd as the front end ([`Slurmstepd`]).
 
-use crate::node::{snapshot, Slurmstepd};
+use crate::node::Slurmstepd;
 use desi_gpu_map_core::mps::Mps;
 use desi_gpu_map_core::step::{
-    carry_out, container_plugin_after, task_outcome_read, Container, StepPlan, TaskIds,
+    carry_out, container_plugin_after, task_outcome_read, Container, Snapshot, StepPlan, TaskIds,
     TaskOutcome, TaskVars,
 };
 use desi_gpu_map_host::process::mount_namespace;
@@ -19,7 +19,11 @@ pub fn apply(spank: &SpankHandle, plan: &StepPlan, beside: &Beside) {
         return;
     }
     let stepd = Slurmstepd::new(spank);
-    let vars = TaskVars::read(&snapshot(spank), plan, true, &|| None);
+    // Only what the task's decision reads: each read searches slurmstepd's
+    // environment.
+    let names = TaskVars::names(plan, true);
+    let vars = Snapshot::read_only(names, &|name| spank.getenv_lossy(name).ok().flatten());
+    let vars = TaskVars::read(&vars, plan, true, &|| None);
     let ids = task_ids(spank);
     // Where the task stands to a container plugin, for a task whose ids
     // were read (the only one that needs it).

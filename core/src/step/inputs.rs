@@ -6,6 +6,7 @@ use super::container::Container;
 use super::decision::StepPlan;
 use super::snapshot::Snapshot;
 use crate::cpuset::CpuSet;
+use crate::env;
 
 /// Where the task sits: its node-local id, its node's task count and its
 /// rank (the launcher's, where one placed it).
@@ -34,6 +35,27 @@ pub struct TaskVars {
 }
 
 impl TaskVars {
+    /// Every variable [`TaskVars::read`] reads: a front end that pays for
+    /// each read (the plugin's `task_init`) takes only these
+    /// ([`Snapshot::read_only`]); the CPU binding's two last.
+    pub const NAMES: &'static [&'static str] = &[
+        env::NODE_NAME,
+        env::CUDA,
+        env::TRES_BIND,
+        env::CPU_BIND_TYPE,
+        env::CPU_BIND_LIST,
+    ];
+
+    /// The variables a task of a step planned as `plan` reads, of
+    /// [`TaskVars::NAMES`]: Slurm's CPU binding only where it is read.
+    pub fn names(plan: &StepPlan, by_slurm: bool) -> &'static [&'static str] {
+        let count = match by_slurm && plan.needs_task_cpus() {
+            true => Self::NAMES.len(),
+            false => Self::NAMES.len() - 2,
+        };
+        Self::NAMES.get(..count).unwrap_or(Self::NAMES)
+    }
+
     /// The variables of a task of a step planned as `plan`, from the
     /// task's snapshot `vars`. Slurm's CPU binding is read only where the plan needs the
     /// task's CPUs and `by_slurm`: slurmstepd started the task (a
@@ -162,5 +184,42 @@ mod tests {
         );
         let host = || Some("h1".to_string());
         assert_eq!(TaskVars::read(&node, &located, true, &host).node, "h1");
+    }
+
+    /// What a task reads from its variables is the same from a snapshot of
+    /// only [`TaskVars::names`] as from the whole environment's.
+    #[test]
+    fn a_task_reads_only_its_names() {
+        let all = [
+            ("SLURM_CPU_BIND_TYPE", "mask_cpu:"),
+            ("SLURM_CPU_BIND_LIST", "0x1"),
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+            ("SLURMD_TRES_BIND", "gres/gpu:closest"),
+            ("SLURMD_NODENAME", "n1"),
+            ("SLURM_STEP_GPUS", "0,1"),
+            ("SLURM_JOB_ID", "7"),
+        ];
+        let node = FakeNode::new(&all, Ok(vec![]));
+        let config = Config::default();
+        let mut map = mapped_4(&config, Method::Closest);
+        let perlmutter = crate::topology::Preset::Perlmutter.topology();
+        let unlocated = StepPlan::Map(map.clone());
+        map.near = locate(&map.gpus, Ok(&perlmutter));
+        let located = StepPlan::Map(map);
+        let no_host = || None;
+        for (plan, by_slurm, count) in [
+            (&located, true, 5),
+            (&located, false, 3),
+            (&unlocated, true, 3),
+        ] {
+            let names = TaskVars::names(plan, by_slurm);
+            assert_eq!(names.len(), count);
+            let only = Snapshot::read_only(names, &|name| node.env.get(name).cloned());
+            assert_eq!(
+                TaskVars::read(&only, plan, by_slurm, &no_host),
+                TaskVars::read(&node.vars(), plan, by_slurm, &no_host)
+            );
+            assert_eq!(only.step_gpus, None, "read only what the task reads");
+        }
     }
 }

@@ -34,6 +34,16 @@ macro_rules! snapshot {
                 }
             }
 
+            /// Takes only the variables `names` through `var` (the rest
+            /// unset): a task's in `task_init`, where each read is a search
+            /// through slurmstepd's environment ([`super::TaskVars::NAMES`]).
+            pub fn read_only(names: &[&str], var: &dyn Fn(&str) -> Option<String>) -> Snapshot {
+                let read = |name: &str| names.contains(&name).then(|| var(name)).flatten();
+                Snapshot {
+                    $($field: read($name),)*
+                }
+            }
+
             /// The variable `name`, where the snapshot holds it; `None`
             /// where it is unset or no field of the snapshot.
             pub(crate) fn get(&self, name: &str) -> Option<&str> {

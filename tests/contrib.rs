@@ -72,10 +72,26 @@ const NAMES: [&str; 3] = [
 
 /// Every test those names hold, with 0001's tests marked by what they
 /// give where gpu.py is left unpatched.
-const GPU_TESTS: [(&str, &str); 9] = [
+const GPU_TESTS: [(&str, &str); 13] = [
     ("desispec.test.test_gpu.TestGPU.test_doesnt_crash", "ok"),
     ("desispec.test.test_gpu.TestGPU.test_gpu_context", "ok"),
     ("desispec.test.test_gpu.TestGPU.test_gpu_envvar", "ok"),
+    (
+        "desispec.test.test_gpu.TestGPUMapped.test_gpu_count_mapped",
+        "ERROR",
+    ),
+    (
+        "desispec.test.test_gpu.TestGPUMapped.test_gpu_count_mapped_without_node_count",
+        "ERROR",
+    ),
+    (
+        "desispec.test.test_gpu.TestGPUMapped.test_gpu_count_unmapped",
+        "ERROR",
+    ),
+    (
+        "desispec.test.test_gpu.TestGPUMapped.test_gpu_count_without_gpu",
+        "ERROR",
+    ),
     (
         "desispec.test.test_gpu.TestGPUMapped.test_is_gpu_mapped",
         "ERROR",
@@ -104,7 +120,7 @@ const GPU_TESTS: [(&str, &str); 9] = [
 
 /// 0002's tests, with what each gives where batch_writer.py is left
 /// unpatched (it ignores the key and writes desi_mps_wrapper).
-const BATCH_TESTS: [(&str, &str); 5] = [
+const BATCH_TESTS: [(&str, &str); 6] = [
     (
         "desispec.test.test_workflow_batch_writer.TestWorkflowBatchWriter.test_arc_and_cpu_unwrapped",
         "ok",
@@ -124,6 +140,10 @@ const BATCH_TESTS: [(&str, &str); 5] = [
     (
         "desispec.test.test_workflow_batch_writer.TestWorkflowBatchWriter.test_get_gpu_wrapper",
         "ERROR",
+    ),
+    (
+        "desispec.test.test_workflow_batch_writer.TestWorkflowBatchWriter.test_other_gpu_system",
+        "FAIL",
     ),
 ];
 

@@ -39,7 +39,7 @@
 //!
 //! Last, desi_proc's own GPU extraction orchestration (proc.py's block as
 //! written, gpu_specter's ParallelIOCoordinator and decompose_comm from
-//! `../shared/thirdparty/gpu_specter-main-116b964.tar.gz`; the extraction
+//! `tests/desi/gpu_specter-116b964/`, its package, vendored; the extraction
 //! and cupy stubbed) in the 64 ranks of the tilenight script: 4 jobs.
 
 use crate::common::*;

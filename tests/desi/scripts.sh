@@ -28,9 +28,8 @@
 #
 # With DGM_DESI_EXTRACTION=1 in the environment, the profile puts
 # tests/desi/extraction first on PATH (its desi_proc_tilenight runs
-# desi_proc's own GPU extraction orchestration) and gpu_specter's branch
-# (../shared/thirdparty/gpu_specter-main-116b964.tar.gz, unpacked in DIR)
-# on PYTHONPATH.
+# desi_proc's own GPU extraction orchestration) and gpu_specter's package
+# (tests/desi/gpu_specter-116b964/py) on PYTHONPATH.
 set -euo pipefail
 [ $# = 4 ] || { echo "usage: $0 DIR unpatched|patched|desi-gpu-map USER DEPS" >&2; exit 2; }
 dir=$1 kind=$2 user=$3 deps=$4
@@ -55,10 +54,8 @@ case $kind in
 esac
 standins=$repo/tests/desi pythonpath=$repo/tests/fakes/python:$branch/py:$deps
 if [ "${DGM_DESI_EXTRACTION:-}" = 1 ]; then
-    specter=${tarball%/*}/gpu_specter-main-116b964.tar.gz
-    tar xzf "$specter" -C "$dir" gpu_specter-116b964/py
     standins=$repo/tests/desi/extraction:$standins
-    pythonpath=$pythonpath:$dir/gpu_specter-116b964/py
+    pythonpath=$pythonpath:$repo/tests/desi/gpu_specter-116b964/py
 fi
 mkdir -m 0755 "$dir/home" "$dir/redux"
 cat >"$dir/home/.bash_profile" <<PROFILE

@@ -75,7 +75,7 @@ case $series in
         [ -z "${DGM_SLURM_ROOT:-}" ] || die "22.05 is the host's Slurm: unset DGM_SLURM_ROOT"
         local_tests=(tests/commands/srun/test_--task-epilog.py tests/commands/srun/test_--task-prolog.py
             tests/commands/srun/test_task-prolog_and_epilog.py)
-        patch=contrib/slurm/0001-slurmstepd-task-epilog-wait-22.05.patch
+        patch=contrib/slurm/0002-Testsuite-task-epilog-wait-22.05.patch
         patch_test=tests/commands/srun/test_--task-epilog.py::test_task_epilog_wait
         auto_tests=(tests/parameters/slurm/TaskEpilog/test_task_epilog.py)
         expect_tests=(test1.49)
@@ -89,7 +89,7 @@ case $series in
         local_tests=(tests/test_116_37.py tests/test_116_21.py tests/test_116_44.py)
         auto_tests=()
         expect_tests=(test1.49)
-        patch=contrib/slurm/0001-slurmstepd-task-epilog-wait-24.11.patch
+        patch=contrib/slurm/0002-Testsuite-task-epilog-wait-24.11.patch
         patch_test=tests/test_116_37.py::test_task_epilog_wait
         ;;
     26.05)
@@ -100,7 +100,7 @@ case $series in
         auto_tests=()
         expect_tests=()
         sudo_stand_in=1
-        patch=contrib/slurm/0001-slurmstepd-task-epilog-wait-26.05-master.patch
+        patch=contrib/slurm/0002-Testsuite-task-epilog-wait-26.05-master.patch
         patch_test=tests/test_116_37.py::test_task_epilog_wait
         ;;
     *) die "DGM_EPILOG_SERIES must be 22.05, 24.11 or 26.05" ;;

@@ -2,7 +2,7 @@
 //! with `git am` and checked by desispec's own unit tests and by the
 //! scripts its generator writes; and every patch's form (`git
 //! format-patch` mail, the project's author line, Slurm's `Changelog:`
-//! trailer). No Slurm, no GPU, no MPI.
+//! trailer and separate `Testsuite - ...` commit). No Slurm, no GPU, no MPI.
 //!
 //! Each desispec test unpacks the `py/` and `doc/` of desispec's branch
 //! snapshot (`../shared/thirdparty/desispec-main-efd9676.tar.gz`, beside
@@ -43,13 +43,24 @@ const SNAPSHOT: &str = "desispec-main-efd9676.tar.gz";
 const SNAPSHOT_TOP: &str = "desispec-efd9676";
 const SNAPSHOT_SHA256: &str = "34d736ead370632ee0dd9857debd075ae7def89146324ebe433632e50425528b";
 
-/// Slurm's patches, one a series: SchedMD's master (and 25.11, 26.05 with
+/// Slurm's patches, a series of two for each target, in SchedMD's form:
+/// the code change, then its test (`Testsuite - ...`, no `src/` change).
+/// Targets: SchedMD's master (and 25.11, 26.05 with
 /// `--exclude='testsuite/*'`), 23.11 to 25.05 (24.11: Debian trixie's orig
 /// tarball), and Debian bookworm's 22.05.8 (its test in 22.05.8's layout).
-const SLURM_PATCHES: [&str; 3] = [
-    "contrib/slurm/0001-slurmstepd-task-epilog-wait-26.05-master.patch",
-    "contrib/slurm/0001-slurmstepd-task-epilog-wait-24.11.patch",
-    "contrib/slurm/0001-slurmstepd-task-epilog-wait-22.05.patch",
+const SLURM_PATCHES: [(&str, &str); 3] = [
+    (
+        "contrib/slurm/0001-slurmstepd-task-epilog-wait-26.05-master.patch",
+        "contrib/slurm/0002-Testsuite-task-epilog-wait-26.05-master.patch",
+    ),
+    (
+        "contrib/slurm/0001-slurmstepd-task-epilog-wait-24.11.patch",
+        "contrib/slurm/0002-Testsuite-task-epilog-wait-24.11.patch",
+    ),
+    (
+        "contrib/slurm/0001-slurmstepd-task-epilog-wait-22.05.patch",
+        "contrib/slurm/0002-Testsuite-task-epilog-wait-22.05.patch",
+    ),
 ];
 
 /// The author every patch carries: the project's.
@@ -72,10 +83,26 @@ const NAMES: [&str; 3] = [
 
 /// Every test those names hold, with 0001's tests marked by what they
 /// give where gpu.py is left unpatched.
-const GPU_TESTS: [(&str, &str); 9] = [
+const GPU_TESTS: [(&str, &str); 13] = [
     ("desispec.test.test_gpu.TestGPU.test_doesnt_crash", "ok"),
     ("desispec.test.test_gpu.TestGPU.test_gpu_context", "ok"),
     ("desispec.test.test_gpu.TestGPU.test_gpu_envvar", "ok"),
+    (
+        "desispec.test.test_gpu.TestGPUMapped.test_gpu_count_mapped",
+        "ERROR",
+    ),
+    (
+        "desispec.test.test_gpu.TestGPUMapped.test_gpu_count_mapped_without_node_count",
+        "ERROR",
+    ),
+    (
+        "desispec.test.test_gpu.TestGPUMapped.test_gpu_count_unmapped",
+        "ERROR",
+    ),
+    (
+        "desispec.test.test_gpu.TestGPUMapped.test_gpu_count_without_gpu",
+        "ERROR",
+    ),
     (
         "desispec.test.test_gpu.TestGPUMapped.test_is_gpu_mapped",
         "ERROR",
@@ -104,7 +131,7 @@ const GPU_TESTS: [(&str, &str); 9] = [
 
 /// 0002's tests, with what each gives where batch_writer.py is left
 /// unpatched (it ignores the key and writes desi_mps_wrapper).
-const BATCH_TESTS: [(&str, &str); 5] = [
+const BATCH_TESTS: [(&str, &str); 6] = [
     (
         "desispec.test.test_workflow_batch_writer.TestWorkflowBatchWriter.test_arc_and_cpu_unwrapped",
         "ok",
@@ -124,6 +151,10 @@ const BATCH_TESTS: [(&str, &str); 5] = [
     (
         "desispec.test.test_workflow_batch_writer.TestWorkflowBatchWriter.test_get_gpu_wrapper",
         "ERROR",
+    ),
+    (
+        "desispec.test.test_workflow_batch_writer.TestWorkflowBatchWriter.test_other_gpu_system",
+        "FAIL",
     ),
 ];
 
@@ -438,11 +469,13 @@ fn assert_outcomes(ran: &[(String, String)], want: &[(&str, &str)], what: &str) 
 /// Every patch is `git format-patch` output, as `git am` takes it and
 /// the projects ask for: its `From <sha>` line, the project's author, a
 /// subject, a message above the `---` that says why, and a diff. Slurm's
-/// carry the `Changelog:` trailer SchedMD's CONTRIBUTING.md asks for and
-/// add a check to the testsuite.
+/// code change carries the `Changelog:` trailer SchedMD's CONTRIBUTING.md
+/// asks for and no test; its test is a `Testsuite - ...` commit of its own
+/// with no `src/` change, whose leftover check can fail (`pgrep -f`).
 #[test]
 fn every_patch_is_a_git_am_mail_by_the_project() {
-    for patch in [GPU_PATCH, BATCH_PATCH].iter().chain(&SLURM_PATCHES) {
+    let slurm = SLURM_PATCHES.iter().flat_map(|(code, test)| [code, test]);
+    for patch in [GPU_PATCH, BATCH_PATCH].iter().chain(slurm) {
         let text = std::fs::read_to_string(repo().join(patch)).expect("read the patch");
         let first = text.lines().next().unwrap_or_default();
         let sha = first
@@ -467,15 +500,35 @@ fn every_patch_is_a_git_am_mail_by_the_project() {
             "{patch}: the sender signs off, not the project"
         );
         assert!(diff.contains("\ndiff --git a/"), "{patch}: no diff");
-        if patch.starts_with("contrib/slurm/") {
+        if SLURM_PATCHES.iter().any(|(code, _)| code == patch) {
             assert!(
                 message.contains("\nChangelog: slurmstepd - "),
                 "{patch}: no Changelog: trailer"
             );
             assert!(
-                diff.contains("\n+def test_task_epilog_wait():\n"),
+                !diff.contains("\ndiff --git a/testsuite/"),
+                "{patch}: the test goes in a commit of its own"
+            );
+        }
+        if SLURM_PATCHES.iter().any(|(_, test)| test == patch) {
+            assert!(
+                message.contains("\nSubject: [PATCH 2/2] Testsuite - "),
+                "{patch}: not a Testsuite commit"
+            );
+            assert!(
+                !diff.contains("\ndiff --git a/src/"),
+                "{patch}: a Testsuite commit changes no src/"
+            );
+            assert!(
+                diff.contains("\n+def test_task_epilog_wait(tmp_path):\n"),
                 "{patch}: no testsuite check"
             );
+            assert!(
+                diff.contains("pgrep -f '^{sleep_symlink} '"),
+                "{patch}: the leftover check cannot fail without pgrep -f"
+            );
+        }
+        if patch.starts_with("contrib/slurm/") {
             for line in diff.lines().filter(|l| l.starts_with('+')) {
                 assert!(
                     !line.contains("sleep(1)"),

@@ -36,6 +36,11 @@
 //! took 195 s on a loaded 2-core machine. Needs
 //! `tests/desi/fetch.sh branch` (PyPI once) and Debian's imports of the
 //! branch (tests/deps.sh).
+//!
+//! Last, desi_proc's own GPU extraction orchestration (proc.py's block as
+//! written, gpu_specter's ParallelIOCoordinator and decompose_comm from
+//! `tests/desi/gpu_specter-116b964/`, its package, vendored; the extraction
+//! and cupy stubbed) in the 64 ranks of the tilenight script: 4 jobs.
 
 use crate::common::*;
 use crate::mps::ALICE;
@@ -391,6 +396,12 @@ struct Scripts {
 
 impl Scripts {
     fn write(kind: &str) -> Scripts {
+        Scripts::write_for(kind, false)
+    }
+
+    /// [`Scripts::write`], whose tilenight script runs desi_proc's own
+    /// extraction orchestration (tests/desi/extraction) where `extraction`.
+    fn write_for(kind: &str, extraction: bool) -> Scripts {
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -404,6 +415,7 @@ impl Scripts {
             .arg(&dir)
             .args([kind, ALICE, &branch_deps()])
             .env("DGM_CLUSTER_DIR", state_dir())
+            .env("DGM_DESI_EXTRACTION", if extraction { "1" } else { "0" })
             .output()
             .expect("run tests/desi/scripts.sh");
         let mut scripts = Scripts {
@@ -741,4 +753,102 @@ fn the_scripts_without_the_key_are_todays_and_run_as_today_without_the_plugin() 
             "{script}: the wrapper's one daemon, with the step's GPUs\n{log}"
         );
     }
+}
+
+// ------------------------------- desi_proc's own GPU extraction, as written
+
+/// Each rank's row from tests/desi/extraction/desi_proc_tilenight, where
+/// each of the 64 ranks is bound to GPU rank % 4 and flagged (desi-gpu-map,
+/// by exec or the plugin, round-robin): proc.py counts the node's 4 GPUs
+/// (`$DESI_GPU_MAP_NODE_GPUS`, contrib/desispec's 0001), so its extraction
+/// group is ranks 0 to 21 (2 + 5 * 4), as under desi_mps_wrapper; ranks 0
+/// and 1 read and write, ranks 2 to 21 are gpu_specter's 20 workers, 5 on
+/// each GPU; and every rank uses its own GPU only, from
+/// redistribute_gpu_ranks to gpu_specter's decompose_comm.
+fn extraction_mapped(host: &str) -> Vec<String> {
+    (0..64)
+        .map(|rank| {
+            let gpu = format!("GPU-fake-{host}-{}", rank % 4);
+            let work = match rank {
+                0 | 1 => "io".to_string(),
+                2..=21 => (rank - 2).to_string(),
+                _ => "out".to_string(),
+            };
+            format!("{rank} {host} {rank} {gpu} 1 4 22 {work} {gpu}")
+        })
+        .collect()
+}
+
+/// The same rows as DESI runs today, under desi_mps_wrapper with no
+/// binding: every rank sees the step's 4 GPUs, the group is the same 22
+/// ranks; redistribute_gpu_ranks puts rank r on GPU r % 4 and
+/// decompose_comm then moves gpu_specter's worker w to GPU w / 5 (5 a GPU).
+fn extraction_today(host: &str) -> Vec<String> {
+    (0..64)
+        .map(|rank: usize| {
+            let first = rank % 4;
+            let (work, used) = match rank {
+                2..=21 => {
+                    let w = rank - 2;
+                    let used = if w / 5 == first {
+                        first.to_string()
+                    } else {
+                        format!("{first},{}", w / 5)
+                    };
+                    (w.to_string(), used)
+                }
+                0 | 1 => ("io".to_string(), first.to_string()),
+                _ => ("out".to_string(), first.to_string()),
+            };
+            format!("{rank} {host} {rank} 0,1,2,3 unset 4 22 {work} {used}")
+        })
+        .collect()
+}
+
+/// Runs the tilenight script of `scripts` and checks its rows against
+/// `want` (given the node's name).
+#[track_caller]
+fn assert_extraction(scripts: &Scripts, want: fn(&str) -> Vec<String>, what: &str) {
+    let log = scripts.run(&scripts.tilenight);
+    let rows = probe_rows(&log);
+    let host = rows.split(' ').nth(1).unwrap_or("?").to_string();
+    let want = want(&host);
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    assert_eq!(rows, crate::common::rows(&want), "{what}:\n{log}");
+}
+
+/// desi_proc's own GPU extraction orchestration, in each of the 64 ranks of
+/// the tilenight script desispec's branch writes with contrib/desispec's
+/// patches (tests/desi/extraction/desi_proc_tilenight: proc.py's block as
+/// written, gpu_specter's ParallelIOCoordinator and decompose_comm as
+/// written, the extraction and cupy stubbed), with `gpu_wrapper:
+/// desi-gpu-map` and without the key (desi_mps_wrapper), on nodes without
+/// the plugin and on nodes whose site installed it with
+/// `default=roundrobin`. Bound (the key, or the site's plugin): the group
+/// keeps its 22 ranks, its 20 workers 5 on each GPU, every rank on its own
+/// GPU throughout. Unbound: the same group, as DESI runs today.
+#[test]
+fn desi_procs_gpu_extraction_keeps_22_ranks_on_every_gpu_of_the_node() {
+    let mapped = Scripts::write_for("desi-gpu-map", true);
+    let today = Scripts::write_for("patched", true);
+    {
+        let _c = setup("required", &[]);
+        cluster(&["plugin", "off"]);
+        crate::mps::clear_what_others_left();
+        remove_the_wrappers_directories();
+        assert_extraction(&mapped, extraction_mapped, "desi-gpu-map, no plugin");
+        assert_nothing_of_alices_left("desi-gpu-map, no plugin");
+        assert_extraction(&today, extraction_today, "no key, no plugin");
+        remove_the_wrappers_directories();
+    }
+    let control = format!(
+        "mps_control={}/mps/bin/nvidia-cuda-mps-control",
+        state_dir()
+    );
+    let _c = setup("required", &[&control, "default=roundrobin"]);
+    crate::mps::clear_what_others_left();
+    assert_extraction(&mapped, extraction_mapped, "desi-gpu-map, site plugin");
+    assert_nothing_of_alices_left("desi-gpu-map, site plugin");
+    assert_extraction(&today, extraction_mapped, "no key, site plugin");
+    remove_the_wrappers_directories();
 }

@@ -25,6 +25,11 @@
 # directories), Open MPI on loopback only, and DESI_GPU_MAP_NVML, the fake
 # NVML that the real driver's library stands for. Nothing of the scripts is
 # changed. Needs the cluster up (cluster.sh env in the environment).
+#
+# With DGM_DESI_EXTRACTION=1 in the environment, the profile puts
+# tests/desi/extraction first on PATH (its desi_proc_tilenight runs
+# desi_proc's own GPU extraction orchestration) and gpu_specter's package
+# (tests/desi/gpu_specter-116b964/py) on PYTHONPATH.
 set -euo pipefail
 [ $# = 4 ] || { echo "usage: $0 DIR unpatched|patched|desi-gpu-map USER DEPS" >&2; exit 2; }
 dir=$1 kind=$2 user=$3 deps=$4
@@ -47,10 +52,15 @@ case $kind in
     unpatched) ;;
     *) echo "$0: unpatched, patched or desi-gpu-map, not '$kind'" >&2; exit 2 ;;
 esac
+standins=$repo/tests/desi pythonpath=$repo/tests/fakes/python:$branch/py:$deps
+if [ "${DGM_DESI_EXTRACTION:-}" = 1 ]; then
+    standins=$repo/tests/desi/extraction:$standins
+    pythonpath=$pythonpath:$repo/tests/desi/gpu_specter-116b964/py
+fi
 mkdir -m 0755 "$dir/home" "$dir/redux"
 cat >"$dir/home/.bash_profile" <<PROFILE
-export PATH=$repo/tests/desi:$repo/target/release:$DGM_CLUSTER_DIR/mps/bin:\$PATH
-export PYTHONPATH=$repo/tests/fakes/python:$branch/py:$deps
+export PATH=$standins:$repo/target/release:$DGM_CLUSTER_DIR/mps/bin:\$PATH
+export PYTHONPATH=$pythonpath
 export SLURM_MPI_TYPE=pmix
 export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=sm,pt2pt
 export DESI_GPU_MAP_NVML=$DGM_CLUSTER_DIR/nvml/libnvidia-ml.so.1

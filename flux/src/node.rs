@@ -79,6 +79,8 @@ pub struct FluxNode {
     pub shell: Shell,
     /// The job's daemon, once started.
     pub served: Option<Served>,
+    /// The CPUs the job's shell is bound to ([`FrontEnd::own_cpus`]).
+    pub cpus: Option<CpuSet>,
 }
 
 /// Whether the job's own environment answers for `name`: not Slurm's
@@ -123,10 +125,14 @@ impl FrontEnd for FluxNode {
         Ok(daemon)
     }
 
-    /// Flux binds a task's CPUs in the task itself (`task.exec`), after
-    /// `task.init`: unknown here, so `closest` places by its rule alone.
+    /// The CPUs Flux's `cpu-affinity` bound the job's shell to on this
+    /// node (its `shell.init`, before this plugin's): under its default
+    /// (`on`) every task runs on exactly these. A task's own subset under
+    /// `cpu-affinity=per-task` is set in the task (`task.exec`), whose
+    /// environment no plugin can change any more; so each task is placed
+    /// by the shell's, alike on the node.
     fn own_cpus(&self) -> Option<CpuSet> {
-        None
+        self.cpus.clone()
     }
 
     fn stepd_cpus(&self) -> Option<CpuSet> {

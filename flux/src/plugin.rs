@@ -11,6 +11,7 @@ use crate::conf::{request, site_config, string_or_text};
 use crate::ffi::{log, user, Level, Plugin, Shell, Slot};
 use crate::mps::Served;
 use crate::node::{read, shell_info, FluxNode};
+use desi_gpu_map_core::cpuset::CpuSet;
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::flux::{JobGpus, AFFINITY};
 use desi_gpu_map_core::job::{plan_job, JobFacts};
@@ -19,6 +20,7 @@ use desi_gpu_map_core::step::{
     carry_out, start_daemon, task_outcome_read, Container, Snapshot, StepPlan, TaskIds, TaskVars,
 };
 use desi_gpu_map_host::mps::daemon::random_token;
+use desi_gpu_map_host::sys::allowed_cpus;
 use serde::Deserialize;
 use std::sync::Mutex;
 
@@ -27,6 +29,7 @@ struct Job {
     plan: StepPlan,
     vars: Snapshot,
     gpus: JobGpus,
+    cpus: Option<CpuSet>,
     node: String,
     ntasks: usize,
     served: Option<Served>,
@@ -43,6 +46,8 @@ pub fn shell_init(plugin: Plugin) -> Result<(), String> {
     let mut node = FluxNode {
         shell,
         served: None,
+        // Bound by cpu-affinity's shell.init, which runs before this one.
+        cpus: allowed_cpus(None),
     };
     let facts = JobFacts {
         config: site_config(plugin.conf().as_deref())?,
@@ -75,6 +80,7 @@ pub fn shell_init(plugin: Plugin) -> Result<(), String> {
         plan,
         vars: job.vars,
         gpus: job.gpus,
+        cpus: node.cpus.clone(),
         node: info.node,
         ntasks: info.ntasks,
         served: node.served.take(),
@@ -102,6 +108,7 @@ pub fn task_init(plugin: Plugin) -> Result<(), String> {
         let node = FluxNode {
             shell,
             served: None,
+            cpus: job.cpus.clone(),
         };
         let name = job.node.clone();
         let vars = TaskVars::read(&job.vars, &job.plan, false, &|| Some(name.clone()));

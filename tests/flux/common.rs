@@ -148,24 +148,29 @@ pub fn in_flux(scratch: &Scratch, load: Load, script: &str) -> Jobs {
 
 /// [`in_flux`], the instance run as `user` (MPS never serves root).
 pub fn in_flux_as(scratch: &Scratch, load: Load, script: &str, user: Option<&str>) -> Jobs {
-    in_flux_env(scratch, load, script, user, &[])
+    in_flux_env(scratch, load, script, user, &[], FAKE_CORES)
 }
 
+/// The cores R gives each broker by default: more than the host has, so
+/// jobs run with `-o cpu-affinity=off` (Flux cannot bind them).
+pub const FAKE_CORES: &str = "0-63";
+
 /// [`in_flux_as`], the brokers started with `env` too (a grant of GPUs
-/// above the instance, as Slurm gives its brokers).
+/// above the instance, as Slurm gives its brokers), each given `cores`.
 pub fn in_flux_env(
     scratch: &Scratch,
     load: Load,
     script: &str,
     user: Option<&str>,
     env: &[(&str, &str)],
+    cores: &str,
 ) -> Jobs {
     let dir = &scratch.0;
     let flux = prefix().join("bin/flux");
     let host = String::from_utf8(Command::new("hostname").output().unwrap().stdout).unwrap();
     let host = host.trim();
     let r = Command::new(&flux)
-        .args(["R", "encode", "-r", "0-1", "-c", "0-63", "-g", "0-3", "-H"])
+        .args(["R", "encode", "-r", "0-1", "-c", cores, "-g", "0-3", "-H"])
         .arg(format!("{host},{host}"))
         .output()
         .unwrap();

@@ -233,16 +233,12 @@ fn what_the_plugin_says_is_in_fluxs_words() {
     let said = jobs.said("mapped");
     assert_eq!(said.matches(" source=flux").count(), 6, "{said}");
     assert_srun_rule(&jobs, "mapped", "contiguous", &ALL);
+    // No NVML here to locate R's GPUs: contiguous, said once.
     let said = jobs.said("closest");
-    assert_eq!(
-        said.matches(
-            "closest: Flux binds each task's CPUs after this plugin has run, so the GPUs near \
-             them are unknown here; using contiguous"
-        )
-        .count(),
-        1,
-        "{said}"
-    );
+    let fallback = said.lines().filter(|l| {
+        l.contains("desi-gpu-map: node vm: closest: ") && l.ends_with("; using contiguous")
+    });
+    assert_eq!(fallback.count(), 1, "{said}");
     assert_srun_rule(&jobs, "closest", "contiguous", &ALL);
     let said = jobs.said("nogpu");
     assert!(
@@ -545,6 +541,7 @@ fn an_instance_nested_in_a_mapped_job_reads_its_record() {
         &script,
         None,
         &[("CUDA_VISIBLE_DEVICES", "4,5,6,7")],
+        FAKE_CORES,
     );
     let all = &jobs.all;
     assert_eq!(jobs.get("plugin").0, 0, "{all}");
@@ -559,4 +556,89 @@ fn an_instance_nested_in_a_mapped_job_reads_its_record() {
         ["0 5", "1 6", "2 7"],
         "{all}"
     );
+}
+
+/// The fake NVML of `scratch`, whose GPUs 0 and 1 sit next to CPU 1 and 2
+/// and 3 next to CPU 0 (not the identity), for the site's `conf`.
+fn nvml_beside_cpus(scratch: &Scratch) -> String {
+    let dir = scratch.0.join("nvml");
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("fake-nvml.conf");
+    std::fs::write(&conf, "count=4\naffinity=0x2,0x2,0x1,0x1\n").unwrap();
+    let lib = dir.join("libnvidia-ml.so.1");
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&lib)
+        .arg(repo().join("tests/fakes/nvml/fake_nvml.c"))
+        .arg(format!("-DFAKE_NVML_CONF=\"{}\"", conf.display()))
+        .arg("-lpthread")
+        .status()
+        .unwrap();
+    assert!(built.success(), "build the fake NVML");
+    lib.display().to_string()
+}
+
+/// `closest` under Flux places each job's tasks by the CPUs Flux's
+/// `cpu-affinity` bound its shell to (brokers given the host's CPUs 0 and
+/// 1, so that Flux can bind them): a job on CPU 0 lists GPUs 2 and 3
+/// first, one on CPU 1 GPUs 0 and 1; a job on both, or one run with
+/// `-o cpu-affinity=off`, is as near to every GPU, gets contiguous's
+/// blocks and says so once, in Flux's words.
+#[test]
+fn closest_places_a_job_by_the_cpus_flux_bound_it_to() {
+    let scratch = Scratch::new("closest");
+    let lib = nvml_beside_cpus(&scratch);
+    let site = format!("{{ nvml = \"{lib}\" }}");
+    let cpus = "grep Cpus_allowed_list: /proc/self/status | tr -d '\\t'";
+    let script = format!("CPUS=\"{cpus}\"\n")
+        + "job first flux run -N1 -n1 -c1 -g4 --requires=rank:0 -o desi-gpu-map=closest sh -c \"$ROW; $CPUS\"\n\
+           holder=$(flux submit -N1 -n1 -c1 --requires=rank:0 -o desi-gpu-map=none sleep 300)\n\
+           flux job wait-event $holder start\n\
+           job second flux run -N1 -n1 -c1 -g4 --requires=rank:0 -o desi-gpu-map=closest sh -c \"$ROW; $CPUS\"\n\
+           flux cancel $holder\n\
+           job both flux run -N1 -n2 -c1 -g2 --requires=rank:1 -o desi-gpu-map=closest sh -c \"$ROW\"\n\
+           job off flux run -N1 -n2 -c1 -g2 --requires=rank:1 -o cpu-affinity=off -o desi-gpu-map=closest sh -c \"$ROW\"\n";
+    let jobs = in_flux_env(&scratch, Load::SiteConf(&site), &script, None, &[], "0-1");
+    let mut seen = Vec::new();
+    for name in ["first", "second"] {
+        let said = jobs.said(name);
+        let cpu = said
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap_or_else(|| panic!("{name}: no CPUs: {}", jobs.all))
+            .trim()
+            .to_string();
+        let want = match cpu.as_str() {
+            "0" => "2,3,0,1",
+            "1" => "0,1,2,3",
+            other => panic!("{name}: bound to {other}, not one CPU: {}", jobs.all),
+        };
+        let rows = jobs.rows(name);
+        assert_eq!(rows.len(), 1, "{}", jobs.all);
+        assert_eq!(
+            (rows[0][3].as_str(), rows[0][4].as_str()),
+            (want, "1"),
+            "{name}: {rows:?}"
+        );
+        seen.push(cpu);
+    }
+    assert_ne!(
+        seen[0], seen[1],
+        "the holder kept the first job's CPU: {}",
+        jobs.all
+    );
+    for name in ["both", "off"] {
+        let lists: Vec<String> = jobs.rows(name).iter().map(|r| r[3].clone()).collect();
+        assert_eq!(lists, ["0,1", "2,3"], "{name}: {}", jobs.all);
+        let said = jobs.said(name);
+        assert_eq!(
+            said.matches("as near to every GPU as to any").count(),
+            1,
+            "{name}: {said}"
+        );
+        assert!(
+            said.contains("cpu-affinity") && !said.contains("srun"),
+            "{name}: {said}"
+        );
+    }
 }

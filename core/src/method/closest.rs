@@ -49,9 +49,6 @@ pub enum Fallback {
     NoAffinity(String),
     /// The step's GPUs could not be located at all (why).
     Unreadable(String),
-    /// A Flux job: Flux binds each task's CPUs in the task, after the
-    /// Flux shell plugin has run, so they are unknown when it maps.
-    FluxBindsLater,
 }
 
 impl fmt::Display for Fallback {
@@ -61,12 +58,6 @@ impl fmt::Display for Fallback {
             Fallback::NoAffinity(token) => ("no CPU affinity is known for GPU", token),
             Fallback::Unreadable(why) => {
                 return write!(f, "closest: {why}; using contiguous");
-            }
-            Fallback::FluxBindsLater => {
-                return f.write_str(
-                    "closest: Flux binds each task's CPUs after this plugin has run, so the \
-                     GPUs near them are unknown here; using contiguous",
-                );
             }
         };
         write!(f, "closest: {what} {}; using contiguous", quote(token))

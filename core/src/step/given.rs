@@ -357,24 +357,40 @@ mod tests {
               order"
                 .to_string()
         ));
-        // closest: Flux binds the tasks' CPUs after the plugin, so it
-        // places as contiguous, saying why once, and asks no NVML.
-        let node = FakeNode::new(&job, Ok(vec![]));
+        // closest: R's GPUs located through NVML's places (GPUs 0 and 1
+        // next to CPU 1, 2 and 3 next to CPU 0), each task placed by the
+        // CPUs Flux bound its shell to.
+        let places: Vec<String> = (0..4)
+            .map(|i| format!("GPU-u{i} 00000000:0{}:00.0 {i} {}", i + 1, 1 - i / 2))
+            .collect();
+        let mut node = FakeNode::new(&job, Ok(places));
+        node.places = None;
         let request = Some(asking(Choice::Map(Method::Closest)));
         let map = mapped(plan_as(&node, rank_given(Given::Flux), &config, request));
-        assert_eq!(node.calls.get(), 0);
+        assert_eq!(node.calls.get(), 1);
+        assert!(matches!(map.near, GpuCpus::Located(_)), "{:?}", map.near);
+        let bound = |cpus: &str, local: usize, count: usize| {
+            let mut t = task(local, count, Some("0,1,2,3"));
+            t.cpus.own = Some(crate::cpuset::CpuSet::parse_list(cpus).unwrap());
+            map_task(&map, &t)
+        };
         assert_eq!(
-            map.near,
-            GpuCpus::Fallback(crate::method::closest::Fallback::FluxBindsLater)
+            get(&bound("0", 0, 1), "CUDA_VISIBLE_DEVICES"),
+            Some("2,3,0,1")
         );
-        let said = map_task(&map, &task(0, 6, Some("0,1,2,3"))).say.join("\n");
+        assert_eq!(get(&bound("1", 0, 2), "CUDA_VISIBLE_DEVICES"), Some("0,1"));
+        // Bound to CPUs as near to every GPU (-o cpu-affinity=off, or a
+        // job on both sockets): contiguous, said once, in Flux's words.
+        let alike = bound("0-1", 0, 2);
+        assert_eq!(get(&alike, "CUDA_VISIBLE_DEVICES"), Some("0,1"));
+        let said = alike.say.join("\n");
         assert!(
-            said.contains(
-                "closest: Flux binds each task's CPUs after this plugin has run, so the GPUs \
-                 near them are unknown here; using contiguous"
-            ) && !said.contains("srun"),
+            said.contains("as near to every GPU as to any")
+                && said.contains("cpu-affinity")
+                && !said.contains("srun"),
             "{said}"
         );
+        assert!(bound("0-1", 1, 2).say.is_empty());
     }
 
     #[test]

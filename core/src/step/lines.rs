@@ -51,15 +51,23 @@ pub(super) fn verbose_line(
     }
 }
 
-/// What local task 0 says when nearness told no GPU apart.
-pub(super) fn unbound_line(c: &Closeness) -> String {
+/// What local task 0 says when nearness told no GPU apart; `flux`: in a
+/// Flux job, whose CPUs Flux's `cpu-affinity` binds.
+pub(super) fn unbound_line(c: &Closeness, flux: bool) -> String {
     let cpus = c
         .cpus
         .as_ref()
         .map_or("unknown".to_string(), ToString::to_string);
+    let how = match flux {
+        true => {
+            "give the job CPUs near its GPUs; Flux's cpu-affinity binds them unless \
+                 -o cpu-affinity=off"
+        }
+        false => "bind tasks to CPUs, e.g. srun --cpu-bind=cores",
+    };
     format!(
         "closest: the tasks' CPUs ({cpus} for local task 0) are as near to every GPU as \
-         to any (bind tasks to CPUs, e.g. srun --cpu-bind=cores); using contiguous"
+         to any ({how}); using contiguous"
     )
 }
 

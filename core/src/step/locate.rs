@@ -60,9 +60,6 @@ pub(super) fn gpu_cpus(
     if method != Method::Closest {
         return GpuCpus::Unused;
     }
-    if let Listed::Flux { .. } = step.listed {
-        return GpuCpus::Fallback(Fallback::FluxBindsLater);
-    }
     let places = match node.given_places() {
         Some(given) => given.map_err(|none| none.to_string()),
         None => step_topology(node, config, step, vendor, placed),

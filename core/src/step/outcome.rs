@@ -147,7 +147,10 @@ fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> Tas
     }
     // So does one whose tasks' CPUs tell no GPU apart.
     if let Some(c) = assignment.closeness.as_ref().filter(|c| c.alike) {
-        say.push(aside_line(task.node, &unbound_line(c)));
+        say.push(aside_line(
+            task.node,
+            &unbound_line(c, map.listed.is_flux()),
+        ));
     }
     if task.local_id == 0 {
         if let Some(line) = mps_line(&mps, map.verbose) {

@@ -12,7 +12,8 @@
 //! every file in it).
 //!
 //! - [`text`]: quoting and listing for messages; imports nothing.
-//! - [`env`](mod@env): every variable name read or written.
+//! - [`env`](mod@env): every variable name read or written, and which a
+//!   site's `flag=` may not take.
 //! - [`error`]: the core's errors, each carrying what its message needs.
 //! - [`wire`]: an NVML child's answer across the process boundary
 //!   (`ok N` / `err KIND`).
@@ -29,9 +30,11 @@
 //! - [`topology`]: where a node's GPUs sit, for `closest`.
 //! - [`settings`]: what people type: the site's arguments, the user's
 //!   option.
-//! - [`flux`]: a Flux job's GPUs through its broker's grant, who binds
-//!   beside Flux's own `gpu-affinity`, the job's record (`tag`), and the
-//!   option's and the `conf` table's errors in Flux's words.
+//! - [`flux`]: a Flux job's GPUs through its broker's grant (one beyond
+//!   it refused), who binds beside Flux's own `gpu-affinity`, the job's
+//!   record (`tag`) and the job a task's `FLUX_JOB_ID` names (for exec in
+//!   a task the plugin mapped), and the option's and the `conf` table's
+//!   errors in Flux's words.
 //! - [`mps`]: CUDA MPS for a mapped step, decided from its own small input.
 //! - [`step`]: the plan for a step on one node, in one pass, and what each
 //!   task gets.

@@ -1,9 +1,33 @@
 //! `desi-gpu-map`: bind a task where the plugin is not installed (`exec`),
 //! preview a layout (`plan`), or report what a task got (`show`). The
 //! decisions are the core's (`desi-gpu-map-core`), the machine is the host
-//! crate's (`desi-gpu-map-host`); this crate holds the command line
-//! ([`args`]), each subcommand's front end, exec's MPS keeper ([`keeper`]),
-//! and its startup record ([`edge`]).
+//! crate's (`desi-gpu-map-host`). This file parses the command line and
+//! runs the subcommand: the one place errors are said and exit codes
+//! chosen. The crate denies `unsafe` but in its startup record.
+//!
+//! Its modules, bottom first (each imports only those listed before it):
+//!
+//! - [`edge`]: the startup record: the caller's SIGPIPE disposition and
+//!   signal mask, recorded before Rust's runtime changes them (a function
+//!   in `.init_array`, which must not sit in a library slurmstepd loads)
+//!   and put back in the application `exec` runs.
+//! - [`json`]: the reports' JSON form.
+//! - [`keeper`]: exec's MPS keeper, the process that outlives a step's
+//!   tasks to end the daemon exec started (`desi-gpu-map mps-keeper`).
+//! - [`args`]: the command line, shared with the man page.
+//! - [`plan`]: `plan`, the preview's table and JSON.
+//! - [`show`]: `show`, what this task got.
+//! - [`in_task`]: what a front end that runs as the task gathers (the
+//!   core's `TaskFacts` from exec's options or their variables, the process
+//!   as a `Node` and as the protocol's `FrontEnd`, which joins the keeper
+//!   and reads the task's CPUs), and applying the outcome: exec's and the
+//!   task prolog's, shared.
+//! - [`exec`]: `exec`, the plugin's mapping run by the task itself.
+//! - [`prolog`]: the task prolog and epilog: the prolog prints the task's
+//!   variables as `export`/`unset` lines for slurmstepd and always exits 0;
+//!   the epilog tells the step's MPS keeper its task ended.
+//! - `manpage.rs`: (tests only) desi-gpu-map(1) rendered from `args.rs`
+//!   and compared with the committed page.
 
 #![deny(unsafe_code)]
 // Outside tests the command never panics: errors are values.

@@ -1,4 +1,5 @@
-//! The shape of the code, as ARCHITECTURE.md draws it, kept by a test.
+//! The shape of the code, as ARCHITECTURE.md and each folder's module doc
+//! draw it, kept by a test.
 //!
 //! The compiler keeps the crates apart: the core (`core/`) depends on
 //! nothing, so it cannot reach NVML, rustix or libc, and nothing it links
@@ -11,8 +12,11 @@
 //!   a folder's `mod.rs` is its face for the rest of the crate (its
 //!   modules and re-exports), and the files behind it import each other by
 //!   path, never back through the face;
-//! - ARCHITECTURE.md names every `.rs` file of every crate, names no file
-//!   that does not exist, and lists each crate's layers in order.
+//! - each folder's module doc names every file and folder in it, and
+//!   each crate root's lists the crate's layers bottom first (the rule is
+//!   at [`each_folders_doc_names_its_files_and_the_roots_follow_the_layers`]);
+//! - ARCHITECTURE.md stays short, and names no `.rs` file that does not
+//!   exist.
 //!
 //! Imports are read from the `crate::`, `super::` and `self::` paths of
 //! non-test code (cargo-modules would tell the same, but takes minutes to
@@ -343,56 +347,211 @@ fn ring(graph: &Graph) -> Option<String> {
     starts.find_map(|m| visit(m, graph, &mut Vec::new(), &mut done))
 }
 
-/// ARCHITECTURE.md is the map of the code: it names every `.rs` file of
-/// every crate by its path from the repository root, every `.rs` path it
-/// names exists, and each crate's section lists its layers bottom first.
+/// Each folder of a crate says what it holds in its module doc, and the
+/// rule is exact enough to check:
+/// - A folder's doc is the leading `//!` block (blank lines between its
+///   lines included) of its face: `lib.rs` or `main.rs` at a crate root,
+///   else the folder's `mod.rs`, else the file named for the folder beside
+///   it (`job.rs` for `job/`).
+/// - The doc names each `.rs` file directly in the folder (its face
+///   excepted) and each subfolder, as its child module `x`: by the file
+///   name in backticks (`` `x.rs` ``), the folder's (`` `x/` ``), or a
+///   rustdoc link (`` [`x`] ``, where the module is public; rustdoc, run
+///   with `-D warnings`, checks that the link resolves).
+/// - Every `.rs` path the doc names, and every folder it names in
+///   backticks (`` `a/b/` ``), exists, from the folder or from the
+///   repository root.
+/// - A crate root's doc lists the crate's layers ([`CRATES`]) bottom
+///   first: the first list item (a line starting `- `) naming each layer
+///   comes no earlier than the one naming the layer below it.
 #[test]
-fn the_architecture_map_names_every_file_and_follows_the_layers() {
+fn each_folders_doc_names_its_files_and_the_roots_follow_the_layers() {
+    let problems: Vec<String> = CRATES
+        .iter()
+        .flat_map(|k| check_docs(&root().join(k.src), k.layers, root()))
+        .collect();
+    assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
+}
+
+/// ARCHITECTURE.md keeps the crates, the decision, the protocol and the
+/// rules of the house, not each folder's files: it stays short, and every
+/// `.rs` path it names (by its path from the repository root) exists.
+#[test]
+fn the_architecture_map_is_short_and_names_only_files_that_exist() {
+    const MAX_LINES: usize = 260;
     let doc = fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
-    let path_char = |c: char| c.is_alphanumeric() || "_./-".contains(c);
-    let named: BTreeSet<&str> = doc
-        .split(|c: char| !path_char(c))
-        // A path that ends a sentence keeps its full stop.
-        .map(|word| word.trim_end_matches('.'))
-        // A bare `mod.rs` is any folder's; a path names one file.
-        .filter(|word| word.contains('/') && word.ends_with(".rs"))
-        .collect();
-    let files: BTreeSet<String> = CRATES
-        .iter()
-        .flat_map(|k| rust_files(&root().join(k.src)))
-        .map(|f| f.strip_prefix(root()).unwrap().display().to_string())
-        .collect();
-    let unnamed: Vec<&String> = files
-        .iter()
-        .filter(|f| !named.contains(f.as_str()))
-        .collect();
-    let dangling: Vec<&&str> = named.iter().filter(|n| !root().join(n).is_file()).collect();
+    let lines = doc.lines().count();
     assert!(
-        unnamed.is_empty() && dangling.is_empty(),
-        "ARCHITECTURE.md does not name {unnamed:?}, and names {dangling:?}, which do not exist"
+        lines <= MAX_LINES,
+        "ARCHITECTURE.md has {lines} lines, more than {MAX_LINES}: say what a \
+         folder holds in its module doc"
     );
-    for krate in CRATES {
-        // The crate's section: from its heading's `src` folder on.
-        let heading = format!("\n## The crate in `{}/`", krate.src);
-        let section = doc
-            .split_once(heading.as_str())
-            .map(|(_, rest)| rest.split("\n## ").next().unwrap_or(rest))
-            .unwrap_or_else(|| panic!("ARCHITECTURE.md has no section {heading:?}"));
-        let at = |layer: &str| {
-            let forms = [
-                format!("`{}/{layer}.rs`", krate.src),
-                format!("`{}/{layer}/`", krate.src),
-            ];
-            forms.iter().filter_map(|f| section.find(f.as_str())).min()
+    let dangling: Vec<String> = rs_paths(&doc)
+        .into_iter()
+        // A bare `mod.rs` is any folder's; a path names one file.
+        .filter(|p| p.contains('/') && !root().join(p).is_file())
+        .collect();
+    assert!(
+        dangling.is_empty(),
+        "ARCHITECTURE.md names {dangling:?}, which do not exist"
+    );
+}
+
+/// The words of `text` that end in `.rs`: `a/b.rs`, `b.rs`. A path that
+/// ends a sentence keeps its full stop.
+fn rs_paths(text: &str) -> Vec<String> {
+    let path_char = |c: char| c.is_alphanumeric() || "_./-".contains(c);
+    text.split(|c: char| !path_char(c))
+        .map(|word| word.trim_end_matches('.'))
+        .filter(|word| word.ends_with(".rs") && word.len() > ".rs".len())
+        .map(String::from)
+        .collect()
+}
+
+/// A face's module doc: its leading `//!` lines, blank lines between them
+/// included, without the `//!`.
+fn module_doc(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .take_while(|l| l.is_empty() || l.starts_with("//!"))
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The file whose doc says what folder `dir` holds: `lib.rs` or `main.rs`
+/// at the crate root (`src`), else `mod.rs`, else `dir.rs` beside it.
+fn face_of(src: &Path, dir: &Path) -> Option<PathBuf> {
+    let faces = match dir == src {
+        true => vec![dir.join("lib.rs"), dir.join("main.rs")],
+        false => vec![dir.join("mod.rs"), dir.with_extension("rs")],
+    };
+    faces.into_iter().find(|f| f.is_file())
+}
+
+/// Whether `doc` names the child module `name`: `` `name.rs` ``,
+/// `` `name/` `` or `` [`name`] ``.
+fn names_child(doc: &str, name: &str) -> bool {
+    let forms = [
+        format!("`{name}.rs`"),
+        format!("`{name}/`"),
+        format!("[`{name}`]"),
+    ];
+    forms.iter().any(|f| doc.contains(f.as_str()))
+}
+
+/// The problems of the docs of the crate in `src`, whose layers are
+/// `layers`, in the repository at `repo`.
+fn check_docs(src: &Path, layers: &[&str], repo: &Path) -> Vec<String> {
+    let shown = |p: &Path| p.strip_prefix(repo).unwrap_or(p).display().to_string();
+    let (mut problems, mut dirs) = (Vec::new(), vec![src.to_path_buf()]);
+    while let Some(dir) = dirs.pop() {
+        let Some(face) = face_of(src, &dir) else {
+            problems.push(format!("{}/: no mod.rs says what it holds", shown(&dir)));
+            continue;
         };
-        let places: Vec<Option<usize>> = krate.layers.iter().map(|l| at(l)).collect();
-        assert!(
-            places.iter().all(Option::is_some) && places.windows(2).all(|w| w[0] < w[1]),
-            "ARCHITECTURE.md's section on {} does not list its layers bottom first: {:?}",
-            krate.src,
-            krate.layers.iter().zip(&places).collect::<Vec<_>>()
-        );
+        let doc = module_doc(&fs::read_to_string(&face).unwrap());
+        let mut children = BTreeSet::new();
+        for path in fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()) {
+            let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+            if path.is_dir() {
+                dirs.push(path);
+                children.insert(stem);
+            } else if path.extension().is_some_and(|e| e == "rs") && path != face {
+                children.insert(stem);
+            }
+        }
+        for child in children.iter().filter(|c| !names_child(&doc, c)) {
+            problems.push(format!(
+                "{}: its doc does not name `{child}.rs` or `{child}/`",
+                shown(&face)
+            ));
+        }
+        let folders = doc
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|s| s.ends_with('/') && s.starts_with(char::is_alphanumeric))
+            .filter(|s| !s.contains(char::is_whitespace))
+            .map(String::from);
+        for named in rs_paths(&doc).into_iter().chain(folders) {
+            if !dir.join(&named).exists() && !repo.join(&named).exists() {
+                problems.push(format!(
+                    "{}: its doc names `{named}`, which does not exist",
+                    shown(&face)
+                ));
+            }
+        }
+        if dir == src {
+            problems.extend(check_layers(&doc, layers).map(|p| format!("{}: {p}", shown(&face))));
+        }
     }
+    problems.sort();
+    problems
+}
+
+/// Whether a crate root's doc lists `layers` bottom first, by the first
+/// list item naming each.
+fn check_layers(doc: &str, layers: &[&str]) -> Option<String> {
+    let mut items: Vec<String> = Vec::new();
+    for line in doc.lines() {
+        match line.strip_prefix("- ") {
+            Some(item) => items.push(item.to_string()),
+            None if line.starts_with(' ') => {
+                if let Some(last) = items.last_mut() {
+                    last.push_str(line);
+                }
+            }
+            None => {}
+        }
+    }
+    let places: Vec<Option<usize>> = layers
+        .iter()
+        .map(|l| items.iter().position(|i| names_child(i, l)))
+        .collect();
+    let ordered = places.iter().all(Option::is_some) && places.windows(2).all(|w| w[0] <= w[1]);
+    (!ordered).then(|| {
+        let at: Vec<_> = layers.iter().zip(&places).collect();
+        format!("its list does not give the layers bottom first: {at:?}")
+    })
+}
+
+#[test]
+fn the_doc_check_finds_a_file_left_out() {
+    let repo = std::env::temp_dir().join(format!("dgm-layers-{}", std::process::id()));
+    let src = repo.join("src");
+    let write = |path: &str, text: &str| {
+        let path = src.join(path);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    };
+    let _ = fs::remove_dir_all(&repo);
+    write(
+        "lib.rs",
+        "//! The crate.\n//!\n//! - [`a`]: the bottom;\n//! - `b/`: above it,\n//!   as \
+         `gone.rs` was.\n\nmod a;\n",
+    );
+    write("a.rs", "//! A.\n");
+    write("b/mod.rs", "//! - `c.rs`: one.\n");
+    write("b/c.rs", "");
+    write("b/d.rs", "");
+    assert_eq!(
+        check_docs(&src, &["b", "a"], &repo),
+        [
+            "src/b/mod.rs: its doc does not name `d.rs` or `d/`",
+            "src/lib.rs: its doc names `gone.rs`, which does not exist",
+            "src/lib.rs: its list does not give the layers bottom first: \
+             [(\"b\", Some(1)), (\"a\", Some(0))]",
+        ]
+    );
+    write("b/mod.rs", "//! - `c.rs`: one;\n//! - `d.rs`: two.\n");
+    write(
+        "lib.rs",
+        "//! - [`a`]: the bottom;\n//! - `b/`: above it.\n",
+    );
+    assert_eq!(check_docs(&src, &["a", "b"], &repo), Vec::<String>::new());
+    fs::remove_dir_all(&repo).unwrap();
 }
 
 #[test]

@@ -4,6 +4,9 @@
 //! (by UUID where MPS serves them), the control daemon on the job's
 //! `PATH`, and the step's plan. The Flux shell plugin carries the answer
 //! out and decides nothing.
+//!
+//! Its tests, `tests.rs` in the folder beside this file, plan jobs on the
+//! step's fake node.
 
 use crate::env;
 use crate::files::Files;

@@ -1,33 +1,49 @@
-//! desi-gpu-map's core: every decision the SPANK plugin and the
-//! `desi-gpu-map` command make, as plain functions over plain data. Each
-//! module imports only the modules listed before it (`tests/layers.rs`
-//! checks this), and none does I/O: what the core needs
-//! from a node it asks through [`step::Node`] and [`files::Files`].
+//! desi-gpu-map's core: every decision its front ends make (the SPANK
+//! plugin, the `desi-gpu-map` command, the Flux shell plugin), as plain
+//! functions over plain data. It depends on nothing, so it can reach no
+//! NVML, system call or C library: what it needs from a node it asks
+//! through [`step::Node`] and [`files::Files`], and the front ends and
+//! `desi-gpu-map-host` carry out its answers. Its lints forbid `unsafe`
+//! and, outside tests, every panic (`unwrap`, `expect`, `panic!`,
+//! panicking indexing).
 //!
-//! - [`text`]: quoting and listing for messages;
-//! - [`env`](mod@env): the names of the variables read and written;
-//! - [`error`]: the core's errors, each carrying what its message needs;
-//! - [`wire`]: an NVML child's answer as it crosses to its parent;
-//! - [`files`]: how the core reads the node's kernel files;
-//! - [`names`]: values users spell by name, each named once;
-//! - [`cpuset`]: CPU sets, as the kernel and Slurm write them;
-//! - [`slurm`]: what Slurm writes (GPU lists, binding requests, CPU binds);
-//! - [`launch`]: other launchers (mpirun, mpiexec, PALS): which placed a rank, and where;
-//! - [`method`]: the mapping methods, one rule per file;
-//! - [`runtime`]: whose GPU runtime reads the lists on a node, one file per vendor;
-//! - [`topology`]: where a node's GPUs sit, for `closest`;
-//! - [`settings`]: what people type (plugstack arguments, the option);
-//! - [`mps`]: CUDA MPS for a mapped step: serve or not, and what each task gets;
-//! - [`step`]: the plan for a step on one node, in one pass, and each task's share;
-//! - [`job`]: a Flux job on one node, planned once from its shell's facts;
-//! - [`start`]: a task about to start, for a front end that runs as the task
-//!   (exec and the task prolog): refuse, run unchanged, or map;
-//! - [`preview`]: a layout's tasks on made-up nodes, for `desi-gpu-map plan`;
-//! - [`flux`]: a Flux job on one node, for the Flux shell plugin: its GPUs
-//!   through the broker's grant, and who binds beside Flux's `gpu-affinity`.
+//! Its modules, bottom first: each imports only those listed before it
+//! (`tests/layers.rs` checks that, and that each folder's module names
+//! every file in it).
 //!
-//! The crate depends on nothing that can touch the machine: the front ends
-//! and `desi-gpu-map-host` gather the facts and carry out the answers.
+//! - [`text`]: quoting and listing for messages; imports nothing.
+//! - [`env`](mod@env): every variable name read or written, and which a
+//!   site's `flag=` may not take.
+//! - [`error`]: the core's errors, each carrying what its message needs.
+//! - [`wire`]: an NVML child's answer across the process boundary
+//!   (`ok N` / `err KIND`).
+//! - [`files`]: how the core reads `/proc`, `/sys` and `/dev`.
+//! - [`names`]: values users spell by name (`named!`), each named once.
+//! - [`cpuset`]: CPU sets, as the kernel and Slurm write them.
+//! - [`slurm`]: what Slurm writes: GPU lists, its own binding requests,
+//!   the CPUs it bound each task to, a task's node-local ids.
+//! - [`launch`]: launchers other than srun (`mpirun`, `mpiexec`, PALS):
+//!   each one's variables, which one placed a rank, and where.
+//! - [`method`]: the mapping methods, declared once, one rule per file.
+//! - [`runtime`]: whose GPU runtime reads the lists on a node, one file
+//!   per vendor.
+//! - [`topology`]: where a node's GPUs sit, for `closest`.
+//! - [`settings`]: what people type: the site's arguments, the user's
+//!   option.
+//! - [`flux`]: a Flux job's GPUs through its broker's grant (one beyond
+//!   it refused), who binds beside Flux's own `gpu-affinity`, the job's
+//!   record (`tag`) and the job a task's `FLUX_JOB_ID` names (for exec in
+//!   a task the plugin mapped), and the option's and the `conf` table's
+//!   errors in Flux's words.
+//! - [`mps`]: CUDA MPS for a mapped step, decided from its own small input.
+//! - [`step`]: the plan for a step on one node, in one pass, and what each
+//!   task gets.
+//! - [`job`]: a Flux job on one node, planned once from its shell's facts
+//!   ([`job::plan_job`]: the Flux plugin's every choice).
+//! - [`start`]: a task about to start, for a front end that runs as the
+//!   task (exec, the task prolog): refuse, run unchanged, or map.
+//! - [`preview`]: where srun would place a layout's tasks, and what each
+//!   would get, for `desi-gpu-map plan`.
 
 #![forbid(unsafe_code)]
 // Only what another crate names is public, and each of it is documented;

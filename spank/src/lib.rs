@@ -1,24 +1,54 @@
-//! The `desi_gpu_map` SPANK plugin: gathers what Slurm knows, asks the core
-//! (`desi_gpu_map`) what to do, and applies it. It decides nothing itself.
+//! The `desi_gpu_map` SPANK plugin, the cdylib slurmstepd and Slurm's
+//! clients load: gathers what Slurm knows, asks the core
+//! (`desi_gpu_map_core`) what to do, and applies it. It decides nothing
+//! itself.
 //!
 //! This file holds the hooks Slurm calls and their dispatch, one file per
-//! context:
-//! - srun, sbatch, salloc (`client.rs`): `init` reads the plugstack
-//!   arguments and registers `--desi-gpu-map`; `init_post_opt` checks its
-//!   value before any allocation.
-//! - slurmstepd (`stepd.rs`): `user_init` plans the step once per node
-//!   (NVML, if needed, is asked in a child process with a deadline: the
-//!   host crate's `deadline`) and starts its MPS daemon, `task_init` maps
-//!   each task before it execs, `task_exit` and `exit` stop the daemon.
-//! - every context (`lines.rs`): which plugstack line each call is for;
-//!   (`context.rs`) where an error stops the user.
+//! context (`client.rs` in srun, sbatch and salloc; `stepd.rs` in
+//! slurmstepd), and what the plugin holds across hooks. The same `.so` on
+//! several plugstack lines is one library: each line's arguments are read,
+//! and a bad one is that line's error (so a `required` line's stops srun),
+//! but only the first line whose arguments are good acts. A copy of the
+//! plugin at another path stands aside in every hook and context. Either
+//! says so once, in slurmd's log when slurmd starts.
 //!
-//! The same `.so` on several plugstack lines is one library: each line's
-//! arguments are read, and a bad one is that line's error (so a
-//! `required` line's stops srun), but only the first line whose arguments
-//! are good acts. A copy of the plugin at another path stands aside in
-//! every hook and context. Either says so once, in slurmd's log when
-//! slurmd starts.
+//! Its modules, bottom first (each imports only those listed before it):
+//!
+//! - `logger.rs`: the plugin's own small `log` bridge to Slurm's log,
+//!   rather than slurm-spank's tracing subscriber: a few lines, and no
+//!   dependency added to a library loaded into every slurmstepd.
+//! - `exports.rs`: the symbols Slurm looks up: only the seven hooks the
+//!   plugin implements (`init`, `init_post_opt`, `user_init`,
+//!   `task_init_privileged`, which notes the task's mount namespace before
+//!   a container plugin's `task_init` can move it, `task_init`, and
+//!   `task_exit` and `exit`, which stop a step's MPS daemon).
+//!   slurm-spank's `SPANK_PLUGIN!` would export all of them, and Slurm then
+//!   calls each in every task and forks a spank prolog and epilog for every
+//!   job.
+//! - `copies.rs`: an earlier copy of the plugin at another path owns the
+//!   option (the loaded objects, read through the host's `sys`).
+//! - `mps.rs`: `JobUser`, the `Runner` that runs the daemon's children as
+//!   the job's user (groups, gid and uid set, slurmstepd's descriptors
+//!   closed); `Served`, the daemon until the node's last task exits.
+//! - `node.rs`: slurmstepd as the core's `Node` and as the protocol's
+//!   `FrontEnd` (the daemon started as the job's user, a task's CPUs);
+//!   reads the plugstack arguments and the option value.
+//! - `task_init.rs`: applies a task's share in `task_init`.
+//! - `context.rs`: which of Slurm's contexts the plugin runs in: where an
+//!   error stops the user, where a line standing aside is said.
+//! - `lines.rs`: the plugstack lines that load the `.so`: each line's
+//!   arguments, the line that acts, and which line each hook's call is for
+//!   (each hook counts its own calls).
+//! - `client.rs`: srun, sbatch and salloc: `init` registers the option and
+//!   reads the arguments, `init_post_opt` checks the value before
+//!   allocation, `help`.
+//! - `stepd.rs`: slurmstepd, `user_init` to `exit`: the step's plan once
+//!   per node (NVML, if needed, asked in a child with a deadline) and its
+//!   MPS daemon, each task's share, the daemon's stop.
+//!
+//! `spank/build.rs` reads `SLURM_VERSION_NUMBER` from the target Slurm's
+//! `slurm/slurm_version.h` (under `/usr/include` or `$SLURM_INCLUDE_DIR`)
+//! for `plugin_version`; no libclang is needed.
 
 // Slurm's processes host the plugin: outside tests nothing may panic, and
 // every unsafe block says why it is sound.

@@ -65,13 +65,24 @@
 //!   it: it ends at once on TERM, INT, HUP or QUIT, and ignores the rest.
 //!   It runs on slurmstepd's CPUs (the step's), not on the task's that
 //!   started it, and holds none of that task's descriptors.
-
-//! - `command`: the keeper's command line, parsed and written.
-//! - `join`: a task's side: meet, start the keeper if none runs, and ask.
-//! - `reach`: a connect to a keeper's socket that never waits past a bound.
-//! - `serve`: the keeper's process.
-//! - `sweep`: directories a killed keeper left.
-//! - `tally`: when the node's tasks are all gone.
+//!
+//! Its files:
+//!
+//! - `command.rs`: its command line, declared once: parsed by clap in the
+//!   keeper, written by the task that starts it ([`KeeperOpts::words`]),
+//!   and read back by the same declaration from another keeper's
+//!   `/proc/PID/cmdline` ([`KeeperOpts::read_back`]: its base and token,
+//!   for `join`).
+//! - `meet.rs`: where tasks meet the keeper, and the answer that crosses
+//!   the socket.
+//! - `reach.rs`: a connect to a keeper's socket that never waits past a
+//!   bound (a full queue is tried again, then given up).
+//! - `join.rs`: a task's side: meet the keeper, starting it if none runs,
+//!   and take its answer.
+//! - `serve.rs`: the keeper's process: start the daemon, answer the tasks,
+//!   end it after the last.
+//! - `sweep.rs`: directories a killed keeper left behind.
+//! - `tally.rs`: when the node's tasks are all gone.
 
 mod command;
 mod join;

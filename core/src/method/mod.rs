@@ -2,6 +2,17 @@
 //! says), and the mapping itself: which of a node's `k` GPUs local task `l`
 //! of `n` holds (one, where `n >= k`; its share of them, where `n < k`, so
 //! that no GPU of the step is left out), and what stays visible to it.
+//!
+//! This file is the table, [`Visible`] and the dispatch ([`position`]);
+//! each rule is a file named for its method, with its literal test table:
+//!
+//! - `contiguous.rs`: `numpy.array_split` blocks.
+//! - `roundrobin.rs`: task `l` gets GPU `l mod k`.
+//! - [`closest`]: the GPUs near the task's CPUs, balanced per domain; what
+//!   the node's tasks share, read once (`NodeCpus`), and how a task was
+//!   matched (`Closeness`).
+//! - `assignment.rs`: a least-cost assignment (the Hungarian method, over
+//!   costs compared in order), for `closest`'s shares.
 
 mod assignment;
 pub mod closest;

@@ -1,19 +1,25 @@
 //! CUDA MPS for a mapped step on one node: whether its tasks share their
-//! GPUs through a control daemon the plugin starts for the step, through
-//! one that already serves them, or not at all; and what each task gets.
-//! Decided from a small input of its own (`MpsInput`, `MpsNode`),
-//! before the step's record is built:
+//! GPUs through a control daemon the front end starts for the step,
+//! through one that already serves them, or not at all; and what each task
+//! gets. Decided from a small input of its own, before the step's record
+//! is built:
 //!
-//! - `input`: what it is decided from;
-//! - `serving`: how the step is served ([`Mps`]);
-//! - `daemon`: one daemon, its directory named from base, stem and token;
-//!   where exec's keeper of one is met ([`KeeperAddr`]);
-//! - `no_mps`: why a step runs without MPS ([`NoMps`]);
-//! - `decide`: serve or not, and why;
-//! - `control`: where the control daemon and its server are;
-//! - `dirs`: the step's private directory, its name and its base;
-//! - `client`: each task as the daemon's client: its share, and the
+//! - `input.rs`: what it is decided from ([`MpsFacts`], `MpsInput`,
+//!   `MpsNode`).
+//! - `daemon.rs`: one daemon ([`Daemon`]), its directory from base, stem
+//!   and token; a keeper's mark; the address of exec's keeper of one
+//!   ([`KeeperAddr`]: its abstract socket's name and its socket in its
+//!   directory), built once and taken by every call that meets the keeper.
+//! - `no_mps.rs`: why a step runs without MPS ([`NoMps`]), each reason
+//!   worded once, naming whose daemon ([`Whose`]); the client limit.
+//! - `serving.rs`: how a step is served ([`Mps`], `InheritedMps`), and the
+//!   names a served task gets.
+//! - `control.rs`: where the control daemon and its server are.
+//! - `dirs.rs`: the step's private directory: name, base, socket length.
+//! - `client.rs`: each task as the daemon's client: its share, and the
 //!   variables it gets or loses.
+//! - `decide.rs`: serve or not, and why; the daemon's GPUs by UUID.
+//! - `tests.rs`: (tests only) MPS as a planned step gets it.
 //!
 //! The daemon's GPUs are named by UUID. Under `ConstrainDevices` the
 //! daemon starts inside the step's device cgroup (tests/cluster/production.rs

@@ -27,6 +27,20 @@
 //!   devices reported by the zeDeviceGet is implementation-specific and not
 //!   affected by the order of devices in the affinity mask" (Level Zero
 //!   specification, Programming Guide, "Affinity Mask").
+//!
+//! This file is the table's dispatch (`Vendor::rules`, [`choose`],
+//! `render`, `kernel_gpus`); behind it:
+//!
+//! - `rules.rs`: what the vendors' files share: [`Vendor`], `Rules`,
+//!   [`Rendering`], `StepLists`, `Unbindable`, [`KernelGpu`].
+//! - `nvidia.rs`, `amd.rs`, `intel.rs`: one vendor each, filling `Rules`:
+//!   its PCI id, the list that carries a task's GPU, when a step cannot be
+//!   bound, its variables, its kernel lister.
+//! - `detect.rs`: the vendor from PCI devices and drivers.
+//! - [`drm`]: AMD's and Intel's render nodes.
+//! - `tests.rs`: (tests only) rendering against a model of each runtime;
+//!   detection reads files, so it is tested on real trees
+//!   (`host/tests/kernel_files.rs`).
 
 mod amd;
 mod detect;

@@ -1,7 +1,15 @@
-//! What people type: the site's plugstack arguments ([`site`]), read into
-//! the settings a step is planned with ([`config`]), the user's
-//! `--desi-gpu-map` value ([`option`]), and where on the client's command
-//! line it was typed ([`client_args`]).
+//! What people type, one file each:
+//!
+//! - [`site`]: the site's plugstack arguments, read into a [`config::Config`];
+//!   `check_request`; the user's `DESI_GPU_MAP_METHOD` where only the
+//!   site's default would ask (`request_from_variable`).
+//! - [`config`]: the settings a step is planned with (`Config`, MPS's four
+//!   in one group), whoever gives them (the site's arguments, or exec's
+//!   options), and their defaults.
+//! - [`option`]: the user's `--desi-gpu-map` value, parsed once into an
+//!   `OptionRequest`, and its usage text.
+//! - [`client_args`]: whether srun, sbatch or salloc got the option itself,
+//!   or the program after it did.
 
 pub mod client_args;
 pub mod config;

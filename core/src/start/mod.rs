@@ -9,17 +9,26 @@
 //! ([`crate::step::FrontEnd`]). Every rule of which is here; the front end
 //! decides nothing.
 //!
-//! - `facts`: what the front end gathers, and what the user asked;
-//! - `mapping`: what a mapped task gets ([`Mapping`]);
-//! - `verdict`: the one verdict, and what is said first;
-//! - `share`: the task's ids and node, and its step's plan;
-//! - `ended`: a task that has ended: the keeper its task epilog tells;
-//! - `place`: where the task runs (a launcher's rank, a task of a Flux
-//!   job, a task of an srun step, or neither), which step it is, and
-//!   whether it is mapped already;
-//! - `why`: why a task is refused, runs unchanged, or gets less than it
-//!   asked for, each reason worded once;
-//! - `tests`: (tests only) each rule, on the step's fakes.
+//! - `facts.rs`: what the front end gathers ([`TaskFacts`]); what the user
+//!   asked ([`request`]: the option, else the method variable, as one
+//!   `OptionRequest`; [`DEFAULT_METHOD`], the task's `default=`); whether
+//!   the task is in an srun step; what did not arrive where srun passed
+//!   only Slurm's variables ([`not_passed`]).
+//! - `place.rs`: where the task runs (a launcher's rank, a task of a Flux
+//!   job, a task of an srun step, or neither), its step's identity, and
+//!   whether it is mapped already (by the plugin, an earlier exec, or the
+//!   Flux plugin).
+//! - `share.rs`: the task's ids and node, and its step's plan.
+//! - `mapping.rs`: what a mapped task gets ([`Mapping`]: its plan, ids and
+//!   variables; the protocol's steps for it; what is said).
+//! - `verdict.rs`: the one verdict ([`Verdict`]) and what is said first
+//!   ([`Start`]).
+//! - `ended.rs`: a task that has ended: the keeper its task epilog tells
+//!   ([`keeper_to_tell`]).
+//! - `why.rs`: why a task is refused ([`WhyRefused`]), runs unchanged
+//!   ([`WhyUnchanged`]), or gets less than it asked for, each reason
+//!   worded once.
+//! - `tests.rs`: (tests only) each rule, on the step's fakes.
 
 mod ended;
 mod facts;

@@ -1,46 +1,25 @@
-//! The decision for one job step on one node: whether it is mapped, and
-//! with which list, made in one pass by [`plan_step`] from the facts a
-//! front end hands it ([`StepFacts`], its variables one [`Snapshot`]) and
-//! what its [`Node`] answers of files and NVML. Every part of a mapped step's record ([`StepMap`]) is
-//! decided before the record is built once. Each rule lives in its own
-//! module, its tests beside it:
+//! The plan for one job step on one node: whether it is mapped, and with
+//! which list, made in one pass by [`plan_step`] from what a front end
+//! hands it ([`StepFacts`], its variables one [`Snapshot`]) and what its
+//! [`Node`] answers of files and NVML; then what each task gets
+//! ([`task_outcome`]), by the protocol every front end follows
+//! ([`FrontEnd`]). CUDA MPS is decided in [`crate::mps`], inside the pass.
+//! No I/O. One rule per file, its tests beside it:
 //!
-//! - `snapshot`: the variables a decision reads, taken once by the front
-//!   end ([`Snapshot`]);
-//! - `node`: the interface the front ends implement (files, NVML);
-//! - `ids`: the step ids Slurm reserves, which step a plan is for
-//!   ([`StepIdentity`]: Slurm's, or a launcher's), and the tag mapped
-//!   tasks carry;
-//! - `resolve`: what the user and the site together ask ([`Resolved`]);
-//! - `source`: where the step's GPU list comes from (Slurm's list, or NVML),
-//!   kept as `Listed`;
-//! - `given`: where a process no srun step placed finds its GPUs;
-//! - `binding`: when Slurm's own per-task binding wins;
-//! - `container`: a container plugin beside the plugin's (pyxis), run
-//!   before or after it;
-//! - `locate`: where a `closest` step's GPUs sit;
-//! - `plan`: the pass from the step's facts to its plan;
-//! - `decision`: the plan itself ([`StepPlan`]);
-//! - `aside`: why a step stands aside (`Aside`), and what its tasks lose;
-//! - `map`: a mapped step's record ([`StepMap`]);
-//! - `inputs`: one task as a front end knows it ([`TaskInputs`]), its
-//!   variables read in one place ([`TaskVars`]);
-//! - `assign`: where each task sits in the step's lists ([`Assignment`]),
-//!   `closest`'s position coming from its rule
-//!   (`crate::method::closest::closest_position`);
-//! - `lines`: what a task says (its `verbose` report, why it stands aside);
-//! - `outcome`: what each task gets, and the variables written for it
-//!   (through [`crate::runtime`], which writes the lists for the node's
-//!   vendor);
-//! - `protocol`: the round trip every front end follows, from the plan to
-//!   each task's outcome ([`FrontEnd`]).
-//!
-//! CUDA MPS is decided in [`crate::mps`], from a small input this module
-//! hands it; the record keeps the decision, and each task's list names its
-//! GPU as that decision says (`StepMap::task_tokens`).
-//!
-//! No I/O: the front end hands in the node, and applies what comes back.
-//! This file is the folder's face: its modules, and what they export.
+//! - what comes in: `snapshot.rs` (the variables), `node.rs` (the node),
+//!   `ids.rs` (which step: Slurm's, or a launcher's launch), `resolve.rs`
+//!   (the user's request over the site's settings), `inputs.rs` (one
+//!   task, its variables read once);
+//! - the step's GPUs: `source.rs` (Slurm's list, or NVML's), `given.rs`
+//!   (those of a process no srun step placed), `locate.rs` (where
+//!   `closest`'s sit), `binding.rs` (when Slurm's own binding wins),
+//!   `container.rs` (pyxis, run before or after);
+//! - the plan: `plan.rs` (the pass), `decision.rs` ([`StepPlan`]),
+//!   `aside.rs` (why a step stands aside), `map.rs` (a mapped step's
+//!   record, [`StepMap`], built once);
+//! - each task: `assign.rs` (its place in the lists), `outcome.rs` (its
+//!   variables), `lines.rs` (what it says), `protocol.rs` (the round trip);
+//! - `testing.rs`: (tests only) the fixtures, `FakeNode` and `FakeFiles`.
 
 mod aside;
 mod assign;

@@ -2,6 +2,13 @@
 //! task's CPUs against. The plugin reads it from NVML or the kernel; the
 //! `desi-gpu-map plan` preview reads it from a file or a named preset.
 //!
+//! - `gpu_place.rs`: [`GpuPlace`], [`Topology`], [`near_cpus`].
+//! - `file.rs`: the topology file, for `plan --topology`.
+//! - `presets.rs`: machines whose GPU-to-CPU wiring is public ([`Preset`]).
+//! - `tokens.rs`: which GPU each token of a step's list names.
+//! - `kernel.rs`: the GPUs located through sysfs.
+//! - `nvml_lines.rs`: the GPUs located from NVML's answer.
+//!
 //! The file format, one GPU per line, `#` starts a comment:
 //!
 //! ```text

@@ -1,5 +1,8 @@
-//! CUDA MPS on the machine: a step's control daemon from start to stop
-//! ([`daemon`], the plugin's and exec's keeper's; the keeper itself is the
-//! command's, `src/keeper/`).
+//! CUDA MPS on the machine:
+//!
+//! - [`daemon`]: a step's control daemon from start to stop, for every
+//!   front end that starts one (the SPANK plugin, exec's keeper, the Flux
+//!   plugin); a keeper's directory's lock. The keeper itself is the
+//!   command's (`src/keeper/`).
 
 pub mod daemon;

@@ -1,13 +1,15 @@
 //! The machine's edge: every `unsafe` call of the workspace but the SPANK
 //! plugin's (`spank/src/lib.rs`'s `Plugin` implementation, and the symbols
-//! Slurm looks up in `spank/src/exports.rs`) and the command's startup record
-//! (`src/edge.rs`, which must not sit in a library slurmstepd loads), after
-//! mio's `sys/` and rustix's backend. Everything else asks the system
-//! through rustix's safe calls, or through these. Each operation is here
-//! once, with at most one fallback:
+//! Slurm looks up in `spank/src/exports.rs`), the Flux plugin's (its C
+//! functions, `flux/src/ffi.rs`, and its symbol, `flux/src/exports.rs`)
+//! and the command's startup record (`src/edge.rs`, which must not sit in
+//! a library slurmstepd loads), after mio's and rustix's own system-call
+//! modules. Everything else asks the system through rustix's safe calls,
+//! or through these. Each operation is here once, with at most one
+//! fallback:
 //!
 //! - `fork_child` (`fork.rs`): fork a child that keeps one descriptor,
-//!   runs a closure and `_exit`s; for [`crate::deadline`].
+//!   runs a closure and `_exit`s; for `crate::deadline`.
 //! - [`close_on_exec`] (`fds.rs`): mark a range of descriptors
 //!   close-on-exec (or close them, for `fork_child`): close_range(2),
 //!   else each one `/proc/self/fd` lists. Callable between fork and exec.
@@ -32,7 +34,7 @@
 //! The library is loaded into slurmstepd, which is multithreaded: what
 //! runs in a forked child or between fork and exec here calls only
 //! async-signal-safe functions and allocates nothing, but for
-//! `fork_child`'s closure, whose contract [`crate::deadline`]'s module
+//! `fork_child`'s closure, whose contract `crate::deadline`'s module
 //! comment argues. Every `unsafe` block says which contract makes it
 //! sound.
 

@@ -766,9 +766,21 @@ fn the_scripts_without_the_key_are_todays_and_run_as_today_without_the_plugin() 
 /// each GPU; and every rank uses its own GPU only, from
 /// redistribute_gpu_ranks to gpu_specter's decompose_comm.
 fn extraction_mapped(host: &str) -> Vec<String> {
+    extraction_bound(host, |gpu| format!("GPU-fake-{host}-{gpu}"))
+}
+
+/// [`extraction_mapped`]'s rows where the site's plugin binds the ranks
+/// with no MPS (the scripts without the key: desi_mps_wrapper, the site's
+/// `default=roundrobin`): each GPU named by its index, not its UUID.
+fn extraction_by_index(host: &str) -> Vec<String> {
+    extraction_bound(host, |gpu| gpu.to_string())
+}
+
+/// The bound rows, each GPU (`rank % 4`) named by `name`.
+fn extraction_bound(host: &str, name: impl Fn(usize) -> String) -> Vec<String> {
     (0..64)
         .map(|rank| {
-            let gpu = format!("GPU-fake-{host}-{}", rank % 4);
+            let gpu = name(rank % 4);
             let work = match rank {
                 0 | 1 => "io".to_string(),
                 2..=21 => (rank - 2).to_string(),
@@ -849,6 +861,6 @@ fn desi_procs_gpu_extraction_keeps_22_ranks_on_every_gpu_of_the_node() {
     crate::mps::clear_what_others_left();
     assert_extraction(&mapped, extraction_mapped, "desi-gpu-map, site plugin");
     assert_nothing_of_alices_left("desi-gpu-map, site plugin");
-    assert_extraction(&today, extraction_mapped, "no key, site plugin");
+    assert_extraction(&today, extraction_by_index, "no key, site plugin");
     remove_the_wrappers_directories();
 }

@@ -141,8 +141,6 @@ fn step_plan(
         tag: Some(tag(facts.jobid, facts.uri.as_deref())),
         given: Some(Given::Flux),
     };
-    let config = Ok(config.clone());
-    let asked = asked.map(Ok);
     let mps = MpsFacts {
         uid: facts.uid,
         gid: facts.gid,
@@ -153,9 +151,9 @@ fn step_plan(
         dir_step: Some(f58(facts.jobid)),
     };
     let facts = StepFacts {
-        step: Ok(step),
-        config: Some(&config),
-        request: asked.as_ref(),
+        step,
+        config,
+        request: asked,
         method_variable: None,
         vars,
         mps: Some(mps),

@@ -392,17 +392,17 @@ pub fn preview_map(
     visible: Visible,
     topology: Option<&Topology>,
 ) -> Result<StepMap, PlanError> {
-    let config = Ok(Config {
+    let config = Config {
         visible,
         nvml: NvmlSource::Off,
         vendor: VendorSetting::Fixed(Vendor::Nvidia),
         ..Config::default()
-    });
-    let request = Ok(OptionRequest::Use {
+    };
+    let request = OptionRequest::Use {
         choice: Some(Choice::Map(method)),
         verbose: false,
         mps: false,
-    });
+    };
     // The step's GPUs as Slurm would list them.
     let vars = Snapshot {
         cuda: Some(cuda.to_string()),
@@ -411,9 +411,9 @@ pub fn preview_map(
         ..Snapshot::default()
     };
     let facts = StepFacts {
-        step: Ok(crate::step::StepIdentity::Slurm(0)),
-        config: Some(&config),
-        request: Some(&request),
+        step: crate::step::StepIdentity::Slurm(0),
+        config: &config,
+        request: Some(request),
         method_variable: None,
         vars: &vars,
         mps: None,

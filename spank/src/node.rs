@@ -12,7 +12,8 @@ use desi_gpu_map_core::mps::{Daemon, MpsFacts};
 use desi_gpu_map_core::settings::config::Config;
 use desi_gpu_map_core::settings::option::OptionRequest;
 use desi_gpu_map_core::step::{
-    plan_step, FrontEnd, Node, NvmlAsk, Snapshot, StepFacts, StepIdentity, StepPlan, UnreadableStep,
+    plan_step, Deferred, FrontEnd, Node, NvmlAsk, Snapshot, StepFacts, StepIdentity, StepPlan,
+    UnreadableStep,
 };
 use desi_gpu_map_core::Error;
 use desi_gpu_map_host::failure::Failure;
@@ -46,12 +47,21 @@ pub fn plan(
     config: Option<&Result<Config, Error>>,
     request: Option<&Result<OptionRequest, Error>>,
 ) -> StepPlan {
-    let vars = snapshot(spank);
-    let facts = StepFacts {
+    let deferred = Deferred {
         step: spank
             .job_stepid()
             .map(StepIdentity::Slurm)
             .map_err(|e| UnreadableStep(e.to_string())),
+        config,
+        request,
+    };
+    let (step, config, request) = match deferred.ready() {
+        Ok(ready) => ready,
+        Err(plan) => return *plan,
+    };
+    let vars = snapshot(spank);
+    let facts = StepFacts {
+        step,
         config,
         request,
         // Bytes that are not UTF-8 read as U+FFFD, a bad value; the core

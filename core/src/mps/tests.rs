@@ -54,20 +54,20 @@ fn plan_mps_files(
     // The fake node has this control binary, and its server beside it.
     let mut all = vec!["mps_control=/opt/nv/nvidia-cuda-mps-control"];
     all.extend_from_slice(args);
-    let config = Ok(parse_args(&all).unwrap());
-    let request = Ok(OptionRequest::Use {
+    let config = parse_args(&all).unwrap();
+    let request = OptionRequest::Use {
         choice: Some(Choice::Map(Method::Contiguous)),
         verbose: false,
         mps: asked,
-    });
+    };
     let mut env = vec![("SLURM_JOB_ID", "7")];
     env.extend_from_slice(pairs);
     let mut node = FakeNode::new(&env, nvml);
     change(&mut node.files);
     let facts = StepFacts {
-        step: Ok(crate::step::StepIdentity::Slurm(0)),
-        config: Some(&config),
-        request: Some(&request),
+        step: crate::step::StepIdentity::Slurm(0),
+        config: &config,
+        request: Some(request),
         method_variable: None,
         vars: &node.vars(),
         mps: facts,
@@ -89,19 +89,19 @@ fn plan_flux_files(
     nvml: Result<Vec<String>, crate::Error>,
     change: impl FnOnce(&mut FakeFiles),
 ) -> StepPlan {
-    let config = Ok(parse_args(&["mps_control=/opt/nv/nvidia-cuda-mps-control"]).unwrap());
-    let request = Ok(parse_option_mps());
+    let config = parse_args(&["mps_control=/opt/nv/nvidia-cuda-mps-control"]).unwrap();
+    let request = parse_option_mps();
     let mut env = vec![("CUDA_VISIBLE_DEVICES", cuda)];
     env.extend_from_slice(pairs);
     let mut node = FakeNode::new(&env, nvml);
     change(&mut node.files);
     let facts = StepFacts {
-        step: Ok(crate::step::StepIdentity::Launch {
+        step: crate::step::StepIdentity::Launch {
             tag: Some("flux-42".to_string()),
             given: Some(crate::step::Given::Flux),
-        }),
-        config: Some(&config),
-        request: Some(&request),
+        },
+        config: &config,
+        request: Some(request),
         method_variable: None,
         vars: &node.vars(),
         mps: Some(USER),
@@ -240,13 +240,13 @@ fn each_reason_to_run_without_mps_is_one_line() {
         assert!(why.starts_with(want), "{why}");
     }
     // Not found in the standard places (the fake node has no files).
-    let config = Ok(Config::default());
-    let request = Ok(parse_option_mps());
+    let config = Config::default();
+    let request = parse_option_mps();
     let node = FakeNode::new(&[&SLURM_4[..], &[("SLURM_JOB_ID", "7")]].concat(), places());
     let facts = StepFacts {
-        step: Ok(crate::step::StepIdentity::Slurm(0)),
-        config: Some(&config),
-        request: Some(&request),
+        step: crate::step::StepIdentity::Slurm(0),
+        config: &config,
+        request: Some(request),
         method_variable: None,
         vars: &node.vars(),
         mps: Some(USER),

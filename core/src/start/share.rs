@@ -55,13 +55,15 @@ fn plan(
     local_tasks: Option<usize>,
 ) -> StepPlan {
     let vars = &facts.vars;
-    let config = Ok(facts.config.clone());
+    let step = match step {
+        Ok(step) => step,
+        Err(why) => return StepPlan::unreadable_step(UnreadableStep(why.to_string())),
+    };
     // The user's request as parsed, resolved once, by `plan_step`.
-    let request = Ok(facts.request);
     let facts = StepFacts {
-        step: step.map_err(|why| UnreadableStep(why.to_string())),
-        config: Some(&config),
-        request: Some(&request),
+        step,
+        config: &facts.config,
+        request: Some(facts.request),
         method_variable: None,
         vars,
         mps: local_tasks.and_then(|count| mps_facts(facts, count)),

@@ -52,7 +52,7 @@ pub use inputs::{TaskCpus, TaskIds, TaskInputs, TaskVars};
 pub use map::StepMap;
 pub use node::{NoTopology, Node, NvmlAsk};
 pub use outcome::{carry_out, task_outcome, TaskOutcome};
-pub use plan::{plan_step, StepFacts};
+pub use plan::{plan_step, Deferred, Ready, StepFacts};
 pub use protocol::{start_daemon, task_outcome_read, FrontEnd};
 pub use resolve::{resolve, Resolved};
 pub use snapshot::Snapshot;

@@ -25,18 +25,17 @@ use crate::text::quote;
 use crate::topology::{nvml_uuids, resolve_tokens};
 use std::path::Path;
 
-/// What the front end knows of a step on this node, each part possibly
-/// unreadable; [`plan_step`] turns every failure into a stand-aside line.
+/// What the front end knows of a step on this node, each part as it has
+/// it ready.
 pub struct StepFacts<'a> {
-    /// Which step this is (Slurm's, or a launcher's ranks), or why
-    /// Slurm would not say.
-    pub step: Result<StepIdentity, UnreadableStep>,
-    /// `None`: `init` never ran.
-    pub config: Option<&'a Result<Config, Error>>,
+    /// Which step this is (Slurm's, or a launch of its own).
+    pub step: StepIdentity,
+    /// The site's settings.
+    pub config: &'a Config,
     /// What the user asked for, parsed once by the front end (the one
-    /// type every front end passes: [`OptionRequest`]), or why it could
-    /// not be; `None`: the user gave no option.
-    pub request: Option<&'a Result<OptionRequest, Error>>,
+    /// type every front end passes: [`OptionRequest`]); `None`: the user
+    /// gave no option.
+    pub request: Option<OptionRequest>,
     /// The job's `DESI_GPU_MAP_METHOD` as the plugin found it (lossy
     /// UTF-8): where the user gave no option and the site's default would
     /// map the step, it is the user's request, as exec and the task prolog
@@ -48,6 +47,62 @@ pub struct StepFacts<'a> {
     /// The step's user and task count on this node, for MPS; `None`: the
     /// front end starts no daemons.
     pub mps: Option<MpsFacts>,
+}
+
+/// What SPANK hands the plugin by `user_init`, each part possibly
+/// unreadable: the step's id, the settings `init` parsed (`None`: `init`
+/// never ran), the option `--desi-gpu-map` parsed where given. Its errors
+/// are deferred to here, where the step's plan stands aside with them.
+pub struct Deferred<'a> {
+    /// Which step this is, or why SPANK would not say.
+    pub step: Result<StepIdentity, UnreadableStep>,
+    /// The site's settings, or why they are unusable; `None`: `init` never
+    /// ran.
+    pub config: Option<&'a Result<Config, Error>>,
+    /// The option's value, or why it is unusable; `None`: not given.
+    pub request: Option<&'a Result<OptionRequest, Error>>,
+}
+
+/// The plan where a step cannot be planned, or the parts it is planned
+/// from: a special step (batch, extern) is untouched whatever else failed.
+pub type Ready<'a> = Result<(StepIdentity, &'a Config, Option<OptionRequest>), Box<StepPlan>>;
+
+impl<'a> Deferred<'a> {
+    /// The parts, or the plan that stands aside with the first error: the
+    /// step's id, then the settings, then the option.
+    pub fn ready(self) -> Ready<'a> {
+        let aside = |flag: &str, why| Err(Box::new(StepPlan::aside(flag, why)));
+        let step = match self.step {
+            Ok(step) => step,
+            Err(why) => return Err(Box::new(StepPlan::unreadable_step(why))),
+        };
+        if step.is_special() {
+            return Err(Box::new(StepPlan::Untouched));
+        }
+        let default_flag = crate::settings::config::DEFAULT_FLAG;
+        let config = match self.config {
+            Some(Ok(config)) => config,
+            Some(Err(e)) => return aside(default_flag, Aside::Misconfigured(e.clone())),
+            None => return aside(default_flag, Aside::NotInitialised),
+        };
+        let request = match self.request {
+            Some(Err(e)) => return aside(&config.flag, Aside::BadRequest(e.clone())),
+            Some(Ok(request)) => Some(*request),
+            None => None,
+        };
+        Ok((step, config, request))
+    }
+}
+
+impl StepPlan {
+    /// The plan of a step whose id cannot be read: it stands aside, saying
+    /// why.
+    pub fn unreadable_step(why: UnreadableStep) -> StepPlan {
+        StepPlan::aside(
+            crate::settings::config::DEFAULT_FLAG,
+            Aside::UnreadableStepId(why),
+        )
+    }
 }
 
 /// Decides for a step, in one pass from Slurm's facts to the plan: the
@@ -113,16 +168,16 @@ pub struct StepFacts<'a> {
 ///     gpus_on_node: Some("4".into()),
 ///     ..Snapshot::default()
 /// };
-/// let config: Result<Config, Error> = Ok(Config::default());
-/// let request: Result<OptionRequest, Error> = Ok(OptionRequest::Use {
+/// let config = Config::default();
+/// let request = OptionRequest::Use {
 ///     choice: Some(Choice::Map(Method::Contiguous)),
 ///     verbose: false,
 ///     mps: false,
-/// });
+/// };
 /// let facts = StepFacts {
-///     step: Ok(StepIdentity::Slurm(0)),
-///     config: Some(&config),
-///     request: Some(&request),
+///     step: StepIdentity::Slurm(0),
+///     config: &config,
+///     request: Some(request),
 ///     method_variable: None,
 ///     vars: &vars,
 ///     mps: None,
@@ -147,19 +202,11 @@ pub struct StepFacts<'a> {
 /// }
 /// ```
 pub fn plan_step(facts: &StepFacts, node: &dyn Node) -> StepPlan {
-    let default_flag = crate::settings::config::DEFAULT_FLAG;
-    let step = match &facts.step {
-        Ok(step) => step,
-        Err(e) => return StepPlan::aside(default_flag, Aside::UnreadableStepId(e.clone())),
-    };
+    let step = &facts.step;
     if step.is_special() {
         return StepPlan::Untouched;
     }
-    let config = match facts.config {
-        Some(Ok(config)) => config,
-        Some(Err(e)) => return StepPlan::aside(default_flag, Aside::Misconfigured(e.clone())),
-        None => return StepPlan::aside(default_flag, Aside::NotInitialised),
-    };
+    let config = facts.config;
     let from_variable = match facts.request {
         Some(_) => None,
         None => facts
@@ -167,13 +214,13 @@ pub fn plan_step(facts: &StepFacts, node: &dyn Node) -> StepPlan {
             .and_then(|value| Some((request_from_variable(Some(value), config)?, value))),
     };
     let asked = match &from_variable {
-        Some((request, _)) => Some(request),
-        None => facts.request,
+        Some((request, _)) => Some(request.clone()),
+        None => facts.request.map(Ok),
     };
     let mut plan = match asked {
-        Some(Err(e)) => StepPlan::aside(&config.flag, Aside::BadRequest(e.clone())),
+        Some(Err(e)) => StepPlan::aside(&config.flag, Aside::BadRequest(e)),
         Some(Ok(request)) => {
-            plan_mapping(&resolve(Some(*request), config), config, node, step, facts)
+            plan_mapping(&resolve(Some(request), config), config, node, step, facts)
         }
         None => plan_mapping(&resolve(None, config), config, node, step, facts),
     };
@@ -501,10 +548,10 @@ mod tests {
     fn the_method_variable_asks_over_the_site_default_and_a_bad_one_keeps_it() {
         let node = FakeNode::new(&SLURM_4, Ok(vec![]));
         let vars = node.vars();
-        let site = parse_args(&["default=contiguous"]);
+        let site = parse_args(&["default=contiguous"]).unwrap();
         let facts = |value| StepFacts {
-            step: Ok(StepIdentity::Slurm(1)),
-            config: Some(&site),
+            step: StepIdentity::Slurm(1),
+            config: &site,
             request: None,
             method_variable: value,
             vars: &vars,
@@ -528,77 +575,68 @@ mod tests {
         assert_eq!(map.method, Method::Contiguous);
         assert!(!map.notes.iter().any(|n| n.contains("asks for this step")));
         // The option, where given, is the request: the variable is not read.
-        let asked = Ok(asking(Choice::Map(Method::Contiguous)));
         let given = StepFacts {
-            request: Some(&asked),
+            request: Some(asking(Choice::Map(Method::Contiguous))),
             ..facts(Some("bogus"))
         };
         assert_eq!(mapped(plan_step(&given, &node)).method, Method::Contiguous);
         // A site without a default: the variable is exec's, never the plugin's.
-        let off = Ok(Config::default());
+        let off = Config::default();
         let quiet = StepFacts {
-            config: Some(&off),
+            config: &off,
             ..facts(Some("roundrobin"))
         };
         assert!(matches!(plan_step(&quiet, &node), StepPlan::Unmapped(_)));
     }
 
+    /// What SPANK defers to `user_init` stands aside with its reason, the
+    /// step's id first; a special step is untouched whatever else failed.
     #[test]
     fn unreadable_facts_stand_aside_with_the_reason() {
-        let node = FakeNode::new(&SLURM_4, Ok(vec![]));
         let bad_config = parse_args(&["x"]);
         let bad_request = Err(crate::settings::option::bad_option("y"));
         let config = Ok(Config::default());
-        let cases: [(StepFacts, Aside); 4] = [
+        let deferred = |step, config, request| Deferred {
+            step,
+            config,
+            request,
+        };
+        let unreadable = || Err(UnreadableStep("no id".to_string()));
+        let cases = [
             (
-                StepFacts {
-                    step: Err(UnreadableStep("no id".to_string())),
-                    config: Some(&config),
-                    request: None,
-                    method_variable: None,
-                    vars: &node.vars(),
-                    mps: None,
-                },
+                deferred(unreadable(), None, Some(&bad_request)),
                 Aside::UnreadableStepId(UnreadableStep("no id".to_string())),
             ),
             (
-                StepFacts {
-                    step: Ok(StepIdentity::Slurm(1)),
-                    config: Some(&bad_config),
-                    request: None,
-                    method_variable: None,
-                    vars: &node.vars(),
-                    mps: None,
-                },
+                deferred(
+                    Ok(StepIdentity::Slurm(1)),
+                    Some(&bad_config),
+                    Some(&bad_request),
+                ),
                 Aside::Misconfigured(bad_config.clone().unwrap_err()),
             ),
             (
-                StepFacts {
-                    step: Ok(StepIdentity::Slurm(1)),
-                    config: None,
-                    request: None,
-                    method_variable: None,
-                    vars: &node.vars(),
-                    mps: None,
-                },
+                deferred(Ok(StepIdentity::Slurm(1)), None, None),
                 Aside::NotInitialised,
             ),
             (
-                StepFacts {
-                    step: Ok(StepIdentity::Slurm(1)),
-                    config: Some(&config),
-                    request: Some(&bad_request),
-                    method_variable: None,
-                    vars: &node.vars(),
-                    mps: None,
-                },
+                deferred(
+                    Ok(StepIdentity::Slurm(1)),
+                    Some(&config),
+                    Some(&bad_request),
+                ),
                 Aside::BadRequest(bad_request.clone().unwrap_err()),
             ),
         ];
         for (facts, want) in cases {
-            let why = aside(plan_step(&facts, &node));
-            assert_eq!(why, want);
+            let plan = facts.ready().map(|_| ()).unwrap_err();
+            assert_eq!(aside(*plan), want);
         }
+        // SLURM_BATCH_SCRIPT.
+        let batch = deferred(Ok(StepIdentity::Slurm(0xffff_fffb)), None, None);
+        assert_eq!(*batch.ready().map(|_| ()).unwrap_err(), StepPlan::Untouched);
+        let fine = deferred(Ok(StepIdentity::Slurm(1)), Some(&config), None);
+        assert!(fine.ready().is_ok());
     }
 
     /// Slurm 26.05's `Flags=env_uuid` lists, beside SLURM_STEP_GPUS's

@@ -206,12 +206,10 @@ pub(crate) fn plan_as(
     config: &Config,
     request: Option<OptionRequest>,
 ) -> StepPlan {
-    let config = Ok(config.clone());
-    let request = request.map(Ok);
     let facts = StepFacts {
-        step: Ok(step),
-        config: Some(&config),
-        request: request.as_ref(),
+        step,
+        config,
+        request,
         method_variable: None,
         vars: &node.vars(),
         mps: None,

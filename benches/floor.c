@@ -2,9 +2,10 @@
  * floor.c - the floor for the plugin's task_init: a SPANK plugin whose
  * task_init does only the essential writes, the GPU variable
  * (CUDA_VISIBLE_DEVICES = local task id % 4) and the flag
- * (DESI_GPU_MAPPED=1); with the plugstack argument `all`, also the three
- * the plugin adds (CUDA_DEVICE_ORDER, DESI_GPU_MAP_METHOD,
- * DESI_GPU_MAP_NODE_GPUS), so the same five writes as the plugin's. It logs
+ * (DESI_GPU_MAPPED=1); with the plugstack argument `all`, also the five
+ * the plugin adds to a contiguous step's task (CUDA_DEVICE_ORDER,
+ * DESI_GPU_MAP_METHOD, DESI_GPU_MAP_NODE_GPUS, DESI_GPU_MAP_GPUS and
+ * DESI_GPU_MAP_STEP), so the same seven writes as the plugin's. It logs
  * its own wall and thread CPU time as the plugin does (benches/hooks.sh).
  * Build: cc -shared -fPIC -O2 -o floor.so floor.c   (Slurm's headers)
  */
@@ -34,9 +35,17 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     snprintf(gpu, sizeof gpu, "%u", local_id % 4);
     spank_setenv(sp, "CUDA_VISIBLE_DEVICES", gpu, 1);
     if (all) {
+        uint32_t job, step;
+        char id[32];
         spank_setenv(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
         spank_setenv(sp, "DESI_GPU_MAP_METHOD", "contiguous", 1);
         spank_setenv(sp, "DESI_GPU_MAP_NODE_GPUS", "4", 1);
+        spank_setenv(sp, "DESI_GPU_MAP_GPUS", gpu, 1);
+        if (spank_get_item(sp, S_JOB_ID, &job) == ESPANK_SUCCESS
+            && spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS) {
+            snprintf(id, sizeof id, "%u.%u", job, step);
+            spank_setenv(sp, "DESI_GPU_MAP_STEP", id, 1);
+        }
     }
     spank_setenv(sp, "DESI_GPU_MAPPED", "1", 1);
     wall = us(CLOCK_MONOTONIC) - wall;

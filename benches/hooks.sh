@@ -3,7 +3,7 @@
 # 4 fake GPUs each): the plugin's task_init (--desi-gpu-map=contiguous)
 # and that of benches/floor.c, a C plugin that only sets
 # CUDA_VISIBLE_DEVICES (local id % 4) and DESI_GPU_MAPPED=1 ("floor"), or
-# the same five variables as the plugin ("floor-all"). Steps of 64 tasks
+# the same seven variables as the plugin ("floor-all"). Steps of 64 tasks
 # (32 per node) rotate between the three, ROUNDS times each; each task_init
 # logs its own wall (monotonic) and thread CPU time at debug level, and this
 # prints the medians over every task, and the plugin's ratio to each floor.
@@ -58,7 +58,7 @@ echo "task_init per task, medians (us) over $rounds steps of 64 tasks each (task
 printf '%-36s %8s %11s\n' '' wall 'thread cpu'
 printf '%-36s %8s %11s\n' "desi-gpu-map (contiguous)" "${med[plugin.wall]}" "${med[plugin.cpu]}"
 printf '%-36s %8s %11s\n' "floor: GPU variable and flag" "${med[floor.wall]}" "${med[floor.cpu]}"
-printf '%-36s %8s %11s\n' "floor-all: the plugin's 5 variables" "${med[floor-all.wall]}" "${med[floor-all.cpu]}"
+printf '%-36s %8s %11s\n' "floor-all: the plugin's 7 variables" "${med[floor-all.wall]}" "${med[floor-all.cpu]}"
 printf '%-36s %8s %11s\n' "desi-gpu-map / floor" "$(ratio "${med[plugin.wall]}" "${med[floor.wall]}")" "$(ratio "${med[plugin.cpu]}" "${med[floor.cpu]}")"
 printf '%-36s %8s %11s\n' "desi-gpu-map / floor-all" "$(ratio "${med[plugin.wall]}" "${med[floor-all.wall]}")" "$(ratio "${med[plugin.cpu]}" "${med[floor-all.cpu]}")"
 if [ -n "${DGM_BASELINE_SO:-}" ]; then

@@ -96,6 +96,9 @@ pub(crate) struct DesiGpuMap {
     daemon: Option<mps::Served>,
     /// What `user_init` found of container plugins, for each task.
     beside: task_init::Beside,
+    /// The node's name (`SLURMD_NODENAME`), read once in `user_init` for
+    /// the lines each task says.
+    node_name: Option<String>,
 }
 
 impl DesiGpuMap {

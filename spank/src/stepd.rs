@@ -9,6 +9,7 @@
 //! Slurm made it.
 
 use crate::{mps, node, task_init, DesiGpuMap};
+use desi_gpu_map_core::env;
 use desi_gpu_map_core::mps::Mps;
 use desi_gpu_map_core::names::Named;
 use desi_gpu_map_core::step::{start_daemon, StepPlan};
@@ -25,6 +26,7 @@ pub(crate) fn user_init(plugin: &mut DesiGpuMap, spank: &SpankHandle) {
     if let StepPlan::Map(_) = plan {
         plugin.beside = task_init::Beside::found();
     }
+    plugin.node_name = spank.getenv_lossy(env::NODE_NAME).ok().flatten();
     let took = started.elapsed().as_micros();
     log::debug!("user_init took {took} us ({})", plan.kind());
     if let StepPlan::Map(map) = &plan {
@@ -64,7 +66,7 @@ pub(crate) fn task_init(plugin: &DesiGpuMap, spank: &SpankHandle) {
     let cpu = thread_cpu();
     let kind = plugin.plan.as_ref().map_or("no plan", StepPlan::kind);
     if let Some(plan) = &plugin.plan {
-        task_init::apply(spank, plan, &plugin.beside);
+        task_init::apply(spank, plan, &plugin.beside, plugin.node_name.as_deref());
     }
     log::debug!(
         "task_init took {} us ({kind}), thread cpu {} us",

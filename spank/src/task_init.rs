@@ -3,6 +3,7 @@
 //! slurmstepd as the front end ([`Slurmstepd`]).
 
 use crate::node::Slurmstepd;
+use desi_gpu_map_core::env;
 use desi_gpu_map_core::mps::Mps;
 use desi_gpu_map_core::step::{
     carry_out, container_plugin_after, task_outcome_read, Container, Snapshot, StepPlan, TaskIds,
@@ -14,7 +15,8 @@ use std::io::Write;
 
 /// Applies the step's plan to this task: its variables, its ids and, where
 /// the plan asks, its CPUs, read by the protocol's steps 3 and 4.
-pub fn apply(spank: &SpankHandle, plan: &StepPlan, beside: &Beside) {
+/// `node`: the node's name, the step's, read once in `user_init`.
+pub fn apply(spank: &SpankHandle, plan: &StepPlan, beside: &Beside, node: Option<&str>) {
     if *plan == StepPlan::Untouched {
         return;
     }
@@ -23,7 +25,12 @@ pub fn apply(spank: &SpankHandle, plan: &StepPlan, beside: &Beside) {
     // environment.
     let names = TaskVars::names(plan, true);
     let vars = Snapshot::read_only(names, &|name| spank.getenv_lossy(name).ok().flatten());
-    let vars = TaskVars::read(&vars, plan, true, &|| None);
+    // The step's node name where user_init read one; else the task's.
+    let node = || {
+        node.map(str::to_string)
+            .or_else(|| spank.getenv_lossy(env::NODE_NAME).ok().flatten())
+    };
+    let vars = TaskVars::read(&vars, plan, true, &node);
     let ids = task_ids(spank);
     // Where the task stands to a container plugin, for a task whose ids
     // were read (the only one that needs it).

@@ -35,11 +35,12 @@ pub struct TaskVars {
 }
 
 impl TaskVars {
-    /// Every variable [`TaskVars::read`] reads: a front end that pays for
-    /// each read (the plugin's `task_init`) takes only these
-    /// ([`Snapshot::read_only`]); the CPU binding's two last.
+    /// Every variable of its own a task's decision reads: a front end that
+    /// pays for each read (the plugin's `task_init`) takes only these
+    /// ([`Snapshot::read_only`]); the CPU binding's two last. The node's
+    /// name is the step's: such a front end reads it once, and hands it
+    /// to [`TaskVars::read`] as `host`.
     pub const NAMES: &'static [&'static str] = &[
-        env::NODE_NAME,
         env::CUDA,
         env::TRES_BIND,
         env::CPU_BIND_TYPE,
@@ -207,16 +208,18 @@ mod tests {
         map.near = locate(&map.gpus, Ok(&perlmutter));
         let located = StepPlan::Map(map);
         let no_host = || None;
+        // The node's name, the step's, comes from the front end once.
+        let step_node = || Some("n1".to_string());
         for (plan, by_slurm, count) in [
-            (&located, true, 5),
-            (&located, false, 3),
-            (&unlocated, true, 3),
+            (&located, true, 4),
+            (&located, false, 2),
+            (&unlocated, true, 2),
         ] {
             let names = TaskVars::names(plan, by_slurm);
             assert_eq!(names.len(), count);
             let only = Snapshot::read_only(names, &|name| node.env.get(name).cloned());
             assert_eq!(
-                TaskVars::read(&only, plan, by_slurm, &no_host),
+                TaskVars::read(&only, plan, by_slurm, &step_node),
                 TaskVars::read(&node.vars(), plan, by_slurm, &no_host)
             );
             assert_eq!(only.step_gpus, None, "read only what the task reads");

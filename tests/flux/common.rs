@@ -63,6 +63,27 @@ pub fn mps_control() -> PathBuf {
     control
 }
 
+/// NVIDIA's library as the fake NVML (tests/fakes/nvml) stands for it,
+/// built in `scratch` to read `conf` (its lines: `count=4`, and where the
+/// GPUs sit, `affinity=...`).
+pub fn fake_nvml(scratch: &Scratch, conf: &str) -> PathBuf {
+    let dir = scratch.0.join("nvml");
+    fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("fake-nvml.conf");
+    fs::write(&file, conf).unwrap();
+    let lib = dir.join("libnvidia-ml.so.1");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&lib)
+        .arg(repo().join("tests/fakes/nvml/fake_nvml.c"))
+        .arg(format!("-DFAKE_NVML_CONF=\"{}\"", file.display()))
+        .arg("-lpthread")
+        .status()
+        .unwrap();
+    assert!(built.success(), "build the fake NVML");
+    lib
+}
+
 /// How the instance's shells load the plugin.
 pub enum Load<'a> {
     /// From the shell's plugin directory, through the default initrc

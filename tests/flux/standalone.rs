@@ -344,20 +344,7 @@ fn the_option_replaces_gpu_affinity_and_gpu_affinity_the_sites_default() {
 #[test]
 fn mps_serves_each_node_and_nothing_is_left_on_any_ending() {
     let scratch = Scratch::new("mps");
-    let nvml_dir = scratch.0.join("nvml");
-    std::fs::create_dir_all(&nvml_dir).unwrap();
-    let conf = nvml_dir.join("fake-nvml.conf");
-    std::fs::write(&conf, "count=4\n").unwrap();
-    let lib = nvml_dir.join("libnvidia-ml.so.1");
-    let built = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-O2", "-o"])
-        .arg(&lib)
-        .arg(repo().join("tests/fakes/nvml/fake_nvml.c"))
-        .arg(format!("-DFAKE_NVML_CONF=\"{}\"", conf.display()))
-        .arg("-lpthread")
-        .status()
-        .unwrap();
-    assert!(built.success(), "build the fake NVML");
+    let lib = fake_nvml(&scratch, "count=4\n");
     // A base of its own: the daemon's sockets must fit in 108 bytes.
     let base = ShortDir::new();
     // No mps_control: the control daemon is found on the job's PATH.
@@ -558,26 +545,6 @@ fn an_instance_nested_in_a_mapped_job_reads_its_record() {
     );
 }
 
-/// The fake NVML of `scratch`, whose GPUs 0 and 1 sit next to CPU 1 and 2
-/// and 3 next to CPU 0 (not the identity), for the site's `conf`.
-fn nvml_beside_cpus(scratch: &Scratch) -> String {
-    let dir = scratch.0.join("nvml");
-    std::fs::create_dir_all(&dir).unwrap();
-    let conf = dir.join("fake-nvml.conf");
-    std::fs::write(&conf, "count=4\naffinity=0x2,0x2,0x1,0x1\n").unwrap();
-    let lib = dir.join("libnvidia-ml.so.1");
-    let built = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-O2", "-o"])
-        .arg(&lib)
-        .arg(repo().join("tests/fakes/nvml/fake_nvml.c"))
-        .arg(format!("-DFAKE_NVML_CONF=\"{}\"", conf.display()))
-        .arg("-lpthread")
-        .status()
-        .unwrap();
-    assert!(built.success(), "build the fake NVML");
-    lib.display().to_string()
-}
-
 /// `closest` under Flux places each job's tasks by the CPUs Flux's
 /// `cpu-affinity` bound its shell to (brokers given the host's CPUs 0 and
 /// 1, so that Flux can bind them): a job on CPU 0 lists GPUs 2 and 3
@@ -587,8 +554,9 @@ fn nvml_beside_cpus(scratch: &Scratch) -> String {
 #[test]
 fn closest_places_a_job_by_the_cpus_flux_bound_it_to() {
     let scratch = Scratch::new("closest");
-    let lib = nvml_beside_cpus(&scratch);
-    let site = format!("{{ nvml = \"{lib}\" }}");
+    // GPUs 0 and 1 next to CPU 1, 2 and 3 next to CPU 0: not the identity.
+    let lib = fake_nvml(&scratch, "count=4\naffinity=0x2,0x2,0x1,0x1\n");
+    let site = format!("{{ nvml = \"{}\" }}", lib.display());
     let cpus = "grep Cpus_allowed_list: /proc/self/status | tr -d '\\t'";
     let script = format!("CPUS=\"{cpus}\"\n")
         + "job first flux run -N1 -n1 -c1 -g4 --requires=rank:0 -o desi-gpu-map=closest sh -c \"$ROW; $CPUS\"\n\

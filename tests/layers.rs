@@ -37,7 +37,7 @@ const CRATES: &[Crate] = &[
     Crate {
         src: "core/src",
         layers: &[
-            "text", "env", "error", "wire", "files", "names", "cpuset", "slurm", "launch",
+            "text", "env", "error", "wire", "files", "names", "grant", "cpuset", "slurm", "launch",
             "method", "runtime", "topology", "settings", "flux", "mps", "step", "job", "start",
             "preview",
         ],

@@ -5,11 +5,23 @@
 
 use crate::env;
 use crate::error::{option_value, Error};
+use crate::grant::Grant;
 use crate::settings::option::OPTION;
 use crate::slurm::gpus::parse_gpu_list;
 use crate::text::quote;
 use crate::topology::nvml_uuids;
 use std::fmt;
+
+/// A Flux job's grant, as the core speaks of it: the GPUs its R gives it.
+pub static GRANT: Grant = Grant {
+    giver: "R",
+    holder: "this Flux job",
+    noun: "job",
+    source: "flux",
+    cpu_hint: "give the job CPUs near its GPUs; Flux's cpu-affinity binds them unless -o \
+               cpu-affinity=off",
+    settings: "the plugin's conf",
+};
 
 /// Flux's own GPU binding, the shell option of its builtin `gpu-affinity`
 /// plugin (`src/shell/gpubind.c`).

@@ -11,8 +11,8 @@
 use crate::env;
 use crate::files::Files;
 use crate::flux::OptionError;
-use crate::flux::{by_uuid, f58, job_gpus, tag, who_binds, Binder, BrokerGrant, JobGpus};
-use crate::mps::{flux_control, MpsFacts};
+use crate::flux::{by_uuid, f58, job_gpus, tag, who_binds, Binder, BrokerGrant, JobGpus, GRANT};
+use crate::mps::{granted_control, MpsFacts};
 use crate::settings::config::{Config, MpsSettings};
 use crate::settings::option::{flux_usage, Choice, OptionRequest, OPTION};
 use crate::settings::site::check_request;
@@ -139,7 +139,7 @@ fn step_plan(
 ) -> StepPlan {
     let step = StepIdentity::Launch {
         tag: Some(tag(facts.jobid, facts.uri.as_deref())),
-        given: Some(Given::Flux),
+        given: Some(Given::Granted(&GRANT)),
     };
     let mps = MpsFacts {
         uid: facts.uid,
@@ -206,7 +206,7 @@ fn by_uuid_where_named(gpus: JobGpus, config: &Config, node: &dyn Node) -> JobGp
 
 /// Where the site names no control daemon and none is in the usual
 /// directories, the first on the job's `PATH` (`path`); said in Flux's
-/// words either way ([`flux_control`]).
+/// words either way ([`granted_control`]).
 fn control_on_path(settings: &mut MpsSettings, path: Option<&str>, files: &dyn Files) {
     let control = |dir: &Path| dir.join(env::MPS_CONTROL);
     let usual = env::MPS_CONTROL_DIRS
@@ -222,7 +222,7 @@ fn control_on_path(settings: &mut MpsSettings, path: Option<&str>, files: &dyn F
             .find(|file| files.stat(file).is_ok_and(|stat| !stat.is_dir)),
         false => None,
     };
-    flux_control(settings, found);
+    granted_control(settings, found, &GRANT);
 }
 
 #[cfg(test)]

@@ -19,6 +19,8 @@
 //!   (`ok N` / `err KIND`).
 //! - [`files`]: how the core reads `/proc`, `/sys` and `/dev`.
 //! - [`names`]: values users spell by name (`named!`), each named once.
+//! - [`grant`]: a grant of GPUs a front end hands over as the list itself
+//!   (a Flux job's R), as data: the words the rules say it with.
 //! - [`cpuset`]: CPU sets, as the kernel and Slurm write them.
 //! - [`slurm`]: what Slurm writes: GPU lists, its own binding requests,
 //!   the CPUs it bound each task to, a task's node-local ids.
@@ -58,6 +60,7 @@ pub mod env;
 pub mod error;
 pub mod files;
 pub mod flux;
+pub mod grant;
 pub mod job;
 pub mod launch;
 pub mod method;

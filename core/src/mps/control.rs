@@ -3,7 +3,9 @@
 use super::input::MpsNode;
 use super::no_mps::NoMps;
 use crate::env;
-use crate::settings::config::{MpsSettings, FLUX_CONTROL_KEY};
+use crate::grant::Grant;
+use crate::settings::config::MpsSettings;
+use crate::settings::site::CONTROL_KEY;
 use std::path::{Path, PathBuf};
 
 /// The control daemon: the site's, or the first in the standard places.
@@ -26,18 +28,20 @@ pub(super) fn control(settings: &MpsSettings, node: &MpsNode) -> Result<PathBuf,
     })
 }
 
-/// A Flux job's control daemon, and what names it in the job's lines, in
-/// Flux's words: the site's (`mps_control` in the `conf` table), else the
-/// one the plugin found on the job's `PATH` (`on_path`), else what would
-/// name one.
-pub fn flux_control(settings: &mut MpsSettings, on_path: Option<PathBuf>) {
+/// A grant's run's control daemon (a Flux job's), and what names it in its
+/// lines, in its front end's words: the site's (`mps_control` as its
+/// settings write it), else the one found on the run's `PATH`
+/// (`on_path`), else what would name one.
+pub fn granted_control(settings: &mut MpsSettings, on_path: Option<PathBuf>, grant: &Grant) {
+    let site = format!("the site's {}", grant.entry(CONTROL_KEY, "..."));
+    let path = format!("the {}'s PATH", grant.noun);
     settings.control_named_by = match (&settings.control, on_path) {
-        (Some(_), _) => FLUX_CONTROL_KEY.to_string(),
+        (Some(_), _) => site,
         (None, Some(found)) => {
             settings.control = Some(found);
-            "the job's PATH".to_string()
+            path
         }
-        (None, None) => format!("{FLUX_CONTROL_KEY}, or the job's PATH,"),
+        (None, None) => format!("{site}, or {path},"),
     };
 }
 

@@ -6,7 +6,7 @@ use super::control::{control, find_server, server_path};
 use super::daemon::Daemon;
 use super::dirs::{base_dir, check_base, check_socket, dir_name};
 use super::input::{MpsFacts, MpsInput, MpsNode};
-use super::no_mps::{NoMps, Whose, MAX_CLIENTS, R_INDICES};
+use super::no_mps::{NoMps, Whose, MAX_CLIENTS};
 use super::serving::{InheritedMps, Mps, MPS_NAMES};
 use crate::env;
 use crate::files::hostname;
@@ -137,11 +137,12 @@ fn served_already(input: &MpsInput, inherited: &InheritedMps, node: &MpsNode) ->
             ),
             // The job came with the variable: from the broker's Slurm step
             // (gres/mps), or the user's.
-            Whose::FluxJob => format!(
-                "{}={} came with the job: an MPS daemon serves it already; no MPS daemon \
+            Whose::Granted(grant) => format!(
+                "{}={} came with the {}: an MPS daemon serves it already; no MPS daemon \
                  started",
                 env::MPS_SHARE,
-                quote(&share)
+                quote(&share),
+                grant.noun
             ),
         };
         return Some(Mps::Theirs {
@@ -221,7 +222,7 @@ fn uuids(input: &MpsInput, node: &MpsNode) -> Result<Vec<String>, NoMps> {
         .and_then(|lines| match (input.whose, input.step_gpus) {
             // R's indices, which the plugin could not name through NVML:
             // nothing here tells them from renumbered ones either.
-            (Whose::FluxJob, None) => Err(R_INDICES.to_string()),
+            (Whose::Granted(grant), None) => Err(grant.unlocated()),
             _ => nvml_uuids(&lines, input.gpus, input.step_gpus),
         });
     named.map_err(|why| NoMps::NoUuids {

@@ -43,7 +43,7 @@ mod serving;
 mod tests;
 
 pub use client::even_share;
-pub use control::flux_control;
+pub use control::granted_control;
 pub use daemon::{Daemon, KeeperAddr, KEEPER_MARK};
 pub use dirs::{DIR_MARK, MAX_SOCKET_PATH};
 pub use input::MpsFacts;

@@ -2,6 +2,7 @@
 //! message needs, worded once.
 
 use crate::env;
+use crate::grant::Grant;
 use crate::names::Named;
 use crate::runtime::Vendor;
 use std::fmt;
@@ -10,19 +11,14 @@ use std::path::PathBuf;
 /// Volta-and-later MPS serves at most this many clients per GPU.
 pub const MAX_CLIENTS: usize = 48;
 
-/// Why a Flux job's GPU indices were not named by UUID: R gives indices,
-/// and nothing tells them from renumbered ones but NVML's list, through
-/// which the plugin could not locate them.
-pub(crate) const R_INDICES: &str = "R gives GPU indices, which NVML's list could not locate";
-
 /// Whose daemon a message names: a Slurm step's (or a launch's), or a
 /// Flux job's, whose GPUs R gives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Whose {
     /// A step of Slurm's, or a launcher's launch.
     Step,
-    /// A Flux job, planned by the Flux shell plugin.
-    FluxJob,
+    /// A grant's run (a Flux job, planned by the Flux shell plugin).
+    Granted(&'static Grant),
 }
 
 impl Whose {
@@ -30,15 +26,15 @@ impl Whose {
     pub(crate) fn noun(self) -> &'static str {
         match self {
             Whose::Step => "step",
-            Whose::FluxJob => "job",
+            Whose::Granted(grant) => grant.noun,
         }
     }
 
     /// Whose GPU indices its tasks keep: Slurm's, or R's.
-    pub(crate) fn indices(self) -> &'static str {
+    pub(crate) fn indices(self) -> String {
         match self {
-            Whose::Step => "Slurm's",
-            Whose::FluxJob => "R's",
+            Whose::Step => "Slurm's".to_string(),
+            Whose::Granted(grant) => grant.indices(),
         }
     }
 }

@@ -98,7 +98,7 @@ fn plan_flux_files(
     let facts = StepFacts {
         step: crate::step::StepIdentity::Launch {
             tag: Some("flux-42".to_string()),
-            given: Some(crate::step::Given::Flux),
+            given: Some(crate::step::Given::Granted(&crate::flux::GRANT)),
         },
         config: &config,
         request: Some(request),
@@ -816,7 +816,7 @@ fn a_flux_jobs_lines_name_no_slurm_term() {
             control: site.map(PathBuf::from),
             ..Default::default()
         };
-        flux_control(&mut settings, on_path);
+        granted_control(&mut settings, on_path, &crate::flux::GRANT);
         settings
     };
     let unnamed = not_found(None, None);

@@ -18,28 +18,30 @@ pub(super) const RULES: Rules = Rules {
 
 fn unbindable(step: &StepLists, user_lists: &[&str]) -> Option<Blocker> {
     if !step.from_slurm {
-        Some(Unbindable::NvmlUuids)
+        Some(Box::new(Unbindable::NvmlUuids))
     } else if user_lists.contains(&env::ROCR) {
-        Some(Unbindable::UsersRocr)
+        Some(Box::new(Unbindable::UsersRocr))
     } else if user_lists.contains(&env::HIP) {
-        Some(Unbindable::UsersHip)
+        Some(Box::new(Unbindable::UsersHip))
     } else {
         None
     }
 }
 
 fn adjust(_: &mut Rendering, step: &StepLists, _: Option<&str>, notes: &mut Vec<String>) {
-    match (step.list(env::ROCR), step.flux) {
+    match (step.list(env::ROCR), step.granted) {
         (Some(_), _) => {}
-        (None, false) => notes.push(format!(
+        (None, None) => notes.push(format!(
             "{} not set by Slurm: {} and {} carry the GPU itself",
             env::ROCR,
             env::CUDA,
             env::GPU_ORDINAL
         )),
-        (None, true) => notes.push(format!(
-            "{} not set: R's GPUs come to this Flux job in {}, which carries the GPU itself",
+        (None, Some(grant)) => notes.push(format!(
+            "{} not set: {} come to {} in {}, which carries the GPU itself",
             env::ROCR,
+            grant.gpus(),
+            grant.holder,
             env::CUDA
         )),
     }

@@ -17,11 +17,13 @@ pub(super) const RULES: Rules = Rules {
 
 fn unbindable(step: &StepLists, _: &[&str]) -> Option<Blocker> {
     if !step.from_slurm {
-        Some(Unbindable::NvmlUuids)
-    } else if step.list(env::ZE).is_none() && step.flux {
-        Some(Unbindable::NoZeListFlux)
+        Some(Box::new(Unbindable::NvmlUuids))
+    } else if let (None, Some(grant)) = (step.list(env::ZE), step.granted) {
+        Some(Box::new(move |chosen| {
+            Unbindable::NoZeListGranted(grant, chosen)
+        }))
     } else if step.list(env::ZE).is_none() {
-        Some(Unbindable::NoZeList)
+        Some(Box::new(Unbindable::NoZeList))
     } else {
         None
     }

@@ -5,6 +5,7 @@
 
 use crate::env;
 use crate::files::Files;
+use crate::grant::Grant;
 use crate::method::{visible_list, Visible};
 use crate::names::{named, Named};
 use crate::slurm::gpus::join;
@@ -29,7 +30,7 @@ named!(Vendor {
 });
 
 /// Why a step cannot be bound, given the node's vendor and why it was chosen.
-pub(super) type Blocker = fn(Chosen) -> Unbindable;
+pub(super) type Blocker = Box<dyn FnOnce(Chosen) -> Unbindable>;
 
 /// What one vendor's runtimes need, filled by that vendor's file.
 pub(super) struct Rules {
@@ -108,9 +109,9 @@ pub(crate) enum Unbindable {
     NvmlUuids(Chosen),
     /// Slurm set no `ZE_AFFINITY_MASK`, the one list Level Zero reads.
     NoZeList(Chosen),
-    /// A Flux job: the Flux plugin has R's GPUs in `CUDA_VISIBLE_DEVICES`
-    /// only, and Level Zero reads `ZE_AFFINITY_MASK` alone.
-    NoZeListFlux(Chosen),
+    /// A grant (a Flux job's R) comes in `CUDA_VISIBLE_DEVICES` only, and
+    /// Level Zero reads `ZE_AFFINITY_MASK` alone.
+    NoZeListGranted(&'static Grant, Chosen),
     /// The user's `ROCR_VISIBLE_DEVICES`, which ROCm applies before the
     /// index lists, would stay under them.
     UsersRocr(Chosen),
@@ -135,9 +136,11 @@ impl fmt::Display for Unbindable {
                 env::ZE,
                 c.why
             ),
-            Unbindable::NoZeListFlux(c) => write!(
+            Unbindable::NoZeListGranted(grant, c) => write!(
                 f,
-                "R's GPUs come to this Flux job in {} only, and Level Zero reads {} alone ({})",
+                "{} come to {} in {} only, and Level Zero reads {} alone ({})",
+                grant.gpus(),
+                grant.holder,
                 env::CUDA,
                 env::ZE,
                 c.why
@@ -166,8 +169,9 @@ pub(crate) struct StepLists<'a> {
     pub(crate) gpus: &'a [String],
     /// `gpus` is Slurm's `CUDA_VISIBLE_DEVICES` (not NVML's list).
     pub(crate) from_slurm: bool,
-    /// `gpus` are R's, a Flux job's, in `CUDA_VISIBLE_DEVICES` alone.
-    pub(crate) flux: bool,
+    /// `gpus` are a grant's (a Flux job's R), in `CUDA_VISIBLE_DEVICES`
+    /// alone.
+    pub(crate) granted: Option<&'static Grant>,
     pub(crate) others: &'a [(&'static str, Vec<String>)],
 }
 
@@ -182,14 +186,14 @@ impl<'a> StepLists<'a> {
         StepLists {
             gpus,
             from_slurm,
-            flux: false,
+            granted: None,
             others,
         }
     }
 
-    /// The lists of a Flux job: R's GPUs in `CUDA_VISIBLE_DEVICES`.
-    pub(crate) fn of_flux(mut self, flux: bool) -> Self {
-        self.flux = flux;
+    /// The lists of a grant: its GPUs in `CUDA_VISIBLE_DEVICES`.
+    pub(crate) fn granted(mut self, granted: Option<&'static Grant>) -> Self {
+        self.granted = granted;
         self
     }
 

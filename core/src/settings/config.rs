@@ -119,10 +119,6 @@ pub struct MpsSettings {
 /// The site's key that names the MPS control daemon, as messages say it.
 pub(crate) const SITE_CONTROL_KEY: &str = "the site's mps_control=";
 
-/// The same key as a Flux site writes it, in the shell plugin's `conf`
-/// table.
-pub(crate) const FLUX_CONTROL_KEY: &str = "the site's mps_control = \"...\" in the plugin's conf";
-
 impl Default for MpsSettings {
     fn default() -> Self {
         MpsSettings {

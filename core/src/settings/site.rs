@@ -32,6 +32,9 @@ pub struct Key {
     set: fn(&mut Config, &str) -> Result<(), ArgProblem>,
 }
 
+/// The key that names the MPS control daemon.
+pub const CONTROL_KEY: &str = "mps_control";
+
 /// Every plugstack argument, in the order messages list them.
 pub const KEYS: [Key; 13] = [
     Key {
@@ -138,12 +141,12 @@ pub const KEYS: [Key; 13] = [
         },
     },
     Key {
-        name: "mps_control",
+        name: CONTROL_KEY,
         form: || Some("/ABSOLUTE/PATH".to_string()),
         default: || None,
         unset: "found",
         set: |c, v| {
-            c.mps.control = Some(parse_root("mps_control", v)?);
+            c.mps.control = Some(parse_root(CONTROL_KEY, v)?);
             Ok(())
         },
     },

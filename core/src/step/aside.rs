@@ -55,7 +55,7 @@ impl Aside {
                 | Aside::SlurmBoundTasks(_)
                 | Aside::Missing(
                     WhyNoList::NoGpus { .. }
-                        | WhyNoList::NoneFromR
+                        | WhyNoList::NoneGranted(_)
                         | WhyNoList::NothingGiven { .. }
                         | WhyNoList::GivenEmpty { .. }
                 )

@@ -12,6 +12,7 @@ use super::snapshot::Snapshot;
 use super::source::{Listed, Missing, StepGpus, WhyNoList};
 use crate::env;
 use crate::error::Error;
+use crate::grant::Grant;
 use crate::method::Method;
 use crate::runtime::{kernel_gpus, Vendor};
 use crate::settings::config::{Config, NvmlSource};
@@ -26,10 +27,10 @@ pub enum Given {
     InJob,
     /// In no Slurm job: the list it inherited, else every GPU of the node.
     OutsideJob,
-    /// A Flux job, planned by the Flux shell plugin: the GPUs R gives it
-    /// on this node (through the broker's grant), which the plugin hands
-    /// over as the list; none where R gives none.
-    Flux,
+    /// A grant the front end hands over as the list itself (a Flux job:
+    /// the GPUs R gives it on this node, through its broker's grant); none
+    /// where the grant gives none. Said in the grant's words.
+    Granted(&'static Grant),
 }
 
 /// The lists a process may inherit, for `vendor`: its runtime's own list
@@ -51,12 +52,12 @@ pub(super) fn from_given(
     vendor: Vendor,
 ) -> Option<Result<StepGpus, Missing>> {
     let cuda = vars.cuda.clone();
-    if given == Given::Flux {
-        // The Flux plugin hands R's GPUs over in CUDA's list, whatever the
-        // vendor (the job's other lists are not R's).
+    if let Given::Granted(grant) = given {
+        // A grant comes in CUDA's list, whatever the vendor (the other
+        // lists are not the grant's).
         return Some(match cuda {
             Some(value) => inherited_list(env::CUDA, value, None, given),
-            None => Err(Missing::NoGpus(WhyNoList::NoneFromR)),
+            None => Err(Missing::NoGpus(WhyNoList::NoneGranted(grant))),
         });
     }
     let inherited = candidates(vendor)
@@ -65,7 +66,7 @@ pub(super) fn from_given(
     match (inherited, given) {
         (Some((var, value)), _) => Some(inherited_list(var, value, cuda, given)),
         (None, Given::InJob) => Some(Err(Missing::NoGpus(WhyNoList::NothingGiven { node: None }))),
-        (None, Given::OutsideJob | Given::Flux) => None,
+        (None, Given::OutsideJob | Given::Granted(_)) => None,
     }
 }
 
@@ -87,7 +88,7 @@ fn inherited_list(
     Ok(StepGpus {
         gpus,
         listed: match given {
-            Given::Flux => Listed::Flux { value },
+            Given::Granted(grant) => Listed::Granted { value, grant },
             Given::InJob | Given::OutsideJob => Listed::Inherited { var, value, cuda },
         },
     })
@@ -289,7 +290,12 @@ mod tests {
     fn a_flux_jobs_list_is_rs_and_said_in_fluxs_words() {
         let config = Config::default();
         // R gives the job no GPU here: said as Flux's, routine.
-        let (p, calls) = launched(&[], Given::Flux, &config, Ok(uuids(2)));
+        let (p, calls) = launched(
+            &[],
+            Given::Granted(&crate::flux::GRANT),
+            &config,
+            Ok(uuids(2)),
+        );
         let why = aside(p);
         assert!(why.is_routine());
         assert_eq!(calls, 0);
@@ -304,7 +310,12 @@ mod tests {
             ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
         ];
         for pairs in [&job[..], &job[..1]] {
-            let (p, _) = launched(pairs, Given::Flux, &config, Ok(vec![]));
+            let (p, _) = launched(
+                pairs,
+                Given::Granted(&crate::flux::GRANT),
+                &config,
+                Ok(vec![]),
+            );
             let map = mapped(p);
             assert_eq!(map.listed.source(), "flux");
             assert!(!map.rendering.pci_order);
@@ -319,7 +330,12 @@ mod tests {
         }
         // A vendor the site's conf names, as the conf names it.
         let fixed = parse_args(&["vendor=nvidia"]).unwrap();
-        let (p, _) = launched(&job, Given::Flux, &fixed, Ok(vec![]));
+        let (p, _) = launched(
+            &job,
+            Given::Granted(&crate::flux::GRANT),
+            &fixed,
+            Ok(vec![]),
+        );
         assert_eq!(
             mapped(p).notes,
             ["GPU lists written for nvidia runtimes (vendor = \"nvidia\" in the plugin's conf)"]
@@ -327,7 +343,12 @@ mod tests {
         // AMD: R's list carries the GPU, said as Flux's. Intel: Level Zero
         // reads no list the job has, said so.
         let amd = parse_args(&["vendor=amd"]).unwrap();
-        let (p, _) = launched(&job[..1], Given::Flux, &amd, Ok(vec![]));
+        let (p, _) = launched(
+            &job[..1],
+            Given::Granted(&crate::flux::GRANT),
+            &amd,
+            Ok(vec![]),
+        );
         let map = mapped(p);
         assert!(
             map.notes.contains(
@@ -341,7 +362,12 @@ mod tests {
         let out = map_task(&map, &task(1, 6, Some("0,1,2,3")));
         assert_eq!(get(&out, "CUDA_VISIBLE_DEVICES"), Some("0"));
         let intel = parse_args(&["vendor=intel"]).unwrap();
-        let (p, _) = launched(&job[..1], Given::Flux, &intel, Ok(vec![]));
+        let (p, _) = launched(
+            &job[..1],
+            Given::Granted(&crate::flux::GRANT),
+            &intel,
+            Ok(vec![]),
+        );
         assert_eq!(
             aside(p).to_string(),
             "R's GPUs come to this Flux job in CUDA_VISIBLE_DEVICES only, and Level Zero reads \
@@ -366,7 +392,12 @@ mod tests {
         let mut node = FakeNode::new(&job, Ok(places));
         node.places = None;
         let request = Some(asking(Choice::Map(Method::Closest)));
-        let map = mapped(plan_as(&node, rank_given(Given::Flux), &config, request));
+        let map = mapped(plan_as(
+            &node,
+            rank_given(Given::Granted(&crate::flux::GRANT)),
+            &config,
+            request,
+        ));
         assert_eq!(node.calls.get(), 1);
         assert!(matches!(map.near, GpuCpus::Located(_)), "{:?}", map.near);
         let bound = |cpus: &str, local: usize, count: usize| {

@@ -4,6 +4,7 @@
 use super::assign::Assignment;
 use super::inputs::TaskInputs;
 use super::map::StepMap;
+use crate::grant::Grant;
 use crate::method::closest::Closeness;
 use crate::mps::Mps;
 use crate::slurm::gpus::join;
@@ -51,20 +52,16 @@ pub(super) fn verbose_line(
     }
 }
 
-/// What local task 0 says when nearness told no GPU apart; `flux`: in a
-/// Flux job, whose CPUs Flux's `cpu-affinity` binds.
-pub(super) fn unbound_line(c: &Closeness, flux: bool) -> String {
+/// What local task 0 says when nearness told no GPU apart; `granted`: the
+/// grant the step is, whose front end binds CPUs its own way.
+pub(super) fn unbound_line(c: &Closeness, granted: Option<&Grant>) -> String {
     let cpus = c
         .cpus
         .as_ref()
         .map_or("unknown".to_string(), ToString::to_string);
-    let how = match flux {
-        true => {
-            "give the job CPUs near its GPUs; Flux's cpu-affinity binds them unless \
-                 -o cpu-affinity=off"
-        }
-        false => "bind tasks to CPUs, e.g. srun --cpu-bind=cores",
-    };
+    let how = granted.map_or("bind tasks to CPUs, e.g. srun --cpu-bind=cores", |g| {
+        g.cpu_hint
+    });
     format!(
         "closest: the tasks' CPUs ({cpus} for local task 0) are as near to every GPU as \
          to any ({how}); using contiguous"

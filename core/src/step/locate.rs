@@ -84,7 +84,7 @@ pub(super) fn step_topology(
     // A list the process inherited, or the kernel's, names the node's
     // GPUs by their own indices.
     let absolute = match &step.listed {
-        Listed::Inherited { .. } | Listed::Flux { .. } | Listed::Kernel => {
+        Listed::Inherited { .. } | Listed::Granted { .. } | Listed::Kernel => {
             Some(step.gpus.as_slice())
         }
         listed => listed.step_gpus(),

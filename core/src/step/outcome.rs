@@ -149,7 +149,7 @@ fn mapped_task(map: &StepMap, task: &TaskInputs, assignment: &Assignment) -> Tas
     if let Some(c) = assignment.closeness.as_ref().filter(|c| c.alike) {
         say.push(aside_line(
             task.node,
-            &unbound_line(c, map.listed.is_flux()),
+            &unbound_line(c, map.listed.granted()),
         ));
     }
     if task.local_id == 0 {
@@ -182,7 +182,7 @@ pub(crate) fn variables(map: &StepMap, assignment: &Assignment) -> Vec<(String, 
 /// [`variables`], with the step's MPS as this task can use it.
 fn variables_with(map: &StepMap, mps: &Mps, assignment: &Assignment) -> Vec<(String, String)> {
     let lists = StepLists::new(map.task_tokens(), map.listed.is_runtimes(), &map.others)
-        .of_flux(map.listed.is_flux());
+        .granted(map.listed.granted());
     let mut set = render(&map.rendering, &lists, &assignment.share);
     set.extend(mps_variables(mps, assignment.position()));
     set.push((env::METHOD.to_string(), map.method_used().to_string()));

@@ -374,17 +374,15 @@ fn written(
             quote(value)
         ));
     }
-    // A Flux job's list names the broker's GPUs as R gives them: the
-    // plugin leaves CUDA_DEVICE_ORDER as the job has it, and says nothing
-    // of Slurm's indices.
-    let flux = step.listed.is_flux();
-    let order = vars.device_order.clone().filter(|_| !flux);
+    // A grant's list names the GPUs as its front end gives them (a Flux
+    // job's broker's, as R gives them): CUDA_DEVICE_ORDER stays as the run
+    // has it, nothing is said of Slurm's indices, and the site's settings
+    // are named as the grant's front end writes them.
+    let granted = step.listed.granted();
+    let order = vars.device_order.clone().filter(|_| granted.is_none());
     let mut chosen = choose(config.vendor, node.files(), Path::new("/"));
-    if let (true, VendorSetting::Fixed(vendor)) = (flux, config.vendor) {
-        chosen.why = format!(
-            "vendor = {} in the plugin's conf",
-            quote(crate::names::Named::name(vendor))
-        );
+    if let (Some(grant), VendorSetting::Fixed(vendor)) = (granted, config.vendor) {
+        chosen.why = grant.entry("vendor", crate::names::Named::name(vendor));
     }
     let carrier = chosen.vendor.carrier();
     // The kernel's listing of a node's AMD or Intel GPUs: their runtime's
@@ -395,7 +393,7 @@ fn written(
     let mut rendering = Rendering::plan(
         &chosen,
         config.visible,
-        &StepLists::new(&step.gpus, step.listed.is_runtimes(), &others).of_flux(flux),
+        &StepLists::new(&step.gpus, step.listed.is_runtimes(), &others).granted(granted),
         &lists.users,
         order.as_deref(),
         &mut notes,
@@ -408,7 +406,7 @@ fn written(
                 env::DEVICE_ORDER
             ));
         }
-        (Listed::Flux { .. }, true) => rendering.pci_order = false,
+        (Listed::Granted { .. }, true) => rendering.pci_order = false,
         _ => {}
     }
     Ok(Written {
@@ -480,9 +478,9 @@ fn plan_mps(
         vendor: parts.written.rendering.vendor,
         step: parts.step.as_deref(),
         facts,
-        whose: match parts.written.step.listed {
-            Listed::Flux { .. } => Whose::FluxJob,
-            _ => Whose::Step,
+        whose: match parts.written.step.listed.granted() {
+            Some(grant) => Whose::Granted(grant),
+            None => Whose::Step,
         },
     };
     let env = |name: &str| vars.var(name);

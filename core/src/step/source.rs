@@ -4,6 +4,7 @@
 
 use crate::env;
 use crate::error::Error;
+use crate::grant::Grant;
 use crate::settings::config::{Config, NvmlSource, Untracked};
 use crate::slurm::gpus::{check_list, is_uuid, parse_gpu_list};
 use crate::text::quote;
@@ -46,8 +47,8 @@ pub(crate) enum WhyNoList {
         found: usize,
         count: usize,
     },
-    /// A Flux job to which R gives no GPU on this node.
-    NoneFromR,
+    /// A grant that gives no GPU on this node (a Flux job's R).
+    NoneGranted(&'static Grant),
     /// No srun step placed the process, and it inherited no GPU list;
     /// `node`: why the node's own GPUs were not listed (`None`: inside a
     /// Slurm job, where they are not the job's).
@@ -101,7 +102,7 @@ impl fmt::Display for WhyNoList {
                 "NVML finds {found} GPUs but {count_var}={count}, so the step's GPUs cannot be \
                  told apart"
             ),
-            WhyNoList::NoneFromR => f.write_str("R gives this Flux job no GPU on this node"),
+            WhyNoList::NoneGranted(grant) => f.write_str(&grant.none_here()),
             WhyNoList::NothingGiven { node: None } => f.write_str(
                 "this process inherited no GPU list, and in a Slurm job the node's other GPUs \
                  are not its own",
@@ -213,12 +214,15 @@ pub(crate) enum Listed {
         value: String,
         cuda: Option<String>,
     },
-    /// A Flux job ([`super::Given::Flux`]): the GPUs R gives it on this
-    /// node, which the Flux shell plugin hands over in
+    /// A grant ([`super::Given::Granted`]; a Flux job's: the GPUs R gives
+    /// it on this node), which its front end hands over in
     /// `CUDA_VISIBLE_DEVICES` (`value`), read as [`Listed::Inherited`] is.
-    /// Its indices keep the order the job has (no `CUDA_DEVICE_ORDER` is
+    /// Its indices keep the order the run has (no `CUDA_DEVICE_ORDER` is
     /// added or said).
-    Flux { value: String },
+    Granted {
+        value: String,
+        grant: &'static Grant,
+    },
     /// No srun step placed the process, it inherited no list and runs in
     /// no Slurm job: every GPU the node's kernel lists, in bus order.
     Kernel,
@@ -231,9 +235,12 @@ impl Listed {
         matches!(self, Listed::Slurm { .. })
     }
 
-    /// R's GPUs, a Flux job's.
-    pub(crate) fn is_flux(&self) -> bool {
-        matches!(self, Listed::Flux { .. })
+    /// The grant the list is, where a front end handed one over.
+    pub(crate) fn granted(&self) -> Option<&'static Grant> {
+        match self {
+            Listed::Granted { grant, .. } => Some(grant),
+            _ => None,
+        }
     }
 
     /// The list names GPUs as the node's runtimes read them (Slurm's, one
@@ -251,7 +258,7 @@ impl Listed {
             Listed::Slurm { cuda, .. } => Some(cuda),
             Listed::Nvml { exported } => exported.as_deref(),
             Listed::Inherited { cuda, .. } => cuda.as_deref(),
-            Listed::Flux { value } => Some(value),
+            Listed::Granted { value, .. } => Some(value),
             Listed::Kernel => None,
         }
     }
@@ -277,7 +284,7 @@ impl Listed {
         match self {
             Listed::Slurm { .. } => "slurm",
             Listed::Nvml { .. } => "nvml",
-            Listed::Flux { .. } => "flux",
+            Listed::Granted { grant, .. } => grant.source,
             Listed::Inherited { .. } => "inherited",
             Listed::Kernel => "kernel",
         }

@@ -51,7 +51,7 @@ pub fn plan(
         step: spank
             .job_stepid()
             .map(StepIdentity::Slurm)
-            .map_err(|e| UnreadableStep(e.to_string())),
+            .map_err(|e| UnreadableStep::Spank(e.to_string())),
         config,
         request,
     };

@@ -57,7 +57,9 @@ fn plan(
     let vars = &facts.vars;
     let step = match step {
         Ok(step) => step,
-        Err(why) => return StepPlan::unreadable_step(UnreadableStep(why.to_string())),
+        Err(why) => {
+            return StepPlan::unreadable_step(UnreadableStep::NoStepId { value: why.value })
+        }
     };
     // The user's request as parsed, resolved once, by `plan_step`.
     let facts = StepFacts {

@@ -114,7 +114,7 @@ mod tests {
         let bad = crate::settings::option::bad_option("y");
         for (why, want) in [
             (
-                Aside::UnreadableStepId(crate::step::UnreadableStep("no id".to_string())),
+                Aside::UnreadableStepId(crate::step::UnreadableStep::Spank("no id".to_string())),
                 "cannot read the step id (no id); tasks left unchanged".to_string(),
             ),
             (

@@ -63,14 +63,30 @@ pub enum StepIdentity {
     },
 }
 
-/// Why the front end cannot say which step this is, in its source's own
-/// words (SPANK's error for `S_JOB_STEPID`).
+/// Why the front end cannot say which step this is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnreadableStep(pub String);
+pub enum UnreadableStep {
+    /// SPANK would not give `S_JOB_STEPID`: its error, in its words.
+    Spank(String),
+    /// The task's `SLURM_STEP_ID` (`value`) is no step id (exec, the task
+    /// prolog).
+    NoStepId {
+        /// The variable's value.
+        value: String,
+    },
+}
 
 impl std::fmt::Display for UnreadableStep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            UnreadableStep::Spank(why) => f.write_str(why),
+            UnreadableStep::NoStepId { value } => write!(
+                f,
+                "{}={} is not a step id",
+                crate::env::STEP_ID,
+                crate::text::quote(value)
+            ),
+        }
     }
 }
 

@@ -599,11 +599,11 @@ mod tests {
             config,
             request,
         };
-        let unreadable = || Err(UnreadableStep("no id".to_string()));
+        let unreadable = || Err(UnreadableStep::Spank("no id".to_string()));
         let cases = [
             (
                 deferred(unreadable(), None, Some(&bad_request)),
-                Aside::UnreadableStepId(UnreadableStep("no id".to_string())),
+                Aside::UnreadableStepId(UnreadableStep::Spank("no id".to_string())),
             ),
             (
                 deferred(

@@ -762,11 +762,18 @@ mod tests {
         assert_eq!(running.stop(&AsThisProcess), Vec::<String>::new());
         assert!(!made.exists());
         // One byte more, which the core refuses: the daemon exits at once,
-        // saying nothing.
+        // its log empty or holding only its start (535.261.03 writes that
+        // line or not, by how far it got: seen in 1 run of 6 on 2 busy
+        // cores), never having answered.
         let past = with_socket_of(MAX_SOCKET_PATH + 1, &dir, &control);
         let why = start(&past, &AsThisProcess).err().unwrap().to_string();
-        assert!(why.contains("before it answered"), "{why}");
-        assert!(why.ends_with("; its log is empty"), "{why}");
+        assert!(
+            why.contains("exited (exit status: 1) before it answered"),
+            "{why}"
+        );
+        let said = why.ends_with("; its log is empty")
+            || why.contains("its log ends: ") && why.contains("Starting control daemon");
+        assert!(said, "{why}");
         assert!(!past.dir().exists());
         fs::remove_dir_all(&dir).unwrap();
     }

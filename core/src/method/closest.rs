@@ -399,14 +399,10 @@ impl<'a> NodeCpus<'a> {
 
     /// One task's own view of it, as the plugin's task has it in
     /// `task_init`, asked once.
-    pub(crate) fn for_one(
-        bind_type: Option<&'a str>,
-        bind_list: Option<&'a str>,
-        local_count: usize,
-    ) -> Self {
+    pub(crate) fn alone(self) -> Self {
         NodeCpus {
             picks: None,
-            ..NodeCpus::new(bind_type, bind_list, local_count)
+            ..self
         }
     }
 
@@ -953,7 +949,7 @@ mod tests {
             let node = NodeCpus::new(None, None, n);
             for (l, own) in got.iter().enumerate() {
                 proptest::prop_assert_eq!(&node.pick(&tasks, &near, l).unwrap(), own);
-                let alone = NodeCpus::for_one(None, None, n);
+                let alone = NodeCpus::new(None, None, n).alone();
                 proptest::prop_assert_eq!(&alone.pick(&tasks, &near, l).unwrap(), own);
             }
         }

@@ -32,7 +32,7 @@ pub struct Assignment {
 /// ([`Error::SlurmBound`]), or its ids fit no position.
 pub fn assign(map: &StepMap, task: &TaskInputs) -> Result<Assignment, Error> {
     let cpus = &task.cpus;
-    let node = NodeCpus::for_one(cpus.bind_type, cpus.bind_list, task.local_count);
+    let node = NodeCpus::new(cpus.bind_type, cpus.bind_list, task.local_count).alone();
     assign_in(map, task, &node)
 }
 

@@ -10,7 +10,7 @@ use crate::runtime::{KernelGpu, Vendor};
 use std::path::Path;
 
 /// The text of the kernel file `path`.
-fn read(files: &dyn Files, path: &Path) -> Result<String, Unlocated> {
+fn kernel_file(files: &dyn Files, path: &Path) -> Result<String, Unlocated> {
     files.read(path).map_err(|error| Unlocated::Unreadable {
         path: path.to_path_buf(),
         error,
@@ -18,7 +18,7 @@ fn read(files: &dyn Files, path: &Path) -> Result<String, Unlocated> {
 }
 
 /// The node's GPUs of `vendor`, as `crate::runtime::kernel_gpus` lists them.
-fn kernel_gpus(
+fn listed_gpus(
     files: &dyn Files,
     root: &Path,
     vendor: Vendor,
@@ -35,7 +35,7 @@ pub fn kernel_place(
     bus_id: &str,
 ) -> Result<GpuPlace, Unlocated> {
     let dir = root.join("sys/bus/pci/devices").join(bus_id);
-    let numa_text = read(files, &dir.join("numa_node"))?;
+    let numa_text = kernel_file(files, &dir.join("numa_node"))?;
     let numa = numa_text
         .trim()
         .parse::<i64>()
@@ -47,7 +47,7 @@ pub fn kernel_place(
     let cpus = match numa {
         None => None,
         Some(_) => {
-            let list = read(files, &dir.join("local_cpulist"))?;
+            let list = kernel_file(files, &dir.join("local_cpulist"))?;
             Some(CpuSet::parse_list(list.trim())?)
         }
     };
@@ -69,7 +69,7 @@ pub fn from_kernel<S: AsRef<str>>(
     tokens: &[S],
     absolute: Option<&[String]>,
 ) -> Result<Topology, Unlocated> {
-    let devices = kernel_gpus(files, root, vendor)?;
+    let devices = listed_gpus(files, root, vendor)?;
     let resolved = resolve_tokens(tokens, absolute, &devices)?;
     let gpus = tokens
         .iter()
@@ -98,7 +98,7 @@ pub fn locate_token(
         token: token.to_string(),
     };
     if crate::slurm::gpus::is_uuid(token) {
-        let devices = kernel_gpus(files, root, vendor)?;
+        let devices = listed_gpus(files, root, vendor)?;
         let gpu = resolve_tokens(&[token], None, &devices)?
             .into_iter()
             .next()
@@ -131,7 +131,7 @@ pub fn locate_token(
             })
         }
     };
-    let devices = kernel_gpus(files, root, vendor)?;
+    let devices = listed_gpus(files, root, vendor)?;
     let wanted = [absolute.to_string()];
     let gpu = resolve_tokens(&wanted, Some(&wanted), &devices)?
         .into_iter()

@@ -112,7 +112,7 @@ extern "C" {
 pub const NAME: &CStr = c"desi-gpu-map";
 
 /// Why the flux-shell call just made failed: its errno.
-fn failed() -> PluginError {
+fn call_failed() -> PluginError {
     PluginError::Call(std::io::Error::last_os_error())
 }
 
@@ -251,7 +251,7 @@ impl Shell {
             0 => Ok(()),
             _ => {
                 // errno first: freeing may change it.
-                let error = failed();
+                let error = call_failed();
                 // SAFETY: on failure the shell took nothing: ours to free.
                 drop(unsafe { Box::from_raw(raw.cast::<T>()) });
                 Err(error)
@@ -330,7 +330,7 @@ impl Broker {
         // SAFETY: the handle is live; `rank` is ours to write.
         match unsafe { flux_get_rank(self.0, &mut rank) } {
             0 => Ok(rank),
-            _ => Err(failed()),
+            _ => Err(call_failed()),
         }
     }
 
@@ -389,7 +389,7 @@ impl Task {
         let rc = unsafe { flux_cmd_setenvf(cmd, 1, name.as_ptr(), c"%s".as_ptr(), value.as_ptr()) };
         match rc {
             0 => Ok(()),
-            _ => Err(failed()),
+            _ => Err(call_failed()),
         }
     }
 

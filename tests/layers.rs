@@ -73,7 +73,9 @@ const CRATES: &[Crate] = &[
     },
     Crate {
         src: "flux/src",
-        layers: &["conf", "ffi", "broker", "mps", "node", "plugin", "exports"],
+        layers: &[
+            "error", "conf", "ffi", "broker", "mps", "node", "plugin", "exports",
+        ],
     },
 ];
 

@@ -468,7 +468,7 @@ fn through(places: &[usize], given: &[String], value: &str) -> Result<Vec<String
 /// The job's GPUs by UUID, for MPS: located in NVML's place lines
 /// (`lines`) by their absolute indices, as a Slurm step's are.
 pub fn by_uuid(gpus: &JobGpus, lines: &[String]) -> Result<Vec<String>, String> {
-    nvml_uuids(lines, &gpus.list, gpus.absolute.as_deref())
+    nvml_uuids(lines, &gpus.list, gpus.absolute.as_deref()).map_err(|e| e.to_string())
 }
 
 /// An id set as Flux writes one (`0-3,5`, in order, no repeat).

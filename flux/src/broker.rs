@@ -5,6 +5,7 @@
 //! by the broker's own `broker.pid`; and where the instance's R came from,
 //! from the instance's `resource.eventlog`.
 
+use crate::error::PluginError;
 use crate::ffi::{Broker, Shell};
 use desi_gpu_map_core::flux::{BrokerGrant, BrokerVars, Origin};
 use serde::Deserialize;
@@ -15,33 +16,30 @@ const RESOURCE_EVENTLOG: &str = "resource.eventlog";
 /// What the shell knows of its broker's grant.
 pub fn grant(shell: Shell) -> BrokerGrant {
     let inherited = BrokerVars::read(&|name| std::env::var(name).ok());
-    let broker = shell
-        .broker()
-        .ok_or_else(|| "the shell has no handle on its broker".to_string());
-    let own = broker.clone().and_then(|b| own_vars(b, &inherited));
-    let origin = broker.and_then(origin);
+    let broker = shell.broker();
+    let own = broker
+        .ok_or(PluginError::NoBroker)
+        .and_then(|b| own_vars(b, &inherited));
+    let origin = broker.ok_or(PluginError::NoBroker).and_then(origin);
     BrokerGrant {
-        own,
+        own: own.map_err(|e| e.to_string()),
         inherited,
-        origin,
+        origin: origin.map_err(|e| e.to_string()),
     }
 }
 
 /// The node's own broker's grant: the shell's own environment on rank 0,
 /// whose broker's it is; else read from the broker's process.
-fn own_vars(broker: Broker, inherited: &BrokerVars) -> Result<BrokerVars, String> {
+fn own_vars(broker: Broker, inherited: &BrokerVars) -> Result<BrokerVars, PluginError> {
     if broker.rank()? == 0 {
         return Ok(inherited.clone());
     }
-    let pid = broker
-        .attr("broker.pid")
-        .ok_or("the broker gives no broker.pid")?;
-    let pid: u32 = pid
-        .trim()
-        .parse()
-        .map_err(|_| format!("the broker's broker.pid {pid:?} is no process id"))?;
+    let pid = broker.attr("broker.pid").ok_or(PluginError::NoBrokerPid)?;
+    let Ok(pid) = pid.trim().parse::<u32>() else {
+        return Err(PluginError::BadBrokerPid { pid });
+    };
     let path = format!("/proc/{pid}/environ");
-    let text = std::fs::read(&path).map_err(|e| format!("{path}: {e}"))?;
+    let text = std::fs::read(&path).map_err(|error| PluginError::Environ { path, error })?;
     Ok(BrokerVars::read(&|name| environ_var(&text, name)))
 }
 
@@ -55,13 +53,13 @@ fn environ_var(text: &[u8], name: &str) -> Option<String> {
 
 /// Where the instance's R came from: the method of the last
 /// `resource-define` event of its resource eventlog.
-fn origin(broker: Broker) -> Result<Origin, String> {
-    let log = broker
-        .kvs(RESOURCE_EVENTLOG)
-        .map_err(|e| format!("{RESOURCE_EVENTLOG}: {e}"))?;
+fn origin(broker: Broker) -> Result<Origin, PluginError> {
+    let log = broker.kvs(RESOURCE_EVENTLOG)?;
     define_method(&log)
         .map(|method| Origin::of_method(&method))
-        .ok_or_else(|| format!("{RESOURCE_EVENTLOG} has no resource-define event"))
+        .ok_or(PluginError::NoDefine {
+            key: RESOURCE_EVENTLOG,
+        })
 }
 
 /// An eventlog's event, as far as the method is concerned.

@@ -3,30 +3,30 @@
 //! and the shell option `-o desi-gpu-map=VALUE`, both as JSON from the
 //! shell, into the words the core reads.
 
-use desi_gpu_map_core::flux::{ConfError, OptionError};
+use crate::error::PluginError;
 use desi_gpu_map_core::settings::config::Config;
 use desi_gpu_map_core::settings::option::{parse_option, OptionRequest};
-use desi_gpu_map_core::settings::site::{keys, parse_args};
-use desi_gpu_map_core::text::quote;
+use desi_gpu_map_core::settings::site::parse_args;
 use serde_json::Value;
-
-/// Where the site's settings come from, for messages.
-const CONF: &str = "the conf table of desi-gpu-map's plugin.load in the shell's initrc";
 
 /// The site's settings from the `conf` table (`None`: none given), read
 /// as strictly as the plugstack arguments: `key = "value"` (or a number)
 /// is `key=value`, `key = true` the word alone, `key = false` nothing for
 /// `verbose` and `key=false` (refused) for the others.
-pub fn site_config(conf: Option<&str>) -> Result<Config, String> {
+pub fn site_config(conf: Option<&str>) -> Result<Config, PluginError> {
     let Some(text) = conf else {
-        return parse_args::<&str>(&[]).map_err(|e| e.to_string());
+        return parse_args::<&str>(&[]).map_err(PluginError::Defaults);
     };
-    let value: Value = serde_json::from_str(text).map_err(|e| format!("{CONF}: {e}"))?;
+    let value: Value = serde_json::from_str(text).map_err(PluginError::ConfJson)?;
     let members = match value {
         Value::Object(members) => members,
         // Lua's empty table.
         Value::Array(items) if items.is_empty() => serde_json::Map::new(),
-        _ => return Err(format!("{CONF} is no table of keys: {text}")),
+        _ => {
+            return Err(PluginError::ConfNoTable {
+                text: text.to_string(),
+            })
+        }
     };
     let mut words = Vec::new();
     for (key, value) in members {
@@ -37,24 +37,22 @@ pub fn site_config(conf: Option<&str>) -> Result<Config, String> {
             Value::Bool(false) if key == "verbose" => {}
             Value::Bool(false) => words.push(format!("{key}=false")),
             Value::Null | Value::Array(_) | Value::Object(_) => {
-                return Err(format!(
-                    "{CONF}: {} = {text} is no value: give a string, a number or true; \
-                     valid keys: {}",
-                    quote(&key),
-                    keys()
-                ))
+                return Err(PluginError::ConfNoValue {
+                    key,
+                    text: text.to_string(),
+                })
             }
         }
     }
-    parse_args(&words).map_err(|e| format!("{CONF}: {}", ConfError(&e)))
+    parse_args(&words).map_err(PluginError::Conf)
 }
 
 /// The user's `-o desi-gpu-map=VALUE` (`None`: not given), as the shell
 /// hands it (JSON): the same words as `--desi-gpu-map`.
-pub fn request(option: Option<&str>) -> Option<Result<OptionRequest, String>> {
+pub fn request(option: Option<&str>) -> Option<Result<OptionRequest, PluginError>> {
     let text = option?;
     let value = string_or_text(text);
-    Some(parse_option(&value).map_err(|e| OptionError(&e).to_string()))
+    Some(parse_option(&value).map_err(PluginError::Option))
 }
 
 /// A shell option's value (JSON): a string as written, anything else as
@@ -90,7 +88,9 @@ mod tests {
 
     #[test]
     fn a_bad_conf_names_the_key_and_the_valid_ones() {
-        let e = site_config(Some(r#"{"defualt":"contiguous"}"#)).unwrap_err();
+        let e = site_config(Some(r#"{"defualt":"contiguous"}"#))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("bad entry defualt = \"contiguous\"")
                 && e.contains("valid keys")
@@ -98,18 +98,24 @@ mod tests {
                 && !e.contains("plugstack"),
             "{e}"
         );
-        let e = site_config(Some(r#"{"default":"closests"}"#)).unwrap_err();
+        let e = site_config(Some(r#"{"default":"closests"}"#))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("closests") && e.contains("roundrobin"), "{e}");
-        let e = site_config(Some(r#"{"mps":false}"#)).unwrap_err();
+        let e = site_config(Some(r#"{"mps":false}"#))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("mps = \"false\""), "{e}");
-        let e = site_config(Some(r#"{"default":["contiguous"]}"#)).unwrap_err();
+        let e = site_config(Some(r#"{"default":["contiguous"]}"#))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("\"default\"") && e.contains("valid keys"), "{e}");
         assert!(site_config(Some("{")).is_err());
     }
 
     #[test]
     fn the_option_takes_the_words_of_desi_gpu_map() {
-        assert_eq!(request(None), None);
+        assert!(request(None).is_none());
         assert!(matches!(
             request(Some(r#""closest,mps,verbose""#)),
             Some(Ok(OptionRequest::Use {
@@ -118,15 +124,21 @@ mod tests {
                 ..
             }))
         ));
-        assert_eq!(request(Some(r#""help""#)), Some(Ok(OptionRequest::Help)));
-        let e = request(Some(r#""contigous""#)).unwrap().unwrap_err();
+        assert!(matches!(
+            request(Some(r#""help""#)),
+            Some(Ok(OptionRequest::Help))
+        ));
+        let e = request(Some(r#""contigous""#))
+            .unwrap()
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("invalid -o desi-gpu-map value \"contigous\"; ")
                 && e.contains("roundrobin"),
             "{e}"
         );
         assert!(!e.contains("--desi-gpu-map"), "{e}");
-        let e = request(Some("1")).unwrap().unwrap_err();
+        let e = request(Some("1")).unwrap().unwrap_err().to_string();
         assert!(e.contains("\"1\"") && e.contains("contiguous"), "{e}");
     }
 }

@@ -3,6 +3,7 @@
 //! each call is fenced with `catch_unwind`, and a caught one fails the
 //! call with a message.
 
+use crate::error::PluginError;
 use crate::ffi::{log, FluxPlugin, FluxPluginArg, Level, Plugin, Slot};
 use crate::plugin;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -20,16 +21,16 @@ const SHELL_EXIT: &CStr = c"shell.exit";
 const LOADED: Slot<bool> = Slot::named(c"desi-gpu-map::loaded");
 
 /// Runs `work`, catching a panic; failure is -1 with the message logged.
-fn fenced(what: &str, work: impl FnOnce() -> Result<(), String>) -> c_int {
+fn fenced(what: &str, work: impl FnOnce() -> Result<(), PluginError>) -> c_int {
     let result = catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|_| {
-        Err(format!(
-            "{what}: an internal error (a panic); please report it"
-        ))
+        Err(PluginError::Panic {
+            what: what.to_string(),
+        })
     });
     match result {
         Ok(()) => 0,
         Err(why) => {
-            log(Level::Error, &why);
+            log(Level::Error, &why.to_string());
             -1
         }
     }
@@ -46,7 +47,7 @@ pub unsafe extern "C" fn flux_plugin_init(p: *mut FluxPlugin) -> c_int {
         return -1;
     };
     fenced("flux_plugin_init", || {
-        let shell = plugin.shell().ok_or("the plugin has no shell")?;
+        let shell = plugin.shell().ok_or(PluginError::NoShell)?;
         if shell.kept(&LOADED).is_some() {
             log(
                 Level::Debug,

@@ -5,6 +5,7 @@
 //! defines them. Every `unsafe` block of the crate but the exports' is
 //! here. JSON the shell allocates is copied and freed at once.
 
+use crate::error::PluginError;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr;
 
@@ -110,6 +111,11 @@ extern "C" {
 /// The plugin's name, as flux-shell shows it in its messages.
 pub const NAME: &CStr = c"desi-gpu-map";
 
+/// Why the flux-shell call just made failed: its errno.
+fn call_failed() -> PluginError {
+    PluginError::Call(std::io::Error::last_os_error())
+}
+
 /// A text as C wants it; an inner NUL (which no name or value of the
 /// plugin's has) becomes U+FFFD's replacement, never a panic.
 fn c_text(text: &str) -> CString {
@@ -159,7 +165,7 @@ impl Plugin {
     }
 
     /// Names the plugin, and registers `handler` for each of `topics`.
-    pub fn register(&self, topics: &[&CStr], handler: Handler) -> Result<(), String> {
+    pub fn register(&self, topics: &[&'static CStr], handler: Handler) -> Result<(), PluginError> {
         // SAFETY: self.0 is live for this call; NAME is a static C string
         // that flux copies.
         unsafe { flux_plugin_set_name(self.0, NAME.as_ptr()) };
@@ -171,7 +177,7 @@ impl Plugin {
                 flux_plugin_add_handler(self.0, topic.as_ptr(), handler, ptr::null_mut())
             };
             if rc < 0 {
-                return Err(format!("cannot register a handler for {topic:?}"));
+                return Err(PluginError::Register { topic });
             }
         }
         Ok(())
@@ -235,7 +241,7 @@ impl Shell {
 
     /// Gives the shell `value` to keep under `slot`'s name, dropped when the
     /// shell is destroyed (or the name set again).
-    pub fn keep<T: 'static>(&self, slot: &Slot<T>, value: T) -> Result<(), String> {
+    pub fn keep<T: 'static>(&self, slot: &Slot<T>, value: T) -> Result<(), PluginError> {
         let raw = Box::into_raw(Box::new(value)).cast::<c_void>();
         // SAFETY: the shell is live; `raw` is a live Box<T> that the shell
         // now owns and frees once with `drop_box::<T>`, of the same T.
@@ -244,9 +250,11 @@ impl Shell {
         match rc {
             0 => Ok(()),
             _ => {
+                // errno first: freeing may change it.
+                let error = call_failed();
                 // SAFETY: on failure the shell took nothing: ours to free.
                 drop(unsafe { Box::from_raw(raw.cast::<T>()) });
-                Err(std::io::Error::last_os_error().to_string())
+                Err(error)
             }
         }
     }
@@ -317,23 +325,30 @@ impl Broker {
     }
 
     /// The broker's rank in its instance.
-    pub fn rank(&self) -> Result<u32, String> {
+    pub fn rank(&self) -> Result<u32, PluginError> {
         let mut rank = 0u32;
         // SAFETY: the handle is live; `rank` is ours to write.
         match unsafe { flux_get_rank(self.0, &mut rank) } {
             0 => Ok(rank),
-            _ => Err(std::io::Error::last_os_error().to_string()),
+            _ => Err(call_failed()),
         }
     }
 
     /// A key of the instance's KVS (primary namespace), as stored.
-    pub fn kvs(&self, key: &str) -> Result<String, String> {
+    pub fn kvs(&self, key: &str) -> Result<String, PluginError> {
+        let lookup_failed = || PluginError::Kvs {
+            key: key.to_string(),
+            error: std::io::Error::last_os_error(),
+        };
+        let empty = || PluginError::KvsEmpty {
+            key: key.to_string(),
+        };
         let key = c_text(key);
         // SAFETY: the handle is live; the namespace is named, since a job
         // shell's default is its job's own (FLUX_KVS_NAMESPACE).
         let f = unsafe { flux_kvs_lookup(self.0, c"primary".as_ptr(), 0, key.as_ptr()) };
         if f.is_null() {
-            return Err(std::io::Error::last_os_error().to_string());
+            return Err(lookup_failed());
         }
         let mut value: *const c_char = ptr::null();
         // SAFETY: f is the live future made above; it waits for the answer
@@ -341,8 +356,8 @@ impl Broker {
         let rc = unsafe { flux_kvs_lookup_get(f, &mut value) };
         let got = match rc {
             // SAFETY: NULL, or a live string the future keeps.
-            0 => unsafe { borrowed(value) }.ok_or_else(|| "empty".to_string()),
-            _ => Err(std::io::Error::last_os_error().to_string()),
+            0 => unsafe { borrowed(value) }.ok_or_else(empty),
+            _ => Err(lookup_failed()),
         };
         // SAFETY: f is ours and destroyed once, after its string was copied.
         unsafe { flux_future_destroy(f) };
@@ -366,7 +381,7 @@ impl Task {
     }
 
     /// Sets a variable of the task's command, before it starts.
-    pub fn setenv(&self, name: &str, value: &str) -> Result<(), String> {
+    pub fn setenv(&self, name: &str, value: &str) -> Result<(), PluginError> {
         let cmd = self.cmd()?;
         let (name, value) = (c_text(name), c_text(value));
         // SAFETY: cmd is the task's live command; "%s" takes exactly the one
@@ -374,12 +389,12 @@ impl Task {
         let rc = unsafe { flux_cmd_setenvf(cmd, 1, name.as_ptr(), c"%s".as_ptr(), value.as_ptr()) };
         match rc {
             0 => Ok(()),
-            _ => Err(std::io::Error::last_os_error().to_string()),
+            _ => Err(call_failed()),
         }
     }
 
     /// Removes a variable from the task's command.
-    pub fn unsetenv(&self, name: &str) -> Result<(), String> {
+    pub fn unsetenv(&self, name: &str) -> Result<(), PluginError> {
         let cmd = self.cmd()?;
         let name = c_text(name);
         // SAFETY: cmd is the task's live command; flux reads the name only.
@@ -387,11 +402,11 @@ impl Task {
         Ok(())
     }
 
-    fn cmd(&self) -> Result<*mut FluxCmd, String> {
+    fn cmd(&self) -> Result<*mut FluxCmd, PluginError> {
         // SAFETY: the task is live.
         let cmd = unsafe { flux_shell_task_cmd(self.0) };
         match cmd.is_null() {
-            true => Err("the task has no command".to_string()),
+            true => Err(PluginError::NoCommand),
             false => Ok(cmd),
         }
     }

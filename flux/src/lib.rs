@@ -14,6 +14,8 @@
 //!
 //! Its modules, bottom first (each imports only those listed before it):
 //!
+//! - `error.rs`: why a call of the plugin fails (`PluginError`),
+//!   each reason's line worded once.
 //! - `conf.rs`: the site's `conf` table (JSON, read with serde_json) into
 //!   the plugstack arguments' words, and `-o desi-gpu-map` into the
 //!   option's.
@@ -45,6 +47,7 @@
 
 mod broker;
 mod conf;
+mod error;
 mod exports;
 mod ffi;
 mod mps;

@@ -5,6 +5,7 @@
 //! with a deadline, and the MPS daemon started as this process (the job's
 //! user).
 
+use crate::error::PluginError;
 use crate::ffi::Shell;
 use crate::mps::Served;
 use desi_gpu_map_core::cpuset::CpuSet;
@@ -56,7 +57,7 @@ struct Resources {
 
 /// Reads the job's facts from the shell's info (`info`) and this node's
 /// (`rank_info`), both JSON.
-pub fn shell_info(info: Option<&str>, rank_info: Option<&str>) -> Result<ShellInfo, String> {
+pub fn shell_info(info: Option<&str>, rank_info: Option<&str>) -> Result<ShellInfo, PluginError> {
     let info: Info = read("job info", info)?;
     let rank: RankInfo = read("rank info", rank_info)?;
     Ok(ShellInfo {
@@ -69,9 +70,12 @@ pub fn shell_info(info: Option<&str>, rank_info: Option<&str>) -> Result<ShellIn
 }
 
 /// One of the shell's JSON objects (`what`), into `T`.
-pub fn read<T: for<'a> Deserialize<'a>>(what: &str, text: Option<&str>) -> Result<T, String> {
-    let text = text.ok_or_else(|| format!("the shell gives no {what}"))?;
-    serde_json::from_str(text).map_err(|e| format!("the shell's {what}: {e}"))
+pub fn read<T: for<'a> Deserialize<'a>>(
+    what: &'static str,
+    text: Option<&str>,
+) -> Result<T, PluginError> {
+    let text = text.ok_or(PluginError::NoJson { what })?;
+    serde_json::from_str(text).map_err(|error| PluginError::Json { what, error })
 }
 
 /// The shell, for one handler's call, as the core's node.
@@ -161,12 +165,14 @@ mod tests {
         );
         let no_gpus = r#"{"name":"vm","ntasks":1,"resources":{"cores":"0"}}"#;
         assert_eq!(shell_info(Some(info), Some(no_gpus)).unwrap().gpus, None);
-        assert!(shell_info(None, Some(rank))
-            .unwrap_err()
-            .contains("job info"));
+        assert_eq!(
+            shell_info(None, Some(rank)).unwrap_err().to_string(),
+            "the shell gives no job info"
+        );
         assert!(shell_info(Some("{}"), Some(rank))
             .unwrap_err()
-            .contains("jobid"));
+            .to_string()
+            .starts_with("the shell's job info: missing field `jobid`"));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 use crate::broker::grant;
 use crate::conf::{request, site_config, string_or_text};
+use crate::error::PluginError;
 use crate::ffi::{log, user, Level, Plugin, Shell, Slot};
 use crate::mps::Served;
 use crate::node::{read, shell_info, FluxNode};
@@ -40,8 +41,8 @@ const JOB: Slot<Mutex<Job>> = Slot::named(c"desi-gpu-map::job");
 
 /// `shell.init`: plans the job on this node, or refuses it with a message
 /// naming the bad value and the valid ones.
-pub fn shell_init(plugin: Plugin) -> Result<(), String> {
-    let shell = plugin.shell().ok_or("the plugin has no shell")?;
+pub fn shell_init(plugin: Plugin) -> Result<(), PluginError> {
+    let shell = plugin.shell().ok_or(PluginError::NoShell)?;
     let info = shell_info(shell.info().as_deref(), shell.rank_info().as_deref())?;
     let mut node = FluxNode {
         shell,
@@ -68,7 +69,7 @@ pub fn shell_init(plugin: Plugin) -> Result<(), String> {
         Ok(job) => job,
         Err(refusal) => {
             refusal.say.iter().for_each(|l| log(Level::Notice, l));
-            return Err(refusal.why);
+            return Err(PluginError::Refused(refusal));
         }
     };
     job.say.iter().for_each(|l| log(Level::Notice, l));
@@ -92,19 +93,19 @@ pub fn shell_init(plugin: Plugin) -> Result<(), String> {
 fn with_job<T>(
     plugin: Plugin,
     work: impl FnOnce(Shell, &mut Job) -> T,
-) -> Result<Option<T>, String> {
-    let shell = plugin.shell().ok_or("the plugin has no shell")?;
+) -> Result<Option<T>, PluginError> {
+    let shell = plugin.shell().ok_or(PluginError::NoShell)?;
     let Some(job) = shell.kept(&JOB) else {
         return Ok(None);
     };
-    let mut job = job.lock().map_err(|_| "the plugin's state is lost")?;
+    let mut job = job.lock().map_err(|_| PluginError::StateLost)?;
     Ok(Some(work(shell, &mut job)))
 }
 
 /// `task.init`: the task's outcome, carried out on its command.
-pub fn task_init(plugin: Plugin) -> Result<(), String> {
+pub fn task_init(plugin: Plugin) -> Result<(), PluginError> {
     let lines = with_job(plugin, |shell, job| {
-        let task = shell.current_task().ok_or("no current task")?;
+        let task = shell.current_task().ok_or(PluginError::NoTask)?;
         let node = FluxNode {
             shell,
             served: None,
@@ -115,7 +116,7 @@ pub fn task_init(plugin: Plugin) -> Result<(), String> {
         let ids = task_ids(task.info().as_deref(), job.ntasks);
         let mut outcome = task_outcome_read(&job.plan, &ids, &vars, false, Container::None, &node);
         outcome.record_flux_ids(&job.gpus);
-        Ok::<_, String>(carry_out(
+        Ok::<_, PluginError>(carry_out(
             &outcome,
             &vars.node,
             &mut |name| task.unsetenv(name),
@@ -136,7 +137,7 @@ struct TaskInfo {
 }
 
 /// The task's ids, from the shell's task info.
-fn task_ids(info: Option<&str>, local_count: usize) -> Result<TaskIds, String> {
+fn task_ids(info: Option<&str>, local_count: usize) -> Result<TaskIds, PluginError> {
     let info: TaskInfo = read("task info", info)?;
     Ok(TaskIds {
         local_id: info.localid,
@@ -146,7 +147,7 @@ fn task_ids(info: Option<&str>, local_count: usize) -> Result<TaskIds, String> {
 }
 
 /// `task.exit`: after the node's last task, the daemon goes.
-pub fn task_exit(plugin: Plugin) -> Result<(), String> {
+pub fn task_exit(plugin: Plugin) -> Result<(), PluginError> {
     with_job(plugin, |_, job| {
         let last = job.served.as_mut().is_some_and(Served::task_exited);
         if last {
@@ -157,7 +158,7 @@ pub fn task_exit(plugin: Plugin) -> Result<(), String> {
 }
 
 /// `shell.exit`: whatever ended the job, nothing is left.
-pub fn shell_exit(plugin: Plugin) -> Result<(), String> {
+pub fn shell_exit(plugin: Plugin) -> Result<(), PluginError> {
     with_job(plugin, |_, job| stop(job))?;
     Ok(())
 }
@@ -187,6 +188,7 @@ mod tests {
         );
         assert!(task_ids(Some(r#"{"rank":1}"#), 8)
             .unwrap_err()
+            .to_string()
             .contains("localid"));
         assert!(task_ids(Some(r#"{"localid":-1,"rank":1}"#), 8).is_err());
         assert!(task_ids(None, 8).is_err());

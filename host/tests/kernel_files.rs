@@ -5,7 +5,7 @@
 //! read files held in memory: the core cannot depend on this crate.)
 
 use desi_gpu_map_core::runtime::{choose, detect, drm, Chosen, Vendor, VendorSetting};
-use desi_gpu_map_core::topology::{from_kernel, locate_token, GpuPlace};
+use desi_gpu_map_core::topology::{from_kernel, locate_token, GpuPlace, Unlocated};
 use desi_gpu_map_host::files::HostFiles;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -232,11 +232,14 @@ fn the_kernel_files_under_a_root() {
     assert_eq!(cpus, ["0-3", "4-7"]);
     let (bus, place) = locate_token(&HostFiles, root, Vendor::Nvidia, "GPU-k1", None).unwrap();
     assert_eq!((bus.as_str(), place.numa), ("0000:41:00.0", Some(0)));
-    let err = from_kernel(&HostFiles, root, Vendor::Nvidia, &["GPU-x"], None).unwrap_err();
+    let err = from_kernel(&HostFiles, root, Vendor::Nvidia, &["GPU-x"], None)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("only NVML can locate"), "{err}");
     let none = root.join("nothing");
     assert!(from_kernel(&HostFiles, &none, Vendor::Nvidia, &["0"], None)
         .unwrap_err()
+        .to_string()
         .contains("nothing/proc/driver/nvidia/gpus"));
 }
 
@@ -264,7 +267,9 @@ fn amd_and_intel_gpus_through_their_render_nodes() {
     let one: Vec<String> = vec!["1".into()];
     let t = from_kernel(&HostFiles, root, Vendor::Amd, &["0"], Some(&one)).unwrap();
     assert_eq!(t.gpus[0].cpus.as_ref().unwrap().to_string(), "0-15");
-    let err = from_kernel(&HostFiles, root, Vendor::Intel, &["0"], Some(&abs[..1])).unwrap_err();
+    let err = from_kernel(&HostFiles, root, Vendor::Intel, &["0"], Some(&abs[..1]))
+        .unwrap_err()
+        .to_string();
     assert!(
         err.starts_with("no intel GPU among the render nodes in"),
         "{err}"
@@ -282,7 +287,7 @@ fn one_task_gpu_located_for_show() {
     let at = |token: &str, s: &[&str]| {
         locate_token(&HostFiles, root, Vendor::Amd, token, Some(&step(s)))
     };
-    let cpus = |r: Result<(String, GpuPlace), String>| r.unwrap().1.cpus.unwrap().to_string();
+    let cpus = |r: Result<(String, GpuPlace), Unlocated>| r.unwrap().1.cpus.unwrap().to_string();
     assert_eq!(cpus(at("2", &["0", "1", "2", "3"])), "16-23", "whole node");
     assert_eq!(
         cpus(at("3", &["2", "3"])),
@@ -290,13 +295,15 @@ fn one_task_gpu_located_for_show() {
         "absolute: 3 cannot be relative"
     );
     assert_eq!(cpus(at("0", &["2", "3"])), "16-23", "relative: 0 is 2");
-    let err = at("1", &["1", "3"]).unwrap_err();
+    let err = at("1", &["1", "3"]).unwrap_err().to_string();
     assert!(
         err.contains("could be Slurm's index or one renumbered"),
         "{err}"
     );
-    let err = at("5", &["2", "3"]).unwrap_err();
+    let err = at("5", &["2", "3"]).unwrap_err().to_string();
     assert!(err.contains("is not among the step's"), "{err}");
-    let err = locate_token(&HostFiles, root, Vendor::Amd, "0", None).unwrap_err();
+    let err = locate_token(&HostFiles, root, Vendor::Amd, "0", None)
+        .unwrap_err()
+        .to_string();
     assert!(err.starts_with("SLURM_STEP_GPUS is not set"), "{err}");
 }

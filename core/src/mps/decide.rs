@@ -223,7 +223,7 @@ fn uuids(input: &MpsInput, node: &MpsNode) -> Result<Vec<String>, NoMps> {
             // R's indices, which the plugin could not name through NVML:
             // nothing here tells them from renumbered ones either.
             (Whose::Granted(grant), None) => Err(grant.unlocated()),
-            _ => nvml_uuids(&lines, input.gpus, input.step_gpus),
+            _ => nvml_uuids(&lines, input.gpus, input.step_gpus).map_err(|e| e.to_string()),
         });
     named.map_err(|why| NoMps::NoUuids {
         why,

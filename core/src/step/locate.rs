@@ -93,7 +93,7 @@ pub(super) fn step_topology(
         let lines = placed
             .unwrap_or_else(|| node.nvml(NvmlAsk::Places, config))
             .map_err(|e| e.to_string())?;
-        from_nvml_lines(&lines, &step.gpus, absolute)
+        from_nvml_lines(&lines, &step.gpus, absolute).map_err(|e| e.to_string())
     };
     if !step.listed.is_runtimes() {
         return from_nvml();
@@ -104,7 +104,7 @@ pub(super) fn step_topology(
         Err(kernel) if vendor.has_nvml() && config.nvml != NvmlSource::Off => {
             from_nvml().map_err(|nvml| format!("{kernel}; NVML: {nvml}"))
         }
-        Err(kernel) => Err(kernel),
+        Err(kernel) => Err(kernel.to_string()),
     }
 }
 

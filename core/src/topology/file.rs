@@ -2,6 +2,7 @@
 //! `desi-gpu-map plan --topology FILE`.
 
 use super::gpu_place::{union_of, GpuPlace, Topology};
+use super::unlocated::Unlocated;
 use crate::cpuset::CpuSet;
 use crate::runtime::MAX_NODE_GPUS;
 use crate::slurm::gpus::parse_gpu_list;
@@ -28,13 +29,15 @@ impl fmt::Display for BadTopology {
 
 impl std::error::Error for BadTopology {}
 
-fn parse_numa(text: &str) -> Result<Option<u32>, String> {
+fn parse_numa(text: &str) -> Result<Option<u32>, Unlocated> {
     match text {
         "-" | "-1" | "N/A" => Ok(None),
         _ => text
             .parse::<u32>()
             .map(Some)
-            .map_err(|_| format!("NUMA node {} is not a number or -", quote(text))),
+            .map_err(|_| Unlocated::BadNuma {
+                text: text.to_string(),
+            }),
     }
 }
 
@@ -77,7 +80,7 @@ impl Topology {
                     }
                     gpus.push(GpuPlace {
                         token: (*token).to_string(),
-                        numa: parse_numa(numa).map_err(fail)?,
+                        numa: parse_numa(numa).map_err(|e| fail(e.to_string()))?,
                         cpus: parse_cpus(cpus).map_err(|e| fail(e.to_string()))?,
                     });
                 }

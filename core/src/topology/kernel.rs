@@ -3,11 +3,28 @@
 
 use super::gpu_place::{union_of, GpuPlace, Topology};
 use super::tokens::{index, resolve_tokens};
+use super::unlocated::Unlocated;
 use crate::cpuset::CpuSet;
-use crate::files::{read_text, Files};
-use crate::runtime::Vendor;
-use crate::text::quote;
+use crate::files::Files;
+use crate::runtime::{KernelGpu, Vendor};
 use std::path::Path;
+
+/// The text of the kernel file `path`.
+fn kernel_file(files: &dyn Files, path: &Path) -> Result<String, Unlocated> {
+    files.read(path).map_err(|error| Unlocated::Unreadable {
+        path: path.to_path_buf(),
+        error,
+    })
+}
+
+/// The node's GPUs of `vendor`, as `crate::runtime::kernel_gpus` lists them.
+fn listed_gpus(
+    files: &dyn Files,
+    root: &Path,
+    vendor: Vendor,
+) -> Result<Vec<KernelGpu>, Unlocated> {
+    crate::runtime::kernel_gpus(files, root, vendor).map_err(Unlocated::KernelGpus)
+}
 
 /// A GPU's place from sysfs under `root`: `numa_node` (-1: none, so no
 /// affinity) and `local_cpulist`.
@@ -16,22 +33,22 @@ pub fn kernel_place(
     root: &Path,
     token: &str,
     bus_id: &str,
-) -> Result<GpuPlace, String> {
+) -> Result<GpuPlace, Unlocated> {
     let dir = root.join("sys/bus/pci/devices").join(bus_id);
-    let numa_text = read_text(files, &dir.join("numa_node"))?;
-    let numa = numa_text.trim().parse::<i64>().map_err(|_| {
-        format!(
-            "{}: odd NUMA node {}",
-            dir.display(),
-            quote(numa_text.trim())
-        )
-    })?;
+    let numa_text = kernel_file(files, &dir.join("numa_node"))?;
+    let numa = numa_text
+        .trim()
+        .parse::<i64>()
+        .map_err(|_| Unlocated::OddNuma {
+            text: numa_text.trim().to_string(),
+            dir: dir.clone(),
+        })?;
     let numa = u32::try_from(numa).ok();
     let cpus = match numa {
         None => None,
         Some(_) => {
-            let list = read_text(files, &dir.join("local_cpulist"))?;
-            Some(CpuSet::parse_list(list.trim()).map_err(|e| e.to_string())?)
+            let list = kernel_file(files, &dir.join("local_cpulist"))?;
+            Some(CpuSet::parse_list(list.trim())?)
         }
     };
     Ok(GpuPlace {
@@ -51,8 +68,8 @@ pub fn from_kernel<S: AsRef<str>>(
     vendor: Vendor,
     tokens: &[S],
     absolute: Option<&[String]>,
-) -> Result<Topology, String> {
-    let devices = crate::runtime::kernel_gpus(files, root, vendor)?;
+) -> Result<Topology, Unlocated> {
+    let devices = listed_gpus(files, root, vendor)?;
     let resolved = resolve_tokens(tokens, absolute, &devices)?;
     let gpus = tokens
         .iter()
@@ -76,22 +93,20 @@ pub fn locate_token(
     vendor: Vendor,
     token: &str,
     step: Option<&[String]>,
-) -> Result<(String, GpuPlace), String> {
+) -> Result<(String, GpuPlace), Unlocated> {
+    let cannot = || Unlocated::CannotLocate {
+        token: token.to_string(),
+    };
     if crate::slurm::gpus::is_uuid(token) {
-        let devices = crate::runtime::kernel_gpus(files, root, vendor)?;
+        let devices = listed_gpus(files, root, vendor)?;
         let gpu = resolve_tokens(&[token], None, &devices)?
             .into_iter()
             .next()
-            .ok_or_else(|| format!("cannot locate GPU {}", quote(token)))?;
+            .ok_or_else(cannot)?;
         let place = kernel_place(files, root, token, &gpu.bus_id)?;
         return Ok((gpu.bus_id, place));
     }
-    let step = step.ok_or_else(|| {
-        format!(
-            "{} is not set: cannot tell absolute indices from renumbered ones",
-            crate::env::STEP_GPUS
-        )
-    })?;
+    let step = step.ok_or(Unlocated::NoStepGpus)?;
     let i = index(token)?;
     let in_step = step.iter().any(|s| s == token);
     let identity = step.iter().enumerate().all(|(j, s)| *s == j.to_string());
@@ -101,32 +116,27 @@ pub fn locate_token(
         (false, true) => {
             let mut sorted: Vec<usize> = step.iter().map(|a| index(a)).collect::<Result<_, _>>()?;
             sorted.sort_unstable();
-            sorted
-                .get(i)
-                .copied()
-                .ok_or_else(|| format!("cannot locate GPU {}", quote(token)))?
+            sorted.get(i).copied().ok_or_else(cannot)?
         }
         (true, true) => {
-            return Err(format!(
-                "GPU {} could be Slurm's index or one renumbered from the step's {}",
-                quote(token),
-                quote(&step.join(","))
-            ))
+            return Err(Unlocated::Ambiguous {
+                token: token.to_string(),
+                step: step.to_vec(),
+            })
         }
         (false, false) => {
-            return Err(format!(
-                "GPU {} is not among the step's {}",
-                quote(token),
-                quote(&step.join(","))
-            ))
+            return Err(Unlocated::NotInStep {
+                token: token.to_string(),
+                step: step.to_vec(),
+            })
         }
     };
-    let devices = crate::runtime::kernel_gpus(files, root, vendor)?;
+    let devices = listed_gpus(files, root, vendor)?;
     let wanted = [absolute.to_string()];
     let gpu = resolve_tokens(&wanted, Some(&wanted), &devices)?
         .into_iter()
         .next()
-        .ok_or_else(|| format!("cannot locate GPU {}", quote(token)))?;
+        .ok_or_else(cannot)?;
     let place = kernel_place(files, root, token, &gpu.bus_id)?;
     Ok((gpu.bus_id, place))
 }

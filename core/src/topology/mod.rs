@@ -8,6 +8,7 @@
 //! - `tokens.rs`: which GPU each token of a step's list names.
 //! - `kernel.rs`: the GPUs located through sysfs.
 //! - `nvml_lines.rs`: the GPUs located from NVML's answer.
+//! - `unlocated.rs`: why a GPU cannot be located ([`Unlocated`]).
 //!
 //! The file format, one GPU per line, `#` starts a comment:
 //!
@@ -29,12 +30,14 @@ mod kernel;
 mod nvml_lines;
 mod presets;
 mod tokens;
+mod unlocated;
 
 pub use file::BadTopology;
 pub use gpu_place::{near_cpus, GpuPlace, Topology};
 pub use kernel::{from_kernel, kernel_place, locate_token};
 pub use nvml_lines::{from_nvml_lines, sysfs_bus_id};
 pub use presets::Preset;
+pub use unlocated::Unlocated;
 
 pub(crate) use nvml_lines::{nvml_uuids, place_uuids};
 pub(crate) use tokens::resolve_tokens;

@@ -3,9 +3,9 @@
 
 use super::gpu_place::{union_of, GpuPlace, Topology};
 use super::tokens::resolve_tokens;
+use super::unlocated::Unlocated;
 use crate::cpuset::CpuSet;
 use crate::runtime::{KernelGpu, MAX_NODE_GPUS};
-use crate::text::quote;
 
 /// The UUIDs in NVML's place lines (`desi_gpu_map_host::nvml::places`, the first
 /// word of each), in order: a `closest` step whose GPUs only NVML lists
@@ -42,7 +42,7 @@ pub fn from_nvml_lines<S: AsRef<str>>(
     lines: &[String],
     tokens: &[S],
     absolute: Option<&[String]>,
-) -> Result<Topology, String> {
+) -> Result<Topology, Unlocated> {
     let found = resolve_lines(lines, tokens, absolute)?;
     let gpus: Vec<GpuPlace> = tokens
         .iter()
@@ -64,7 +64,7 @@ pub(crate) fn nvml_uuids<S: AsRef<str>>(
     lines: &[String],
     tokens: &[S],
     absolute: Option<&[String]>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, Unlocated> {
     let found = resolve_lines(lines, tokens, absolute)?;
     Ok(found.into_iter().map(|(uuid, _, _)| uuid).collect())
 }
@@ -74,7 +74,7 @@ fn resolve_lines<S: AsRef<str>>(
     lines: &[String],
     tokens: &[S],
     absolute: Option<&[String]>,
-) -> Result<Vec<Found>, String> {
+) -> Result<Vec<Found>, Unlocated> {
     let found = parse_lines(lines)?;
     let tokens: Vec<&str> = tokens.iter().map(AsRef::as_ref).collect();
     let all_uuids = tokens.iter().all(|t| crate::slurm::gpus::is_uuid(t));
@@ -86,7 +86,9 @@ fn resolve_lines<S: AsRef<str>>(
                     .iter()
                     .find(|(uuid, _, _)| uuid == t)
                     .map(|(_, g, _)| g.bus_id.clone())
-                    .ok_or_else(|| format!("NVML does not list GPU {}", quote(t)))
+                    .ok_or_else(|| Unlocated::NotInNvml {
+                        uuid: (*t).to_string(),
+                    })
             })
             .collect::<Result<_, _>>()?
     } else {
@@ -103,20 +105,22 @@ fn resolve_lines<S: AsRef<str>>(
                 .iter()
                 .find(|(_, g, _)| &g.bus_id == bus)
                 .cloned()
-                .ok_or_else(|| format!("NVML does not list the GPU at {bus}"))
+                .ok_or_else(|| Unlocated::NoBus {
+                    bus_id: bus.clone(),
+                })
         })
         .collect()
 }
 
 /// NVML's lines, each checked.
-fn parse_lines(lines: &[String]) -> Result<Vec<Found>, String> {
+fn parse_lines(lines: &[String]) -> Result<Vec<Found>, Unlocated> {
     if lines.len() > MAX_NODE_GPUS {
-        return Err(format!("NVML lists more than {MAX_NODE_GPUS} GPUs"));
+        return Err(Unlocated::TooMany);
     }
     lines
         .iter()
         .map(|line| {
-            let bad = || format!("NVML gave the odd line {}", quote(line));
+            let bad = || Unlocated::OddLine { line: line.clone() };
             let words: Vec<&str> = line.split_whitespace().collect();
             let [uuid, bus, minor, cpus] = words.as_slice() else {
                 return Err(bad());
@@ -125,7 +129,7 @@ fn parse_lines(lines: &[String]) -> Result<Vec<Found>, String> {
             let minor = minor.parse::<u32>().map_err(|_| bad())?;
             let cpus = match *cpus {
                 "-" => None,
-                list => Some(CpuSet::parse_list(list).map_err(|e| e.to_string())?),
+                list => Some(CpuSet::parse_list(list)?),
             };
             let gpu = KernelGpu {
                 bus_id,
@@ -162,10 +166,12 @@ mod tests {
         assert_eq!(t.gpus[1].cpus, None, "no affinity");
         assert!(from_nvml_lines(&lines, &["GPU-x"], None)
             .unwrap_err()
+            .to_string()
             .contains("does not list"));
         let many = vec!["GPU-a 00000000:01:00.0 0 1".to_string(); MAX_NODE_GPUS + 1];
         assert!(from_nvml_lines(&many, &["GPU-a"], None)
             .unwrap_err()
+            .to_string()
             .contains(&format!("more than {MAX_NODE_GPUS} GPUs")));
         // Renumbered under device constraint: 0,1 are absolute 2,3.
         let rel: Vec<String> = vec!["0".into(), "1".into()];
@@ -189,6 +195,7 @@ mod tests {
         let odd = vec!["GPU-a 1 2".to_string()];
         assert!(from_nvml_lines(&odd, &["0"], None)
             .unwrap_err()
+            .to_string()
             .contains("odd line"));
     }
 

@@ -1,8 +1,8 @@
 //! Which of the node's GPUs each token of a step's list names, refusing to
 //! guess where Slurm's and the kernel's numbering may differ.
 
+use super::unlocated::Unlocated;
 use crate::runtime::KernelGpu;
-use crate::text::quote;
 
 /// Resolves each token of the step's list to a GPU of `devices` (the
 /// node's NVIDIA GPUs, or only the step's where NVML runs inside a device
@@ -26,7 +26,7 @@ pub(crate) fn resolve_tokens<S: AsRef<str>>(
     tokens: &[S],
     absolute: Option<&[String]>,
     devices: &[KernelGpu],
-) -> Result<Vec<KernelGpu>, String> {
+) -> Result<Vec<KernelGpu>, Unlocated> {
     let mut by_bus: Vec<&KernelGpu> = devices.iter().collect();
     by_bus.sort_by(|a, b| a.bus_id.cmp(&b.bus_id));
     let tokens: Vec<&str> = tokens.iter().map(AsRef::as_ref).collect();
@@ -34,10 +34,7 @@ pub(crate) fn resolve_tokens<S: AsRef<str>>(
         return tokens.iter().map(|t| by_uuid(t, devices)).collect();
     }
     let Some(absolute) = absolute else {
-        return Err(format!(
-            "{} is not set: cannot tell absolute indices from renumbered ones",
-            crate::env::STEP_GPUS
-        ));
+        return Err(Unlocated::NoStepGpus);
     };
     let same = absolute
         .iter()
@@ -53,16 +50,13 @@ pub(crate) fn resolve_tokens<S: AsRef<str>>(
 
 /// The GPU whose UUID is `uuid`, where the kernel's files name UUIDs
 /// (NVIDIA's driver does); otherwise only NVML can locate it.
-fn by_uuid(uuid: &str, devices: &[KernelGpu]) -> Result<KernelGpu, String> {
+fn by_uuid(uuid: &str, devices: &[KernelGpu]) -> Result<KernelGpu, Unlocated> {
     devices
         .iter()
         .find(|g| g.uuid.as_deref() == Some(uuid))
         .cloned()
-        .ok_or_else(|| {
-            format!(
-                "GPU {} is a UUID that the kernel's files do not list, which only NVML can locate",
-                quote(uuid)
-            )
+        .ok_or_else(|| Unlocated::UuidNotInKernel {
+            uuid: uuid.to_string(),
         })
 }
 
@@ -70,42 +64,40 @@ fn by_uuid(uuid: &str, devices: &[KernelGpu]) -> Result<KernelGpu, String> {
 /// `i`, which must also stand where `i` stands among the listed minors in
 /// bus order. The listed GPUs may be a few of the node's: NVML inside a
 /// device cgroup lists only those the process may open.
-fn by_index(i: usize, by_bus: &[&KernelGpu]) -> Result<KernelGpu, String> {
+fn by_index(i: usize, by_bus: &[&KernelGpu]) -> Result<KernelGpu, Unlocated> {
     let mut minors: Vec<u32> = by_bus.iter().map(|g| g.minor).collect();
     minors.sort_unstable();
     let rank = minors
         .iter()
         .position(|&m| usize::try_from(m).ok() == Some(i))
-        .ok_or_else(|| {
-            format!(
-                "GPU index {i} names none of the {} GPUs listed here (no device minor {i})",
-                by_bus.len()
-            )
+        .ok_or(Unlocated::NoMinor {
+            index: i,
+            listed: by_bus.len(),
         })?;
     match by_bus.get(rank) {
         Some(gpu) if usize::try_from(gpu.minor).ok() == Some(i) => Ok((*gpu).clone()),
-        Some(gpu) => Err(format!(
-            "GPU index {i} is {} in PCI order but has device minor {}: gres.conf's order is unknown",
-            gpu.bus_id, gpu.minor
-        )),
-        None => Err(format!("GPU index {i} has no place in PCI order")),
+        Some(gpu) => Err(Unlocated::OrderUnknown {
+            index: i,
+            bus_id: gpu.bus_id.clone(),
+            minor: gpu.minor,
+        }),
+        None => Err(Unlocated::NoPciPlace { index: i }),
     }
 }
 
-pub(super) fn index(token: &str) -> Result<usize, String> {
+pub(super) fn index(token: &str) -> Result<usize, Unlocated> {
     if crate::slurm::gpus::is_uuid(token) {
-        return Err(format!(
-            "GPU {} is a UUID, which only NVML can locate",
-            quote(token)
-        ));
+        return Err(Unlocated::UuidNeedsNvml {
+            token: token.to_string(),
+        });
     }
-    token
-        .parse::<usize>()
-        .map_err(|_| format!("cannot locate GPU {}", quote(token)))
+    token.parse::<usize>().map_err(|_| Unlocated::CannotLocate {
+        token: token.to_string(),
+    })
 }
 
 /// Relative tokens `0..n` under device constraint, as absolute indices.
-fn relative(tokens: &[&str], absolute: &[String]) -> Result<Vec<usize>, String> {
+fn relative(tokens: &[&str], absolute: &[String]) -> Result<Vec<usize>, Unlocated> {
     let mut sorted: Vec<usize> = absolute
         .iter()
         .map(|a| index(a))
@@ -114,11 +106,10 @@ fn relative(tokens: &[&str], absolute: &[String]) -> Result<Vec<usize>, String> 
     let renumbered =
         tokens.len() == sorted.len() && tokens.iter().enumerate().all(|(j, t)| *t == j.to_string());
     if !renumbered {
-        return Err(format!(
-            "the step's GPUs {} are neither Slurm's {} nor renumbered from 0",
-            quote(&tokens.join(",")),
-            quote(&absolute.join(","))
-        ));
+        return Err(Unlocated::NotRenumbered {
+            tokens: tokens.iter().map(|t| t.to_string()).collect(),
+            absolute: absolute.to_vec(),
+        });
     }
     Ok(sorted)
 }
@@ -145,9 +136,11 @@ mod tests {
         ];
         // Minors in bus order: 03 has minor 1, but sorts first: refused.
         let zero: Vec<String> = vec!["0".into()];
-        let err = resolve_tokens(&["0"], Some(&zero), &node).unwrap_err();
+        let err = resolve_tokens(&["0"], Some(&zero), &node)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("has device minor 1"), "{err}");
-        let err = resolve_tokens(&["0"], None, &node).unwrap_err();
+        let err = resolve_tokens(&["0"], None, &node).unwrap_err().to_string();
         assert!(err.starts_with("SLURM_STEP_GPUS is not set"), "{err}");
         let node = [
             gpu("0000:c1:00.0", 3),
@@ -169,7 +162,9 @@ mod tests {
         );
         assert!(resolve_tokens(&["1", "0"], Some(&abs), &node).is_err());
         let five: Vec<String> = vec!["5".into()];
-        let err = resolve_tokens(&["5"], Some(&five), &node).unwrap_err();
+        let err = resolve_tokens(&["5"], Some(&five), &node)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("none of the 4 GPUs"), "{err}");
         // NVML inside a device cgroup lists only the step's GPUs: Slurm's
         // 2,3 renumbered 0,1, or kept, still name minors 2 and 3.
@@ -182,10 +177,14 @@ mod tests {
             );
         }
         let crossed = [gpu("0000:c1:00.0", 2), gpu("0000:81:00.0", 3)];
-        let err = resolve_tokens(&["2"], Some(&abs[..1]), &crossed).unwrap_err();
+        let err = resolve_tokens(&["2"], Some(&abs[..1]), &crossed)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("has device minor 3"), "{err}");
         let uuid: Vec<String> = vec!["GPU-abc".into()];
-        let err = resolve_tokens(&["GPU-abc"], Some(&uuid), &node).unwrap_err();
+        let err = resolve_tokens(&["GPU-abc"], Some(&uuid), &node)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("only NVML can locate"), "{err}");
     }
 }

@@ -20,6 +20,12 @@ const SHELL_EXIT: &CStr = c"shell.exit";
 /// are libraries of their own, and carry the same plugin name, of which
 /// Flux's plugin stack keeps one: measured, each task is mapped once.)
 static LOADED: AtomicBool = AtomicBool::new(false);
+/// Set by the first load with a `conf` table: a site's `lua.d` file that
+/// loads the plugin with its conf, after the default initrc's
+/// `plugin.load { file = "*.so", conf = {} }` loaded it from the plugin
+/// directory, registers again, and Flux's plugin stack keeps it (the
+/// same name) in place of the load without one.
+static CONF_LOADED: AtomicBool = AtomicBool::new(false);
 
 /// Runs `work`, catching a panic; failure is -1 with the message logged.
 fn fenced(what: &str, work: impl FnOnce() -> Result<(), String>) -> c_int {
@@ -48,7 +54,9 @@ pub unsafe extern "C" fn flux_plugin_init(p: *mut FluxPlugin) -> c_int {
         return -1;
     };
     fenced("flux_plugin_init", || {
-        if LOADED.swap(true, Ordering::SeqCst) {
+        let has_conf = plugin.conf().is_some_and(|c| c.trim() != "{}");
+        let takes_over = has_conf && !CONF_LOADED.swap(true, Ordering::SeqCst);
+        if LOADED.swap(true, Ordering::SeqCst) && !takes_over {
             log(
                 Level::Debug,
                 "loaded again (the same .so): the first load acts, this one stands aside",

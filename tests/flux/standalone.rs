@@ -4,32 +4,6 @@
 //! ended on every ending.
 
 use crate::common::*;
-use std::collections::BTreeMap;
-
-/// Each task's list as srun's tasks would get it: rows grouped by broker
-/// (the job's nodes, in order), against `desi-gpu-map plan`.
-fn assert_srun_rule(jobs: &Jobs, name: &str, method: &str, devices: &[&str]) {
-    let rows = jobs.rows(name);
-    assert!(!rows.is_empty(), "{name}: no task ran:\n{}", jobs.all);
-    let mut per_broker: BTreeMap<String, usize> = BTreeMap::new();
-    for row in &rows {
-        *per_broker.entry(row[1].clone()).or_default() += 1;
-    }
-    let brokers: Vec<&String> = per_broker.keys().collect();
-    let counts: Vec<usize> = per_broker.values().copied().collect();
-    let want = srun_rule(method, &counts, devices);
-    for row in &rows {
-        let node = brokers.iter().position(|b| **b == row[1]).unwrap();
-        let local: usize = row[2].parse().unwrap();
-        let list = &want[&(node, local)];
-        assert_eq!(
-            (&row[3], row[4].as_str(), &row[5]),
-            (list, "1", list),
-            "{name}: task {} (node {node}, local {local}) got {row:?}; srun's rule gives {list}",
-            row[0]
-        );
-    }
-}
 
 const ALL: [&str; 4] = ["0", "1", "2", "3"];
 
@@ -342,20 +316,7 @@ fn the_option_replaces_gpu_affinity_and_gpu_affinity_the_sites_default() {
 #[test]
 fn mps_serves_each_node_and_nothing_is_left_on_any_ending() {
     let scratch = Scratch::new("mps");
-    let nvml_dir = scratch.0.join("nvml");
-    std::fs::create_dir_all(&nvml_dir).unwrap();
-    let conf = nvml_dir.join("fake-nvml.conf");
-    std::fs::write(&conf, "count=4\n").unwrap();
-    let lib = nvml_dir.join("libnvidia-ml.so.1");
-    let built = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-O2", "-o"])
-        .arg(&lib)
-        .arg(repo().join("tests/fakes/nvml/fake_nvml.c"))
-        .arg(format!("-DFAKE_NVML_CONF=\"{}\"", conf.display()))
-        .arg("-lpthread")
-        .status()
-        .unwrap();
-    assert!(built.success(), "build the fake NVML");
+    let lib = fake_nvml(&scratch, 4);
     // A base of its own: the daemon's sockets must fit in 108 bytes.
     let base = ShortDir::new();
     // No mps_control: the control daemon is found on the job's PATH.

@@ -67,6 +67,11 @@ impl Drop for Made {
         }
         for user in self.users.iter().rev() {
             let _ = Command::new("userdel").arg(user).status();
+            // Its own group, where userdel keeps it (USERGROUPS_ENAB no).
+            let _ = Command::new("groupdel")
+                .arg(user)
+                .stderr(Stdio::null())
+                .status();
         }
         for group in &self.groups {
             let _ = Command::new("groupdel").arg(group).status();
@@ -832,10 +837,23 @@ fn a_system_instance_maps_each_users_jobs_and_keeps_their_daemons_apart() {
         carol.to_string(),
     ];
     let files = system.made.files.clone();
+    let groups = system.made.groups.clone();
     let scratch = system.scratch.0.clone();
     drop(system);
     for user in users {
         assert!(uid_of(&user).is_none(), "user {user} is left");
+        let group = Command::new("getent")
+            .args(["group", &user])
+            .output()
+            .unwrap();
+        assert!(!group.status.success(), "group {user} is left");
+    }
+    for group in groups {
+        let left = Command::new("getent")
+            .args(["group", &group])
+            .output()
+            .unwrap();
+        assert!(!left.status.success(), "group {group} is left");
     }
     for file in files {
         assert!(!file.exists(), "{} is left", file.display());

@@ -26,7 +26,7 @@ nvidia:
 
 # flux-security 0.15.0 and flux-core 0.88.0 (--with-flux-security) built from
 # their source snapshots into target/flux/install, once (tests/flux/build.sh;
-# about 6 minutes on 2 cores), for the Flux suites.
+# about 5 minutes on 2 cores), for the Flux suites.
 flux: deps
 	bash tests/flux/build.sh >/dev/null
 

@@ -214,6 +214,8 @@ struct System {
     carol: String,
     /// The MPS daemons' base folder.
     base: ShortDir,
+    /// The plugin, as the site installed it.
+    installed: PathBuf,
     control: PathBuf,
     log: PathBuf,
 }
@@ -513,6 +515,7 @@ fn start_system(made: &mut Made) -> System {
         bob,
         carol,
         base,
+        installed: plugins.join("desi_gpu_map.so"),
         control,
         log,
     }
@@ -615,6 +618,46 @@ fn a_system_instance_maps_each_users_jobs_and_keeps_their_daemons_apart() {
             .collect();
         assert_eq!(users.len(), jobs.rows(name).len(), "{}", jobs.all);
         assert!(users.iter().all(|u| u == user), "{name} ran as {users:?}");
+    }
+
+    // A user's -o userrc loading the installed plugin again changes
+    // nothing: the site's conf holds (its mps_dir).
+    let userrc = s.home(alice).join("userrc.lua");
+    fs::write(
+        &userrc,
+        format!("plugin.load {{ file = \"{}\" }}\n", s.installed.display()),
+    )
+    .unwrap();
+    let userrc = format!("userrc={}", userrc.display());
+    record(
+        &mut jobs,
+        "alice-userrc",
+        s.flux(
+            alice,
+            &[
+                "run",
+                "-n2",
+                "-g2",
+                "-o",
+                "cpu-affinity=off",
+                "-o",
+                &userrc,
+                "-o",
+                "desi-gpu-map=contiguous,mps",
+                "sh",
+                "-c",
+                ROW,
+            ],
+        ),
+    );
+    let rows = jobs.rows("alice-userrc");
+    assert_eq!(rows.len(), 2, "{}", jobs.all);
+    for row in rows {
+        assert!(
+            row[6].starts_with(&s.base.0.display().to_string()),
+            "not the site's mps_dir: {row:?}\n{}",
+            jobs.said("alice-userrc")
+        );
     }
 
     // MPS: alice's job on the first node's four GPUs, bob's on the

@@ -227,6 +227,7 @@ impl System {
 
     /// `flux ARGS` run as `user`, in their folder, against the instance.
     fn flux(&self, user: &str, args: &[&str]) -> (i32, String) {
+        // Captured, and shown with a failure: how far the test got.
         eprintln!("system: {user}: flux {}", args.first().unwrap_or(&""));
         let home = self.home(user);
         let out = Command::new("setpriv")

@@ -24,8 +24,9 @@ deps:
 nvidia:
 	bash tests/nvidia/fetch.sh >/dev/null
 
-# flux-core 0.88.0 built from its source snapshot into target/flux/install,
-# once (tests/flux/build.sh; about 10 minutes on 2 cores), for the Flux suites.
+# flux-security 0.15.0 and flux-core 0.88.0 (--with-flux-security) built from
+# their source snapshots into target/flux/install, once (tests/flux/build.sh;
+# about 5 minutes on 2 cores), for the Flux suites.
 flux: deps
 	bash tests/flux/build.sh >/dev/null
 
@@ -51,8 +52,10 @@ check: deps
 unit: deps nvidia
 	$(CARGO) test --workspace --locked
 
-# The Flux shell plugin in standalone Flux instances (tests/flux/); its
-# in-Slurm suite runs with the cluster's (tests/cluster/flux.rs).
+# The Flux shell plugin in standalone Flux instances and a multi-user system
+# instance with the setuid IMP (tests/flux/; as root: it makes and deletes
+# users of its own); its in-Slurm suite runs with the cluster's
+# (tests/cluster/flux.rs).
 flux-test: build flux nvidia
 	$(CARGO) test --locked --features flux-tests --test flux
 

@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # The Flux shell plugin beside Flux's own gpu-affinity=per-task, on the
-# same jobs, and what the plugin costs per task. Starts one standalone
-# `flux start --test-size=2` with four fake GPUs a broker (Flux from
-# tests/flux/build.sh), prints each job's lists (task by task, in rank
-# order) under both, then times ROUNDS interleaved rounds of a 64-task job
-# without the plugin and with it, and prints the medians and their ratio,
-# measured in this one run. It asserts nothing (docs/flux.md).
-# Usage: benches/flux.sh [ROUNDS]   (default 5)
+# same jobs, and what each costs. Starts one standalone
+# `flux start --test-size=2` with 256 cores and four fake GPUs a broker
+# (Flux from tests/flux/build.sh), prints each job's lists (task by task,
+# in rank order) under both, then times `flux run` of 8, 64 and 256 tasks
+# on one node three ways, interleaved (every size and way once a round,
+# the ways' order turned each round): mapped by the plugin
+# (-o desi-gpu-map=contiguous), bound by Flux's own gpu-affinity=per-task,
+# and with neither (gpu-affinity=off, the plugin not loaded). It prints the
+# median times and the median of each round's ratios, measured in this one
+# run, and asserts nothing (docs/performance.md).
+# Usage: benches/flux.sh [ROUNDS]   (default 15)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=${1:-5}
+rounds=${1:-15}
 cargo build --release --locked --quiet -p desi-gpu-map-flux
-so=$PWD/${CARGO_TARGET_DIR:-target}/release/libdesi_gpu_map_flux.so
+target_dir=${CARGO_TARGET_DIR:-target}
+[[ $target_dir = /* ]] || target_dir=$PWD/$target_dir
+so=$target_dir/release/libdesi_gpu_map_flux.so
 prefix=$(bash tests/flux/build.sh)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 host=$(hostname)
-"$prefix/bin/flux" R encode -r 0-1 -c 0-63 -g 0-3 -H "$host,$host" >"$dir/R.json"
+"$prefix/bin/flux" R encode -r 0-1 -c 0-255 -g 0-3 -H "$host,$host" >"$dir/R.json"
 mkdir "$dir/conf"
 printf '[resource]\npath = "%s/R.json"\nnoverify = true\n' "$dir" >"$dir/conf/resource.toml"
 echo "plugin.load { file = \"$so\" }" >"$dir/userrc.lua"
@@ -34,18 +40,50 @@ for shape in "-N1 --tasks-per-node=3 --gpus-per-node=4" "-N1 --tasks-per-node=4 
     roundrobin=\$(lists \$shape -o userrc=$dir/userrc.lua -o desi-gpu-map=roundrobin)
     echo "| \\\`\$shape\\\` | \$flux_lists | \$contiguous | \$roundrobin |"
 done
-shape="-N1 --tasks-per-node=64 --gpus-per-node=4 -o cpu-affinity=off"
+# One job: its wall time in microseconds, from submission to exit; a
+# failed job ends the bench.
+timed() {
+    local t0 t1
+    t0=\$(date +%s%N)
+    flux run "\$@" true >&2 || return 1
+    t1=\$(date +%s%N)
+    echo \$(((t1 - t0) / 1000))
+}
+ways=(plugin flux neither)
 for r in \$(seq $rounds); do
-    t0=\$(date +%s%N); flux run \$shape true; t1=\$(date +%s%N)
-    flux run \$shape -o userrc=$dir/userrc.lua -o desi-gpu-map=contiguous true; t2=\$(date +%s%N)
-    echo "TIME \$(((t1 - t0) / 1000)) \$(((t2 - t1) / 1000))"
+    for n in 8 64 256; do
+        shape="-N1 --tasks-per-node=\$n --gpus-per-node=4 -o cpu-affinity=off"
+        for i in 0 1 2; do
+            way=\${ways[(i + r) % 3]}
+            case \$way in
+            plugin) us=\$(timed \$shape -o userrc=$dir/userrc.lua -o desi-gpu-map=contiguous) ;;
+            flux) us=\$(timed \$shape -o gpu-affinity=per-task) ;;
+            neither) us=\$(timed \$shape -o gpu-affinity=off) ;;
+            esac || { echo "bench: a \$way job of \$n tasks failed" >&2; exit 1; }
+            echo "TIME \$n \$way \$us"
+        done
+    done
 done
 INNER
 out=$("$prefix/bin/flux" start --test-size=2 --config-path="$dir/conf" bash "$dir/inner.sh")
 grep -v '^TIME' <<<"$out"
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-plain=$(awk '/^TIME/ {print $2}' <<<"$out" | median)
-mapped=$(awk '/^TIME/ {print $3}' <<<"$out" | median)
+# Each round's three times of one size, on one line: plugin, per-task, neither.
+rounds_of() {
+    awk -v n="$1" '$1 == "TIME" && $2 == n {t[$3] = $4; k++} k == 3 {print t["plugin"], t["flux"], t["neither"]; k = 0}' <<<"$out"
+}
 echo
-echo "flux run, 64 tasks on 4 GPUs, median of $rounds interleaved rounds: $((plain / 1000)) ms without the plugin, $((mapped / 1000)) ms with it"
-awk -v p="$plain" -v m="$mapped" 'BEGIN {printf "ratio %.2f; %.0f us a task more\n", m / p, (m - p) / 64}'
+echo "flux run on one node with 4 GPUs, $rounds interleaved rounds: median times (ms), and the"
+echo "median of each round's ratio (the three ways of a round ran back to back):"
+echo "| tasks | plugin | gpu-affinity=per-task | neither | plugin / per-task | plugin / neither | per-task / neither |"
+echo "|---:|---:|---:|---:|---:|---:|---:|"
+for n in 8 64 256; do
+    r=$(rounds_of "$n")
+    printf '| %d | %.0f | %.0f | %.0f | %.3f | %.3f | %.3f |\n' "$n" \
+        "$(awk '{print $1 / 1000}' <<<"$r" | median)" \
+        "$(awk '{print $2 / 1000}' <<<"$r" | median)" \
+        "$(awk '{print $3 / 1000}' <<<"$r" | median)" \
+        "$(awk '{print $1 / $2}' <<<"$r" | median)" \
+        "$(awk '{print $1 / $3}' <<<"$r" | median)" \
+        "$(awk '{print $2 / $3}' <<<"$r" | median)"
+done

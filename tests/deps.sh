@@ -49,7 +49,8 @@ command -v mksquashfs >/dev/null || need+=(squashfs-tools)
 command -v zstd >/dev/null || need+=(zstd)
 command -v squashfuse >/dev/null || need+=(squashfuse)
 command -v fuse-overlayfs >/dev/null || need+=(fuse-overlayfs)
-# tests/flux/build.sh: flux-core's build packages (tests/flux/packages).
+# tests/flux/build.sh: flux-core's and flux-security's build packages, and
+# munge for tests/flux/system.rs (tests/flux/packages).
 for pkg in $(grep -v '^#' "$(dirname "$0")/flux/packages"); do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done

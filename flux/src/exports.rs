@@ -14,10 +14,14 @@ const TASK_INIT: &CStr = c"task.init";
 const TASK_EXIT: &CStr = c"task.exit";
 const SHELL_EXIT: &CStr = c"shell.exit";
 
-/// Set in the shell by the first load of the plugin. Loaded again (an
-/// initrc and a user's `userrc`, the same file or a copy), a second
-/// registration under the same name would replace the first, and with it
-/// the site's `conf`: the later load registers nothing and stands aside.
+/// Set in the shell by the load that acts: whether it came with a site's
+/// `conf` table. Loaded again (an initrc, a site's `lua.d` file, a user's
+/// `userrc`; the same file or a copy), a second registration under the
+/// same name replaces the first in Flux's plugin stack, and with it the
+/// first's `conf`. So a later load stands aside, but for one with a `conf`
+/// after one without (the default initrc's `plugin.load { file = "*.so",
+/// conf = {} }` from the plugin directory, then the site's file with its
+/// table), which takes over: the site's settings hold either way.
 const LOADED: Slot<bool> = Slot::named(c"desi-gpu-map::loaded");
 
 /// Runs `work`, catching a panic; failure is -1 with the message logged.
@@ -48,14 +52,18 @@ pub unsafe extern "C" fn flux_plugin_init(p: *mut FluxPlugin) -> c_int {
     };
     fenced("flux_plugin_init", || {
         let shell = plugin.shell().ok_or(PluginError::NoShell)?;
-        if shell.kept(&LOADED).is_some() {
+        let has_conf = plugin
+            .conf()
+            .is_some_and(|c| !matches!(c.trim(), "" | "{}" | "[]"));
+        let takes_over = has_conf && shell.kept(&LOADED) == Some(&false);
+        if shell.kept(&LOADED).is_some() && !takes_over {
             log(
                 Level::Debug,
                 "loaded again: the first load acts (with its conf), this one stands aside",
             );
             return Ok(());
         }
-        shell.keep(&LOADED, true)?;
+        shell.keep(&LOADED, has_conf)?;
         plugin.register(&[SHELL_INIT, TASK_INIT, TASK_EXIT, SHELL_EXIT], handle)
     })
 }

@@ -188,29 +188,9 @@ pub fn in_flux_env(
 ) -> Jobs {
     let dir = &scratch.0;
     let flux = prefix().join("bin/flux");
-    let host = String::from_utf8(Command::new("hostname").output().unwrap().stdout).unwrap();
-    let host = host.trim();
-    let r = Command::new(&flux)
-        .args(["R", "encode", "-r", "0-1", "-c", cores, "-g", "0-3", "-H"])
-        .arg(format!("{host},{host}"))
-        .output()
-        .unwrap();
-    assert!(
-        r.status.success(),
-        "flux R encode: {}",
-        String::from_utf8_lossy(&r.stderr)
-    );
-    fs::write(dir.join("R.json"), &r.stdout).unwrap();
     let conf = dir.join("conf");
     fs::create_dir_all(&conf).unwrap();
-    fs::write(
-        conf.join("resource.toml"),
-        format!(
-            "[resource]\npath = \"{}\"\nnoverify = true\n",
-            dir.join("R.json").display()
-        ),
-    )
-    .unwrap();
+    fs::write(conf.join("resource.toml"), resource_toml(dir, cores)).unwrap();
     let so = plugin();
     let userrc = dir.join("userrc.lua");
     fs::write(
@@ -288,7 +268,30 @@ pub fn in_flux_env(
     }
 }
 
-fn path_with(dir: &Path) -> String {
+/// Writes `dir/R.json`, two brokers on this host with 64 cores and four
+/// fake GPUs each, and returns the `[resource]` table that gives it to an
+/// instance.
+pub fn resource_toml(dir: &Path, cores: &str) -> String {
+    let host = String::from_utf8(Command::new("hostname").output().unwrap().stdout).unwrap();
+    let host = host.trim();
+    let r = Command::new(prefix().join("bin/flux"))
+        .args(["R", "encode", "-r", "0-1", "-c", cores, "-g", "0-3", "-H"])
+        .arg(format!("{host},{host}"))
+        .output()
+        .unwrap();
+    assert!(
+        r.status.success(),
+        "flux R encode: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    fs::write(dir.join("R.json"), &r.stdout).unwrap();
+    format!(
+        "[resource]\npath = \"{}\"\nnoverify = true\n",
+        dir.join("R.json").display()
+    )
+}
+
+pub fn path_with(dir: &Path) -> String {
     let path = std::env::var("PATH").unwrap_or_default();
     format!("{}:{path}", dir.display())
 }
@@ -309,6 +312,32 @@ fn parse_jobs(out: &str) -> BTreeMap<String, (i32, Vec<String>)> {
     }
     jobs
 }
+
+/// Each task's list as srun's tasks would get it: rows grouped by broker
+/// (the job's nodes, in order), against `desi-gpu-map plan`.
+pub fn assert_srun_rule(jobs: &Jobs, name: &str, method: &str, devices: &[&str]) {
+    let rows = jobs.rows(name);
+    assert!(!rows.is_empty(), "{name}: no task ran:\n{}", jobs.all);
+    let mut per_broker: BTreeMap<String, usize> = BTreeMap::new();
+    for row in &rows {
+        *per_broker.entry(row[1].clone()).or_default() += 1;
+    }
+    let brokers: Vec<&String> = per_broker.keys().collect();
+    let counts: Vec<usize> = per_broker.values().copied().collect();
+    let want = srun_rule(method, &counts, devices);
+    for row in &rows {
+        let node = brokers.iter().position(|b| **b == row[1]).unwrap();
+        let local: usize = row[2].parse().unwrap();
+        let list = &want[&(node, local)];
+        assert_eq!(
+            (&row[3], row[4].as_str(), &row[5]),
+            (list, "1", list),
+            "{name}: task {} (node {node}, local {local}) got {row:?}; srun's rule gives {list}",
+            row[0]
+        );
+    }
+}
+
 
 /// What srun's tasks would get (`desi-gpu-map plan`) for these tasks per
 /// node on these GPUs: `(node, local id) -> list`.

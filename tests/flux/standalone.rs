@@ -4,32 +4,6 @@
 //! ended on every ending.
 
 use crate::common::*;
-use std::collections::BTreeMap;
-
-/// Each task's list as srun's tasks would get it: rows grouped by broker
-/// (the job's nodes, in order), against `desi-gpu-map plan`.
-fn assert_srun_rule(jobs: &Jobs, name: &str, method: &str, devices: &[&str]) {
-    let rows = jobs.rows(name);
-    assert!(!rows.is_empty(), "{name}: no task ran:\n{}", jobs.all);
-    let mut per_broker: BTreeMap<String, usize> = BTreeMap::new();
-    for row in &rows {
-        *per_broker.entry(row[1].clone()).or_default() += 1;
-    }
-    let brokers: Vec<&String> = per_broker.keys().collect();
-    let counts: Vec<usize> = per_broker.values().copied().collect();
-    let want = srun_rule(method, &counts, devices);
-    for row in &rows {
-        let node = brokers.iter().position(|b| **b == row[1]).unwrap();
-        let local: usize = row[2].parse().unwrap();
-        let list = &want[&(node, local)];
-        assert_eq!(
-            (&row[3], row[4].as_str(), &row[5]),
-            (list, "1", list),
-            "{name}: task {} (node {node}, local {local}) got {row:?}; srun's rule gives {list}",
-            row[0]
-        );
-    }
-}
 
 const ALL: [&str; 4] = ["0", "1", "2", "3"];
 

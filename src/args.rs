@@ -3,7 +3,7 @@
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{Arg, Args, Parser, Subcommand};
+use clap::{Arg, Args, FromArgMatches, Parser, Subcommand};
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::launch::LAUNCHERS;
 use desi_gpu_map_core::method::{method_names, Method, Visible};
@@ -512,15 +512,13 @@ pub fn drop_empty_mirrors() {
 }
 
 /// exec's options as their variables give them, for the task prolog,
-/// which slurmstepd runs with no argument.
+/// which slurmstepd runs with no argument. Only exec's own options are
+/// built, not the whole command line's: the prolog runs in every task.
 pub fn exec_from_variables() -> Result<ExecArgs, String> {
-    match Cli::try_parse_from(["desi-gpu-map", "exec"]) {
-        Ok(Cli {
-            command: Command::Exec(args),
-        }) => Ok(args),
-        Ok(_) => Err("exec's options could not be read".to_string()),
-        Err(e) => Err(error_line(&e)),
-    }
+    let exec = ExecArgs::augment_args(clap::Command::new("exec"));
+    exec.try_get_matches_from(["exec"])
+        .and_then(|matches| ExecArgs::from_arg_matches(&matches))
+        .map_err(|e| error_line(&e))
 }
 
 /// A command-line error in one line; where the bad value came from a

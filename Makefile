@@ -11,8 +11,10 @@ TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
 SO := $(TARGET_DIR)/release/libdesi_gpu_map_spank.so
 FLUX_SO := $(TARGET_DIR)/release/libdesi_gpu_map_flux.so
 BIN := $(TARGET_DIR)/release/desi-gpu-map
+# The same command linked statically, for the task prolog (Cargo.toml).
+PROLOG := $(TARGET_DIR)/release/desi-gpu-map-prolog
 
-.PHONY: all build deps nvidia flux demo test check unit flux-test cluster-test clean
+.PHONY: all build release deps nvidia flux demo test check unit flux-test cluster-test clean
 
 all: build
 
@@ -29,8 +31,18 @@ nvidia:
 flux: deps
 	bash tests/flux/build.sh >/dev/null
 
-build: deps
+build: deps release
+
+# The release build alone (packaging/deb/build-deb.sh, the series builds).
+# The prolog's binary is linked statically where glibc's static libraries
+# are installed (Debian's libc6-dev, RHEL's glibc-static); elsewhere it is
+# linked as the command is, and said.
+release:
 	$(CARGO) build --release --workspace --locked
+	$(CARGO) rustc --release --locked --bin desi-gpu-map-prolog --features static-prolog \
+		-- -C target-feature=+crt-static 2>$(TARGET_DIR)/prolog-static.log || { \
+		echo "warning: cannot link desi-gpu-map-prolog statically ($(TARGET_DIR)/prolog-static.log); linking it dynamically" >&2; \
+		$(CARGO) rustc --release --locked --bin desi-gpu-map-prolog --features static-prolog; }
 
 demo: build nvidia
 	bash tests/demo.sh
@@ -93,7 +105,7 @@ endif
 .PHONY: install man package-deb package-rpm package-test
 
 install:
-	@for f in $(SO) $(FLUX_SO) $(BIN); do [ -f "$$f" ] || { echo "make install: $$f is missing; run make build first" >&2; exit 1; }; done
+	@for f in $(SO) $(FLUX_SO) $(BIN) $(PROLOG); do [ -f "$$f" ] || { echo "make install: $$f is missing; run make build first" >&2; exit 1; }; done
 	@[ -n "$(SLURM_PLUGIN_DIR)" ] || { echo "make install: set SLURM_PLUGIN_DIR to Slurm's PluginDir" >&2; exit 1; }
 	install -d $(DESTDIR)$(SLURM_PLUGIN_DIR) $(DESTDIR)$(BINDIR) \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(PLUGSTACK_DIR)
@@ -101,6 +113,7 @@ install:
 	install -d $(DESTDIR)$(FLUX_PLUGIN_DIR)
 	install -m $(PLUGIN_MODE) $(FLUX_SO) $(DESTDIR)$(FLUX_PLUGIN_DIR)/desi_gpu_map.so
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/desi-gpu-map
+	install -m 0755 $(PROLOG) $(DESTDIR)$(BINDIR)/desi-gpu-map-prolog
 	install -m 0644 packaging/man/desi-gpu-map.1 $(DESTDIR)$(MANDIR)/man1/desi-gpu-map.1
 	install -m 0644 packaging/man/desi_gpu_map.8 $(DESTDIR)$(MANDIR)/man8/desi_gpu_map.8
 # podman-hpc's module, for the site to copy into its modules.d (docs/user-guide.md, Containers).

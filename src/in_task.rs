@@ -5,6 +5,7 @@
 //! for slurmstepd) share all of it, so they decide and apply alike.
 
 use crate::args::ExecArgs;
+use crate::handover;
 use crate::keeper;
 use desi_gpu_map_core::cpuset::CpuSet;
 use desi_gpu_map_core::env;
@@ -12,10 +13,11 @@ use desi_gpu_map_core::error::Error;
 use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::launch::watched;
 use desi_gpu_map_core::mps::Daemon;
-use desi_gpu_map_core::settings::config::{Config, MpsSettings};
+use desi_gpu_map_core::settings::config::{Config, MpsSettings, NvmlSource};
 use desi_gpu_map_core::settings::option::OptionRequest;
 use desi_gpu_map_core::start::{decide, request, Mapping, Start, TaskFacts, DEFAULT_METHOD};
 use desi_gpu_map_core::step::{carry_out, FrontEnd, Node, NvmlAsk, Snapshot};
+use desi_gpu_map_core::wire;
 use desi_gpu_map_host::failure::Failure;
 use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::mps::daemon::random_token;
@@ -203,6 +205,9 @@ impl Node for Process {
     }
 
     fn nvml(&self, ask: NvmlAsk, config: &Config) -> Result<Vec<String>, Error> {
+        if handover::STATIC && config.nvml != NvmlSource::Off {
+            return Err(wire::broken(handover::to_dynamic()));
+        }
         ask_within(ask, &config.nvml, config.nvml_timeout)
     }
 }

@@ -3,7 +3,8 @@
 //! decisions are the core's (`desi-gpu-map-core`), the machine is the host
 //! crate's (`desi-gpu-map-host`); this crate holds the command line
 //! ([`args`]), each subcommand's front end, exec's MPS keeper ([`keeper`]),
-//! and its startup record ([`edge`]).
+//! its startup record ([`edge`]), and how its static build, the task
+//! prolog's, has NVML asked ([`handover`]).
 
 #![deny(unsafe_code)]
 // Outside tests the command never panics: errors are values.
@@ -12,7 +13,9 @@
 
 mod args;
 mod edge;
+mod entry;
 mod exec;
+mod handover;
 mod in_task;
 mod json;
 mod keeper;
@@ -23,72 +26,24 @@ mod show;
 #[cfg(test)]
 mod manpage;
 
-use desi_gpu_map_core::env;
-use edge::signals;
-
-use clap::Parser;
-use std::io::Write;
-use std::process::ExitCode;
-
-fn main() -> ExitCode {
-    args::drop_empty_mirrors();
-    if std::env::args_os().len() == 1 {
-        match std::env::var(env::SCRIPT_CONTEXT).as_deref() {
-            Ok(env::PROLOG_TASK) => return prolog::prolog(),
-            Ok(env::EPILOG_TASK) => return prolog::epilog(),
-            _ => {}
-        }
-    }
-    let cli = match args::Cli::try_parse() {
-        Ok(cli) => cli,
-        // Help and version go to standard output, whose write can fail.
-        Err(e) if !e.use_stderr() => {
-            let what = match e.kind() {
-                clap::error::ErrorKind::DisplayVersion => "the version",
-                _ => "the help",
-            };
-            return written(e.print(), "desi-gpu-map", what);
-        }
-        Err(e) => {
-            // A bad value from a variable: say which variable.
-            let line = args::error_line(&e);
-            if line.contains("(from $") {
-                let _ = writeln!(std::io::stderr(), "error: {line}");
-                return ExitCode::from(2);
-            }
-            e.exit()
-        }
-    };
-    let (result, who, what) = match cli.command {
-        args::Command::Plan(args) => (plan::run(&args), "desi-gpu-map plan", "the plan"),
-        args::Command::Show(args) => (show::run(&args), "desi-gpu-map show", "the report"),
-        args::Command::Exec(args) => return exec::run(&args, signals::keep_callers),
-        args::Command::MpsKeeper(args) => return keeper::run(&args),
-    };
-    match result {
-        Ok(text) => written(std::io::stdout().write_all(text.as_bytes()), who, what),
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "desi-gpu-map: {e}");
-            ExitCode::from(2)
-        }
-    }
+fn main() -> std::process::ExitCode {
+    entry::main()
 }
 
-/// How the command ends once `who` wrote `what` to standard output (with
-/// `wrote`'s result): a failed write is said, but a closed pipe (`| head`)
-/// ends quietly, as Unix tools do; both exit 1.
-fn written(wrote: std::io::Result<()>, who: &str, what: &str) -> ExitCode {
-    // Standard output is line-buffered: a last line without its newline
-    // would fail only at exit, unsaid.
-    match wrote.and_then(|()| std::io::stdout().flush()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::from(1),
-        Err(e) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "{who}: cannot write {what} to standard output: {e}"
-            );
-            ExitCode::from(1)
-        }
+#[cfg(test)]
+mod tests {
+    /// The static build's root declares the same modules (src/main_static.rs).
+    #[test]
+    fn both_roots_declare_the_same_modules() {
+        let mods = |root: &str| -> Vec<String> {
+            root.lines()
+                .filter(|line| line.starts_with("mod ") && line.ends_with(';'))
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(
+            mods(include_str!("main.rs")),
+            mods(include_str!("main_static.rs"))
+        );
     }
 }

@@ -28,7 +28,8 @@ debversion=$version+slurm$series
 if [ -n "${SLURM_INCLUDE_DIR:-}" ] && [ -z "${CARGO_TARGET_DIR:-}" ]; then
     export CARGO_TARGET_DIR=target/series/$series
 fi
-cargo build --release --workspace --locked
+# The release build, the prolog's static binary with it (Makefile).
+make -s release
 
 out=target/package
 root=$out/deb-root

@@ -14,12 +14,19 @@ BIN := $(TARGET_DIR)/release/desi-gpu-map
 # The same command linked statically, for the task prolog (Cargo.toml).
 PROLOG := $(TARGET_DIR)/release/desi-gpu-map-prolog
 
-.PHONY: all build release deps nvidia flux demo test check unit flux-test cluster-test clean
+.PHONY: all build release deps build-deps nvidia flux demo test check unit flux-test cluster-test clean
 
 all: build
 
+# Everything the suite needs from Debian's packages (tests/deps.sh); waits
+# for an install that `make test` started in the background.
 deps:
 	bash tests/deps.sh
+
+# What the builds alone need: a C compiler, Slurm's headers, flux-core's
+# build packages.
+build-deps:
+	bash tests/deps.sh build
 
 # Debian's real NVML and MPS binaries (non-free), unpacked for the tests into
 # /var/tmp/desi-gpu-map-nvidia, never installed (tests/nvidia/fetch.sh).
@@ -28,10 +35,10 @@ nvidia:
 
 # flux-core 0.88.0 built from its source snapshot into target/flux/install,
 # once (tests/flux/build.sh; about 10 minutes on 2 cores), for the Flux suites.
-flux: deps
+flux: build-deps
 	bash tests/flux/build.sh >/dev/null
 
-build: deps release
+build: build-deps release
 
 # The release build alone (packaging/deb/build-deb.sh, the series builds).
 # The prolog's binary is linked statically where glibc's static libraries
@@ -44,21 +51,27 @@ release:
 		echo "warning: cannot link desi-gpu-map-prolog statically ($(TARGET_DIR)/prolog-static.log); linking it dynamically" >&2; \
 		$(CARGO) rustc --release --locked --bin desi-gpu-map-prolog --features static-prolog; }
 
-demo: build nvidia
+demo: deps build nvidia
 	bash tests/demo.sh
 
 # Everything CI runs: style, lints, unit and property tests, then the
 # integration suite against a real local Slurm cluster.
-# flux-core builds in the background (niced) beside the lints and unit tests;
-# the Flux suites wait for it (tests/flux/build.sh --start).
-test: deps nvidia
+# On a fresh machine the first minutes are Debian's packages and the first
+# build of every crate and of flux-core, all on the same CPUs: flux-core's
+# build starts (niced, in the background) as soon as its own packages are
+# in, the rest of the packages install in the background beside the lints,
+# and what needs them waits for them (tests/flux/build.sh --start,
+# tests/deps.sh --start; docs/testing.md).
+test: build-deps
 	bash tests/flux/build.sh --start
+	bash tests/deps.sh --start
 	$(MAKE) check unit package-test flux-test cluster-test
 
-check: deps
+# One clippy run with every feature checks every target: the features only
+# add targets (the two cluster suites', the static prolog's; Cargo.toml).
+check: build-deps
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
-	$(CARGO) clippy --workspace --all-targets --locked --features cluster-tests,flux-tests -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --locked --features cluster-tests,flux-tests,static-prolog -- -D warnings
 
 unit: deps nvidia
 	$(CARGO) test --workspace --locked
@@ -147,5 +160,5 @@ package-rpm:
 	bash packaging/rpm/build-rpm.sh
 
 # Builds both packages and checks them; no cluster needed.
-package-test:
+package-test: deps
 	bash tests/package/package-tests.sh

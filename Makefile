@@ -73,7 +73,11 @@ check: build-deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked --features cluster-tests,flux-tests,static-prolog -- -D warnings
 
-unit: deps nvidia
+# The tests are built before the packages they run with are waited for:
+# on a fresh machine, beside their install (make test).
+unit: build-deps
+	$(CARGO) test --workspace --locked --no-run
+	$(MAKE) deps nvidia
 	$(CARGO) test --workspace --locked
 
 # The Flux shell plugin in standalone Flux instances (tests/flux/); its

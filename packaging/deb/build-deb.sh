@@ -32,7 +32,9 @@ fi
 make -s release
 
 out=target/package
-root=$out/deb-root
+# One staging tree per series: run-cluster-tests.sh builds a later series'
+# package while the first series' is built.
+root=$out/deb-root-$series
 rm -rf "$root"
 mkdir -p "$root/DEBIAN"
 make -s install DESTDIR="$root" PREFIX=/usr SYSCONFDIR=/etc SLURM_PLUGIN_DIR="$plugin_dir" FLUX_PLUGIN_DIR="$flux_dir" >/dev/null

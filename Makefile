@@ -11,13 +11,22 @@ TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
 SO := $(TARGET_DIR)/release/libdesi_gpu_map_spank.so
 FLUX_SO := $(TARGET_DIR)/release/libdesi_gpu_map_flux.so
 BIN := $(TARGET_DIR)/release/desi-gpu-map
+# The same command linked statically, for the task prolog (Cargo.toml).
+PROLOG := $(TARGET_DIR)/release/desi-gpu-map-prolog
 
-.PHONY: all build deps nvidia flux demo test check unit flux-test cluster-test clean
+.PHONY: all build release deps build-deps nvidia flux demo test check unit flux-test cluster-test clean
 
 all: build
 
+# Everything the suite needs from Debian's packages (tests/deps.sh); waits
+# for an install that `make test` started in the background.
 deps:
 	bash tests/deps.sh
+
+# What the builds alone need: a C compiler, Slurm's headers, flux-core's
+# build packages.
+build-deps:
+	bash tests/deps.sh build
 
 # Debian's real NVML and MPS binaries (non-free), unpacked for the tests into
 # /var/tmp/desi-gpu-map-nvidia, never installed (tests/nvidia/fetch.sh).
@@ -27,29 +36,49 @@ nvidia:
 # flux-security 0.15.0 and flux-core 0.88.0 (--with-flux-security) built from
 # their source snapshots into target/flux/install, once (tests/flux/build.sh;
 # about 5 minutes on 2 cores), for the Flux suites.
-flux: deps
+flux: build-deps
 	bash tests/flux/build.sh >/dev/null
 
-build: deps
-	$(CARGO) build --release --workspace --locked
+build: build-deps release
 
-demo: build nvidia
+# The release build alone (packaging/deb/build-deb.sh, the series builds).
+# The prolog's binary is linked statically where glibc's static libraries
+# are installed (Debian's libc6-dev, RHEL's glibc-static); elsewhere it is
+# linked as the command is, and said.
+release:
+	$(CARGO) build --release --workspace --locked
+	$(CARGO) rustc --release --locked --bin desi-gpu-map-prolog --features static-prolog \
+		-- -C target-feature=+crt-static 2>$(TARGET_DIR)/prolog-static.log || { \
+		echo "warning: cannot link desi-gpu-map-prolog statically ($(TARGET_DIR)/prolog-static.log); linking it dynamically" >&2; \
+		$(CARGO) rustc --release --locked --bin desi-gpu-map-prolog --features static-prolog; }
+
+demo: deps build nvidia
 	bash tests/demo.sh
 
 # Everything CI runs: style, lints, unit and property tests, then the
 # integration suite against a real local Slurm cluster.
-# flux-core builds in the background (niced) beside the lints and unit tests;
-# the Flux suites wait for it (tests/flux/build.sh --start).
-test: deps nvidia
+# On a fresh machine the first minutes are Debian's packages and the first
+# build of every crate and of flux-core, all on the same CPUs: flux-core's
+# build starts (niced, in the background) as soon as its own packages are
+# in, the rest of the packages install in the background beside the lints,
+# and what needs them waits for them (tests/flux/build.sh --start,
+# tests/deps.sh --start; docs/testing.md).
+test: build-deps
 	bash tests/flux/build.sh --start
+	bash tests/deps.sh --start
 	$(MAKE) check unit package-test flux-test cluster-test
 
-check: deps
+# One clippy run with every feature checks every target: the features only
+# add targets (the two cluster suites', the static prolog's; Cargo.toml).
+check: build-deps
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
-	$(CARGO) clippy --workspace --all-targets --locked --features cluster-tests,flux-tests -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --locked --features cluster-tests,flux-tests,static-prolog -- -D warnings
 
-unit: deps nvidia
+# The tests are built before the packages they run with are waited for:
+# on a fresh machine, beside their install (make test).
+unit: build-deps
+	$(CARGO) test --workspace --locked --no-run
+	$(MAKE) deps nvidia
 	$(CARGO) test --workspace --locked
 
 # The Flux shell plugin in standalone Flux instances and a multi-user system
@@ -96,7 +125,7 @@ endif
 .PHONY: install man package-deb package-rpm package-test
 
 install:
-	@for f in $(SO) $(FLUX_SO) $(BIN); do [ -f "$$f" ] || { echo "make install: $$f is missing; run make build first" >&2; exit 1; }; done
+	@for f in $(SO) $(FLUX_SO) $(BIN) $(PROLOG); do [ -f "$$f" ] || { echo "make install: $$f is missing; run make build first" >&2; exit 1; }; done
 	@[ -n "$(SLURM_PLUGIN_DIR)" ] || { echo "make install: set SLURM_PLUGIN_DIR to Slurm's PluginDir" >&2; exit 1; }
 	install -d $(DESTDIR)$(SLURM_PLUGIN_DIR) $(DESTDIR)$(BINDIR) \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(PLUGSTACK_DIR)
@@ -104,6 +133,7 @@ install:
 	install -d $(DESTDIR)$(FLUX_PLUGIN_DIR)
 	install -m $(PLUGIN_MODE) $(FLUX_SO) $(DESTDIR)$(FLUX_PLUGIN_DIR)/desi_gpu_map.so
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/desi-gpu-map
+	install -m 0755 $(PROLOG) $(DESTDIR)$(BINDIR)/desi-gpu-map-prolog
 	install -m 0644 packaging/man/desi-gpu-map.1 $(DESTDIR)$(MANDIR)/man1/desi-gpu-map.1
 	install -m 0644 packaging/man/desi_gpu_map.8 $(DESTDIR)$(MANDIR)/man8/desi_gpu_map.8
 # podman-hpc's module, for the site to copy into its modules.d (docs/user-guide.md, Containers).
@@ -137,5 +167,5 @@ package-rpm:
 	bash packaging/rpm/build-rpm.sh
 
 # Builds both packages and checks them; no cluster needed.
-package-test:
+package-test: deps
 	bash tests/package/package-tests.sh

@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# The task prolog's own cost: one srun step on 2 nodes (4 fake GPUs each),
-# 32 and 64 tasks, with desi-gpu-map as the task prolog
-# (DESI_GPU_MAP_METHOD=contiguous, no plugin) against /bin/true as the
-# task prolog, the two interleaved ROUNDS times; medians (ms) and the
-# ratio, all from this one run. Then where one prolog's time goes:
-# `strace -f -c` of desi-gpu-map as the prolog of a one-task step (its
-# system calls, counted), the files it opens and the programs it runs,
-# and its own wall and CPU time (GNU time's format through bash's
-# TIMEFORMAT) beside /bin/true's. Asserts nothing.
-# Usage: benches/desi_prolog.sh [ROUNDS]   (default 15)
+# The task prolog's and exec's own cost, in one cluster and one run (2 nodes,
+# 4 fake GPUs each): one srun step of 32 and of 64 tasks, the variants
+# interleaved ROUNDS times:
+#   true    no plugin; /bin/true as the task prolog
+#   prolog  no plugin; desi-gpu-map-prolog (the static build) as the task
+#           prolog (DESI_GPU_MAP_METHOD=contiguous)
+#   plugin  the plugin (--desi-gpu-map=contiguous), no prolog
+#   exec    no plugin; each task started as desi-gpu-map exec --method contiguous -- true
+# and, for each OTHER build of desi-gpu-map given (a build before a change,
+# say), that binary as the prolog and as exec beside them. Prints the medians (ms) and the
+# ratios prolog/true and exec/plugin, all from this one run. Then where one
+# prolog's time goes: `strace -f -c` of desi-gpu-map-prolog as the prolog of
+# a one-task step (its system calls, counted), the files it opens and the
+# programs it runs, the dynamic loader's statistics for desi-gpu-map and
+# /bin/true (LD_DEBUG=statistics; the static build has no loader), and its
+# own wall and CPU time (GNU time's format through bash's TIMEFORMAT)
+# beside /bin/true's. Asserts nothing.
+# Usage: benches/desi_prolog.sh [ROUNDS [OTHER...]]   (default 15 rounds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-15}
+others=("${@:2}")
 . tests/cluster/session.sh
 bash "$harness" up 4 4 >/dev/null
 eval "$(bash "$harness" env)"
@@ -19,59 +28,95 @@ bash "$harness" plugin off >/dev/null
 work=$DGM_CLUSTER_DIR/bench
 mkdir -p "$work"
 bin=$PWD/target/release/desi-gpu-map
+prolog=$PWD/target/release/desi-gpu-map-prolog
+[ -x "$prolog" ] || { echo "$0: build first (make build)" >&2; exit 1; }
 export DESI_GPU_MAP_METHOD=contiguous DESI_GPU_MAP_NVML=$DGM_CLUSTER_DIR/nvml/libnvidia-ml.so.1
-step() { # PROLOG NTASKS -> milliseconds
-    local t0
+# Each build's name in the table, its prolog and its exec: this one, then
+# the others.
+names=(this) prologs=("$prolog") execs=("$bin")
+for i in "${!others[@]}"; do
+    names+=("other$((i + 1))")
+    prologs+=("$(realpath "${others[$i]}")")
+    execs+=("$(realpath "${others[$i]}")")
+done
+variants=(true plugin)
+for i in "${!names[@]}"; do variants+=("prolog:$i" "exec:$i"); done
+step() { # VARIANT NTASKS -> milliseconds
+    local args=(-N2 -n"$2" --ntasks-per-node=$(($2 / 2)) --overlap) t0 p
+    case $1 in
+        true) args+=(--task-prolog=/bin/true) ;;
+        plugin) bash "$harness" plugin required "$so" >/dev/null; args+=(--desi-gpu-map=contiguous) ;;
+        prolog:*) p=${1#prolog:}; args+=(--task-prolog="${prologs[$p]}") ;;
+        exec:*) p=${1#exec:}; args+=("${execs[$p]}" exec --method contiguous --) ;;
+    esac
     t0=$(date +%s%N)
-    srun -N2 -n"$2" --ntasks-per-node=$(($2 / 2)) --overlap --task-prolog="$1" true
+    srun "${args[@]}" true
     echo $((($(date +%s%N) - t0) / 1000000))
+    [ "$1" != plugin ] || bash "$harness" plugin off >/dev/null
 }
-export -f step
-export bin
 results=$work/results
 : >"$results"
+# The allocation's shell runs the rounds; it gets the functions and arrays
+# as text.
 salloc -N2 --ntasks-per-node=32 -w 'n[1-2]' --gpus-per-node=4 bash -c "
+    $(declare -f step)
+    $(declare -p harness so prologs execs variants)
     for r in \$(seq $rounds); do
         for n in 32 64; do
-            echo \"\$n true \$(step /bin/true \$n)\" >>'$results'
-            echo \"\$n prolog \$(step $bin \$n)\" >>'$results'
+            for v in \"\${variants[@]}\"; do
+                echo \"\$n \$v \$(step \$v \$n)\" >>'$results'
+            done
         done
     done" 2>/dev/null
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
-echo "one srun step with a task prolog, median of $rounds interleaved rounds (ms), 2 nodes, 4 GPUs each"
-printf '%6s %10s %13s %15s\n' tasks /bin/true desi-gpu-map desi-gpu-map/true
-for n in 32 64; do
-    t=$(awk -v n="$n" '$1 == n && $2 == "true" {print $3}' "$results" | median)
-    p=$(awk -v n="$n" '$1 == n && $2 == "prolog" {print $3}' "$results" | median)
-    printf '%6s %10s %13s %15s\n' "$n" "$t" "$p" "$(ratio "$p" "$t")"
+med() { awk -v n="$1" -v v="$2" '$1 == n && $2 == v {print $3}' "$results" | median; }
+echo "one srun step, median of $rounds interleaved rounds (ms), 2 nodes, 4 GPUs each; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+for i in "${!names[@]}"; do
+    echo "  ${names[$i]}: prolog ${prologs[$i]} ($(stat -c %s "${prologs[$i]}") bytes), exec ${execs[$i]}"
+done
+printf '%-14s %6s %10s %8s %8s %8s %12s %12s\n' build tasks true-prolog prolog plugin exec prolog/true exec/plugin
+for i in "${!names[@]}"; do
+    for n in 32 64; do
+        t=$(med "$n" true) pl=$(med "$n" plugin) p=$(med "$n" "prolog:$i") e=$(med "$n" "exec:$i")
+        printf '%-14s %6s %10s %8s %8s %8s %12s %12s\n' "${names[$i]}" "$n" "$t" "$p" "$pl" "$e" \
+            "$(ratio "$p" "$t")" "$(ratio "$e" "$pl")"
+    done
 done
 
-# One prolog, traced: a prolog that runs desi-gpu-map under strace (its
+# One prolog, traced: a prolog that runs desi-gpu-map-prolog under strace (its
 # output, what slurmstepd reads, passes through), and one that times it.
 cat >"$work/traced" <<TRACED
 #!/bin/bash
-exec strace -f -qq -o $work/calls -e trace=openat,open,execve,clone,clone3,fork,vfork,connect $bin
+exec strace -f -qq -o $work/calls -e trace=openat,open,execve,clone,clone3,fork,vfork,connect $prolog
 TRACED
 cat >"$work/counted" <<COUNTED
 #!/bin/bash
-exec strace -f -c -o $work/counts $bin
+exec strace -f -c -o $work/counts $prolog
 COUNTED
 cat >"$work/timed" <<TIMED
 #!/bin/bash
 TIMEFORMAT="\$1 wall %3R s, user %3U s, sys %3S s"
-{ time $bin >$work/out; } 2>>$work/times
+{ time $prolog >$work/out; } 2>>$work/times
 cat $work/out
 { time /bin/true; } 2>>$work/times
 TIMED
-chmod +x "$work/traced" "$work/counted" "$work/timed"
+cat >"$work/loader" <<LOADER
+#!/bin/bash
+LD_DEBUG=statistics LD_DEBUG_OUTPUT=$work/ld-command $bin >/dev/null
+LD_DEBUG=statistics LD_DEBUG_OUTPUT=$work/ld-true /bin/true
+exec $prolog
+LOADER
+chmod +x "$work/traced" "$work/counted" "$work/timed" "$work/loader"
 srun -N1 -n1 -w n1 --gpus-per-node=4 --task-prolog="$work/traced" true
 srun -N1 -n1 -w n1 --gpus-per-node=4 --task-prolog="$work/counted" true
+rm -f "$work"/ld-command.* "$work"/ld-true.*
+srun -N1 -n1 -w n1 --gpus-per-node=4 --task-prolog="$work/loader" true
 : >"$work/times"
 for i in $(seq 20); do srun -N1 -n1 -w n1 --gpus-per-node=4 --task-prolog="$work/timed" true; done
 echo
-echo "one desi-gpu-map prolog (1 task of 4 GPUs on n1), strace -f -c:"
+echo "one desi-gpu-map-prolog prolog (1 task of 4 GPUs on n1), strace -f -c:"
 head -n 25 "$work/counts"
 echo
 echo "files it opens (strace -e openat), in order:"
@@ -80,8 +125,13 @@ echo "opens that failed (ENOENT): $(grep -c ENOENT "$work/calls" || true)"
 echo "programs it runs (execve) and processes it makes (clone/fork):"
 grep -E 'execve|clone|fork' "$work/calls" | sed -E 's/^[0-9]+ +//' | cut -c1-150
 echo
+for f in command true; do
+    echo "the dynamic loader for $([ $f = command ] && echo desi-gpu-map || echo /bin/true) in a task (LD_DEBUG=statistics):"
+    sed -E 's/^ *[0-9]+: *//' "$work"/ld-$f.* | grep -E 'total startup|relocations|load objects' | sed 's/^/  /'
+done
+echo
 echo "its own time as the prolog of 20 one-task steps, medians (s):"
 awk 'NR % 2 == 1 {w1[++n] = $2; u1[n] = $5; s1[n] = $8} NR % 2 == 0 {w2[n] = $2; u2[n] = $5; s2[n] = $8}
      END {for (i = 1; i <= n; i++) print w1[i], u1[i], s1[i], w2[i], u2[i], s2[i]}' "$work/times" >"$work/pairs"
 for col in 1 2 3 4 5 6; do echo "$(cut -d' ' -f$col "$work/pairs" | median)"; done | paste -sd' ' |
-    awk '{printf "  desi-gpu-map: wall %s, user %s, sys %s; /bin/true: wall %s, user %s, sys %s\n", $1, $2, $3, $4, $5, $6}'
+    awk '{printf "  desi-gpu-map-prolog: wall %s, user %s, sys %s; /bin/true: wall %s, user %s, sys %s\n", $1, $2, $3, $4, $5, $6}'

@@ -12,7 +12,7 @@
 #            kernel tree (kernel_root=); tasks unbound (task/none)
 #   exec     no plugin; each task started as desi-gpu-map exec --method
 #            contiguous -- true (the command for sites without the plugin)
-#   prolog   no plugin; desi-gpu-map as the task prolog
+#   prolog   no plugin; desi-gpu-map-prolog (the static build) as the task prolog
 #            (DESI_GPU_MAP_METHOD=contiguous), the task itself unwrapped (a
 #            task epilog, any, costs Slurm about 1 s per task per node: see
 #            benches/mps.sh's prologmps, where MPS's end needs one)
@@ -51,7 +51,7 @@ step() {
         slurm) bash "$harness" plugin off >/dev/null; args+=(--gpu-bind=map_gpu:0,1,2,3) ;;
         closest) bash "$harness" plugin required "$so" "kernel_root=$work/kernel" >/dev/null; args+=(--desi-gpu-map=closest) ;;
         exec) bash "$harness" plugin off >/dev/null; args+=("$bin" exec --method contiguous --) ;;
-        prolog) bash "$harness" plugin off >/dev/null; args+=(--task-prolog="$bin") ;;
+        prolog) bash "$harness" plugin off >/dev/null; args+=(--task-prolog="$bin-prolog") ;;
     esac
     t0=$(date +%s%N)
     DESI_GPU_MAP_METHOD=contiguous srun "${args[@]}" true

@@ -17,6 +17,9 @@ if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
     echo "apt-need.sh: missing ${need[*]}; install them (as root: apt-get install ${need[*]})" >&2
     exit 1
 fi
+# Not beside another apt-get of the suite's (tests/deps.sh --start's).
+. "$(dirname "$0")/apt-lock.sh"
+apt_lock
 echo "apt-need.sh: installing ${need[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q >/dev/null

@@ -3,7 +3,7 @@
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{Arg, Args, Parser, Subcommand};
+use clap::{Arg, Args, FromArgMatches, Parser, Subcommand};
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::launch::LAUNCHERS;
 use desi_gpu_map_core::method::{method_names, Method, Visible};
@@ -121,11 +121,12 @@ ${} exported in a batch script): the prolog binds the task as
 exec would, nothing wrapped around the application, the method from
 ${} (else contiguous) and exec's options from their variables
 (exec --help); a bad value is said and the task runs unchanged. The epilog
-ends the step's MPS daemon after the node's last task. See desi-gpu-map(1),
-TASK PROLOG AND EPILOG.
+ends the step's MPS daemon after the node's last task. desi-gpu-map-prolog,
+installed beside this command, is the same command linked statically, which
+every task starts faster. See desi-gpu-map(1), TASK PROLOG AND EPILOG.
 
 Example:
-  export {}=$(command -v desi-gpu-map) {}=contiguous
+  export {}=$(command -v desi-gpu-map-prolog) {}=contiguous
   srun -N2 -n8 --gpus-per-node=4 ./app",
         env::TASK_PROLOG,
         env::TASK_EPILOG,
@@ -512,15 +513,13 @@ pub fn drop_empty_mirrors() {
 }
 
 /// exec's options as their variables give them, for the task prolog,
-/// which slurmstepd runs with no argument.
+/// which slurmstepd runs with no argument. Only exec's own options are
+/// built, not the whole command line's: the prolog runs in every task.
 pub fn exec_from_variables() -> Result<ExecArgs, String> {
-    match Cli::try_parse_from(["desi-gpu-map", "exec"]) {
-        Ok(Cli {
-            command: Command::Exec(args),
-        }) => Ok(args),
-        Ok(_) => Err("exec's options could not be read".to_string()),
-        Err(e) => Err(error_line(&e)),
-    }
+    let exec = ExecArgs::augment_args(clap::Command::new("exec"));
+    exec.try_get_matches_from(["exec"])
+        .and_then(|matches| ExecArgs::from_arg_matches(&matches))
+        .map_err(|e| error_line(&e))
 }
 
 /// A command-line error in one line; where the bad value came from a

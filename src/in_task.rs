@@ -5,6 +5,7 @@
 //! for slurmstepd) share all of it, so they decide and apply alike.
 
 use crate::args::ExecArgs;
+use crate::handover;
 use crate::keeper;
 use desi_gpu_map_core::cpuset::CpuSet;
 use desi_gpu_map_core::env;
@@ -12,9 +13,11 @@ use desi_gpu_map_core::error::Error;
 use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::launch::watched;
 use desi_gpu_map_core::mps::Daemon;
-use desi_gpu_map_core::settings::config::{Config, MpsSettings};
+use desi_gpu_map_core::settings::config::{Config, MpsSettings, NvmlSource};
+use desi_gpu_map_core::settings::option::OptionRequest;
 use desi_gpu_map_core::start::{decide, request, Mapping, Start, TaskFacts, DEFAULT_METHOD};
 use desi_gpu_map_core::step::{carry_out, FrontEnd, Node, NvmlAsk, Snapshot};
+use desi_gpu_map_core::wire;
 use desi_gpu_map_host::failure::Failure;
 use desi_gpu_map_host::files::HostFiles;
 use desi_gpu_map_host::mps::daemon::random_token;
@@ -30,12 +33,15 @@ use std::sync::OnceLock;
 /// `args` cannot be read.
 pub fn decided(args: &ExecArgs) -> Result<Start, String> {
     let vars = snapshot();
-    let request = request(args.method, vars.method.as_deref());
+    let request = request(args.method, vars.method.as_deref()).map_err(|e| e.to_string())?;
+    // Only MPS needs the control daemon: no search of PATH for a task
+    // that does not ask for it (exec's MPS mode is Allow: asked or none).
+    let wants_mps = matches!(request, OptionRequest::Use { mps: true, .. });
     let facts = TaskFacts {
-        request: request.map_err(|e| e.to_string())?,
+        request,
         vars,
         allow_outside: args.allow_outside_slurm,
-        config: config(args),
+        config: config(args, wants_mps),
         ancestry: launch_ancestry(&watched()),
         ancestor_pid: &stepd::ancestor_named,
         uid: rustix::process::getuid().as_raw(),
@@ -47,7 +53,8 @@ pub fn decided(args: &ExecArgs) -> Result<Start, String> {
 
 /// The plugin's settings that exec takes as options (clap checked each),
 /// and exec's own default method; the rest are the plugin's defaults.
-fn config(args: &ExecArgs) -> Config {
+/// The MPS control daemon is looked for only where the task `wants_mps`.
+fn config(args: &ExecArgs, wants_mps: bool) -> Config {
     Config {
         default: DEFAULT_METHOD,
         verbose: args.verbose,
@@ -56,17 +63,18 @@ fn config(args: &ExecArgs) -> Config {
         nvml: args.devices.nvml.clone(),
         nvml_timeout: std::time::Duration::from_secs(args.devices.nvml_timeout),
         kernel_root: args.kernel_root.clone(),
-        mps: mps_settings(args),
+        mps: mps_settings(args, wants_mps),
         ..Config::default()
     }
 }
 
-/// The plugin's MPS settings that exec takes as options.
-pub fn mps_settings(args: &ExecArgs) -> MpsSettings {
+/// The plugin's MPS settings that exec takes as options; the control
+/// daemon only `with_control` (it is read only where a daemon starts).
+pub fn mps_settings(args: &ExecArgs, with_control: bool) -> MpsSettings {
     MpsSettings {
         share: args.mps_share,
         dir: args.mps_dir.clone(),
-        control: mps_control(args),
+        control: with_control.then(|| mps_control(args)).flatten(),
         control_named_by: format!("--mps-control or ${}", env::MPS_CONTROL_PATH),
         ..MpsSettings::default()
     }
@@ -197,6 +205,9 @@ impl Node for Process {
     }
 
     fn nvml(&self, ask: NvmlAsk, config: &Config) -> Result<Vec<String>, Error> {
+        if handover::STATIC && config.nvml != NvmlSource::Off {
+            return Err(wire::broken(handover::to_dynamic()));
+        }
         ask_within(ask, &config.nvml, config.nvml_timeout)
     }
 }

@@ -36,11 +36,10 @@ pub fn prolog() -> ExitCode {
         Ok(lines) => lines,
         Err(why) => vec![print(&format!("{why}; the task runs unchanged"))],
     };
-    let mut out = std::io::stdout().lock();
-    for line in lines {
-        let _ = writeln!(out, "{line}");
-    }
-    let _ = out.flush();
+    // One write: standard output is line-buffered, one system call a line.
+    let mut text = lines.join("\n");
+    text.push('\n');
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
     ExitCode::SUCCESS
 }
 
@@ -114,7 +113,8 @@ pub fn epilog() -> ExitCode {
     let Ok(args) = exec_from_variables() else {
         return ExitCode::SUCCESS;
     };
-    let settings = crate::in_task::mps_settings(&args);
+    // The epilog only finds the keeper: no control daemon is started.
+    let settings = crate::in_task::mps_settings(&args, false);
     let uid = rustix::process::getuid().as_raw();
     if let Some(keeper) = keeper_to_tell(uid, &settings, &crate::in_task::snapshot()) {
         let _ = keeper::task_ended(&keeper, Instant::now() + EPILOG_WAIT);

@@ -128,6 +128,7 @@ fn through_nvml(
 ) -> (Vec<Shown>, Option<String>) {
     let found = match nvml {
         NvmlSource::Off => return (Vec::new(), None),
+        _ if crate::handover::STATIC => return (Vec::new(), Some(crate::handover::to_dynamic())),
         _ => match devices_within(nvml, timeout) {
             Ok(found) => found,
             Err(e) => return (Vec::new(), Some(e.to_string())),

@@ -52,8 +52,8 @@ const CRATES: &[Crate] = &[
     Crate {
         src: "src",
         layers: &[
-            "edge", "json", "keeper", "args", "plan", "show", "in_task", "exec", "prolog",
-            "manpage",
+            "edge", "handover", "json", "keeper", "args", "plan", "show", "in_task", "exec",
+            "prolog", "entry", "manpage",
         ],
     },
     Crate {
@@ -124,7 +124,7 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
     let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into()).collect();
     if matches!(
         parts.last().map(String::as_str),
-        Some("mod" | "lib" | "main")
+        Some("mod" | "lib" | "main" | "main_static")
     ) {
         parts.pop();
     }

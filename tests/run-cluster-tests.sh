@@ -128,7 +128,7 @@ prepare() {
     if [ "$suite" = host ]; then
         root=''
         version=$(/usr/sbin/slurmd -V | awk '{print $2}')
-        cargo build --release --workspace --locked
+        make -s release
         # The flux suite's Flux (a no-op once built: target/flux/install).
         bash tests/flux/build.sh >/dev/null
         bash packaging/deb/build-deb.sh

@@ -28,10 +28,13 @@ debversion=$version+slurm$series
 if [ -n "${SLURM_INCLUDE_DIR:-}" ] && [ -z "${CARGO_TARGET_DIR:-}" ]; then
     export CARGO_TARGET_DIR=target/series/$series
 fi
-cargo build --release --workspace --locked
+# The release build, the prolog's static binary with it (Makefile).
+make -s release
 
 out=target/package
-root=$out/deb-root
+# One staging tree per series: run-cluster-tests.sh builds a later series'
+# package while the first series' is built.
+root=$out/deb-root-$series
 rm -rf "$root"
 mkdir -p "$root/DEBIAN"
 make -s install DESTDIR="$root" PREFIX=/usr SYSCONFDIR=/etc SLURM_PLUGIN_DIR="$plugin_dir" FLUX_PLUGIN_DIR="$flux_dir" >/dev/null

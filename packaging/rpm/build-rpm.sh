@@ -16,7 +16,7 @@ if [ "$version" != "$spec_version" ]; then
     exit 1
 fi
 
-cargo build --release --workspace --locked
+make -s release
 
 top=$repo/target/package/rpmbuild
 rm -rf "$top"

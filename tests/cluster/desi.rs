@@ -242,8 +242,8 @@ fn the_task_prolog_keeps_every_rank_on_its_gpu_with_mps_and_nothing_wrapped() {
     // The epilog only with MPS, whose end it is for: slurmstepd waits about
     // a second for each task's epilog, so MPS's end is paid for once, with
     // desispec's contiguous formula.
-    let prolog = format!("--task-prolog={}", bin());
-    let hooks = format!("--task-prolog={b} --task-epilog={b}", b = bin());
+    let prolog = format!("--task-prolog={}", prolog_bin());
+    let hooks = format!("--task-prolog={b} --task-epilog={b}", b = prolog_bin());
     for (map, want_gpu) in [("contiguous", None), ("contiguous,mps", Some(()))] {
         let hooks = match want_gpu {
             None => &prolog,

@@ -78,7 +78,7 @@ fn the_prolog_ignores_a_ranks_stale_variables_under_hidepid() {
     let _hidden = Hidepid::on(&["n1"]);
     let job = srun(FOUR_ON_N1)
         .user(ALICE)
-        .args(&format!("--task-prolog={}", bin()))
+        .args(&format!("--task-prolog={}", prolog_bin()))
         .env("DESI_GPU_MAP_METHOD", "contiguous");
     with_stale_rank(job)
         .probe(probe::GPU)

@@ -26,7 +26,7 @@ fn without_the_plugin() -> MutexGuard<'static, ()> {
 
 /// `srun --task-prolog=BIN WORDS`.
 fn with_prolog(words: &str) -> Job {
-    srun(&format!("--task-prolog={} {words}", bin()))
+    srun(&format!("--task-prolog={} {words}", prolog_bin()))
 }
 
 /// A case's srun words less `--desi-gpu-map=`, with the prolog, and the
@@ -229,7 +229,7 @@ fn under_export_none_the_prolog_says_the_method_did_not_arrive() {
         "#!/bin/bash\n#SBATCH -n3 -w n1 --gpus-per-node=2\n\
          export SLURM_TASK_PROLOG={} DESI_GPU_MAP_METHOD=roundrobin\n\
          srun {}\nsrun --export=ALL --gpus-per-node=2 -n3 {}\n",
-        bin(),
+        prolog_bin(),
         probe("A"),
         probe("Z")
     );
@@ -288,7 +288,7 @@ fn a_method_variable_that_is_not_utf8_is_a_bad_value_for_the_plugin_too() {
         .arg_bytes(b"DESI_GPU_MAP_METHOD=roundrobin\xa0")
         .args(&format!(
             "srun --task-prolog={} -w n1 -n2 --gpus-per-node=2",
-            bin()
+            prolog_bin()
         ))
         .probe(probe::GPU)
         .ok()

@@ -338,7 +338,6 @@ pub fn assert_srun_rule(jobs: &Jobs, name: &str, method: &str, devices: &[&str])
     }
 }
 
-
 /// What srun's tasks would get (`desi-gpu-map plan`) for these tasks per
 /// node on these GPUs: `(node, local id) -> list`.
 pub fn srun_rule(

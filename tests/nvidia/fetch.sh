@@ -61,6 +61,9 @@ mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
 complete "$dir" || {
+    # Not beside another apt-get of the suite's (tests/deps.sh --start's).
+    . "$(dirname "$0")/../../packaging/apt-lock.sh"
+    apt_lock
     . /etc/os-release
     codename=${VERSION_CODENAME:-}
     [ -n "$codename" ] || die "/etc/os-release names no VERSION_CODENAME"

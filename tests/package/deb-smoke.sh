@@ -73,6 +73,16 @@ maps_one_node() {
     got=$(srun -N1 -n2 -w n1 --gpus-per-node=2 --desi-gpu-map=contiguous bash -c "$probe" | sort -n) || return 1
     [ "$got" = "$(printf '%s\n' "0 n1 0 1" "1 n1 1 1")" ] || { echo "  got: $got"; return 1; }
 }
+# The installed prolog's binary maps a step as the task prolog, with the
+# plugin out of the plugstack meanwhile (it too reads DESI_GPU_MAP_METHOD).
+prolog_maps() {
+    local got rc=0
+    bash "$harness" plugstack-include default >/dev/null
+    got=$(DESI_GPU_MAP_METHOD=contiguous srun -N1 -n2 -w n1 --gpus-per-node=2 \
+        --task-prolog=/usr/bin/desi-gpu-map-prolog bash -c "$probe" | sort -n) || rc=1
+    bash "$harness" plugstack-include "$conf_dir" >/dev/null
+    [ $rc = 0 ] && [ "$got" = "$(printf '%s\n' "0 n1 0 1" "1 n1 1 1")" ] || { echo "  got: $got"; return 1; }
+}
 renders() {
     local err
     err=$(MANWIDTH=80 man --warnings -l "$1" 2>&1 >/dev/null) && [ -z "$err" ] ||
@@ -90,6 +100,7 @@ nothing_left() {
 }
 
 check "installed .deb maps 8 tasks on n1,n2 round-robin from $conf" maps_two_nodes
+check "installed desi-gpu-map-prolog maps 2 tasks on n1 as the task prolog" prolog_maps
 if grep -rqs '^path-exclude=/usr/share/man' "$root/etc/dpkg/dpkg.cfg.d/"; then
     # Minimal container images tell dpkg not to unpack man pages at all.
     echo "note: dpkg excludes /usr/share/man here (path-exclude); checking the .deb's pages"

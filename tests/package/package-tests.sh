@@ -114,7 +114,7 @@ install_twice() {
     local d=$tmp/destdir conf out
     make -s install DESTDIR="$d" PREFIX=/usr >/dev/null || return 1
     (cd "$d" && find . -type f) >"$tmp/install.list"
-    lists "$tmp/install.list" ./usr/bin/desi-gpu-map ".$deb_plugin" \
+    lists "$tmp/install.list" ./usr/bin/desi-gpu-map ./usr/bin/desi-gpu-map-prolog ".$deb_plugin" \
         ./usr/lib/flux/shell/plugins/desi_gpu_map.so \
         ./usr/share/man/man1/desi-gpu-map.1 ./usr/share/man/man8/desi_gpu_map.8 \
         ./usr/share/desi-gpu-map/podman-hpc/desi-gpu-map.yaml \
@@ -239,7 +239,7 @@ if bash packaging/deb/build-deb.sh && [ -f "$deb" ]; then
     ok "build-deb.sh builds $deb"
     dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$tmp/deb.list"
     check "dpkg-deb -c lists the plugin, command, man pages, podman-hpc module and snippet" lists "$tmp/deb.list" \
-        "$deb_plugin" /usr/bin/desi-gpu-map /usr/share/man/man1/desi-gpu-map.1.gz \
+        "$deb_plugin" /usr/bin/desi-gpu-map /usr/bin/desi-gpu-map-prolog /usr/share/man/man1/desi-gpu-map.1.gz \
         "/usr/lib/$triplet/flux/shell/plugins/desi_gpu_map.so" \
         /usr/share/desi-gpu-map/podman-hpc/desi-gpu-map.yaml \
         /usr/share/man/man8/desi_gpu_map.8.gz /etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf
@@ -325,7 +325,7 @@ if bash packaging/rpm/build-rpm.sh && [ -f "$rpm" ]; then
     ok "build-rpm.sh builds $rpm"
     rpm -qlp "$rpm" >"$tmp/rpm.list"
     check "rpm -qlp lists the plugin, command, man pages, podman-hpc module and snippet" lists "$tmp/rpm.list" \
-        /usr/lib64/slurm/desi_gpu_map.so /usr/bin/desi-gpu-map /usr/share/man/man1/desi-gpu-map.1.gz \
+        /usr/lib64/slurm/desi_gpu_map.so /usr/bin/desi-gpu-map /usr/bin/desi-gpu-map-prolog /usr/share/man/man1/desi-gpu-map.1.gz \
         /usr/lib64/flux/shell/plugins/desi_gpu_map.so \
         /usr/share/desi-gpu-map/podman-hpc/desi-gpu-map.yaml \
         /usr/share/man/man8/desi_gpu_map.8.gz /etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf

@@ -40,6 +40,15 @@ pub fn bin() -> String {
         .to_string()
 }
 
+/// The task prolog's and epilog's binary: the command linked statically
+/// (`make build`), which has the dynamic `bin()` beside it ask NVML.
+pub fn prolog_bin() -> String {
+    repo()
+        .join("target/release/desi-gpu-map-prolog")
+        .display()
+        .to_string()
+}
+
 /// Debian's real NVML (`libnvidia-ml1`), as `tests/nvidia/fetch.sh`
 /// unpacked it (`make nvidia`); `DGM_NVIDIA_DIR` names another such dir.
 pub fn real_nvml_unpacked() -> PathBuf {

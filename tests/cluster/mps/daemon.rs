@@ -87,13 +87,13 @@ fn teardown_after(what: &str, words: &str, end: impl FnOnce(&str)) {
          srun --overlap -n2 --gpus-per-node=2 {} sleep 300 & \
          srun --overlap -n2 --gpus-per-node=2 --task-prolog={} sleep 300 & wait",
         exec_mps("contiguous,mps"),
-        bin()
+        prolog_bin()
     );
     let job = sbatch(&format!(
         "--parsable -o /dev/null -w n1 -n2 --gpus-per-node=2 {words} --wrap"
     ))
     .user(ALICE)
-    .env("SLURM_TASK_EPILOG", &bin())
+    .env("SLURM_TASK_EPILOG", &prolog_bin())
     .arg(steps);
     let job = held(prolog_asks(job, "contiguous,mps"));
     assert!(

@@ -287,7 +287,7 @@ fn served_though_bob_holds_the_keepers_name(backlog: u32, fill: bool) {
     let started = Instant::now();
     let out = srun(&step)
         .user(ALICE)
-        .env("SLURM_TASK_EPILOG", &bin())
+        .env("SLURM_TASK_EPILOG", &prolog_bin())
         .args(&exec_mps("contiguous,mps"))
         .probe(&task())
         .run();
@@ -382,7 +382,7 @@ fn a_squatted_name_and_a_crowded_base_neither_delay_nor_deny_exec_mps() {
     let out = srun(&step)
         .user(ALICE)
         .env("TMPDIR", &base.path())
-        .env("SLURM_TASK_EPILOG", &bin())
+        .env("SLURM_TASK_EPILOG", &prolog_bin())
         .args(&exec_mps("contiguous,mps"))
         .probe(&task())
         .run();
@@ -494,7 +494,7 @@ fn exec_with_the_task_epilog_ends_deterministically() {
     // Two tasks: slurmstepd waits about a second for each task's epilog.
     let out = srun("-n2 -w n1 --gpus-per-node=2")
         .user(ALICE)
-        .env("SLURM_TASK_EPILOG", &bin())
+        .env("SLURM_TASK_EPILOG", &prolog_bin())
         .args(&exec_mps("contiguous,mps"))
         .probe(&task())
         .ok();

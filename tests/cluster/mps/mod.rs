@@ -486,7 +486,7 @@ pub(crate) fn assert_nothing_left_unswept(after: &str) {
 
 /// The srun options that make `desi-gpu-map` the task prolog and epilog.
 pub(crate) fn prolog_and_epilog() -> String {
-    format!("--task-prolog={b} --task-epilog={b}", b = bin())
+    format!("--task-prolog={b} --task-epilog={b}", b = prolog_bin())
 }
 
 /// `job` asking the prolog for `method` through the variables, with the

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The task prolog's own CPU time, outside Slurm and without a cluster:
+# /bin/true, desi-gpu-map-prolog (the static build) and desi-gpu-map (the
+# dynamic one) each as a task prolog, and each OTHER build given (a build
+# before a change, say), run ROUNDS times interleaved by a parent named
+# slurmstepd (benches/prolog_cpu.c) with a task's variables (64 tasks on 2
+# nodes of 4 GPUs, contiguous; no NVML is needed). Prints each one's median
+# wall and CPU time and its minor faults, all from this one run. Asserts
+# nothing. Usage: benches/prolog_cpu.sh [ROUNDS [OTHER...]]   (default 400)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-400}
+bin=$PWD/target/release/desi-gpu-map
+prolog=$PWD/target/release/desi-gpu-map-prolog
+[ -x "$prolog" ] || { echo "$0: build first (make build)" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cc -O2 -Wall -Wextra -o "$work/slurmstepd" benches/prolog_cpu.c
+others=()
+for o in "${@:2}"; do others+=("$(realpath "$o")"); done
+echo "load average $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds"
+env -i PATH=/usr/bin:/bin HOME=/ SLURM_SCRIPT_CONTEXT=prolog_task \
+    SLURM_JOB_ID=12 SLURM_STEP_ID=0 SLURM_NODEID=0 SLURMD_NODENAME=n1 \
+    SLURM_LOCALID=3 SLURM_PROCID=3 SLURM_NTASKS=64 SLURM_NNODES=2 \
+    SLURM_STEP_NUM_TASKS=64 SLURM_STEP_NUM_NODES=2 SLURM_STEP_NODELIST='n[1-2]' \
+    SLURM_STEP_TASKS_PER_NODE='32(x2)' SLURM_TASKS_PER_NODE='32(x2)' \
+    SLURM_STEP_GPUS=0,1,2,3 SLURM_JOB_GPUS=0,1,2,3 SLURM_GPUS_ON_NODE=4 \
+    CUDA_VISIBLE_DEVICES=0,1,2,3 GPU_DEVICE_ORDINAL=0,1,2,3 \
+    DESI_GPU_MAP_METHOD=contiguous \
+    "$work/slurmstepd" "$rounds" /bin/true "$prolog" "$bin" "${others[@]}"

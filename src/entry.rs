@@ -1,0 +1,75 @@
+//! What the command does with its arguments, whichever build runs it: the
+//! dynamic `desi-gpu-map` (src/main.rs) or the static
+//! `desi-gpu-map-prolog` (src/main_static.rs).
+
+use crate::edge::signals;
+use crate::{args, exec, keeper, plan, prolog, show};
+use desi_gpu_map_core::env;
+
+use clap::Parser;
+use std::io::Write;
+use std::process::ExitCode;
+
+/// The command, as either build runs it.
+pub fn main() -> ExitCode {
+    args::drop_empty_mirrors();
+    if std::env::args_os().len() == 1 {
+        match std::env::var(env::SCRIPT_CONTEXT).as_deref() {
+            Ok(env::PROLOG_TASK) => return prolog::prolog(),
+            Ok(env::EPILOG_TASK) => return prolog::epilog(),
+            _ => {}
+        }
+    }
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version go to standard output, whose write can fail.
+        Err(e) if !e.use_stderr() => {
+            let what = match e.kind() {
+                clap::error::ErrorKind::DisplayVersion => "the version",
+                _ => "the help",
+            };
+            return written(e.print(), "desi-gpu-map", what);
+        }
+        Err(e) => {
+            // A bad value from a variable: say which variable.
+            let line = args::error_line(&e);
+            if line.contains("(from $") {
+                let _ = writeln!(std::io::stderr(), "error: {line}");
+                return ExitCode::from(2);
+            }
+            e.exit()
+        }
+    };
+    let (result, who, what) = match cli.command {
+        args::Command::Plan(args) => (plan::run(&args), "desi-gpu-map plan", "the plan"),
+        args::Command::Show(args) => (show::run(&args), "desi-gpu-map show", "the report"),
+        args::Command::Exec(args) => return exec::run(&args, signals::keep_callers),
+        args::Command::MpsKeeper(args) => return keeper::run(&args),
+    };
+    match result {
+        Ok(text) => written(std::io::stdout().write_all(text.as_bytes()), who, what),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "desi-gpu-map: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// How the command ends once `who` wrote `what` to standard output (with
+/// `wrote`'s result): a failed write is said, but a closed pipe (`| head`)
+/// ends quietly, as Unix tools do; both exit 1.
+fn written(wrote: std::io::Result<()>, who: &str, what: &str) -> ExitCode {
+    // Standard output is line-buffered: a last line without its newline
+    // would fail only at exit, unsaid.
+    match wrote.and_then(|()| std::io::stdout().flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::from(1),
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "{who}: cannot write {what} to standard output: {e}"
+            );
+            ExitCode::from(1)
+        }
+    }
+}

@@ -85,7 +85,9 @@ check "slurm-series.sh reads the series of another header" eval '
     [ "$(SLURM_INCLUDE_DIR=$tmp/inc sh packaging/slurm-series.sh) $(SLURM_INCLUDE_DIR=$tmp/inc sh packaging/slurm-series.sh --next)" = "24.11 24.12" ]'
 
 # ---------------------------------------------------------------- plugin_version
-cargo build --release --workspace --locked
+# The release build, the prolog's static binary with it (Makefile), as make
+# install and the packages take it.
+make -s release
 check "default build: plugin_version $header_hex (from /usr/include, Slurm $series)" \
     has_version target/release/libdesi_gpu_map_spank.so "$header_hex"
 check "default build: plugin_version is 0x160508 (Debian bookworm's 22.05.8)" \

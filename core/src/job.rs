@@ -85,12 +85,9 @@ impl Refusal {
 
 /// The job's plan on this node, or why it runs nothing.
 pub fn plan_job(facts: JobFacts, node: &dyn Node) -> Result<JobPlan, Refusal> {
-    let JobFacts {
-        mut config,
-        asked,
-        affinity,
-        ..
-    } = facts.clone();
+    // Only the settings change here (the control daemon found on PATH).
+    let mut config = facts.config.clone();
+    let asked = facts.asked;
     if asked == Some(OptionRequest::Help) {
         return Err(Refusal {
             say: flux_usage().lines().map(str::to_string).collect(),
@@ -103,7 +100,7 @@ pub fn plan_job(facts: JobFacts, node: &dyn Node) -> Result<JobPlan, Refusal> {
     if resolve(asked, &config).mps {
         control_on_path(&mut config.mps, facts.vars.path.as_deref(), node.files());
     }
-    let (asked, say) = binding(asked, affinity.as_deref(), &config, facts.shell_rank);
+    let (asked, say) = binding(asked, facts.affinity.as_deref(), &config, facts.shell_rank);
     let wanted = resolve(asked, &config);
     let gpus = match job_gpus(facts.r_gpus.as_deref(), &facts.grant) {
         Ok(gpus) => gpus,

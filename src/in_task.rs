@@ -15,8 +15,9 @@ use desi_gpu_map_core::launch::watched;
 use desi_gpu_map_core::mps::Daemon;
 use desi_gpu_map_core::settings::config::{Config, MpsSettings, NvmlSource};
 use desi_gpu_map_core::settings::option::OptionRequest;
+use desi_gpu_map_core::snapshot::Snapshot;
 use desi_gpu_map_core::start::{decide, request, Mapping, Start, TaskFacts, DEFAULT_METHOD};
-use desi_gpu_map_core::step::{carry_out, FrontEnd, Node, NvmlAsk, Snapshot};
+use desi_gpu_map_core::step::{carry_out, FrontEnd, Node, NvmlAsk};
 use desi_gpu_map_core::wire;
 use desi_gpu_map_host::failure::Failure;
 use desi_gpu_map_host::files::HostFiles;
@@ -196,7 +197,7 @@ pub const PROCESS: Process = Process;
 /// once. Not UTF-8 is a bad value, never an unset one: U+FFFD names no
 /// method, and no list.
 pub fn snapshot() -> Snapshot {
-    Snapshot::read(&|name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
+    Snapshot::read(|name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
 }
 
 impl Node for Process {

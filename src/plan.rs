@@ -418,8 +418,8 @@ fn to_json(
         mps,
         launcher: launcher.map(|l| LauncherReport {
             name: l.name,
-            local_rank: l.local_rank,
-            local_size: l.local_size,
+            local_rank: l.local_rank.name(),
+            local_size: l.local_size.name(),
         }),
         tasks: rows,
         load: loads,

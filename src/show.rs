@@ -46,7 +46,7 @@ pub fn run(args: &ShowArgs) -> Result<String, Box<dyn std::error::Error>> {
     // says.
     let pipe_missing = var(env::MPS_PIPE).is_some_and(|dir| !Path::new(&dir).is_dir());
     // The list that carries the task's GPU for this vendor.
-    let carrier = vendor.carrier();
+    let carrier = vendor.carrier().name();
     let (shown, note) = match var(carrier).as_deref().map(parse_gpu_list) {
         None => (Vec::new(), None),
         Some(Err(e)) => (

@@ -37,9 +37,9 @@ const CRATES: &[Crate] = &[
     Crate {
         src: "core/src",
         layers: &[
-            "text", "env", "error", "wire", "files", "names", "grant", "cpuset", "slurm", "launch",
-            "method", "runtime", "topology", "settings", "flux", "mps", "step", "job", "start",
-            "preview",
+            "text", "env", "snapshot", "error", "wire", "files", "names", "grant", "cpuset",
+            "slurm", "launch", "method", "runtime", "topology", "settings", "flux", "mps", "step",
+            "job", "start", "preview",
         ],
     },
     Crate {

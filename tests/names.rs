@@ -9,11 +9,12 @@
 //! scripts, the Makefile and the docs each spell out, as they cannot read
 //! Rust.
 
-use desi_gpu_map_core::env::{MIRRORS, OLD_SNIPPET, OWN_PREFIX, SNIPPET};
+use desi_gpu_map_core::env::{OLD_SNIPPET, OWN_PREFIX, SNIPPET};
 use desi_gpu_map_core::names::names;
 use desi_gpu_map_core::runtime::Vendor;
 use desi_gpu_map_core::settings::option::Choice;
 use desi_gpu_map_core::settings::site::KEYS;
+use desi_gpu_map_core::snapshot::{MIRRORS, OTHER_LISTS};
 use std::path::Path;
 
 fn read(path: &str) -> String {
@@ -195,7 +196,7 @@ fn every_mirror_is_a_plugstack_key_and_its_exec_option() {
         .output()
         .expect("exec --help runs");
     let help = String::from_utf8(help.stdout).expect("the help is UTF-8");
-    for var in MIRRORS {
+    for var in MIRRORS.map(|v| v.name()) {
         let key = var
             .strip_prefix(OWN_PREFIX)
             .unwrap_or_else(|| panic!("{var} does not start with {OWN_PREFIX}"))
@@ -362,7 +363,7 @@ fn the_podman_hpc_module_carries_every_variable_a_task_is_given() {
         env::MPS,
         env::MPS_HOST,
     ];
-    given.extend(env::OTHER_LISTS);
+    given.extend(OTHER_LISTS.map(|v| v.name()));
     let gone: Vec<&str> = given
         .iter()
         .copied()

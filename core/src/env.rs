@@ -15,11 +15,6 @@ pub const HIP: &str = "HIP_VISIBLE_DEVICES";
 /// How CUDA numbers devices: `PCI_BUS_ID` makes its indices Slurm's.
 pub const DEVICE_ORDER: &str = "CUDA_DEVICE_ORDER";
 
-/// The other GPU lists Slurm may set next to `CUDA_VISIBLE_DEVICES`; each is
-/// written for the node's vendor (see `vendor`) only when Slurm set it, never
-/// added.
-pub const OTHER_LISTS: [&str; 3] = [ROCR, GPU_ORDINAL, ZE];
-
 /// Slurm's count of the step's GPUs on this node.
 pub(crate) const GPUS_ON_NODE: &str = "SLURM_GPUS_ON_NODE";
 /// Slurm's own GPU list for the step; it keeps Slurm's list even after
@@ -36,10 +31,6 @@ pub(crate) const GPUS_PER_TASK: &str = "SLURM_GPUS_PER_TASK";
 pub(crate) const NTASKS_PER_GPU: &str = "SLURM_NTASKS_PER_GPU";
 pub(crate) const GPU_BIND: &str = "SLURM_GPU_BIND";
 pub(crate) const TRES_BIND_REQUEST: &str = "SLURM_TRES_BIND";
-pub(crate) const PER_TASK_REQUESTS: [&str; 4] =
-    [GPUS_PER_TASK, NTASKS_PER_GPU, GPU_BIND, TRES_BIND_REQUEST];
-/// Those of them that may ask for no binding (`none`).
-pub(crate) const BIND_REQUESTS: [&str; 2] = [GPU_BIND, TRES_BIND_REQUEST];
 
 /// The packaged plugstack snippet's file name. Slurm expands `include
 /// DIR/*.conf` in glob(3)'s sorted order and calls plugins in that order:
@@ -95,18 +86,6 @@ pub const NVML_TIMEOUT_OPTION: &str = "DESI_GPU_MAP_NVML_TIMEOUT";
 pub const MPS_DIR_OPTION: &str = "DESI_GPU_MAP_MPS_DIR";
 /// Mirrors `--mps-share`.
 pub const MPS_SHARE_OPTION: &str = "DESI_GPU_MAP_MPS_SHARE";
-
-/// Every variable that mirrors one of exec's options, which exec and the
-/// task prolog read where the option is not given.
-pub const MIRRORS: [&str; 7] = [
-    MPS_CONTROL_PATH,
-    VISIBLE_OPTION,
-    VENDOR_OPTION,
-    NVML_OPTION,
-    NVML_TIMEOUT_OPTION,
-    MPS_DIR_OPTION,
-    MPS_SHARE_OPTION,
-];
 
 /// The command search path, which every shell and login sets: a task
 /// without it got only Slurm's own variables from srun (`--export=NONE`,

@@ -188,8 +188,10 @@ pub struct BrokerVars {
 }
 
 impl BrokerVars {
-    /// Reads the grant from an environment (`var`).
-    pub fn read(var: &dyn Fn(&str) -> Option<String>) -> BrokerVars {
+    /// Reads the grant from an environment, through `var`, the front end's
+    /// way to read one variable by its name: the one place its names meet
+    /// these fields, as [`crate::snapshot::Snapshot::read`] is the step's.
+    pub fn read(var: impl Fn(&str) -> Option<String>) -> BrokerVars {
         BrokerVars {
             list: var(env::CUDA),
             step_gpus: var(env::STEP_GPUS),

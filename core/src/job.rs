@@ -17,7 +17,8 @@ use crate::settings::config::{Config, MpsSettings};
 use crate::settings::option::{flux_usage, Choice, OptionRequest, OPTION};
 use crate::settings::site::check_request;
 use crate::slurm::gpus::join;
-use crate::step::{plan_step, resolve, Given, Node, NvmlAsk, Snapshot, StepFacts};
+use crate::snapshot::Snapshot;
+use crate::step::{plan_step, resolve, Given, Node, NvmlAsk, StepFacts};
 use crate::step::{StepIdentity, StepPlan};
 use std::path::{Path, PathBuf};
 

@@ -21,6 +21,7 @@
 
 use crate::env;
 use crate::slurm::tasks::MAX_TASKS_PER_NODE;
+use crate::snapshot::{Snapshot, Var};
 use crate::text::{one_of, quote};
 use std::fmt;
 
@@ -32,14 +33,14 @@ pub struct Launcher {
     /// What it is, and the commands that start it.
     pub title: &'static str,
     /// The rank's node-local id, from 0.
-    pub local_rank: &'static str,
+    pub local_rank: Var,
     /// The number of ranks on the rank's node.
-    pub local_size: &'static str,
+    pub local_size: Var,
     /// The rank's global rank, for the `verbose` line.
-    pub(crate) rank: &'static str,
+    pub(crate) rank: Var,
     /// What tells this launch from another: the first of these variables
     /// that is set, else the pid of the nearest ancestor named `proxy`.
-    pub(crate) tag_vars: &'static [&'static str],
+    pub(crate) tag_vars: &'static [Var],
     pub(crate) proxy: Option<&'static str>,
     /// One line that starts ranks under it, for the user guide and the help.
     pub example: &'static str,
@@ -50,19 +51,19 @@ pub const LAUNCHERS: [Launcher; 4] = [
     Launcher {
         name: "openmpi",
         title: "Open MPI (mpirun, prterun)",
-        local_rank: env::OMPI_LOCAL_RANK,
-        local_size: env::OMPI_LOCAL_SIZE,
-        rank: env::OMPI_RANK,
-        tag_vars: &[env::PMIX_NAMESPACE, env::OMPI_JOBID],
+        local_rank: Var::OmpiLocalRank,
+        local_size: Var::OmpiLocalSize,
+        rank: Var::OmpiRank,
+        tag_vars: &[Var::PmixNamespace, Var::OmpiJobid],
         proxy: None,
         example: "mpirun -np 8 desi-gpu-map exec --method contiguous -- ./app",
     },
     Launcher {
         name: "mpich",
         title: "MPICH Hydra (mpiexec)",
-        local_rank: env::HYDRA_LOCAL_RANK,
-        local_size: env::HYDRA_LOCAL_SIZE,
-        rank: env::PMI_RANK,
+        local_rank: Var::HydraLocalRank,
+        local_size: Var::HydraLocalSize,
+        rank: Var::PmiRank,
         tag_vars: &[],
         proxy: Some(env::HYDRA_PROXY),
         example: "mpiexec -n 8 desi-gpu-map exec --method contiguous -- ./app",
@@ -70,20 +71,20 @@ pub const LAUNCHERS: [Launcher; 4] = [
     Launcher {
         name: "pals",
         title: "Cray PALS (mpiexec; Aurora's variables)",
-        local_rank: env::PALS_LOCAL_RANK,
-        local_size: env::PALS_LOCAL_SIZE,
-        rank: env::PALS_RANK,
-        tag_vars: &[env::PALS_APID],
+        local_rank: Var::PalsLocalRank,
+        local_size: Var::PalsLocalSize,
+        rank: Var::PalsRank,
+        tag_vars: &[Var::PalsApid],
         proxy: None,
         example: "mpiexec -n 24 --ppn 12 desi-gpu-map exec --method roundrobin -- ./app",
     },
     Launcher {
         name: "pals-pmi",
         title: "Cray PALS/PMI (mpiexec; Polaris's variables)",
-        local_rank: env::PMI_LOCAL_RANK,
-        local_size: env::PMI_LOCAL_SIZE,
-        rank: env::PMI_RANK,
-        tag_vars: &[env::PALS_APID],
+        local_rank: Var::PmiLocalRank,
+        local_size: Var::PmiLocalSize,
+        rank: Var::PmiRank,
+        tag_vars: &[Var::PalsApid],
         proxy: None,
         example: "mpiexec -n 8 --ppn 4 desi-gpu-map exec --method contiguous -- ./app",
     },
@@ -132,12 +133,12 @@ impl Launch {
     /// unique, while the rank runs. `None`: neither is known.
     pub(crate) fn tag(
         &self,
-        env: &dyn Fn(&str) -> Option<String>,
+        vars: &Snapshot,
         proxy_pid: &dyn Fn(&str) -> Option<u32>,
     ) -> Option<String> {
         let name = self.launcher.name;
-        let by_var = self.launcher.tag_vars.iter().find_map(|var| {
-            env(var)
+        let by_var = self.launcher.tag_vars.iter().find_map(|&var| {
+            vars.value(var)
                 .map(|v| v.trim().to_string())
                 .filter(|v| !v.is_empty())
         });
@@ -296,7 +297,7 @@ pub(crate) enum Launched {
 pub struct Ancestry {
     /// Each readable ancestor's values of [`watched`], from the parent up,
     /// ending below slurmstepd or below the first that could not be read.
-    pub(crate) above: Vec<Vec<(String, String)>>,
+    pub(crate) above: Vec<Snapshot>,
     /// The walk ended at slurmstepd: values that every ancestor in `above`
     /// had too came in through srun (the step's environment), and no
     /// launcher of this process set them.
@@ -310,11 +311,11 @@ pub enum Above {
     /// its values of [`watched`] where its environment could be read. Its
     /// parent is slurmstepd, and while it lives no other process has its
     /// pid.
-    Task(Option<Vec<(String, String)>>),
+    Task(Option<Snapshot>),
     /// A process named slurmstepd.
     Stepd,
     /// A process whose environment was read: its values of [`watched`].
-    Read(Vec<(String, String)>),
+    Read(Snapshot),
     /// A process whose environment cannot be read (another user's, or
     /// hidden by `/proc` mounted `hidepid`).
     Hidden,
@@ -363,29 +364,26 @@ impl Ancestry {
     /// How far up `vars` got the values this process has: 1 where its
     /// parent had other values (or none), and so on; `None` where every
     /// ancestor read had them too.
-    fn set_at(&self, vars: &[&str], env: &dyn Fn(&str) -> Option<String>) -> Option<usize> {
-        let had = |ancestor: &Vec<(String, String)>, var: &str| {
-            ancestor
-                .iter()
-                .find(|(name, _)| name == var)
-                .map(|(_, value)| value.clone())
-        };
+    fn set_at(&self, keys: &[Var], vars: &Snapshot) -> Option<usize> {
         self.above
             .iter()
-            .position(|ancestor| vars.iter().any(|&var| had(ancestor, var) != env(var)))
+            .position(|ancestor| {
+                keys.iter()
+                    .any(|&key| ancestor.value(key) != vars.value(key))
+            })
             .map(|i| i + 1)
     }
 
-    /// `vars` came down unchanged from above slurmstepd.
-    fn through_srun(&self, vars: &[&str], env: &dyn Fn(&str) -> Option<String>) -> bool {
-        self.at_stepd && self.set_at(vars, env).is_none()
+    /// `keys` came down unchanged from above slurmstepd.
+    fn through_srun(&self, keys: &[Var], vars: &Snapshot) -> bool {
+        self.at_stepd && self.set_at(keys, vars).is_none()
     }
 }
 
 impl Launcher {
     /// The variables one launch of it sets: where the rank sits, and what
     /// tells the launch from another.
-    fn launch_vars(&self) -> Vec<&'static str> {
+    fn launch_vars(&self) -> Vec<Var> {
         let mut vars = vec![self.local_rank, self.local_size];
         vars.extend_from_slice(self.tag_vars);
         vars
@@ -393,9 +391,9 @@ impl Launcher {
 }
 
 /// Every variable whose origin `launched` asks of the [`Ancestry`].
-pub fn watched() -> Vec<&'static str> {
-    let mut vars: Vec<&'static str> = LAUNCHERS.iter().flat_map(Launcher::launch_vars).collect();
-    vars.extend([env::FLUX_LOCAL_ID, env::PMIX_RANK]);
+pub fn watched() -> Vec<Var> {
+    let mut vars: Vec<Var> = LAUNCHERS.iter().flat_map(Launcher::launch_vars).collect();
+    vars.extend([Var::FluxLocalId, Var::PmixRank]);
     vars.sort_unstable();
     vars.dedup();
     vars
@@ -409,40 +407,37 @@ pub fn watched() -> Vec<&'static str> {
 /// [`Refusal::Flux`] unless the Flux plugin mapped the task), an srun step (`SLURM_STEP_ID`, which also sets
 /// PMIx's variables under `--mpi=pmix`), and PMIx alone (refused: no
 /// local rank).
-pub(crate) fn launched(
-    env: &dyn Fn(&str) -> Option<String>,
-    ancestry: &Ancestry,
-) -> Result<Launched, Refusal> {
+pub(crate) fn launched(vars: &Snapshot, ancestry: &Ancestry) -> Result<Launched, Refusal> {
     let mut ignored = Vec::new();
     let mut found: Vec<(usize, Launch)> = Vec::new();
     for launcher in &LAUNCHERS {
-        if env(launcher.local_rank).is_none() && env(launcher.local_size).is_none() {
+        if vars.value(launcher.local_rank).is_none() && vars.value(launcher.local_size).is_none() {
             continue;
         }
-        let vars = launcher.launch_vars();
-        if ancestry.through_srun(&vars, env) {
-            ignored.extend([launcher.local_rank, launcher.local_size]);
+        let keys = launcher.launch_vars();
+        if ancestry.through_srun(&keys, vars) {
+            ignored.extend([launcher.local_rank.name(), launcher.local_size.name()]);
             continue;
         }
-        if let Some(launch) = placed_by(launcher, env)? {
-            let depth = ancestry.set_at(&vars, env).unwrap_or(usize::MAX);
+        if let Some(launch) = placed_by(launcher, vars)? {
+            let depth = ancestry.set_at(&keys, vars).unwrap_or(usize::MAX);
             found.push((depth, launch));
         }
     }
     if let Some(launch) = nearest(found)? {
         return Ok(Launched::By(launch));
     }
-    let inherited = |var: &'static str| ancestry.through_srun(&[var], env);
-    match env(env::FLUX_LOCAL_ID) {
-        Some(_) if inherited(env::FLUX_LOCAL_ID) => ignored.push(env::FLUX_LOCAL_ID),
+    let inherited = |key: Var| ancestry.through_srun(&[key], vars);
+    match vars.flux_local_id.clone() {
+        Some(_) if inherited(Var::FluxLocalId) => ignored.push(env::FLUX_LOCAL_ID),
         Some(value) => return Ok(Launched::Flux { value, ignored }),
         None => {}
     }
-    if env(env::STEP_ID).is_some() {
+    if vars.step_id.is_some() {
         return Ok(Launched::Slurm { ignored });
     }
-    match env(env::PMIX_RANK) {
-        Some(_) if inherited(env::PMIX_RANK) => ignored.push(env::PMIX_RANK),
+    match vars.pmix_rank.clone() {
+        Some(_) if inherited(Var::PmixRank) => ignored.push(env::PMIX_RANK),
         Some(rank) => return Err(Refusal::PmixOnly { rank }),
         None => {}
     }
@@ -474,11 +469,9 @@ fn nearest(mut found: Vec<(usize, Launch)>) -> Result<Option<Launch>, Refusal> {
 
 /// Where `launcher` placed the rank; `None` where neither of its
 /// variables is set.
-fn placed_by(
-    launcher: &'static Launcher,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<Launch>, Refusal> {
-    let (id, count) = match (env(launcher.local_rank), env(launcher.local_size)) {
+fn placed_by(launcher: &'static Launcher, vars: &Snapshot) -> Result<Option<Launch>, Refusal> {
+    let value = |key: Var| vars.value(key).map(String::from);
+    let (id, count) = match (value(launcher.local_rank), value(launcher.local_size)) {
         (None, None) => return Ok(None),
         (Some(id), Some(count)) => (id, count),
         (Some(value), None) => return Err(half(launcher, launcher.local_rank, value)),
@@ -489,13 +482,14 @@ fn placed_by(
     if local_count == 0 || local_count > MAX_TASKS_PER_NODE || local_id >= local_count {
         return Err(Refusal::OutOfRange {
             launcher: launcher.name,
-            id_var: launcher.local_rank,
+            id_var: launcher.local_rank.name(),
             id: local_id,
-            count_var: launcher.local_size,
+            count_var: launcher.local_size.name(),
             count: local_count,
         });
     }
-    let rank = env(launcher.rank)
+    let rank = vars
+        .value(launcher.rank)
         .and_then(|r| r.trim().parse::<u32>().ok())
         .or_else(|| u32::try_from(local_id).ok())
         .unwrap_or(u32::MAX);
@@ -507,7 +501,7 @@ fn placed_by(
     }))
 }
 
-fn half(launcher: &'static Launcher, set: &'static str, value: String) -> Refusal {
+fn half(launcher: &'static Launcher, set: Var, value: String) -> Refusal {
     let missing = if set == launcher.local_rank {
         launcher.local_size
     } else {
@@ -515,18 +509,18 @@ fn half(launcher: &'static Launcher, set: &'static str, value: String) -> Refusa
     };
     Refusal::HalfSet {
         launcher: launcher.name,
-        set,
+        set: set.name(),
         value,
-        missing,
+        missing: missing.name(),
     }
 }
 
-fn number(var: &'static str, value: &str) -> Result<usize, Refusal> {
+fn number(var: Var, value: &str) -> Result<usize, Refusal> {
     value
         .trim()
         .parse::<usize>()
         .map_err(|_| Refusal::NotANumber {
-            var,
+            var: var.name(),
             value: value.to_string(),
         })
 }
@@ -534,14 +528,9 @@ fn number(var: &'static str, value: &str) -> Result<usize, Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
 
     fn launched_in(pairs: &[(&str, &str)]) -> Result<Launched, Refusal> {
-        let vars: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        launched(&|name| vars.get(name).cloned(), &Ancestry::default())
+        launched(&Snapshot::of(pairs), &Ancestry::default())
     }
 
     /// Launched with `pairs`, under ancestors that had `above` (nearest
@@ -551,17 +540,11 @@ mod tests {
         above: &[&[(&str, &str)]],
         at_stepd: bool,
     ) -> Result<Launched, Refusal> {
-        let vars: HashMap<&str, &str> = pairs.iter().copied().collect();
-        let owned = |list: &[(&str, &str)]| -> Vec<(String, String)> {
-            list.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
         let ancestry = Ancestry {
-            above: above.iter().map(|a| owned(a)).collect(),
+            above: above.iter().map(|a| Snapshot::of(a)).collect(),
             at_stepd,
         };
-        launched(&|name| vars.get(name).map(|v| v.to_string()), &ancestry)
+        launched(&Snapshot::of(pairs), &ancestry)
     }
 
     fn place(pairs: &[(&str, &str)]) -> (&'static str, usize, usize, u32) {
@@ -750,14 +733,11 @@ mod tests {
 
     #[test]
     fn a_launch_is_tagged_by_its_job_id_or_its_proxy() {
-        let vars: HashMap<&str, &str> = [
+        let env = Snapshot::of(&[
             ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
             ("OMPI_COMM_WORLD_LOCAL_SIZE", "1"),
             ("OMPI_MCA_ess_base_jobid", "2053308417"),
-        ]
-        .into_iter()
-        .collect();
-        let env = |name: &str| vars.get(name).map(|v| v.to_string());
+        ]);
         let Ok(Launched::By(launch)) = launched(&env, &Ancestry::default()) else {
             panic!()
         };
@@ -779,7 +759,7 @@ mod tests {
         );
         assert_eq!(hydra.tag(&env, &no_proxy), None);
         assert_eq!(
-            launcher_named("pals").map(|l| l.local_rank),
+            launcher_named("pals").map(|l| l.local_rank.name()),
             Ok("PALS_LOCAL_RANKID")
         );
         assert_eq!(
@@ -838,14 +818,8 @@ mod tests {
 
     #[test]
     fn under_hidepid_the_task_or_a_hidden_ancestor_bounds_the_step() {
-        let stale: Vec<(String, String)> = OMPI_RANK_0_OF_1
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let env: HashMap<&str, &str> = with(&OMPI_RANK_0_OF_1, &[("SLURM_STEP_ID", "0")])
-            .into_iter()
-            .collect();
-        let env = |name: &str| env.get(name).map(|v| v.to_string());
+        let stale = Snapshot::of(&OMPI_RANK_0_OF_1);
+        let env = Snapshot::of(&with(&OMPI_RANK_0_OF_1, &[("SLURM_STEP_ID", "0")]));
         let by_launcher =
             |ancestry: &Ancestry| matches!(launched(&env, ancestry), Ok(Launched::By(_)));
         let read = || Above::Read(stale.clone());
@@ -880,7 +854,11 @@ mod tests {
         assert_eq!((named.above.len(), named.at_stepd), (1, true));
         // A rank that mpirun's daemon (srun's task, the user's) started:
         // the daemon had none of the rank's values, so the rank's count.
-        let rank = Ancestry::walked(true, false, [Above::Task(Some(vec![])), Above::Hidden]);
+        let rank = Ancestry::walked(
+            true,
+            false,
+            [Above::Task(Some(Snapshot::default())), Above::Hidden],
+        );
         assert!(rank.at_stepd && by_launcher(&rank));
         // The walk ran out (init, or too many ancestors): nothing known.
         assert!(!Ancestry::walked(true, false, [read()]).at_stepd);

@@ -14,6 +14,8 @@
 //! - [`text`]: quoting and listing for messages; imports nothing.
 //! - [`env`](mod@env): every variable name read or written, and which a
 //!   site's `flag=` may not take.
+//! - [`snapshot`]: the variables a decision may read, each a field with
+//!   its key ([`snapshot::Var`]), taken once by the front end.
 //! - [`error`]: the core's errors, each carrying what its message needs.
 //! - [`wire`]: an NVML child's answer across the process boundary
 //!   (`ok N` / `err KIND`).
@@ -70,6 +72,7 @@ pub mod preview;
 pub mod runtime;
 pub mod settings;
 pub mod slurm;
+pub mod snapshot;
 pub mod start;
 pub mod step;
 pub mod text;

@@ -12,9 +12,10 @@ use crate::runtime::{Vendor, VendorSetting};
 use crate::settings::config::{Config, NvmlSource};
 use crate::settings::option::{Choice, OptionRequest};
 use crate::slurm::gpus::join;
+use crate::snapshot::Snapshot;
 use crate::step::{
-    assign_in, plan_step, NoTopology, Node, NvmlAsk, Snapshot, StepFacts, StepMap, StepPlan,
-    TaskCpus, TaskInputs, Unmapped,
+    assign_in, plan_step, NoTopology, Node, NvmlAsk, StepFacts, StepMap, StepPlan, TaskCpus,
+    TaskInputs, Unmapped,
 };
 use crate::topology::Topology;
 use std::collections::HashMap;

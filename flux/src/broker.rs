@@ -15,7 +15,7 @@ const RESOURCE_EVENTLOG: &str = "resource.eventlog";
 
 /// What the shell knows of its broker's grant.
 pub fn grant(shell: Shell) -> BrokerGrant {
-    let inherited = BrokerVars::read(&|name| std::env::var(name).ok());
+    let inherited = BrokerVars::read(|name| std::env::var(name).ok());
     let broker = shell.broker();
     let own = broker
         .ok_or(PluginError::NoBroker)
@@ -40,7 +40,7 @@ fn own_vars(broker: Broker, inherited: &BrokerVars) -> Result<BrokerVars, Plugin
     };
     let path = format!("/proc/{pid}/environ");
     let text = std::fs::read(&path).map_err(|error| PluginError::Environ { path, error })?;
-    Ok(BrokerVars::read(&|name| environ_var(&text, name)))
+    Ok(BrokerVars::read(|name| environ_var(&text, name)))
 }
 
 /// A variable of a process's initial environment (`/proc/PID/environ`).

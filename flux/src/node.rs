@@ -13,7 +13,8 @@ use desi_gpu_map_core::env;
 use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::mps::Daemon;
 use desi_gpu_map_core::settings::config::Config;
-use desi_gpu_map_core::step::{FrontEnd, Node, NvmlAsk, Snapshot};
+use desi_gpu_map_core::snapshot::{Snapshot, Var, OTHER_LISTS};
+use desi_gpu_map_core::step::{FrontEnd, Node, NvmlAsk};
 use desi_gpu_map_core::Error;
 use desi_gpu_map_host::failure::Failure;
 use desi_gpu_map_host::files::HostFiles;
@@ -92,14 +93,15 @@ pub struct FluxNode {
 /// allocation), not this job; and not the GPU lists, whose only source is
 /// R through the broker's grant.
 fn from_job_env(name: &str) -> bool {
-    !name.starts_with("SLURM") && !env::OTHER_LISTS.contains(&name) && name != env::HIP
+    let list = |var: &Var| var.name() == name;
+    !name.starts_with("SLURM") && !OTHER_LISTS.iter().any(list) && name != env::HIP
 }
 
 impl FluxNode {
     /// The job's environment for the core, never Slurm's variables or the
     /// other GPU lists ([`from_job_env`]); the core lists R's GPUs.
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot::read(&|name| {
+        Snapshot::read(|name: &str| {
             from_job_env(name)
                 .then(|| self.shell.getenv(name))
                 .flatten()

@@ -17,8 +17,9 @@ use desi_gpu_map_core::env;
 use desi_gpu_map_core::flux::{JobGpus, AFFINITY};
 use desi_gpu_map_core::job::{plan_job, JobFacts};
 use desi_gpu_map_core::settings::option::OPTION;
+use desi_gpu_map_core::snapshot::Snapshot;
 use desi_gpu_map_core::step::{
-    carry_out, start_daemon, task_outcome_read, Container, Snapshot, StepPlan, TaskIds, TaskVars,
+    carry_out, start_daemon, task_outcome_read, Container, StepPlan, TaskIds, TaskVars,
 };
 use desi_gpu_map_host::mps::daemon::random_token;
 use desi_gpu_map_host::sys::allowed_cpus;

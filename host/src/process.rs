@@ -3,6 +3,7 @@
 //! and signals sent only to the process that was meant.
 
 use desi_gpu_map_core::launch::{Above, Ancestry};
+use desi_gpu_map_core::snapshot::{Snapshot, Var};
 use rustix::process::{kill_process, Pid, Signal};
 use std::fs;
 use std::io::Read;
@@ -137,15 +138,12 @@ pub(crate) fn ancestors(pid: u32) -> impl Iterator<Item = u32> {
 /// the step's boundary ([`Ancestry::walked`]): slurmstepd, the step's task
 /// (`SLURM_TASK_PID`: found without reading slurmstepd's `/proc`, which
 /// `hidepid` hides), or the first whose environment cannot be read.
-pub fn launch_ancestry(watched: &[&str]) -> Ancestry {
+pub fn launch_ancestry(watched: &[Var]) -> Ancestry {
     let task = task_pid();
-    let had = |pid: u32| -> Option<Vec<(String, String)>> {
+    let had = |pid: u32| -> Option<Snapshot> {
         let env = environ(pid)?;
-        Some(
-            env.into_iter()
-                .filter(|(name, _)| watched.contains(&name.as_str()))
-                .collect(),
-        )
+        let value = |name: &str| env.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        Some(Snapshot::read_only(watched, value))
     };
     let walk = ancestors(std::os::unix::process::parent_id()).map(|pid| {
         if Some(pid) == task {

@@ -11,9 +11,9 @@ use desi_gpu_map_core::files::Files;
 use desi_gpu_map_core::mps::{Daemon, MpsFacts};
 use desi_gpu_map_core::settings::config::Config;
 use desi_gpu_map_core::settings::option::OptionRequest;
+use desi_gpu_map_core::snapshot::Snapshot;
 use desi_gpu_map_core::step::{
-    plan_step, Deferred, FrontEnd, Node, NvmlAsk, Snapshot, StepFacts, StepIdentity, StepPlan,
-    UnreadableStep,
+    plan_step, Deferred, FrontEnd, Node, NvmlAsk, StepFacts, StepIdentity, StepPlan, UnreadableStep,
 };
 use desi_gpu_map_core::Error;
 use desi_gpu_map_host::failure::Failure;
@@ -108,7 +108,7 @@ impl<'a, 'b> Slurmstepd<'a, 'b> {
 /// in `user_init`, the task's in `task_init`), each read once; bytes that
 /// are not UTF-8 read as U+FFFD.
 pub fn snapshot(spank: &SpankHandle) -> Snapshot {
-    Snapshot::read(&|name| spank.getenv_lossy(name).ok().flatten())
+    Snapshot::read(|name: &str| spank.getenv_lossy(name).ok().flatten())
 }
 
 impl Node for Slurmstepd<'_, '_> {

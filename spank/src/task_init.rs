@@ -5,8 +5,9 @@
 use crate::node::Slurmstepd;
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::mps::Mps;
+use desi_gpu_map_core::snapshot::Snapshot;
 use desi_gpu_map_core::step::{
-    carry_out, container_plugin_after, task_outcome_read, Container, Snapshot, StepPlan, TaskIds,
+    carry_out, container_plugin_after, task_outcome_read, Container, StepPlan, TaskIds,
     TaskOutcome, TaskVars,
 };
 use desi_gpu_map_host::process::mount_namespace;
@@ -23,8 +24,8 @@ pub fn apply(spank: &SpankHandle, plan: &StepPlan, beside: &Beside, node: Option
     let stepd = Slurmstepd::new(spank);
     // Only what the task's decision reads: each read searches slurmstepd's
     // environment.
-    let names = TaskVars::names(plan, true);
-    let vars = Snapshot::read_only(names, &|name| spank.getenv_lossy(name).ok().flatten());
+    let keys = TaskVars::keys(plan, true);
+    let vars = Snapshot::read_only(keys, |name| spank.getenv_lossy(name).ok().flatten());
     // The step's node name where user_init read one; else the task's.
     let node = || {
         node.map(str::to_string)

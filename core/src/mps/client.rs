@@ -4,6 +4,7 @@
 use super::serving::{InheritedMps, Mps, MPS_NAMES};
 use crate::env;
 use crate::method::{share, Method};
+use crate::snapshot::Var;
 
 /// A client's share of its GPU under `mps_share=even`: floor(100 / the
 /// tasks on it).
@@ -57,9 +58,9 @@ pub(crate) fn mps_variables(mps: &Mps, position: usize) -> Vec<(String, String)>
 /// of the plugin's where they name another node's daemon, and a parent's
 /// share that the step's own daemon does not give.
 pub(crate) fn mps_unset(mps: &Mps, inherited: &InheritedMps, position: usize) -> Vec<String> {
-    let flags = [env::MPS, env::MPS_HOST];
-    let names: &[&str] = match mps {
-        Mps::Serving(d) if d.shares.get(position).copied().flatten().is_none() => &[env::MPS_SHARE],
+    let flags = [Var::Mps, Var::MpsHost];
+    let names: &[Var] = match mps {
+        Mps::Serving(d) if d.shares.get(position).copied().flatten().is_none() => &[Var::MpsShare],
         Mps::Serving(_) | Mps::Theirs { ours: true, .. } => &[],
         Mps::Theirs { .. } => &flags,
         _ if inherited.ours && !inherited.here => &MPS_NAMES,
@@ -67,8 +68,8 @@ pub(crate) fn mps_unset(mps: &Mps, inherited: &InheritedMps, position: usize) ->
     };
     names
         .iter()
-        .filter(|name| inherited.present.contains(name))
-        .map(|name| name.to_string())
+        .filter(|var| inherited.present.contains(var))
+        .map(|var| var.name().to_string())
         .collect()
 }
 

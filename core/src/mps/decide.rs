@@ -22,18 +22,19 @@ use std::path::Path;
 /// where the host matches and the socket is there (a base such as a
 /// shared `TMPDIR` may show another node's).
 pub(crate) fn inherited(node: &MpsNode) -> InheritedMps {
-    let pipe = (node.env)(env::MPS_PIPE);
-    let ours = pipe.is_some() && (node.env)(env::MPS).is_some();
+    let vars = node.vars;
+    let pipe = vars.mps_pipe.clone();
+    let ours = pipe.is_some() && vars.mps.is_some();
     let host = hostname(node.files);
     let here = ours
         && host.is_some()
-        && (node.env)(env::MPS_HOST) == host
+        && vars.mps_host == host
         && pipe
             .as_ref()
             .is_some_and(|p| node.files.exists(&Path::new(p).join("control")));
     let present = MPS_NAMES
         .into_iter()
-        .filter(|name| (node.env)(name).is_some())
+        .filter(|&var| vars.value(var).is_some())
         .collect();
     InheritedMps {
         pipe,
@@ -128,12 +129,12 @@ fn serve(input: &MpsInput, inherited: &InheritedMps, node: &MpsNode) -> Result<M
 fn served_already(input: &MpsInput, inherited: &InheritedMps, node: &MpsNode) -> Option<Mps> {
     // A nested step inherits its parent task's share: the plugin's, not
     // Slurm's or the user's.
-    if let Some(share) = (node.env)(env::MPS_SHARE).filter(|_| !inherited.ours) {
+    if let Some(share) = node.vars.mps_share.as_deref().filter(|_| !inherited.ours) {
         let why = match input.whose {
             Whose::Step => format!(
                 "Slurm's gres/mps serves this step ({}={}); no MPS daemon started",
                 env::MPS_SHARE,
-                quote(&share)
+                quote(share)
             ),
             // The job came with the variable: from the broker's Slurm step
             // (gres/mps), or the user's.
@@ -141,7 +142,7 @@ fn served_already(input: &MpsInput, inherited: &InheritedMps, node: &MpsNode) ->
                 "{}={} came with the {}: an MPS daemon serves it already; no MPS daemon \
                  started",
                 env::MPS_SHARE,
-                quote(&share),
+                quote(share),
                 grant.noun
             ),
         };
@@ -201,7 +202,7 @@ fn daemon(
         gid: facts.gid,
         host: hostname(node.files),
         shares: per_gpu.into_iter().map(share).collect(),
-        keep_log: !inherited.ours && (node.env)(env::MPS_LOG).is_some(),
+        keep_log: !inherited.ours && node.vars.mps_log.is_some(),
         timeout: input.timeout,
         local_tasks: facts.local_tasks,
         asked: input.asked,

@@ -4,9 +4,9 @@
 use super::daemon::{Daemon, KeeperAddr};
 use super::input::MpsNode;
 use super::no_mps::{NoMps, Whose};
-use crate::env;
 use crate::files::Stat;
 use crate::settings::config::MpsSettings;
+use crate::snapshot::Snapshot;
 use std::path::{Path, PathBuf};
 
 /// The longest socket path NVIDIA's control daemon binds: one byte short
@@ -44,15 +44,16 @@ pub(crate) fn dir_name(uid: u32, step: &str, node_id: u32) -> String {
 /// The base of the step's MPS directory: the site's, else the step's
 /// `TMPDIR` where absolute, else `/tmp`.
 pub(super) fn base_dir(settings: &MpsSettings, node: &MpsNode) -> PathBuf {
-    base_of(settings, node.env)
+    base_of(settings, node.vars)
 }
 
 /// The site's base, else `TMPDIR` where absolute, else `/tmp`.
-fn base_of(settings: &MpsSettings, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+fn base_of(settings: &MpsSettings, vars: &Snapshot) -> PathBuf {
     if let Some(dir) = &settings.dir {
         return dir.clone();
     }
-    env(env::TMPDIR)
+    vars.tmpdir
+        .as_deref()
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .unwrap_or_else(|| PathBuf::from("/tmp"))
@@ -66,10 +67,10 @@ pub(crate) fn named_daemon(
     step: &str,
     node_id: u32,
     settings: &MpsSettings,
-    env: &dyn Fn(&str) -> Option<String>,
+    vars: &Snapshot,
 ) -> Daemon {
     Daemon {
-        base: base_of(settings, env),
+        base: base_of(settings, vars),
         stem: dir_name(uid, step, node_id),
         uid,
         ..Daemon::default()

@@ -7,6 +7,7 @@ use crate::files::Files;
 use crate::method::Method;
 use crate::runtime::Vendor;
 use crate::settings::config::MpsSettings;
+use crate::snapshot::Snapshot;
 use std::time::Duration;
 
 /// What the front end knows of the step's user and tasks on this node;
@@ -61,7 +62,7 @@ pub(crate) struct MpsInput<'a> {
 /// What MPS asks of the node: its environment, its files, and NVML's
 /// place lines (for the GPUs' UUIDs, asked only where needed).
 pub(crate) struct MpsNode<'a> {
-    pub(crate) env: &'a dyn Fn(&str) -> Option<String>,
+    pub(crate) vars: &'a Snapshot,
     pub(crate) files: &'a dyn Files,
     pub(crate) places: &'a dyn Fn() -> Result<Vec<String>, Error>,
 }

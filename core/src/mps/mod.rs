@@ -61,5 +61,3 @@ pub(crate) use serving::InheritedMps;
 pub(crate) use control::server_path;
 #[cfg(test)]
 pub(crate) use dirs::dir_name;
-#[cfg(test)]
-pub(crate) use serving::MPS_NAMES;

@@ -3,7 +3,7 @@
 
 use super::daemon::Daemon;
 use super::no_mps::NoMps;
-use crate::env;
+use crate::snapshot::Var;
 
 /// MPS for the step on this node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,14 +65,14 @@ pub(crate) struct InheritedMps {
     /// ... and that daemon runs on this host and has its socket there.
     pub(crate) here: bool,
     /// Which of the names the plugin writes for MPS are set.
-    pub(crate) present: Vec<&'static str>,
+    pub(crate) present: Vec<Var>,
 }
 
 /// The names a task served by the plugin's MPS gets.
-pub(crate) const MPS_NAMES: [&str; 5] = [
-    env::MPS,
-    env::MPS_HOST,
-    env::MPS_PIPE,
-    env::MPS_LOG,
-    env::MPS_SHARE,
+pub(crate) const MPS_NAMES: [Var; 5] = [
+    Var::Mps,
+    Var::MpsHost,
+    Var::MpsPipe,
+    Var::MpsLog,
+    Var::MpsShare,
 ];

@@ -5,10 +5,11 @@
 use super::drm;
 use super::rules::{layered, own, Blocker, Rendering, Rules, StepLists, Unbindable, Vendor};
 use crate::env;
+use crate::snapshot::Var;
 
 pub(super) const RULES: Rules = Rules {
     pci_id: 0x1002,
-    carrier: env::ROCR,
+    carrier: Var::Rocr,
     nvml: false,
     unbindable,
     adjust,

@@ -4,10 +4,11 @@ use super::drm;
 use super::rules::{own, Blocker, Rendering, Rules, StepLists, Unbindable, Vendor};
 use crate::env;
 use crate::method::Visible;
+use crate::snapshot::Var;
 
 pub(super) const RULES: Rules = Rules {
     pci_id: 0x8086,
-    carrier: env::ZE,
+    carrier: Var::Ze,
     nvml: false,
     unbindable,
     adjust,

@@ -59,6 +59,7 @@ use rules::Rules;
 use crate::files::Files;
 use crate::method::Visible;
 use crate::names::Named;
+use crate::snapshot::Var;
 use std::path::Path;
 
 impl Vendor {
@@ -72,7 +73,7 @@ impl Vendor {
     }
 
     /// The variable that carries a task's GPU for this vendor's runtime.
-    pub fn carrier(self) -> &'static str {
+    pub fn carrier(self) -> Var {
         self.rules().carrier
     }
 

@@ -4,12 +4,13 @@
 use super::rules::{own, KernelGpu, Rendering, Rules, StepLists, MAX_NODE_GPUS};
 use crate::env;
 use crate::files::{at, read_text, Files};
+use crate::snapshot::Var;
 use crate::text::quote;
 use std::path::Path;
 
 pub(super) const RULES: Rules = Rules {
     pci_id: 0x10de,
-    carrier: env::CUDA,
+    carrier: Var::Cuda,
     nvml: true,
     // CUDA reads CUDA_VISIBLE_DEVICES, which every step has.
     unbindable: |_, _| None,

@@ -9,6 +9,7 @@ use crate::grant::Grant;
 use crate::method::{visible_list, Visible};
 use crate::names::{named, Named};
 use crate::slurm::gpus::join;
+use crate::snapshot::Var;
 use std::fmt;
 use std::path::Path;
 
@@ -37,7 +38,7 @@ pub(super) struct Rules {
     /// Its PCI vendor id.
     pub(super) pci_id: u32,
     /// The variable that carries a task's GPU for its runtime.
-    pub(super) carrier: &'static str,
+    pub(super) carrier: Var,
     /// NVML lists and locates its GPUs.
     pub(super) nvml: bool,
     /// Why no list its runtimes read can carry a task's GPU in this step

@@ -2,10 +2,10 @@
 //! keeper, if any, it tells ([`keeper_to_tell`]).
 
 use super::facts::in_step;
-use crate::env;
 use crate::mps::{named_daemon, KeeperAddr};
 use crate::settings::config::MpsSettings;
-use crate::step::{parse_step_id, step_tag, Snapshot};
+use crate::snapshot::Snapshot;
+use crate::step::{parse_step_id, step_tag};
 
 /// The keeper that the epilog of a task of an srun step tells that the
 /// task ended, by its address (`uid`: the job's user; `settings`: the MPS
@@ -16,18 +16,18 @@ pub fn keeper_to_tell(uid: u32, settings: &MpsSettings, vars: &Snapshot) -> Opti
     if !in_step(vars) {
         return None;
     }
-    let step_id = parse_step_id(&vars.var(env::STEP_ID)?)?;
+    let step_id = parse_step_id(vars.step_id.as_deref()?)?;
     let tag = step_tag(vars, step_id)?;
-    let node_id = vars.var(env::NODE_ID)?.trim().parse().ok()?;
-    let env = |name: &str| vars.var(name);
+    let node_id = vars.node_id.as_deref()?.trim().parse().ok()?;
     Some(KeeperAddr::of(&named_daemon(
-        uid, &tag, node_id, settings, &env,
+        uid, &tag, node_id, settings, vars,
     )))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::env;
     use crate::step::testing::FakeNode;
     use std::path::Path;
 

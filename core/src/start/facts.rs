@@ -3,12 +3,12 @@
 //! says of its step.
 
 use super::why::{NoMethod, NotPassed};
-use crate::env;
 use crate::launch::Ancestry;
 use crate::method::Method;
 use crate::settings::config::Config;
 use crate::settings::option::{exec_request, Choice, OptionRequest};
-use crate::step::{parse_step_id, resolve, special_step_name, Resolved, Snapshot};
+use crate::snapshot::{Snapshot, Var, MIRRORS};
+use crate::step::{parse_step_id, resolve, special_step_name, Resolved};
 
 /// The method a task is mapped with where neither the front end's own
 /// option nor the method variable names one: the `default=` of exec and
@@ -83,8 +83,9 @@ impl TaskFacts<'_> {
 
 /// A task of an srun step (not the batch, interactive or extern step).
 pub(super) fn in_step(vars: &Snapshot) -> bool {
-    vars.var(env::STEP_ID)
-        .and_then(|id| parse_step_id(&id))
+    vars.step_id
+        .as_deref()
+        .and_then(parse_step_id)
         .is_some_and(|id| special_step_name(id).is_none())
 }
 
@@ -95,14 +96,14 @@ pub(super) fn in_step(vars: &Snapshot) -> bool {
 /// which its batch script may have asked otherwise. Said by the node's
 /// first task; `None` where any of them arrived, or the environment did.
 pub fn not_passed(vars: &Snapshot) -> Option<NotPassed> {
-    let ours = std::iter::once(env::METHOD).chain(env::MIRRORS);
-    if vars.var(env::PATH).is_some() || ours.into_iter().any(|name| vars.var(name).is_some()) {
+    let ours = std::iter::once(Var::Method).chain(MIRRORS);
+    if vars.path.is_some() || ours.into_iter().any(|var| vars.value(var).is_some()) {
         return None;
     }
-    if vars.var(env::LOCAL_ID)?.trim() != "0" {
+    if vars.local_id.as_deref()?.trim() != "0" {
         return None;
     }
     Some(NotPassed {
-        export: vars.var(env::EXPORT_ENV),
+        export: vars.export_env.clone(),
     })
 }

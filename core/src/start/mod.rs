@@ -62,8 +62,7 @@ use crate::step::Node;
 /// outside any srun step (unchanged, or refused outside any job); this
 /// step or launch mapped already (unchanged); else its step's plan.
 pub fn decide(facts: &TaskFacts, node: &dyn Node) -> Start {
-    let env = |name: &str| facts.vars.var(name);
-    let (verdict, ignored) = match launched(&env, &facts.ancestry) {
+    let (verdict, ignored) = match launched(&facts.vars, &facts.ancestry) {
         Ok(Launched::By(launch)) => (place::for_launch(facts, node, &launch), Vec::new()),
         Ok(Launched::Flux { value, ignored }) => (place::for_flux(facts, value), ignored),
         Ok(Launched::Slurm { ignored }) => (place::for_slurm(facts, node), ignored),

@@ -7,12 +7,10 @@ use super::facts::{in_step, TaskFacts};
 use super::share::{mapping, task_ids};
 use super::verdict::{unchanged, Verdict};
 use super::why::{BadStepId, WhyRefused, WhyUnchanged};
-use crate::env;
 use crate::flux;
 use crate::launch::{Launch, Refusal};
-use crate::step::{
-    parse_step_id, special_step_name, step_tag, Given, Node, Snapshot, StepIdentity, TaskIds,
-};
+use crate::snapshot::{Snapshot, Var};
+use crate::step::{parse_step_id, special_step_name, step_tag, Given, Node, StepIdentity, TaskIds};
 
 /// A launcher's rank: its launch is its identity (no step of Slurm's),
 /// its variables its place, and its GPUs what it was given.
@@ -23,7 +21,7 @@ pub(super) fn for_launch(facts: &TaskFacts, node: &dyn Node, launch: &Launch) ->
             launcher: launch.launcher.title,
         });
     }
-    let tag = launch.tag(&|name| vars.var(name), facts.ancestor_pid);
+    let tag = launch.tag(vars, facts.ancestor_pid);
     if mapped_already(vars, tag.as_deref()) {
         return unchanged(WhyUnchanged::LaunchMapped, facts);
     }
@@ -48,11 +46,12 @@ pub(super) fn for_launch(facts: &TaskFacts, node: &dyn Node, launch: &Launch) ->
 /// it, whose id may be the same) names another job, and counts for nothing.
 pub(super) fn for_flux(facts: &TaskFacts, value: String) -> Verdict {
     let vars = &facts.vars;
-    let uri = vars.var(env::FLUX_URI);
+    let uri = vars.flux_uri.as_deref();
     let this = vars
-        .var(env::FLUX_JOB_ID)
-        .and_then(|id| flux::job_id(&id))
-        .map(|id| flux::tag(id, uri.as_deref()));
+        .flux_job_id
+        .as_deref()
+        .and_then(flux::job_id)
+        .map(|id| flux::tag(id, uri));
     if mapped_already(vars, this.as_deref()) {
         return unchanged(WhyUnchanged::FluxMapped, facts);
     }
@@ -71,7 +70,8 @@ pub(super) fn for_slurm(facts: &TaskFacts, node: &dyn Node) -> Verdict {
     }
     // Only a task of a step can find its step recorded.
     let this = vars
-        .var(env::STEP_ID)
+        .step_id
+        .as_ref()
         .and(step_id(vars).ok())
         .and_then(|id| step_tag(vars, id));
     if mapped_already(vars, this.as_deref()) {
@@ -92,16 +92,16 @@ pub(super) fn outside_step(
     vars: &Snapshot,
     allow_outside: bool,
 ) -> Result<Option<WhyUnchanged>, WhyRefused> {
-    if let Some(value) = vars.var(env::STEP_ID) {
+    if let Some(value) = vars.step_id.clone() {
         let special = parse_step_id(&value).and_then(special_step_name);
         return Ok(special.map(|name| WhyUnchanged::NeverMapped { name, value }));
     }
     if allow_outside {
         return Ok(None);
     }
-    let job = [env::JOB_ID, env::JOB_ID_OLD]
+    let job = [Var::JobId, Var::JobIdOld]
         .into_iter()
-        .find_map(|name| vars.var(name).map(|value| (name, value)));
+        .find_map(|var| vars.value(var).map(|value| (var.name(), value.to_string())));
     match job {
         Some((var, value)) => Ok(Some(WhyUnchanged::OutsideStep { var, value })),
         None => Err(WhyRefused::OutsideJob),
@@ -114,12 +114,12 @@ pub(super) fn outside_step(
 /// only where it maps and removes everywhere else, whatever the site's
 /// flag is called. An outer step's record names another step.
 fn mapped_already(vars: &Snapshot, this: Option<&str>) -> bool {
-    this.is_some() && vars.var(env::STEP).as_deref() == this
+    this.is_some() && vars.mapped_step.as_deref() == this
 }
 
 /// This step's id (0 outside a step, where that is allowed).
 fn step_id(vars: &Snapshot) -> Result<u32, BadStepId> {
-    let value = vars.var(env::STEP_ID).unwrap_or_else(|| "0".to_string());
+    let value = vars.step_id.clone().unwrap_or_else(|| "0".to_string());
     parse_step_id(&value).ok_or(BadStepId { value })
 }
 
@@ -128,9 +128,7 @@ fn step_id(vars: &Snapshot) -> Result<u32, BadStepId> {
 /// job the list it inherited; outside any job that, or every GPU of the
 /// node.
 fn given(vars: &Snapshot) -> Option<Given> {
-    let in_job = [env::JOB_ID, env::JOB_ID_OLD]
-        .iter()
-        .any(|name| vars.var(name).is_some());
+    let in_job = vars.job_id.is_some() || vars.job_id_old.is_some();
     match (in_step(vars), in_job) {
         (true, _) => None,
         (false, true) => Some(Given::InJob),

@@ -10,9 +10,10 @@ use crate::env;
 use crate::files::hostname;
 use crate::mps::MpsFacts;
 use crate::slurm::tasks::local_count;
+use crate::snapshot::{Snapshot, Var};
 use crate::step::{
-    plan_step, slurm_bound_here, Node, Snapshot, StepFacts, StepIdentity, StepPlan, TaskIds,
-    TaskVars, UnreadableStep,
+    plan_step, slurm_bound_here, Node, StepFacts, StepIdentity, StepPlan, TaskIds, TaskVars,
+    UnreadableStep,
 };
 
 /// The task's share of its step (`step`), placed at `ids`; `launched`: a
@@ -91,23 +92,28 @@ fn mps_facts(facts: &TaskFacts, local_tasks: usize) -> Option<MpsFacts> {
 /// The task's node-local id, the node's task count and its rank, from the
 /// variables slurmstepd set.
 pub(super) fn task_ids(vars: &Snapshot) -> Result<TaskIds, UnreadableIds> {
-    let number = |name: &'static str| -> Result<usize, UnreadableIds> {
-        let value = vars.var(name).ok_or(UnreadableIds::NotSet(name))?;
+    let number = |var: Var| -> Result<usize, UnreadableIds> {
+        let (name, value) = (var.name(), vars.value(var));
+        let value = value.ok_or(UnreadableIds::NotSet(name))?;
         match value.trim().parse::<usize>() {
             Ok(number) => Ok(number),
-            Err(_) => Err(UnreadableIds::NotANumber { name, value }),
+            Err(_) => Err(UnreadableIds::NotANumber {
+                name,
+                value: value.to_string(),
+            }),
         }
     };
-    let local_id = number(env::LOCAL_ID)?;
-    let node_id = number(env::NODE_ID)?;
+    let local_id = number(Var::LocalId)?;
+    let node_id = number(Var::NodeId)?;
     let counts = vars
-        .var(env::TASKS_PER_NODE)
+        .tasks_per_node
+        .clone()
         .ok_or(UnreadableIds::NotSet(env::TASKS_PER_NODE))?;
     let local_count = match local_count(&counts, node_id) {
         Some(count) => count,
         None => return Err(UnreadableIds::NoTaskCount { counts, node_id }),
     };
-    let rank = u32::try_from(number(env::RANK)?).map_err(|_| UnreadableIds::RankTooLarge)?;
+    let rank = u32::try_from(number(Var::Rank)?).map_err(|_| UnreadableIds::RankTooLarge)?;
     Ok(TaskIds {
         local_id,
         local_count,

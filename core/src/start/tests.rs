@@ -7,8 +7,9 @@ use crate::launch::Ancestry;
 use crate::method::Method;
 use crate::settings::config::Config;
 use crate::settings::option::{Choice, OptionRequest};
+use crate::snapshot::Snapshot;
 use crate::step::testing::{get, FakeFront, FakeNode, SLURM_4};
-use crate::step::{Aside, Snapshot, StepPlan};
+use crate::step::{Aside, StepPlan};
 
 /// A task of srun step 7.3, the node's second of four, on SLURM_4's GPUs.
 const TASK_1_OF_4: [(&str, &str); 7] = [

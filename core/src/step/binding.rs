@@ -9,17 +9,21 @@ use super::map::StepMap;
 use crate::env;
 use crate::error::Error;
 use crate::slurm::bind::{parse_gpu_bind, GpuBind};
+use crate::snapshot::{Snapshot, BIND_REQUESTS, PER_TASK_REQUESTS};
 use crate::text::quote;
 
 /// Names the request under which Slurm already narrows GPUs per task.
 /// `--gpus-per-task` and `--ntasks-per-gpu` always bind; a bind request
 /// binds unless it is `none` (see [`crate::slurm::bind`]).
-pub(super) fn slurm_binds_per_task(env: &dyn Fn(&str) -> Option<String>) -> Option<Aside> {
-    for request in env::PER_TASK_REQUESTS {
-        let Some(value) = env(request) else { continue };
-        let binds = !env::BIND_REQUESTS.contains(&request)
-            || matches!(parse_gpu_bind(&value), GpuBind::PerTask(_));
+pub(super) fn slurm_binds_per_task(vars: &Snapshot) -> Option<Aside> {
+    for request in PER_TASK_REQUESTS {
+        let Some(value) = vars.value(request) else {
+            continue;
+        };
+        let binds = !BIND_REQUESTS.contains(&request)
+            || matches!(parse_gpu_bind(value), GpuBind::PerTask(_));
         if binds {
+            let (request, value) = (request.name(), value.to_string());
             return Some(Aside::SlurmBindsStep { request, value });
         }
     }

@@ -8,7 +8,6 @@
 
 use super::locate::discover;
 use super::node::Node;
-use super::snapshot::Snapshot;
 use super::source::{Listed, Missing, StepGpus, WhyNoList};
 use crate::env;
 use crate::error::Error;
@@ -17,6 +16,7 @@ use crate::method::Method;
 use crate::runtime::{kernel_gpus, Vendor};
 use crate::settings::config::{Config, NvmlSource};
 use crate::slurm::gpus::{check_list, parse_gpu_list};
+use crate::snapshot::{Snapshot, Var};
 
 /// What a process outside any srun step was given, as its launch's
 /// identity records it ([`super::StepIdentity::Launch`]).
@@ -35,12 +35,12 @@ pub enum Given {
 
 /// The lists a process may inherit, for `vendor`: its runtime's own list
 /// first, then CUDA's (which HIP also reads).
-fn candidates(vendor: Vendor) -> Vec<&'static str> {
-    let mut names = vec![vendor.carrier()];
-    if vendor.carrier() != env::CUDA {
-        names.push(env::CUDA);
+fn candidates(vendor: Vendor) -> Vec<Var> {
+    let mut lists = vec![vendor.carrier()];
+    if vendor.carrier() != Var::Cuda {
+        lists.push(Var::Cuda);
     }
-    names
+    lists
 }
 
 /// The GPUs the process was given on this node (see the module's
@@ -62,7 +62,7 @@ pub(super) fn from_given(
     }
     let inherited = candidates(vendor)
         .into_iter()
-        .find_map(|var| vars.var(var).map(|value| (var, value)));
+        .find_map(|var| vars.value(var).map(|value| (var.name(), value.to_string())));
     match (inherited, given) {
         (Some((var, value)), _) => Some(inherited_list(var, value, cuda, given)),
         (None, Given::InJob) => Some(Err(Missing::NoGpus(WhyNoList::NothingGiven { node: None }))),
@@ -426,8 +426,8 @@ mod tests {
 
     #[test]
     fn a_vendors_own_list_comes_first() {
-        assert_eq!(candidates(Vendor::Amd), [env::ROCR, env::CUDA]);
-        assert_eq!(candidates(Vendor::Intel), [env::ZE, env::CUDA]);
-        assert_eq!(candidates(Vendor::Nvidia), [env::CUDA]);
+        assert_eq!(candidates(Vendor::Amd), [Var::Rocr, Var::Cuda]);
+        assert_eq!(candidates(Vendor::Intel), [Var::Ze, Var::Cuda]);
+        assert_eq!(candidates(Vendor::Nvidia), [Var::Cuda]);
     }
 }

@@ -3,7 +3,7 @@
 //! Slurm's, or a launcher's), and the tag mapped tasks carry.
 
 use super::given::Given;
-use super::snapshot::Snapshot;
+use crate::snapshot::Snapshot;
 
 /// Step ids of the batch (0xfffffffb), extern (0xfffffffc) and interactive
 /// (0xfffffffa) steps, and Slurm's other reserved ids above them: never mapped.

@@ -4,9 +4,8 @@
 
 use super::container::Container;
 use super::decision::StepPlan;
-use super::snapshot::Snapshot;
 use crate::cpuset::CpuSet;
-use crate::env;
+use crate::snapshot::{Snapshot, Var};
 
 /// Where the task sits: its node-local id, its node's task count and its
 /// rank (the launcher's, where one placed it).
@@ -40,21 +39,17 @@ impl TaskVars {
     /// ([`Snapshot::read_only`]); the CPU binding's two last. The node's
     /// name is the step's: such a front end reads it once, and hands it
     /// to [`TaskVars::read`] as `host`.
-    pub const NAMES: &'static [&'static str] = &[
-        env::CUDA,
-        env::TRES_BIND,
-        env::CPU_BIND_TYPE,
-        env::CPU_BIND_LIST,
-    ];
+    pub const KEYS: &'static [Var] =
+        &[Var::Cuda, Var::TresBind, Var::CpuBindType, Var::CpuBindList];
 
     /// The variables a task of a step planned as `plan` reads, of
-    /// [`TaskVars::NAMES`]: Slurm's CPU binding only where it is read.
-    pub fn names(plan: &StepPlan, by_slurm: bool) -> &'static [&'static str] {
+    /// [`TaskVars::KEYS`]: Slurm's CPU binding only where it is read.
+    pub fn keys(plan: &StepPlan, by_slurm: bool) -> &'static [Var] {
         let count = match by_slurm && plan.needs_task_cpus() {
-            true => Self::NAMES.len(),
-            false => Self::NAMES.len() - 2,
+            true => Self::KEYS.len(),
+            false => Self::KEYS.len() - 2,
         };
-        Self::NAMES.get(..count).unwrap_or(Self::NAMES)
+        Self::KEYS.get(..count).unwrap_or(Self::KEYS)
     }
 
     /// The variables of a task of a step planned as `plan`, from the
@@ -188,7 +183,7 @@ mod tests {
     }
 
     /// What a task reads from its variables is the same from a snapshot of
-    /// only [`TaskVars::names`] as from the whole environment's.
+    /// only [`TaskVars::keys`] as from the whole environment's.
     #[test]
     fn a_task_reads_only_its_names() {
         let all = [
@@ -215,9 +210,9 @@ mod tests {
             (&located, false, 2),
             (&unlocated, true, 2),
         ] {
-            let names = TaskVars::names(plan, by_slurm);
-            assert_eq!(names.len(), count);
-            let only = Snapshot::read_only(names, &|name| node.env.get(name).cloned());
+            let keys = TaskVars::keys(plan, by_slurm);
+            assert_eq!(keys.len(), count);
+            let only = Snapshot::read_only(keys, |name| node.env.get(name).cloned());
             assert_eq!(
                 TaskVars::read(&only, plan, by_slurm, &step_node),
                 TaskVars::read(&node.vars(), plan, by_slurm, &no_host)

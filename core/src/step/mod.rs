@@ -1,13 +1,12 @@
 //! The plan for one job step on one node: whether it is mapped, and with
 //! which list, made in one pass by [`plan_step`] from what a front end
-//! hands it ([`StepFacts`], its variables one [`Snapshot`]) and what its
+//! hands it ([`StepFacts`], its variables one [`crate::snapshot::Snapshot`]) and what its
 //! [`Node`] answers of files and NVML; then what each task gets
 //! ([`task_outcome`]), by the protocol every front end follows
 //! ([`FrontEnd`]). CUDA MPS is decided in [`crate::mps`], inside the pass.
 //! No I/O. One rule per file, its tests beside it:
 //!
-//! - what comes in: `snapshot.rs` (the variables), `node.rs` (the node),
-//!   `ids.rs` (which step: Slurm's, or a launcher's launch), `resolve.rs`
+//! - what comes in: `node.rs` (the node), `ids.rs` (which step: Slurm's, or a launcher's launch), `resolve.rs`
 //!   (the user's request over the site's settings), `inputs.rs` (one
 //!   task, its variables read once);
 //! - the step's GPUs: `source.rs` (Slurm's list, or NVML's), `given.rs`
@@ -37,7 +36,6 @@ mod outcome;
 mod plan;
 mod protocol;
 mod resolve;
-mod snapshot;
 mod source;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -55,7 +53,6 @@ pub use outcome::{carry_out, task_outcome, TaskOutcome};
 pub use plan::{plan_step, Deferred, Ready, StepFacts};
 pub use protocol::{start_daemon, task_outcome_read, FrontEnd};
 pub use resolve::{resolve, Resolved};
-pub use snapshot::Snapshot;
 
 pub(crate) use aside::Aside;
 pub(crate) use assign::assign_in;

@@ -11,7 +11,6 @@ use super::locate::{discover, gpu_cpus, uuids_of_places};
 use super::map::{placing, GpuCpus, StepMap};
 use super::node::{Node, NvmlAsk};
 use super::resolve::{resolve, Resolved};
-use super::snapshot::Snapshot;
 use super::source::{from_nvml, from_slurm, other_lists, Listed, Missing, StepGpus};
 use crate::env;
 use crate::error::Error;
@@ -21,6 +20,7 @@ use crate::runtime::{choose, Rendering, StepLists, Unbindable, Vendor, VendorSet
 use crate::settings::config::{Config, NvmlSource};
 use crate::settings::option::{Choice, OptionRequest};
 use crate::settings::site::{request_from_variable, taken_from_variable};
+use crate::snapshot::Snapshot;
 use crate::text::quote;
 use crate::topology::{nvml_uuids, resolve_tokens};
 use std::path::Path;
@@ -123,9 +123,9 @@ impl StepPlan {
 /// use desi_gpu_map_core::method::Method;
 /// use desi_gpu_map_core::settings::config::Config;
 /// use desi_gpu_map_core::settings::option::{Choice, OptionRequest};
+/// use desi_gpu_map_core::snapshot::Snapshot;
 /// use desi_gpu_map_core::step::{
-///     plan_step, task_outcome, Node, NvmlAsk, Snapshot, StepFacts, StepIdentity, StepPlan,
-///     TaskInputs,
+///     plan_step, task_outcome, Node, NvmlAsk, StepFacts, StepIdentity, StepPlan, TaskInputs,
 /// };
 /// use desi_gpu_map_core::Error;
 /// use std::io;
@@ -255,10 +255,9 @@ fn plan_mapping(
         Choice::Map(method) => method,
     };
     let vars = facts.vars;
-    let env = &|name: &str| vars.var(name);
     // Slurm's per-task requests bind an srun step's tasks, not a
     // launcher's ranks.
-    if let (None, Some(binds)) = (identity.given(), slurm_binds_per_task(env)) {
+    if let (None, Some(binds)) = (identity.given(), slurm_binds_per_task(vars)) {
         return StepPlan::slurm_binds(&config.flag, binds, want.mps);
     }
     // A closest step's places from the NVML load that listed its GPUs.
@@ -304,14 +303,13 @@ fn list_step(
     method: Method,
     placed: &mut Option<Result<Vec<String>, Error>>,
 ) -> Result<StepGpus, Missing> {
-    let env = &|name: &str| vars.var(name);
-    let not_slurms = match from_slurm(env) {
+    let not_slurms = match from_slurm(vars) {
         Ok(listed) => return listed,
         Err(not_slurms) => not_slurms,
     };
     if let Some(list) = not_slurms.uuids_beside_indices() {
         let by_driver = driver_uuids(node, config, &list.step);
-        if let Some(step) = by_driver.and_then(|g| list.confirmed_by(env, &g)) {
+        if let Some(step) = by_driver.and_then(|g| list.confirmed_by(vars, &g)) {
             return Ok(step);
         }
         if config.nvml != NvmlSource::Off {
@@ -321,7 +319,7 @@ fn list_step(
                 .ok()
                 .and_then(|l| nvml_uuids(l, &list.step, Some(&list.step)).ok());
             *placed = Some(lines);
-            if let Some(step) = by_nvml.and_then(|g| list.confirmed_by(env, &g)) {
+            if let Some(step) = by_nvml.and_then(|g| list.confirmed_by(vars, &g)) {
                 return Ok(step);
             }
         }
@@ -329,7 +327,7 @@ fn list_step(
     from_nvml(
         config,
         Box::new(not_slurms),
-        env,
+        vars,
         &mut |config: &Config| match placed.as_ref() {
             Some(lines) => uuids_of_places(node, config, lines),
             None => discover(node, config, method, placed),
@@ -363,9 +361,8 @@ fn written(
     node: &dyn Node,
     vars: &Snapshot,
 ) -> Result<Written, Unbindable> {
-    let env = &|name: &str| vars.var(name);
     let runtimes = step.listed.is_runtimes().then_some(step.gpus.as_slice());
-    let lists = other_lists(env, runtimes);
+    let lists = other_lists(vars, runtimes);
     let (mut others, mut notes) = (lists.slurms, lists.notes);
     if let Some(value) = step.listed.exported() {
         notes.push(format!(
@@ -384,7 +381,7 @@ fn written(
     if let (Some(grant), VendorSetting::Fixed(vendor)) = (granted, config.vendor) {
         chosen.why = grant.entry("vendor", crate::names::Named::name(vendor));
     }
-    let carrier = chosen.vendor.carrier();
+    let carrier = chosen.vendor.carrier().name();
     // The kernel's listing of a node's AMD or Intel GPUs: their runtime's
     // own list carries each rank's GPU.
     if step.listed == Listed::Kernel && carrier != env::CUDA {
@@ -483,10 +480,9 @@ fn plan_mps(
             None => Whose::Step,
         },
     };
-    let env = |name: &str| vars.var(name);
     let places = || node.nvml(NvmlAsk::Places, config);
     let asks = MpsNode {
-        env: &env,
+        vars,
         files: node.files(),
         places: &places,
     };

@@ -7,6 +7,7 @@ use crate::error::Error;
 use crate::grant::Grant;
 use crate::settings::config::{Config, NvmlSource, Untracked};
 use crate::slurm::gpus::{check_list, is_uuid, parse_gpu_list};
+use crate::snapshot::{Snapshot, OTHER_LISTS};
 use crate::text::quote;
 use std::fmt;
 
@@ -302,14 +303,14 @@ pub(super) type Sourced = Result<StepGpus, Missing>;
 /// Slurm's companion lists renumbered alike (see [`renumbered_by_slurm`]),
 /// and where `SLURM_GPUS_ON_NODE` counts the step's GPUs. A list that is no
 /// list (`0,0`, empty) is neither, so it is the user's, and NVML decides.
-pub(super) fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Result<Sourced, NotSlurms> {
-    let cuda = env(env::CUDA).ok_or(NotSlurms::Unset)?;
+pub(super) fn from_slurm(vars: &Snapshot) -> Result<Sourced, NotSlurms> {
+    let cuda = vars.cuda.clone().ok_or(NotSlurms::Unset)?;
     // Slurm sets the count in every step with GPUs and removes it from every
     // other step, even when the user exported one (measured on 22.05).
-    let Some(count) = env(env::GPUS_ON_NODE).and_then(|c| c.trim().parse::<usize>().ok()) else {
+    let Some(count) = gpus_on_node(vars) else {
         return Err(NotSlurms::NoCount { cuda });
     };
-    let Some(step_list) = env(env::STEP_GPUS) else {
+    let Some(step_list) = vars.step_gpus.clone() else {
         return Err(NotSlurms::NoStepList { cuda });
     };
     let step = match parse_gpu_list(&step_list) {
@@ -320,7 +321,7 @@ pub(super) fn from_slurm(env: &dyn Fn(&str) -> Option<String>) -> Result<Sourced
         }
     };
     let gpus = parse_gpu_list(&cuda).map_err(|e| NotSlurms::NotAList(Box::new(e)))?;
-    if gpus != step && !renumbered_by_slurm(&gpus, step.len(), &cuda, env) {
+    if gpus != step && !renumbered_by_slurm(&gpus, step.len(), &cuda, vars) {
         return Err(NotSlurms::Disagrees {
             cuda,
             step: step_list,
@@ -352,14 +353,14 @@ pub(super) fn renumbered_by_slurm(
     gpus: &[String],
     count: usize,
     cuda: &str,
-    env: &dyn Fn(&str) -> Option<String>,
+    vars: &Snapshot,
 ) -> bool {
     let renumbered =
         gpus.len() == count && gpus.iter().cloned().eq((0..count).map(|i| i.to_string()));
     renumbered
-        && env::OTHER_LISTS
+        && OTHER_LISTS
             .iter()
-            .any(|name| env(name).is_some_and(|v| v.trim() == cuda.trim()))
+            .any(|&list| vars.value(list).is_some_and(|v| v.trim() == cuda.trim()))
 }
 
 /// Slurm's list as gres.conf `Flags=env_uuid` (26.05) writes it: the GPUs'
@@ -377,12 +378,8 @@ impl UuidList {
     /// Slurm's list, where `granted` (the UUIDs of the GPUs whose device
     /// minors are Slurm's indices, from the driver's files or NVML) holds
     /// exactly its UUIDs and `SLURM_GPUS_ON_NODE` counts them.
-    pub(super) fn confirmed_by(
-        &self,
-        env: &dyn Fn(&str) -> Option<String>,
-        granted: &[String],
-    ) -> Option<StepGpus> {
-        let count = env(env::GPUS_ON_NODE).and_then(|c| c.trim().parse::<usize>().ok());
+    pub(super) fn confirmed_by(&self, vars: &Snapshot, granted: &[String]) -> Option<StepGpus> {
+        let count = gpus_on_node(vars);
         if count != Some(self.gpus.len()) {
             return None;
         }
@@ -419,6 +416,11 @@ impl NotSlurms {
     }
 }
 
+/// Slurm's count of the step's GPUs on this node, where it is a number.
+fn gpus_on_node(vars: &Snapshot) -> Option<usize> {
+    vars.gpus_on_node.as_deref()?.trim().parse().ok()
+}
+
 /// The GPU list from NVML, where Slurm names no list it set itself. Used
 /// only when Slurm's count proves NVML's list is the step's, or where the
 /// site declared that Slurm tracks no GPUs (`untracked=whole-node`).
@@ -426,17 +428,17 @@ impl NotSlurms {
 pub(super) fn from_nvml(
     config: &Config,
     not_slurms: Box<NotSlurms>,
-    env: &dyn Fn(&str) -> Option<String>,
+    vars: &Snapshot,
     nvml: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
 ) -> Sourced {
-    let count = match env(env::GPUS_ON_NODE) {
+    let count = match &vars.gpus_on_node {
         Some(v) => match v.trim().parse::<usize>() {
-            Ok(0) => return Err(Missing::NoGpus(no_gpus(env))),
+            Ok(0) => return Err(Missing::NoGpus(no_gpus(vars))),
             Ok(count) => Some(count),
-            Err(_) => return Err(Missing::Failed(WhyNoList::BadCount(v))),
+            Err(_) => return Err(Missing::Failed(WhyNoList::BadCount(v.clone()))),
         },
         None if config.untracked == Untracked::WholeNode => None,
-        None => return Err(Missing::NoGpus(no_gpus(env))),
+        None => return Err(Missing::NoGpus(no_gpus(vars))),
     };
     // Without a count from Slurm, no answer from NVML just means no GPUs.
     let fail = |why: WhyNoList| match count {
@@ -459,16 +461,16 @@ pub(super) fn from_nvml(
         _ => Ok(StepGpus {
             gpus: uuids,
             listed: Listed::Nvml {
-                exported: env(env::CUDA),
+                exported: vars.cuda.clone(),
             },
         }),
     }
 }
 
 /// The step has no GPUs here; a list it has is not Slurm's.
-fn no_gpus(env: &dyn Fn(&str) -> Option<String>) -> WhyNoList {
+fn no_gpus(vars: &Snapshot) -> WhyNoList {
     WhyNoList::NoGpus {
-        inherited: env(env::CUDA),
+        inherited: vars.cuda.clone(),
     }
 }
 
@@ -491,13 +493,13 @@ pub(super) struct OtherLists {
 /// Any other survived from the user's environment: on nodes whose gres.conf
 /// names `Flags=no_gpu_env` (`cuda` is `None`: NVML listed the GPUs) or
 /// leaves that variable out.
-pub(super) fn other_lists(
-    env: &dyn Fn(&str) -> Option<String>,
-    cuda: Option<&[String]>,
-) -> OtherLists {
+pub(super) fn other_lists(vars: &Snapshot, cuda: Option<&[String]>) -> OtherLists {
     let mut lists = OtherLists::default();
-    for name in env::OTHER_LISTS {
-        let Some(value) = env(name) else { continue };
+    for list in OTHER_LISTS {
+        let Some(value) = vars.value(list).map(String::from) else {
+            continue;
+        };
+        let name = list.name();
         let why = match (cuda, parse_gpu_list(&value)) {
             (None, _) => "Slurm set no GPU list for this step".to_string(),
             (Some(cuda), Ok(list)) if list == cuda => {
@@ -514,7 +516,7 @@ pub(super) fn other_lists(
         ));
     }
     // Slurm never sets HIP's own list: one in the step is the user's.
-    if let Some(value) = env(env::HIP) {
+    if let Some(value) = vars.hip.clone() {
         lists.users.push(env::HIP);
         lists.notes.push(format!(
             "{}={} left as the user's: Slurm never sets it",

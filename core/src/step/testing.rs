@@ -2,7 +2,6 @@
 //! Fixtures shared by the step's unit tests (each module's tests stand
 //! beside it): a step planned from a few variables, and a task of it.
 
-use super::snapshot::Snapshot;
 use super::{
     plan_step, Aside, FrontEnd, NoTopology, Node, NvmlAsk, StepFacts, StepIdentity, StepMap,
     StepPlan, TaskInputs, TaskOutcome, Unmapped, WhyNoList,
@@ -14,6 +13,7 @@ use crate::method::Method;
 use crate::mps::Daemon;
 use crate::settings::config::Config;
 use crate::settings::option::{Choice, OptionRequest};
+use crate::snapshot::Snapshot;
 use crate::topology::Topology;
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -46,7 +46,7 @@ impl FakeNode {
 
     /// Its variables, as a front end hands them to the core.
     pub(crate) fn vars(&self) -> Snapshot {
-        Snapshot::read(&|name| self.env.get(name).cloned())
+        Snapshot::read(|name: &str| self.env.get(name).cloned())
     }
 }
 

@@ -21,7 +21,7 @@
 
 use crate::env;
 use crate::slurm::tasks::MAX_TASKS_PER_NODE;
-use crate::snapshot::{Snapshot, Var};
+use crate::snapshot::{NotANumber, Snapshot, Var};
 use crate::text::{one_of, quote};
 use std::fmt;
 
@@ -470,15 +470,17 @@ fn nearest(mut found: Vec<(usize, Launch)>) -> Result<Option<Launch>, Refusal> {
 /// Where `launcher` placed the rank; `None` where neither of its
 /// variables is set.
 fn placed_by(launcher: &'static Launcher, vars: &Snapshot) -> Result<Option<Launch>, Refusal> {
-    let value = |key: Var| vars.value(key).map(String::from);
-    let (id, count) = match (value(launcher.local_rank), value(launcher.local_size)) {
+    let (id, count) = match (
+        vars.number(launcher.local_rank),
+        vars.number(launcher.local_size),
+    ) {
         (None, None) => return Ok(None),
         (Some(id), Some(count)) => (id, count),
-        (Some(value), None) => return Err(half(launcher, launcher.local_rank, value)),
-        (None, Some(value)) => return Err(half(launcher, launcher.local_size, value)),
+        (Some(_), None) => return Err(half(launcher, launcher.local_rank, vars)),
+        (None, Some(_)) => return Err(half(launcher, launcher.local_size, vars)),
     };
-    let local_id = number(launcher.local_rank, &id)?;
-    let local_count = number(launcher.local_size, &count)?;
+    let local_id = id.map_err(not_a_number)?;
+    let local_count = count.map_err(not_a_number)?;
     if local_count == 0 || local_count > MAX_TASKS_PER_NODE || local_id >= local_count {
         return Err(Refusal::OutOfRange {
             launcher: launcher.name,
@@ -489,8 +491,8 @@ fn placed_by(launcher: &'static Launcher, vars: &Snapshot) -> Result<Option<Laun
         });
     }
     let rank = vars
-        .value(launcher.rank)
-        .and_then(|r| r.trim().parse::<u32>().ok())
+        .number(launcher.rank)
+        .and_then(|rank| u32::try_from(rank.ok()?).ok())
         .or_else(|| u32::try_from(local_id).ok())
         .unwrap_or(u32::MAX);
     Ok(Some(Launch {
@@ -501,7 +503,7 @@ fn placed_by(launcher: &'static Launcher, vars: &Snapshot) -> Result<Option<Laun
     }))
 }
 
-fn half(launcher: &'static Launcher, set: Var, value: String) -> Refusal {
+fn half(launcher: &'static Launcher, set: Var, vars: &Snapshot) -> Refusal {
     let missing = if set == launcher.local_rank {
         launcher.local_size
     } else {
@@ -510,19 +512,16 @@ fn half(launcher: &'static Launcher, set: Var, value: String) -> Refusal {
     Refusal::HalfSet {
         launcher: launcher.name,
         set: set.name(),
-        value,
+        value: vars.value(set).unwrap_or_default().to_string(),
         missing: missing.name(),
     }
 }
 
-fn number(var: Var, value: &str) -> Result<usize, Refusal> {
-    value
-        .trim()
-        .parse::<usize>()
-        .map_err(|_| Refusal::NotANumber {
-            var: var.name(),
-            value: value.to_string(),
-        })
+fn not_a_number(bad: NotANumber) -> Refusal {
+    Refusal::NotANumber {
+        var: bad.var.name(),
+        value: bad.value,
+    }
 }
 
 #[cfg(test)]

@@ -244,7 +244,26 @@ pub const MIRRORS: [Var; 7] = [
     Var::MpsShareOption,
 ];
 
+/// A variable that holds no whole number where the rules need one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotANumber {
+    /// The variable.
+    pub var: Var,
+    /// Its value, as it was.
+    pub value: String,
+}
+
 impl Snapshot {
+    /// The whole number `var` holds (spaces around it allowed), parsed
+    /// here once for every rule that counts; `None` where it is unset.
+    pub fn number(&self, var: Var) -> Option<Result<usize, NotANumber>> {
+        let value = self.value(var)?;
+        Some(value.trim().parse().map_err(|_| NotANumber {
+            var,
+            value: value.to_string(),
+        }))
+    }
+
     /// A snapshot holding `pairs` (name, value), for a front end that
     /// knows a few variables (the preview) and for tests. Names the
     /// snapshot does not hold are left out.
@@ -279,5 +298,17 @@ mod tests {
         assert_eq!(s.value(Var::Rocr), None);
         let only = Snapshot::read_only(&[Var::Cuda], |n| (n == env::CUDA).then(|| "7".to_string()));
         assert_eq!(only, Snapshot::of(&[(env::CUDA, "7")]));
+    }
+
+    #[test]
+    fn a_number_is_parsed_once_with_its_error() {
+        let s = Snapshot::of(&[(env::LOCAL_ID, " 3 "), (env::NODE_ID, "x")]);
+        assert_eq!(s.number(Var::LocalId), Some(Ok(3)));
+        let bad = NotANumber {
+            var: Var::NodeId,
+            value: "x".to_string(),
+        };
+        assert_eq!(s.number(Var::NodeId), Some(Err(bad)));
+        assert_eq!(s.number(Var::Rank), None);
     }
 }

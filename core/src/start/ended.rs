@@ -4,7 +4,7 @@
 use super::facts::in_step;
 use crate::mps::{named_daemon, KeeperAddr};
 use crate::settings::config::MpsSettings;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, Var};
 use crate::step::{parse_step_id, step_tag};
 
 /// The keeper that the epilog of a task of an srun step tells that the
@@ -18,7 +18,7 @@ pub fn keeper_to_tell(uid: u32, settings: &MpsSettings, vars: &Snapshot) -> Opti
     }
     let step_id = parse_step_id(vars.step_id.as_deref()?)?;
     let tag = step_tag(vars, step_id)?;
-    let node_id = vars.node_id.as_deref()?.trim().parse().ok()?;
+    let node_id = u32::try_from(vars.number(Var::NodeId)?.ok()?).ok()?;
     Some(KeeperAddr::of(&named_daemon(
         uid, &tag, node_id, settings, vars,
     )))

@@ -77,7 +77,7 @@ fn plan(
 /// The user and this node's `local_tasks`, for a daemon of the step's own;
 /// `None` where the node's id cannot be read.
 fn mps_facts(facts: &TaskFacts, local_tasks: usize) -> Option<MpsFacts> {
-    let node_id = facts.vars.node_id.as_deref()?.trim().parse().ok()?;
+    let node_id = u32::try_from(facts.vars.number(Var::NodeId)?.ok()?).ok()?;
     Some(MpsFacts {
         uid: facts.uid,
         gid: facts.gid,
@@ -93,15 +93,11 @@ fn mps_facts(facts: &TaskFacts, local_tasks: usize) -> Option<MpsFacts> {
 /// variables slurmstepd set.
 pub(super) fn task_ids(vars: &Snapshot) -> Result<TaskIds, UnreadableIds> {
     let number = |var: Var| -> Result<usize, UnreadableIds> {
-        let (name, value) = (var.name(), vars.value(var));
-        let value = value.ok_or(UnreadableIds::NotSet(name))?;
-        match value.trim().parse::<usize>() {
-            Ok(number) => Ok(number),
-            Err(_) => Err(UnreadableIds::NotANumber {
-                name,
-                value: value.to_string(),
-            }),
-        }
+        let number = vars.number(var).ok_or(UnreadableIds::NotSet(var.name()))?;
+        number.map_err(|bad| UnreadableIds::NotANumber {
+            name: bad.var.name(),
+            value: bad.value,
+        })
     };
     let local_id = number(Var::LocalId)?;
     let node_id = number(Var::NodeId)?;

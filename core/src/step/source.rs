@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::grant::Grant;
 use crate::settings::config::{Config, NvmlSource, Untracked};
 use crate::slurm::gpus::{check_list, is_uuid, parse_gpu_list};
-use crate::snapshot::{Snapshot, OTHER_LISTS};
+use crate::snapshot::{Snapshot, Var, OTHER_LISTS};
 use crate::text::quote;
 use std::fmt;
 
@@ -418,7 +418,7 @@ impl NotSlurms {
 
 /// Slurm's count of the step's GPUs on this node, where it is a number.
 fn gpus_on_node(vars: &Snapshot) -> Option<usize> {
-    vars.gpus_on_node.as_deref()?.trim().parse().ok()
+    vars.number(Var::GpusOnNode)?.ok()
 }
 
 /// The GPU list from NVML, where Slurm names no list it set itself. Used
@@ -431,12 +431,10 @@ pub(super) fn from_nvml(
     vars: &Snapshot,
     nvml: &mut dyn FnMut(&Config) -> Result<Vec<String>, Error>,
 ) -> Sourced {
-    let count = match &vars.gpus_on_node {
-        Some(v) => match v.trim().parse::<usize>() {
-            Ok(0) => return Err(Missing::NoGpus(no_gpus(vars))),
-            Ok(count) => Some(count),
-            Err(_) => return Err(Missing::Failed(WhyNoList::BadCount(v.clone()))),
-        },
+    let count = match vars.number(Var::GpusOnNode) {
+        Some(Ok(0)) => return Err(Missing::NoGpus(no_gpus(vars))),
+        Some(Ok(count)) => Some(count),
+        Some(Err(bad)) => return Err(Missing::Failed(WhyNoList::BadCount(bad.value))),
         None if config.untracked == Untracked::WholeNode => None,
         None => return Err(Missing::NoGpus(no_gpus(vars))),
     };

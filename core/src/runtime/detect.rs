@@ -80,12 +80,14 @@ fn pci_gpu_vendors(files: &dyn Files, root: &Path) -> Vec<Vendor> {
     let mut found = Vec::new();
     for name in entries {
         let dir = devices.join(name);
-        let class = read_hex(files, &dir.join("class"));
+        // The class first: a node's other devices (a few hundred on a
+        // large one) cost one read each, not two, in every task's prolog.
+        if !read_hex(files, &dir.join("class")).is_some_and(is_gpu_class) {
+            continue;
+        }
         let vendor = read_hex(files, &dir.join("vendor")).and_then(Vendor::from_pci_vendor);
-        if let (Some(class), Some(vendor)) = (class, vendor) {
-            if is_gpu_class(class) && !found.contains(&vendor) {
-                found.push(vendor);
-            }
+        if let Some(vendor) = vendor.filter(|v| !found.contains(v)) {
+            found.push(vendor);
         }
     }
     found.sort_by_key(|v| *v as u8);
@@ -112,4 +114,55 @@ pub(crate) fn read_hex(files: &dyn Files, path: &Path) -> Option<u32> {
     let text = text.trim();
     let digits = text.strip_prefix("0x").unwrap_or(text);
     u32::from_str_radix(digits, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::step::testing::FakeFiles;
+    use std::cell::RefCell;
+    use std::io;
+    use std::path::PathBuf;
+
+    /// [`FakeFiles`] that records each path read.
+    struct Counted(FakeFiles, RefCell<Vec<PathBuf>>);
+
+    impl Files for Counted {
+        fn read(&self, path: &Path) -> io::Result<String> {
+            self.1.borrow_mut().push(path.to_path_buf());
+            self.0.read(path)
+        }
+        fn list(&self, dir: &Path, most: usize) -> io::Result<Vec<String>> {
+            self.0.list(dir, most)
+        }
+        fn exists(&self, path: &Path) -> bool {
+            self.0.exists(path)
+        }
+        fn stat(&self, path: &Path) -> io::Result<crate::files::Stat> {
+            self.0.stat(path)
+        }
+        fn resolve(&self, path: &Path) -> io::Result<PathBuf> {
+            self.0.resolve(path)
+        }
+    }
+
+    #[test]
+    fn only_a_gpus_vendor_is_read() {
+        let mut files = FakeFiles::default();
+        let mut device = |name: &str, class: &str, vendor: &str| {
+            let dir = PathBuf::from("/sys/bus/pci/devices").join(name);
+            files.texts.insert(dir.join("class"), format!("{class}\n"));
+            files.texts.insert(dir.join("vendor"), format!("{vendor}\n"));
+        };
+        for bridge in 0..20 {
+            device(&format!("0000:00:{bridge:02x}.0"), "0x060400", "0x8086");
+        }
+        device("0000:41:00.0", "0x030200", "0x10de");
+        let counted = Counted(files, RefCell::default());
+        assert_eq!(detect(&counted, Path::new("/")).vendor, Vendor::Nvidia);
+        let reads = counted.1.into_inner();
+        let vendors: Vec<&PathBuf> = reads.iter().filter(|p| p.ends_with("vendor")).collect();
+        assert_eq!(vendors, [&PathBuf::from("/sys/bus/pci/devices/0000:41:00.0/vendor")]);
+        assert_eq!(reads.len(), 22);
+    }
 }

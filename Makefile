@@ -44,11 +44,12 @@ build: build-deps release
 # The release build alone (packaging/deb/build-deb.sh, the series builds).
 # The prolog's binary is linked statically where glibc's static libraries
 # are installed (Debian's libc6-dev, RHEL's glibc-static); elsewhere it is
-# linked as the command is, and said.
+# linked as the command is, and said. Not position-independent: a static
+# PIE relocates itself at every start, every task's (docs/performance.md).
 release:
 	$(CARGO) build --release --workspace --locked
 	$(CARGO) rustc --release --locked --bin desi-gpu-map-prolog --features static-prolog \
-		-- -C target-feature=+crt-static 2>$(TARGET_DIR)/prolog-static.log || { \
+		-- -C target-feature=+crt-static -C relocation-model=static 2>$(TARGET_DIR)/prolog-static.log || { \
 		echo "warning: cannot link desi-gpu-map-prolog statically ($(TARGET_DIR)/prolog-static.log); linking it dynamically" >&2; \
 		$(CARGO) rustc --release --locked --bin desi-gpu-map-prolog --features static-prolog; }
 

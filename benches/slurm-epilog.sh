@@ -17,8 +17,10 @@
 #     root. (Trixie's debian.tar.xz was not downloadable either.) A third,
 #     test-only build, leaky, is the patched one without the last
 #     killpg(cpid, SIGKILL) after the script exits, so that what a task
-#     epilog leaves behind survives (for slurm-testsuite.sh: does the
-#     testsuite's check of that kill fail when it does not happen?). The
+#     epilog leaves behind survives (and with the script's stderr
+#     /dev/null, so that the leftover does not hold the step open), for
+#     slurm-testsuite.sh: does the testsuite's check of that kill fail when
+#     it does not happen? The
 #     binaries, with their runpath set to Debian's libslurmfull.so, go to
 #     $DGM_SLURMSTEPD_OUT/SERIES/{unpatched,patched,leaky} (default
 #     /var/tmp/dgm-slurmstepd).
@@ -123,12 +125,21 @@ build() { # SERIES: 22.05 on this host, 24.11 and 26.05 in a build root
     # exited, so that what a task epilog leaves behind (a `sleep 60 &`)
     # outlives it. benches/slurm-testsuite.sh runs the testsuite's check that
     # such a leftover is killed against it, to show whether the check can
-    # fail.
+    # fail. The script's stderr is also made /dev/null: it inherits
+    # slurmstepd's, a pipe slurmstepd reads to the end before the step can
+    # end, so without that killpg a leftover holding it keeps the step (and
+    # srun) running until it exits (seen on 22.05: srun ran the whole 60 s
+    # of the test's `sleep 60 &`, the ATF's timeout), and no check after the
+    # step could see it.
     local mgr=$root$src/src/slurmd/slurmstepd/mgr.c
     cp "$mgr" "$mgr.dgm-patched"
     trap 'mv "$mgr.dgm-patched" "$mgr"; (cd "$root$src" && git apply -R --include="src/*" "$patch")' EXIT
-    sed -i '/Ensure that all child processes get killed, one last time/{n;/^\tkillpg(cpid, SIGKILL);$/d}' "$mgr"
-    [ "$(diff "$mgr.dgm-patched" "$mgr" | grep -c '^[<>]')" = 1 ] || die "leaky: the last killpg() was not the one line taken out of $mgr"
+    sed -i -e '/Ensure that all child processes get killed, one last time/{n;/^\tkillpg(cpid, SIGKILL);$/d}' \
+        -e 's|^\t\t_exec_wait_child_wait_for_parent (ei);$|\t\tdup2(open("/dev/null", O_WRONLY), STDERR_FILENO); /* leaky, test only */\n&|' "$mgr"
+    [ "$(diff "$mgr.dgm-patched" "$mgr" | grep -c '^< 	killpg(cpid, SIGKILL);$')" = 1 ] &&
+        [ "$(diff "$mgr.dgm-patched" "$mgr" | grep -c '^> 		dup2(open("/dev/null", O_WRONLY), STDERR_FILENO); /\* leaky, test only \*/$')" = 1 ] &&
+        [ "$(diff "$mgr.dgm-patched" "$mgr" | grep -c '^[<>]')" = 2 ] ||
+        die "leaky: not exactly the last killpg() out and the script's stderr to /dev/null in $mgr"
     "${in[@]}" nice -n 19 make -j2 -C "$b/src/slurmd/slurmstepd" slurmstepd "${mk[@]}" >"$top/make-$series-leaky.log" 2>&1 ||
         die "make failed: $top/make-$series-leaky.log"
     install -m 0755 "$f" "$out/$series/leaky"

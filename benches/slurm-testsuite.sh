@@ -260,7 +260,8 @@ verdict_of_pytest() { # LOG RC -> PASS|FAIL|SKIP
 pytest_local() { # VARIANT TEST [SUITE [MUST_FAIL_WITH]]: local-config, against the running cluster
     # MUST_FAIL_WITH: the test must fail, with this in its log: XFAIL where
     # it does, XPASS where it passes.
-    local v=$1 t=$2 in=${3:-$suite} must_fail=${4:-} log t0 rc=0 ms left label=$t
+    local v=$1 t=$2 in=${3:-$suite} must_fail=${4:-} log t0 rc=0 ms left label
+    label=$t
     log=$logs/$series-$v-$(basename "${t//::/-}" .py).log
     if [ "$in" = "$patched_suite" ]; then
         label="$t+0002" log=${log%.log}-0002.log
@@ -278,8 +279,18 @@ pytest_local() { # VARIANT TEST [SUITE [MUST_FAIL_WITH]]: local-config, against 
             PASS) verdict=XPASS ;;
         esac
     fi
+    # leaky is there to leave the epilog's child running: where it did
+    # not, its results show nothing.
+    if [ "$v" = leaky ] && [ -z "$left" ]; then
+        verdict=FAIL left="nothing, so this run shows nothing"
+    fi
+    # The patch's test times its two steps inside its batch job.
+    local inner='' steps=$work/pytest-$v/test_task_epilog_wait0/steps.out
+    if [[ $t == *::test_task_epilog_wait ]] && [ -f "$steps" ]; then
+        inner="; the batch job's steps without and with the epilog: $(awk '{printf "%s%d", (NR > 1 ? ", " : ""), $1 / 1e6}' "$steps") ms"
+    fi
     record "$v" "$label" "$verdict" "$ms" \
-        "srun $(srun_times "$log") ms; left running: ${left:-nothing} $(grep -E '^(SKIPPED|FAILED|ERROR|E +AssertionError)' "$log" | head -2 | cut -c1-200 | paste -sd' ')"
+        "srun $(srun_times "$log") ms$inner; left running: ${left:-nothing} $(grep -E '^(SKIPPED|FAILED|ERROR|E +AssertionError)' "$log" | head -2 | cut -c1-200 | paste -sd' ')"
     reap_leftovers
 }
 

@@ -145,15 +145,17 @@ cp "$out/$series/unpatched" "$out/$series/patched" "$out/$series/leaky" "$work/"
 # the root's own in it, from the same directory where the root has it (the
 # state dir is bound into the root at the same path; expect runs from the
 # testsuite, which is not there: then from /, its tests' paths being
-# absolute), first in PATH and as SlurmInstallDir.
+# absolute), first in PATH and as SlurmInstallDir. A batch script runs in
+# the root with that PATH: there (no ROOT inside it) the wrapper runs the
+# root's own client at once (the patch's test runs srun in a batch job).
 prefix=/usr
 if [ -n "$root" ]; then
     prefix=$work/prefix
     mkdir -p "$prefix/bin"
     for c in sacct sacctmgr salloc sattach sbatch sbcast scancel scontrol scrontrol sdiag sinfo \
         sprio squeue sreport srun sshare sstat strigger; do
-        printf '#!/bin/sh\nexec chroot %q /bin/sh -c '"'"'cd "$1" 2>/dev/null || cd /; shift; exec "$0" "$@"'"'"' /usr/bin/%s "$PWD" "$@"\n' \
-            "$root" "$c" >"$prefix/bin/$c"
+        printf '#!/bin/sh\n[ -d %q/usr/bin ] || exec /usr/bin/%s "$@"\nexec chroot %q /bin/sh -c '"'"'cd "$1" 2>/dev/null || cd /; shift; exec "$0" "$@"'"'"' /usr/bin/%s "$PWD" "$@"\n' \
+            "$root" "$c" "$root" "$c" >"$prefix/bin/$c"
         chmod 0755 "$prefix/bin/$c"
     done
     # Master's ATF runs every command it is given a user for through

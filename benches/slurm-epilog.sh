@@ -14,9 +14,15 @@
 #     root made with mmdebstrap. 26.05: from a 26.05 tree
 #     ($DGM_SLURM_2605_TREE, default $DGM_SLURM_SRC/26.05/slurm-26.05-branch:
 #     Debian's 26.05 source was not downloadable here), in a sid build
-#     root. (Trixie's debian.tar.xz was not downloadable either.) Both
+#     root. (Trixie's debian.tar.xz was not downloadable either.) A third,
+#     test-only build, leaky, is the patched one without the last
+#     killpg(cpid, SIGKILL) after the script exits, so that what a task
+#     epilog leaves behind survives (and with the script's stderr
+#     /dev/null, so that the leftover does not hold the step open), for
+#     slurm-testsuite.sh: does the testsuite's check of that kill fail when
+#     it does not happen? The
 #     binaries, with their runpath set to Debian's libslurmfull.so, go to
-#     $DGM_SLURMSTEPD_OUT/SERIES/{unpatched,patched} (default
+#     $DGM_SLURMSTEPD_OUT/SERIES/{unpatched,patched,leaky} (default
 #     /var/tmp/dgm-slurmstepd).
 #
 #   flock /tmp/dgm-cluster.lock benches/slurm-epilog.sh run [ROUNDS [PARTS...]]
@@ -53,7 +59,7 @@ out=${DGM_SLURMSTEPD_OUT:-/var/tmp/dgm-slurmstepd}
 die() { echo "slurm-epilog.sh: $*" >&2; exit 1; }
 
 build() { # SERIES: 22.05 on this host, 24.11 and 26.05 in a build root
-    local series=$1 in=() top src b patch t0 t1 t2 t3 f
+    local series=$1 in=() top src b patch t0 t1 t2 t3 t4 f
     local conf=(--prefix=/usr --sysconfdir=/etc/slurm --localstatedir=/var
         --libdir=/usr/lib/x86_64-linux-gnu --runstatedir=/run --disable-maintainer-mode
         --disable-dependency-tracking --with-munge --enable-pam --without-rpath --disable-debug
@@ -112,16 +118,42 @@ build() { # SERIES: 22.05 on this host, 24.11 and 26.05 in a build root
     trap '(cd "$root$src" && git apply -R --include="src/*" "$patch")' EXIT
     "${in[@]}" nice -n 19 make -j2 -C "$b/src/slurmd/slurmstepd" slurmstepd "${mk[@]}" >"$top/make-$series-patched.log" 2>&1 ||
         die "make failed: $top/make-$series-patched.log"
-    (cd "$root$src" && git apply -R --include='src/*' "$patch")
-    trap - EXIT
     t3=$(date +%s)
     install -m 0755 "$f" "$out/$series/patched"
+    # leaky: a TEST-ONLY variant, never to be run anywhere else: the patched
+    # source without the last killpg(cpid, SIGKILL) after the script has
+    # exited, so that what a task epilog leaves behind (a `sleep 60 &`)
+    # outlives it. benches/slurm-testsuite.sh runs the testsuite's check that
+    # such a leftover is killed against it, to show whether the check can
+    # fail. The script's stderr is also made /dev/null: it inherits
+    # slurmstepd's, a pipe slurmstepd reads to the end before the step can
+    # end, so without that killpg a leftover holding it keeps the step (and
+    # srun) running until it exits (seen on 22.05: srun ran the whole 60 s
+    # of the test's `sleep 60 &`, the ATF's timeout), and no check after the
+    # step could see it.
+    local mgr=$root$src/src/slurmd/slurmstepd/mgr.c
+    cp "$mgr" "$mgr.dgm-patched"
+    trap 'mv "$mgr.dgm-patched" "$mgr"; (cd "$root$src" && git apply -R --include="src/*" "$patch")' EXIT
+    sed -i -e '/Ensure that all child processes get killed, one last time/{n;/^\tkillpg(cpid, SIGKILL);$/d}' \
+        -e 's|^\t\t_exec_wait_child_wait_for_parent (ei);$|\t\tdup2(open("/dev/null", O_WRONLY), STDERR_FILENO); /* leaky, test only */\n&|' "$mgr"
+    [ "$(diff "$mgr.dgm-patched" "$mgr" | grep -c '^< 	killpg(cpid, SIGKILL);$')" = 1 ] &&
+        [ "$(diff "$mgr.dgm-patched" "$mgr" | grep -c '^> 		dup2(open("/dev/null", O_WRONLY), STDERR_FILENO); /\* leaky, test only \*/$')" = 1 ] &&
+        [ "$(diff "$mgr.dgm-patched" "$mgr" | grep -c '^[<>]')" = 2 ] ||
+        die "leaky: not exactly the last killpg() out and the script's stderr to /dev/null in $mgr"
+    "${in[@]}" nice -n 19 make -j2 -C "$b/src/slurmd/slurmstepd" slurmstepd "${mk[@]}" >"$top/make-$series-leaky.log" 2>&1 ||
+        die "make failed: $top/make-$series-leaky.log"
+    install -m 0755 "$f" "$out/$series/leaky"
+    mv "$mgr.dgm-patched" "$mgr"
+    (cd "$root$src" && git apply -R --include='src/*' "$patch")
+    trap - EXIT
+    t4=$(date +%s)
     # Debian's libslurmfull.so, where Debian's own slurmstepd finds it.
-    for f in "$out/$series/unpatched" "$out/$series/patched"; do
+    for f in "$out/$series/unpatched" "$out/$series/patched" "$out/$series/leaky"; do
         patchelf --set-rpath /usr/lib/x86_64-linux-gnu/slurm-wlm "$f"
     done
     cmp -s "$out/$series/unpatched" "$out/$series/patched" && die "the patched build is the unpatched one"
-    echo "$series: configure $((t1 - t0)) s, slurmstepd and what it needs $((t2 - t1)) s, patched mgr.c and relink $((t3 - t2)) s (nice -n 19)"
+    cmp -s "$out/$series/patched" "$out/$series/leaky" && die "the leaky build is the patched one"
+    echo "$series: configure $((t1 - t0)) s, slurmstepd and what it needs $((t2 - t1)) s, patched mgr.c and relink $((t3 - t2)) s, leaky $((t4 - t3)) s (nice -n 19)"
     ls -l "$out/$series"
 }
 

@@ -52,8 +52,17 @@
 # file, and the cluster is torn down on exit. In a root the ATF would start
 # the host's daemons (it finds slurmctld in PATH), so it is not run there.
 #
+# The patch's own tests (contrib/slurm's 0002 mail, applied to a copy of
+# the testsuite; listed as TEST+0002): test_task_epilog_wait must fail
+# with the unpatched build and pass with the patched one; its fixed
+# test_task_epilog must pass with both, and fail with a third, test-only
+# build, leaky (slurm-epilog.sh: the patched one without the final
+# killpg, so the epilog's `sleep 60 &` survives), to show that the check
+# can fail. The testsuite's own test_task_epilog runs against leaky too.
+#
 # Prints one line per test and variant: PASS, FAIL or SKIP (the test
-# skipped itself), with its time, and exits 1 where any is not PASS. Logs
+# skipped itself), XFAIL (failed where it must) or XPASS (passed where it
+# must fail), with its time, and exits 1 where any is FAIL, SKIP or XPASS. Logs
 # go to $DGM_SLURM_TESTS_LOG (default /var/tmp/dgm-slurm-tests), one file
 # per series, test and variant. ROUNDS (default 1) repeats the whole,
 # unpatched and patched interleaved. Needs `make build` (the cluster
@@ -76,7 +85,7 @@ case $series in
         local_tests=(tests/commands/srun/test_--task-epilog.py tests/commands/srun/test_--task-prolog.py
             tests/commands/srun/test_task-prolog_and_epilog.py)
         patch=contrib/slurm/0002-Testsuite-task-epilog-wait-22.05.patch
-        patch_test=tests/commands/srun/test_--task-epilog.py::test_task_epilog_wait
+        patch_file=tests/commands/srun/test_--task-epilog.py
         auto_tests=(tests/parameters/slurm/TaskEpilog/test_task_epilog.py)
         expect_tests=(test1.49)
         ;;
@@ -90,7 +99,7 @@ case $series in
         auto_tests=()
         expect_tests=(test1.49)
         patch=contrib/slurm/0002-Testsuite-task-epilog-wait-24.11.patch
-        patch_test=tests/test_116_37.py::test_task_epilog_wait
+        patch_file=tests/test_116_37.py
         ;;
     26.05)
         suite=${DGM_SLURM_TESTSUITE:-$src_root/master-284c3b95f0/testsuite}
@@ -101,12 +110,13 @@ case $series in
         expect_tests=()
         sudo_stand_in=1
         patch=contrib/slurm/0002-Testsuite-task-epilog-wait-26.05-master.patch
-        patch_test=tests/test_116_37.py::test_task_epilog_wait
+        patch_file=tests/test_116_37.py
         ;;
     *) die "DGM_EPILOG_SERIES must be 22.05, 24.11 or 26.05" ;;
 esac
 
-[ -x "$out/$series/unpatched" ] && [ -x "$out/$series/patched" ] || die "build first: benches/slurm-epilog.sh build $series"
+[ -x "$out/$series/unpatched" ] && [ -x "$out/$series/patched" ] && [ -x "$out/$series/leaky" ] ||
+    die "build first: benches/slurm-epilog.sh build $series"
 [ -f "$suite/python/lib/atf.py" ] || die "no Slurm testsuite in $suite"
 bash packaging/apt-need.sh /usr/bin/pytest-3:python3-pytest expect:expect
 # What the newer ATFs import (24.11: requests; master: also jsondiff,
@@ -130,20 +140,22 @@ case $version in "$series".*) ;; *) die "the cluster's Slurm is $version; the bu
 work=$D/slurm-tests
 mkdir -p "$work" "$logs"
 chmod 0755 "$work"
-cp "$out/$series/unpatched" "$out/$series/patched" "$work/"
+cp "$out/$series/unpatched" "$out/$series/patched" "$out/$series/leaky" "$work/"
 # In a root, the ATF's (and expect's) Slurm clients are wrappers that run
 # the root's own in it, from the same directory where the root has it (the
 # state dir is bound into the root at the same path; expect runs from the
 # testsuite, which is not there: then from /, its tests' paths being
-# absolute), first in PATH and as SlurmInstallDir.
+# absolute), first in PATH and as SlurmInstallDir. A batch script runs in
+# the root with that PATH: there (no ROOT inside it) the wrapper runs the
+# root's own client at once (the patch's test runs srun in a batch job).
 prefix=/usr
 if [ -n "$root" ]; then
     prefix=$work/prefix
     mkdir -p "$prefix/bin"
     for c in sacct sacctmgr salloc sattach sbatch sbcast scancel scontrol scrontrol sdiag sinfo \
         sprio squeue sreport srun sshare sstat strigger; do
-        printf '#!/bin/sh\nexec chroot %q /bin/sh -c '"'"'cd "$1" 2>/dev/null || cd /; shift; exec "$0" "$@"'"'"' /usr/bin/%s "$PWD" "$@"\n' \
-            "$root" "$c" >"$prefix/bin/$c"
+        printf '#!/bin/sh\n[ -d %q/usr/bin ] || exec /usr/bin/%s "$@"\nexec chroot %q /bin/sh -c '"'"'cd "$1" 2>/dev/null || cd /; shift; exec "$0" "$@"'"'"' /usr/bin/%s "$PWD" "$@"\n' \
+            "$root" "$c" "$root" "$c" >"$prefix/bin/$c"
         chmod 0755 "$prefix/bin/$c"
     done
     # Master's ATF runs every command it is given a user for through
@@ -190,7 +202,7 @@ pid_is() { [ -n "$1" ] && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ]; }
 sha() { sha256sum <"$1" | cut -c1-64; }
 slurmd=$(cat "$D/pids/slurmd-n1.pid")
 bound=0
-use() { # debian|unpatched|patched: what the cluster's slurmd on n1 execs
+use() { # debian|unpatched|patched|leaky: what the cluster's slurmd on n1 execs
     if [ "$bound" = 1 ]; then
         nsenter -t "$slurmd" -m umount -l /usr/sbin/slurmstepd
         bound=0
@@ -247,9 +259,15 @@ verdict_of_pytest() { # LOG RC -> PASS|FAIL|SKIP
     else echo FAIL; fi
 }
 
-pytest_local() { # VARIANT TEST [SUITE]: local-config, against the running cluster
-    local v=$1 t=$2 in=${3:-$suite} log t0 rc=0 ms left
+pytest_local() { # VARIANT TEST [SUITE [MUST_FAIL_WITH]]: local-config, against the running cluster
+    # MUST_FAIL_WITH: the test must fail, with this in its log: XFAIL where
+    # it does, XPASS where it passes.
+    local v=$1 t=$2 in=${3:-$suite} must_fail=${4:-} log t0 rc=0 ms left label
+    label=$t
     log=$logs/$series-$v-$(basename "${t//::/-}" .py).log
+    if [ "$in" = "$patched_suite" ]; then
+        label="$t+0002" log=${log%.log}-0002.log
+    fi
     t0=$(date +%s%N)
     (cd "$in/python" && timeout 300 nice "${pytest[@]}" -s -rA -v -p no:cacheprovider \
         --basetemp="$work/pytest-$v" "$t") >"$log" 2>&1 || rc=$?
@@ -257,12 +275,24 @@ pytest_local() { # VARIANT TEST [SUITE]: local-config, against the running clust
     left=$(leftovers)
     local verdict
     verdict=$(verdict_of_pytest "$log" "$rc")
-    # The patch's own test guards the change: it must fail without it.
-    if [ "$in" = "$patched_suite" ] && [ "$v" = unpatched ]; then
-        case $verdict in FAIL) verdict=XFAIL ;; PASS) verdict=XPASS ;; esac
+    if [ -n "$must_fail" ]; then
+        case $verdict in
+            FAIL) grep -qF "$must_fail" "$log" && verdict=XFAIL ;;
+            PASS) verdict=XPASS ;;
+        esac
     fi
-    record "$v" "$t" "$verdict" "$ms" \
-        "srun $(srun_times "$log") ms; left running: ${left:-nothing} $(grep -E '^(SKIPPED|FAILED|ERROR|E +AssertionError)' "$log" | head -2 | cut -c1-200 | paste -sd' ')"
+    # leaky is there to leave the epilog's child running: where it did
+    # not, its results show nothing.
+    if [ "$v" = leaky ] && [ -z "$left" ]; then
+        verdict=FAIL left="nothing, so this run shows nothing"
+    fi
+    # The patch's test times its two steps inside its batch job.
+    local inner='' steps=$work/pytest-$v/test_task_epilog_wait0/steps.out
+    if [[ $t == *::test_task_epilog_wait ]] && [ -f "$steps" ]; then
+        inner="; the batch job's steps without and with the epilog: $(awk '{printf "%s%d", (NR > 1 ? ", " : ""), $1 / 1e6}' "$steps") ms"
+    fi
+    record "$v" "$label" "$verdict" "$ms" \
+        "srun $(srun_times "$log") ms$inner; left running: ${left:-nothing} $(grep -E '^(SKIPPED|FAILED|ERROR|E +AssertionError)' "$log" | head -2 | cut -c1-200 | paste -sd' ')"
     reap_leftovers
 }
 
@@ -342,11 +372,19 @@ pytest_auto() { # VARIANT TEST: auto-config, the ATF restarts Slurm itself
     reap_leftovers
 }
 
-# The patch's own test, which the testsuite above does not have: a copy
-# of its python/ with the patch's testsuite/ part applied (the patch for
-# this series, whose test is in the series' own layout), run against both
-# builds. XFAIL: it failed with the unpatched build, as it must; XPASS: it
-# passed there, and so guards nothing.
+# The patch's own tests, which the testsuite above does not have: a copy
+# of its python/ with the 0002 mail's testsuite/ part applied (the mail for
+# this series, whose test is in the series' own layout), listed as
+# TEST+0002. Its test_task_epilog_wait, against both builds: XFAIL, it
+# failed with the unpatched build as it must; XPASS, it passed there, and
+# so guards nothing. Its test_task_epilog (the fixed check that the
+# epilog's `sleep 60 &` is killed, pgrep -f), against both builds, where it
+# must pass, and against leaky (the patched build without the final
+# killpg, see slurm-epilog.sh), where the leftover survives and the check
+# must fail with "should have been killed" (XFAIL). The testsuite's own
+# test_task_epilog (pgrep without -f) is run against leaky too, to show
+# whether it can fail at all: PASS there means it passed with the leftover
+# running (the "left running" note names it).
 patched_suite=$work/patched-src/testsuite
 rm -rf "$work/patched-src"
 mkdir -p "$patched_suite"
@@ -356,14 +394,19 @@ git -C "$work/patched-src" apply --include='testsuite/*' "$PWD/$patch" ||
     die "$patch's testsuite/ part does not apply to $suite"
 
 echo "Slurm $version's testsuite ($suite), one node${root:+ in $root}, run as $(id -un); logs in $logs"
-echo "the patch's test: $patch_test, from $patch"
+echo "the patch's tests: $patch_file::test_task_epilog_wait and ::test_task_epilog, from $patch"
 for r in $(seq "$rounds"); do
     for v in unpatched patched; do
         use "$v"
-        pytest_local "$v" "$patch_test" "$patched_suite"
+        pytest_local "$v" "$patch_file::test_task_epilog_wait" "$patched_suite" \
+            "$([ "$v" = unpatched ] && echo 'delayed the end of a')"
+        pytest_local "$v" "$patch_file::test_task_epilog" "$patched_suite"
         for t in "${local_tests[@]}"; do pytest_local "$v" "$t"; done
         for t in "${expect_tests[@]}"; do expect_test "$v" "$t"; done
     done
+    use leaky
+    pytest_local leaky "$patch_file::test_task_epilog" "$patched_suite" "should have been killed"
+    pytest_local leaky "$patch_file::test_task_epilog"
 done
 use debian
 # Last: the ATF stops the cluster's own daemons for this one.
@@ -377,4 +420,4 @@ echo "summary:"
 printf '  %s\n' "${results[@]}"
 # Non-zero where any test failed or skipped itself, or the patch's test
 # passed without the patch.
-! printf '%s\n' "${results[@]}" | grep -qE '^[a-z]+ +[^ ]+( --auto-config)? +(FAIL|SKIP|XPASS) '
+! printf '%s\n' "${results[@]}" | grep -qE ' (FAIL|SKIP|XPASS) +[0-9]+ ms  '

@@ -35,14 +35,15 @@ esac
 # (tests/desi/extraction/desi_proc_tilenight, tests/cluster/desi.rs):
 # Debian's Python and numpy (gpu_specter imports it), and an MPI that the
 # suite's srun can start. trixie's Slurm has mpi/pmix: Debian's mpi4py on
-# Open MPI, and the PMIx library that the plugin dlopens by its unversioned
-# name (pmix2/lib/libpmix.so, in libpmix-dev). sid's has none (Debian
-# removed it, #1149781) and Open MPI 5 and later start only through PMIx:
-# MPICH under Slurm's mpi/pmi2, with PyPI's mpi4py wheel, which loads
-# MPICH's libmpi.so.12 (tests/desi/fetch.sh mpi4py).
+# Open MPI (the plugin dlopens pmix2/lib/libpmix.so.2, which Slurm's own
+# dependency libpmix2t64 ships; libpmix-dev would bring libc6-dev into the
+# root, whose headers tests/containers/build.sh must not see). sid's has
+# none (Debian removed it, #1149781) and Open MPI 5 and later start only
+# through PMIx: MPICH under Slurm's mpi/pmi2, with PyPI's mpi4py wheel,
+# which loads MPICH's libmpi.so.12 (tests/desi/fetch.sh mpi4py).
 packages=$packages,python3,python3-numpy
 case "$suite" in
-    trixie) packages=$packages,python3-mpi4py,libpmix-dev ;;
+    trixie) packages=$packages,python3-mpi4py ;;
     *) packages=$packages,libmpich12 ;;
 esac
 # sid's Release file may be past its Valid-Until on a mirror snapshot.

@@ -20,7 +20,10 @@
 #   Debian's podman: tests/containers/podman-hpc.sh) and flux (Flux built
 #   from its source on the host, tests/flux/build.sh, started by srun
 #   under the plugin, its jobs mapped by the Flux plugin), which the 24.11
-#   and 26.05 roots lack;
+#   and 26.05 roots lack; there, of desi, EVERY_SERIES only (desi_proc's
+#   own GPU extraction in the 64 ranks of a tilenight job, 4 jobs: Open MPI
+#   under mpi/pmix on 24.11, MPICH under mpi/pmi2 on 26.05, whose Debian
+#   Slurm has no mpi/pmix; the roots' Python, tests/cluster/slurm-root.sh);
 # - n1 with 4 GPUs and n2 with 2 named by count, task/affinity and the
 #   host's real CPU count (DGM_TASK_AFFINITY=1): the rest of closest;
 # - the first cluster's nodes as production GPU sites run Slurm
@@ -41,6 +44,9 @@ SUITES=(methods sources input vendors exec prolog faults mps hidepid pyxis)
 # The series whose first cluster also runs HOST_SUITES (the host's).
 DESI_SERIES=22.05
 HOST_SUITES=(desi mpi podman flux)
+# The tests of HOST_SUITES that every other series' first cluster runs too,
+# each named in full (`--exact`); the summary counts them under their suite.
+EVERY_SERIES=(desi::desi_procs_gpu_extraction_keeps_22_ranks_on_every_gpu_of_the_node)
 # Every module of the cluster binary runs on some cluster: these, closest
 # (on the first two) and production (on the third).
 MODULES=("${SUITES[@]}" "${HOST_SUITES[@]}" closest production)
@@ -183,6 +189,9 @@ run_series() {
     for m in "${first[@]}"; do
         if [ "$m" = mps ]; then suite mps "${plain[@]}" || rc=1; else suite "$m" "$m::" || rc=1; fi
     done
+    if [ "$s" != "$DESI_SERIES" ]; then
+        for t in "${EVERY_SERIES[@]}"; do suite "${t%%::*}" --exact "$t" || rc=1; done
+    fi
     # closest's task_none_* tests need a cluster that binds no CPUs: this one.
     suite closest closest::task_none_ || rc=1
     # closest with real CPU binding: one node, task/affinity, the host's CPUs.
@@ -221,8 +230,13 @@ fi
 # Debian's real NVML, which the tests hand the plugin (tests/nvidia/fetch.sh).
 bash tests/nvidia/fetch.sh >/dev/null
 # desispec and desiutil from PyPI, and what desispec's branch imports, for
-# tests/cluster/desi.rs (tests/desi/fetch.sh, fetch.sh branch).
-case " ${wanted[*]} " in *" $DESI_SERIES "*) bash tests/desi/fetch.sh >/dev/null && bash tests/desi/fetch.sh branch >/dev/null ;; esac
+# tests/cluster/desi.rs (tests/desi/fetch.sh, fetch.sh branch: every series
+# runs EVERY_SERIES), and mpi4py's wheel for a root whose Slurm has no
+# mpi/pmix (fetch.sh mpi4py, tests/desi/scripts.sh).
+bash tests/desi/fetch.sh >/dev/null && bash tests/desi/fetch.sh branch >/dev/null
+for s in "${wanted[@]}"; do
+    if [ "$(suite_of "$s")" != host ]; then bash tests/desi/fetch.sh mpi4py >/dev/null; break; fi
+done
 # The tests drive the cluster from the host; build them once. A filter
 # NAME:: must select module NAME's tests alone, and every module must run.
 cargo test --locked --features cluster-tests --test cluster --no-run 2>&1 | tail -n 1
@@ -272,6 +286,8 @@ for s in "${wanted[@]}"; do
     for suite in "${HOST_SUITES[@]}"; do
         if [ "$s" = "$DESI_SERIES" ]; then
             line+=" $(result $suite 'test result:' <(results $suite <<<"$main")),"
+        elif printf '%s\n' "${EVERY_SERIES[@]}" | grep -q "^$suite::"; then
+            line+=" $(result $suite 'test result:' <(results $suite <<<"$main")) (the rest $DESI_SERIES only),"
         else
             line+=" $suite ($DESI_SERIES only),"
         fi

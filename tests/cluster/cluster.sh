@@ -12,9 +12,9 @@
 # that root's Slurm: slurmctld and clients run under `chroot DIR`, each
 # slurmd with DIR as its real root (pivot_root: enroot under pyxis needs a
 # user namespace, which the kernel refuses in a chroot), with /proc, /sys,
-# /dev, /etc/hosts, the state dir and the repo bound into it at the same
-# paths, a tmpfs on its /run, and auth/slurm instead of munge (see
-# README.md here). `down` undoes every mount.
+# /dev, /etc/hosts, the state dir, the repo and tests/desi/fetch.sh's cache
+# bound into it at the same paths, a tmpfs on its /run, and auth/slurm
+# instead of munge (see README.md here). `down` undoes every mount.
 #
 # With DGM_PRODUCTION=1 at `up` the cluster runs as production GPU sites
 # run Slurm: proctrack/cgroup, task/cgroup with ConstrainDevices=yes
@@ -45,6 +45,8 @@ MARKER=.desi-gpu-map-cluster
 # first, where pyxis looks for `enroot`, before any the machine has.
 SLURMD_PATH=$ENROOT_PREFIX/bin:${PATH:-/usr/sbin:/usr/bin:/sbin:/bin}
 REAPER=$D/bin/dgm-reaper
+# tests/desi/fetch.sh's cache, bound read-only into a Slurm root
+DESI_CACHE=${DGM_DESI_CACHE:-/var/tmp/desi-gpu-map-desi}
 SHORT_HOST=$(hostname -s)
 # The root of the running cluster is recorded at `up`; other commands use it.
 ROOT=$(cat "$D/slurm-root" 2>/dev/null || echo "${DGM_SLURM_ROOT:-}")
@@ -218,6 +220,12 @@ mount_root() {
     mkdir -p "$ROOT/run/slurm"
     bind_into_root "$D" "$D"
     bind_into_root "$REPO_DIR" "$REPO_DIR" ro
+    # DESI's Python from PyPI, which the desi suite's ranks import
+    # (tests/desi/fetch.sh's cache; made here if missing, so that what
+    # fetch.sh installs later shows through too)
+    case "$DESI_CACHE" in /?*) ;; *) die "DGM_DESI_CACHE must be an absolute path (got '$DESI_CACHE')" ;; esac
+    mkdir -p "$DESI_CACHE"
+    bind_into_root "$DESI_CACHE" "$DESI_CACHE" ro
 }
 
 # unmount_root: undo mount_root; safe to repeat, and after a failed `up`

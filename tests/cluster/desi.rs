@@ -13,9 +13,9 @@
 //! (`tests/fakes/python`): the device count is the number of entries of
 //! `CUDA_VISIBLE_DEVICES`, as the CUDA runtime counts them.
 //!
-//! Needs: the host's Slurm 22.05 series only (the Debian roots of 24.11 and
-//! 26.05 have no Python MPI), `python3-mpi4py` and `openmpi-bin`
-//! (tests/deps.sh), and desispec 0.70.0 and desiutil 4.0.1 from PyPI, which
+//! Needs: the host's Slurm 22.05 series (the last test below runs on
+//! every series), `python3-mpi4py` and `openmpi-bin` (tests/deps.sh), and
+//! desispec 0.70.0 and desiutil 4.0.1 from PyPI, which
 //! `tests/desi/fetch.sh` installs with `--no-deps` into
 //! /var/tmp/desi-gpu-map-desi (this suite runs it; it needs PyPI once, as
 //! root). Run by `tests/run-cluster-tests.sh` on 22.05; it fails, never
@@ -40,7 +40,15 @@
 //! Last, desi_proc's own GPU extraction orchestration (proc.py's block as
 //! written, gpu_specter's ParallelIOCoordinator and decompose_comm from
 //! `tests/desi/gpu_specter-116b964/`, its package, vendored; the extraction
-//! and cupy stubbed) in the 64 ranks of the tilenight script: 4 jobs.
+//! and cupy stubbed) in the 64 ranks of the tilenight script: 4 jobs. This
+//! one test runs on every series (`EVERY_SERIES` in run-cluster-tests.sh):
+//! on 24.11 and 26.05 its ranks run in the Debian root, on the root's
+//! Python (tests/cluster/slurm-root.sh installs it): Debian's mpi4py on
+//! Open MPI 5 under mpi/pmix on 24.11; on 26.05, whose Debian Slurm has no
+//! mpi/pmix, Debian's MPICH under mpi/pmi2 with PyPI's mpi4py wheel
+//! (`tests/desi/fetch.sh mpi4py`; tests/desi/scripts.sh chooses). The
+//! scripts' folder is in the cluster's state dir and fetch.sh's cache is
+//! bound read-only into the root (cluster.sh), both at the same paths.
 
 use crate::common::*;
 use crate::mps::ALICE;
@@ -387,7 +395,8 @@ fn branch_deps() -> String {
 /// The tilenight and desi_proc scripts desispec's branch writes
 /// (tests/desi/scripts.sh: `unpatched`, `patched` or `desi-gpu-map`), in a
 /// folder of their own with the user's home and the production's output
-/// tree; removed when dropped.
+/// tree; removed when dropped. The folder is in the cluster's state dir,
+/// which a Slurm root sees at the same path (cluster.sh binds it).
 struct Scripts {
     dir: std::path::PathBuf,
     tilenight: String,
@@ -407,7 +416,8 @@ impl Scripts {
             .unwrap()
             .as_nanos();
         let dir = std::path::PathBuf::from(format!(
-            "/tmp/dgm-desi-scripts.{}.{stamp}",
+            "{}/dgm-desi-scripts.{}.{stamp}",
+            state_dir(),
             std::process::id()
         ));
         let out = std::process::Command::new("bash")
@@ -682,11 +692,14 @@ fn the_unpatched_scripts_keep_every_rank_on_its_gpu_under_a_site_default() {
     }
 }
 
-/// The fixed directories of the wrapper's daemon, removed before a job
-/// (each must be alice's: the wrapper needs it) and after it.
+/// The fixed directories of the wrapper's daemon (in the Slurm root's
+/// /tmp where the cluster runs one), removed before a job (each must be
+/// alice's: the wrapper needs it) and after it.
 fn remove_the_wrappers_directories() {
+    let base = slurm_root().unwrap_or_default();
     for dir in ["/tmp/nvidia-mps", "/tmp/nvidia-log"] {
-        if let Ok(meta) = std::fs::metadata(dir) {
+        let dir = format!("{base}{dir}");
+        if let Ok(meta) = std::fs::metadata(&dir) {
             use std::os::unix::fs::MetadataExt;
             assert_eq!(
                 meta.uid(),

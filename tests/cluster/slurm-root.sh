@@ -31,6 +31,21 @@ components=main
 case "$suite" in
     trixie | sid) components=main,contrib packages=$packages,slurm-wlm-nvml-plugin ;;
 esac
+# What the desi suite's extraction test runs in each of its 64 MPI ranks
+# (tests/desi/extraction/desi_proc_tilenight, tests/cluster/desi.rs):
+# Debian's Python and numpy (gpu_specter imports it), and an MPI that the
+# suite's srun can start. trixie's Slurm has mpi/pmix: Debian's mpi4py on
+# Open MPI (the plugin dlopens pmix2/lib/libpmix.so.2, which Slurm's own
+# dependency libpmix2t64 ships; libpmix-dev would bring libc6-dev into the
+# root, whose headers tests/containers/build.sh must not see). sid's has
+# none (Debian removed it, #1149781) and Open MPI 5 and later start only
+# through PMIx: MPICH under Slurm's mpi/pmi2, with PyPI's mpi4py wheel,
+# which loads MPICH's libmpi.so.12 (tests/desi/fetch.sh mpi4py).
+packages=$packages,python3,python3-numpy
+case "$suite" in
+    trixie) packages=$packages,python3-mpi4py ;;
+    *) packages=$packages,libmpich12 ;;
+esac
 # sid's Release file may be past its Valid-Until on a mirror snapshot.
 aptopt='Acquire::Check-Valid-Until "false"'
 key=$(printf 'format 1\nsuite %s\ncomponents %s\npackages %s\naptopt %s\n' \
@@ -55,7 +70,7 @@ if ! usable; then
         ! mounted_below "$d" || die "$d is stale but has mounts below it (a cluster is up? run cluster.sh down)"
     done
     rm -rf "$root.new"
-    echo "slurm-root.sh: making the $suite root in $root (mmdebstrap, about 30 s)" >&2
+    echo "slurm-root.sh: making the $suite root in $root (mmdebstrap, 30 to 80 s)" >&2
     t0=$(date +%s)
     mmdebstrap --quiet --variant=apt --aptopt="$aptopt" --components="$components" \
         --include="$packages" \

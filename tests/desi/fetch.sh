@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# fetch.sh [branch]  Prints a directory holding DESI's own Python code from
+# fetch.sh [branch|mpi4py]  Prints a directory holding DESI's own Python code from
 # PyPI, installed with `--no-deps` into a private target directory (never the
-# system Python's site-packages); put it on PYTHONPATH. Every wheel is pure
-# Python and pinned by its sha256.
+# system Python's site-packages); put it on PYTHONPATH. Every wheel but
+# mpi4py's is pure Python; each is pinned by its sha256.
 #   fetch.sh         desispec 0.70.0 (PyPI's newest) and desiutil 4.0.1:
 #                    ${DGM_DESI_CACHE:-/var/tmp/desi-gpu-map-desi}/desispec-0.70.0
 #   fetch.sh branch  what desispec's branch (../shared/thirdparty/desispec-main-*)
@@ -10,6 +10,12 @@
 #                    desitarget 4.4.0, desimodel 0.20.0 (no data files), in
 #                    .../branch-deps; the branch's py/ goes before it on PYTHONPATH.
 #                    Its Debian imports (numpy, astropy, ...) come from tests/deps.sh.
+#   fetch.sh mpi4py  mpi4py 4.1.2's wheel for any CPython 3.10+ (abi3), which
+#                    loads MPICH's or Open MPI's libmpi at run time, in
+#                    .../mpi4py-4.1.2: for a Slurm root with no mpi/pmix
+#                    (sid's: tests/cluster/slurm-root.sh), whose ranks run
+#                    Debian's MPICH under mpi/pmi2 (Debian's python3-mpi4py
+#                    is built on Open MPI, which starts only through PMIx).
 # Uses Debian's /usr/bin/python3 and its pip (python3-pip, which tests/deps.sh
 # installs when missing). Idempotent: a complete directory is used as it is.
 # Must run as root unless the directory is complete.
@@ -20,6 +26,7 @@ cache=${DGM_DESI_CACHE:-/var/tmp/desi-gpu-map-desi}
 case "$cache" in /?*) ;; *) die "DGM_DESI_CACHE must be an absolute path (got '$cache')" ;; esac
 python=/usr/bin/python3
 
+wheel=()
 case "${1:-}" in
 '')
     dir=$cache/desispec-0.70.0
@@ -38,7 +45,15 @@ branch)
 desitarget==4.4.0 --hash=sha256:009c235645af1ced635dcf766df2075070273bc19e1e6a257b3a72d908dbe715
 desimodel==0.20.0 --hash=sha256:3dbed73f43bdc39c91fa25f48b63ce35353fa2e53beb650f5488f66c47d42fd0'
     ;;
-*) die "unknown argument '$1': give none (desispec 0.70.0) or 'branch' (the branch's PyPI imports)" ;;
+mpi4py)
+    dir=$cache/mpi4py-4.1.2
+    what="mpi4py 4.1.2 (abi3)"
+    files=(mpi4py/MPI.mpich.abi3.so mpi4py-4.1.2.dist-info)
+    req='mpi4py==4.1.2 --hash=sha256:2ef63b2e3083e6062fd90e4de8c4e3acbf81e0772406e0226eb8dde6a48cab8e'
+    # The abi3 wheel whatever the host's Python: the root's is another.
+    wheel=(--python-version 3.10 --implementation cp --abi abi3 --platform manylinux1_x86_64)
+    ;;
+*) die "unknown argument '$1': give none (desispec 0.70.0), 'branch' (the branch's PyPI imports) or 'mpi4py'" ;;
 esac
 
 # complete: every package is there, at its version.
@@ -62,7 +77,7 @@ trap 'rm -rf "$work"' EXIT
 printf '%s\n' "$req" >"$work/requirements.txt"
 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore \
     "$python" -m pip install --quiet --no-deps --no-compile --only-binary=:all: \
-    --require-hashes --target "$work/site" -r "$work/requirements.txt" >&2 ||
+    --require-hashes ${wheel[@]+"${wheel[@]}"} --target "$work/site" -r "$work/requirements.txt" >&2 ||
     die "pip could not install $what from PyPI"
 touch "$work/site/.complete"
 rm -rf "$dir"

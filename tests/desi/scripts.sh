@@ -23,8 +23,13 @@
 # (Perlmutter's is cray_shasta; setting pmix here for every test would make
 # every multi-node step fail: two slurmd on one host cannot share PMIx's
 # directories), Open MPI on loopback only, and DESI_GPU_MAP_NVML, the fake
-# NVML that the real driver's library stands for. Nothing of the scripts is
-# changed. Needs the cluster up (cluster.sh env in the environment).
+# NVML that the real driver's library stands for. Where the cluster runs a
+# Slurm root whose Slurm has no mpi/pmix (sid's 26.05: Debian removed it,
+# tests/cluster/slurm-root.sh), the ranks run Debian's MPICH instead, under
+# SLURM_MPI_TYPE=pmi2, with PyPI's mpi4py wheel (tests/desi/fetch.sh
+# mpi4py) on PYTHONPATH, told to load MPICH, and UCX (MPICH's transport) on
+# shared memory only. Nothing of the scripts is changed. Needs the cluster
+# up (cluster.sh env in the environment).
 #
 # With DGM_DESI_EXTRACTION=1 in the environment, the profile puts
 # tests/desi/extraction first on PATH (its desi_proc_tilenight runs
@@ -37,6 +42,19 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 tarball=$repo/../shared/thirdparty/desispec-main-efd9676.tar.gz
 [ -f "$tarball" ] || tarball=/work/shared/thirdparty/desispec-main-efd9676.tar.gz
 : "${DGM_CLUSTER_DIR:?run eval \"\$(tests/cluster/cluster.sh env)\" first}"
+# The ranks' MPI: Open MPI 4.1 (bookworm) and 5 (trixie) alike (vader is
+# 5's sm by its old name; 5 has no osc/pt2pt, and one node needs only
+# osc/sm), or MPICH where the cluster's Slurm root has no mpi/pmix.
+root=$(cat "$DGM_CLUSTER_DIR/slurm-root" 2>/dev/null || true)
+mpi="export SLURM_MPI_TYPE=pmix
+export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=sm"
+mpi4py=
+if [ -n "$root" ] && [ ! -e "$root/usr/lib/x86_64-linux-gnu/slurm-wlm/mpi_pmix.so" ]; then
+    [ -e "$root/usr/lib/x86_64-linux-gnu/libmpi.so.12" ] ||
+        { echo "$0: $root's Slurm has no mpi/pmix, and it has no MPICH (libmpich12): remake it with tests/cluster/slurm-root.sh" >&2; exit 1; }
+    mpi4py=$(bash "$repo/tests/desi/fetch.sh" mpi4py):
+    mpi="export SLURM_MPI_TYPE=pmi2 MPI4PY_MPIABI=mpich UCX_TLS=self,sm UCX_NET_DEVICES=lo"
+fi
 mkdir -m 0755 "$dir"
 tar xzf "$tarball" -C "$dir"
 branch=$dir/desispec-efd9676
@@ -52,7 +70,7 @@ case $kind in
     unpatched) ;;
     *) echo "$0: unpatched, patched or desi-gpu-map, not '$kind'" >&2; exit 2 ;;
 esac
-standins=$repo/tests/desi pythonpath=$repo/tests/fakes/python:$branch/py:$deps
+standins=$repo/tests/desi pythonpath=$mpi4py$repo/tests/fakes/python:$branch/py:$deps
 if [ "${DGM_DESI_EXTRACTION:-}" = 1 ]; then
     standins=$repo/tests/desi/extraction:$standins
     pythonpath=$pythonpath:$repo/tests/desi/gpu_specter-116b964/py
@@ -61,8 +79,7 @@ mkdir -m 0755 "$dir/home" "$dir/redux"
 cat >"$dir/home/.bash_profile" <<PROFILE
 export PATH=$standins:$repo/target/release:$DGM_CLUSTER_DIR/mps/bin:\$PATH
 export PYTHONPATH=$pythonpath
-export SLURM_MPI_TYPE=pmix
-export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OMPI_MCA_osc=sm,pt2pt
+$mpi
 export DESI_GPU_MAP_NVML=$DGM_CLUSTER_DIR/nvml/libnvidia-ml.so.1
 PROFILE
 chown -R "$user" "$dir/home" "$dir/redux"

@@ -64,7 +64,8 @@ pub fn real_nvml_unpacked() -> PathBuf {
 }
 
 /// A copy of the real NVML in the state dir, where a Slurm root sees it at
-/// the same path (cluster.sh binds only the state dir and the repo into it).
+/// the same path (cluster.sh binds the state dir and the repo into it, not
+/// the NVML's dir).
 pub fn real_nvml() -> String {
     let dir = format!("{}/real-nvml", state_dir());
     std::fs::create_dir_all(&dir).expect("make the real NVML's dir");

@@ -152,7 +152,9 @@ mod tests {
         let mut device = |name: &str, class: &str, vendor: &str| {
             let dir = PathBuf::from("/sys/bus/pci/devices").join(name);
             files.texts.insert(dir.join("class"), format!("{class}\n"));
-            files.texts.insert(dir.join("vendor"), format!("{vendor}\n"));
+            files
+                .texts
+                .insert(dir.join("vendor"), format!("{vendor}\n"));
         };
         for bridge in 0..20 {
             device(&format!("0000:00:{bridge:02x}.0"), "0x060400", "0x8086");
@@ -162,7 +164,10 @@ mod tests {
         assert_eq!(detect(&counted, Path::new("/")).vendor, Vendor::Nvidia);
         let reads = counted.1.into_inner();
         let vendors: Vec<&PathBuf> = reads.iter().filter(|p| p.ends_with("vendor")).collect();
-        assert_eq!(vendors, [&PathBuf::from("/sys/bus/pci/devices/0000:41:00.0/vendor")]);
+        assert_eq!(
+            vendors,
+            [&PathBuf::from("/sys/bus/pci/devices/0000:41:00.0/vendor")]
+        );
         assert_eq!(reads.len(), 22);
     }
 }

@@ -17,12 +17,12 @@ pub(super) const RULES: Rules = Rules {
     kernel_gpus: |files, root| drm::gpus(files, root, Vendor::Amd),
 };
 
-fn unbindable(step: &StepLists, user_lists: &[&str]) -> Option<Blocker> {
+fn unbindable(step: &StepLists, user_lists: &[Var]) -> Option<Blocker> {
     if !step.from_slurm {
         Some(Box::new(Unbindable::NvmlUuids))
-    } else if user_lists.contains(&env::ROCR) {
+    } else if user_lists.contains(&Var::Rocr) {
         Some(Box::new(Unbindable::UsersRocr))
-    } else if user_lists.contains(&env::HIP) {
+    } else if user_lists.contains(&Var::Hip) {
         Some(Box::new(Unbindable::UsersHip))
     } else {
         None

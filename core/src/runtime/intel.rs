@@ -16,7 +16,7 @@ pub(super) const RULES: Rules = Rules {
     kernel_gpus: |files, root| drm::gpus(files, root, Vendor::Intel),
 };
 
-fn unbindable(step: &StepLists, _: &[&str]) -> Option<Blocker> {
+fn unbindable(step: &StepLists, _: &[Var]) -> Option<Blocker> {
     if !step.from_slurm {
         Some(Box::new(Unbindable::NvmlUuids))
     } else if let (None, Some(grant)) = (step.list(env::ZE), step.granted) {

@@ -111,7 +111,7 @@ impl Rendering {
         chosen: &Chosen,
         visible: Visible,
         step: &StepLists,
-        user_lists: &[&str],
+        user_lists: &[Var],
         user_order: Option<&str>,
         notes: &mut Vec<String>,
     ) -> Result<Rendering, Unbindable> {

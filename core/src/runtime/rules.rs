@@ -43,7 +43,7 @@ pub(super) struct Rules {
     pub(super) nvml: bool,
     /// Why no list its runtimes read can carry a task's GPU in this step
     /// (given the lists the user set), if none can.
-    pub(super) unbindable: fn(&StepLists, &[&str]) -> Option<Blocker>,
+    pub(super) unbindable: fn(&StepLists, &[Var]) -> Option<Blocker>,
     /// Fits the rendering to what its runtimes honour (`CUDA_DEVICE_ORDER`
     /// as the user set it), with notes for `verbose`.
     pub(super) adjust: fn(&mut Rendering, &StepLists, Option<&str>, &mut Vec<String>),

@@ -479,7 +479,7 @@ pub(super) struct OtherLists {
     /// Those Slurm set, each with its entries.
     pub(crate) slurms: Vec<(&'static str, Vec<String>)>,
     /// Those the user exported: left as is, and never narrowed.
-    pub(crate) users: Vec<&'static str>,
+    pub(crate) users: Vec<Var>,
     /// A note for each of the user's, reported with `verbose`.
     pub(crate) notes: Vec<String>,
 }
@@ -507,7 +507,7 @@ pub(super) fn other_lists(vars: &Snapshot, cuda: Option<&[String]>) -> OtherList
             (Some(_), Ok(_)) => format!("it differs from {}, so Slurm did not set it", env::CUDA),
             (Some(_), Err(e)) => format!("{e}, so Slurm did not set it"),
         };
-        lists.users.push(name);
+        lists.users.push(list);
         lists.notes.push(format!(
             "{name}={} left as the user's: {why}",
             quote(&value)
@@ -515,7 +515,7 @@ pub(super) fn other_lists(vars: &Snapshot, cuda: Option<&[String]>) -> OtherList
     }
     // Slurm never sets HIP's own list: one in the step is the user's.
     if let Some(value) = vars.hip.clone() {
-        lists.users.push(env::HIP);
+        lists.users.push(Var::Hip);
         lists.notes.push(format!(
             "{}={} left as the user's: Slurm never sets it",
             env::HIP,

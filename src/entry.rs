@@ -6,7 +6,7 @@ use crate::edge::signals;
 use crate::{args, exec, keeper, plan, prolog, show};
 use desi_gpu_map_core::env;
 
-use clap::Parser;
+use clap::{Args, FromArgMatches, Parser};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -19,6 +19,10 @@ pub fn main() -> ExitCode {
             Ok(env::EPILOG_TASK) => return prolog::epilog(),
             _ => {}
         }
+    }
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(exec) = exec_alone(&argv) {
+        return exec::run(&exec, signals::keep_callers);
     }
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,
@@ -55,6 +59,22 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// `exec`'s arguments, read by `exec`'s own parser alone where they parse:
+/// every task of a step starts through it, and the whole command line's
+/// parser (every subcommand's options and help) costs each one a start.
+/// `None` for any other subcommand, and for help, version and every
+/// error, which the whole parser says as always; where both parse, the
+/// two agree, since `exec`'s options are declared once ([`args::ExecArgs`]).
+fn exec_alone(argv: &[std::ffi::OsString]) -> Option<args::ExecArgs> {
+    let after = argv.get(1..)?;
+    if after.first()? != "exec" {
+        return None;
+    }
+    let exec = args::ExecArgs::augment_args(clap::Command::new("exec"));
+    let matches = exec.try_get_matches_from(after).ok()?;
+    args::ExecArgs::from_arg_matches(&matches).ok()
+}
+
 /// How the command ends once `who` wrote `what` to standard output (with
 /// `wrote`'s result): a failed write is said, but a closed pipe (`| head`)
 /// ends quietly, as Unix tools do; both exit 1.
@@ -70,6 +90,47 @@ fn written(wrote: std::io::Result<()>, who: &str, what: &str) -> ExitCode {
                 "{who}: cannot write {what} to standard output: {e}"
             );
             ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(line: &str) -> Vec<std::ffi::OsString> {
+        std::iter::once("desi-gpu-map")
+            .chain(line.split(' ').filter(|w| !w.is_empty()))
+            .map(Into::into)
+            .collect()
+    }
+
+    /// Where `exec`'s parser alone reads the arguments, the whole command
+    /// line's reads them alike; where it does not, the whole one speaks.
+    #[test]
+    fn exec_alone_agrees_with_the_whole_parser() {
+        let parsed = [
+            "exec -- true",
+            "exec --method roundrobin,mps -- app -x --method y",
+            "exec --visible rotate --verbose -- app",
+            "exec --method=closest --nvml off -- app arg",
+        ];
+        for line in parsed {
+            let alone = exec_alone(&argv(line)).map(|a| format!("{a:?}"));
+            let whole = match args::Cli::try_parse_from(argv(line)).map(|c| c.command) {
+                Ok(args::Command::Exec(a)) => Some(format!("{a:?}")),
+                other => panic!("{line}: {other:?}"),
+            };
+            assert_eq!(alone, whole, "{line}");
+        }
+        for line in [
+            "exec --help",
+            "exec -V",
+            "exec --method bogus -- app",
+            "plan -N 1",
+            "",
+        ] {
+            assert!(exec_alone(&argv(line)).is_none(), "{line}");
         }
     }
 }

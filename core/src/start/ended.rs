@@ -1,10 +1,10 @@
 //! A task that has ended, as its task epilog sees it: which step's MPS
 //! keeper, if any, it tells ([`keeper_to_tell`]).
 
-use super::facts::in_step;
+use super::facts::{in_step, node_id};
 use crate::mps::{named_daemon, KeeperAddr};
 use crate::settings::config::MpsSettings;
-use crate::snapshot::{Snapshot, Var};
+use crate::snapshot::Snapshot;
 use crate::step::{parse_step_id, step_tag};
 
 /// The keeper that the epilog of a task of an srun step tells that the
@@ -18,7 +18,7 @@ pub fn keeper_to_tell(uid: u32, settings: &MpsSettings, vars: &Snapshot) -> Opti
     }
     let step_id = parse_step_id(vars.step_id.as_deref()?)?;
     let tag = step_tag(vars, step_id)?;
-    let node_id = u32::try_from(vars.number(Var::NodeId)?.ok()?).ok()?;
+    let node_id = node_id(vars)?;
     Some(KeeperAddr::of(&named_daemon(
         uid, &tag, node_id, settings, vars,
     )))

@@ -89,6 +89,12 @@ pub(super) fn in_step(vars: &Snapshot) -> bool {
         .is_some_and(|id| special_step_name(id).is_none())
 }
 
+/// This node's id in the step (`SLURM_NODEID`), where it is one; the MPS
+/// daemon's directory is named for it.
+pub(super) fn node_id(vars: &Snapshot) -> Option<u32> {
+    u32::try_from(vars.number(Var::NodeId)?.ok()?).ok()
+}
+
 /// Why a task that is about to be mapped got none of the variables that
 /// ask for its mapping, where srun passed it only Slurm's own (no `PATH`:
 /// `--export=NONE`, as every srun of an `sbatch --export=NONE` script

@@ -2,7 +2,7 @@
 //! once the front end has joined any MPS daemon the plan starts
 //! ([`Mapping`]).
 
-use super::facts::{in_step, TaskFacts};
+use super::facts::{in_step, node_id, TaskFacts};
 use super::mapping::Mapping;
 use super::verdict::Verdict;
 use super::why::{BadStepId, UnreadableIds};
@@ -77,7 +77,7 @@ fn plan(
 /// The user and this node's `local_tasks`, for a daemon of the step's own;
 /// `None` where the node's id cannot be read.
 fn mps_facts(facts: &TaskFacts, local_tasks: usize) -> Option<MpsFacts> {
-    let node_id = u32::try_from(facts.vars.number(Var::NodeId)?.ok()?).ok()?;
+    let node_id = node_id(&facts.vars)?;
     Some(MpsFacts {
         uid: facts.uid,
         gid: facts.gid,

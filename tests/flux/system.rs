@@ -225,6 +225,26 @@ impl System {
         self.scratch.0.join("home").join(user)
     }
 
+    /// `flux VERB` of a job as `user`: LAYOUT's words, `-o
+    /// cpu-affinity=off` (R's cores are more than the host has:
+    /// `FAKE_CORES`), each of OPTIONS as `-o`, then `sh -c SCRIPT`.
+    fn job(
+        &self,
+        user: &str,
+        verb: &str,
+        layout: &str,
+        options: &[&str],
+        script: &str,
+    ) -> (i32, String) {
+        let mut args = vec![verb];
+        args.extend(layout.split(' '));
+        for option in std::iter::once("cpu-affinity=off").chain(options.iter().copied()) {
+            args.extend(["-o", option]);
+        }
+        args.extend(["sh", "-c", script]);
+        self.flux(user, &args)
+    }
+
     /// `flux ARGS` run as `user`, in their folder, against the instance.
     fn flux(&self, user: &str, args: &[&str]) -> (i32, String) {
         // Captured, and shown with a failure: how far the test got.
@@ -589,19 +609,9 @@ fn a_system_instance_maps_each_users_jobs_and_keeps_their_daemons_apart() {
             "-N1 --tasks-per-node=6 --gpus-per-node=4",
         ),
     ] {
-        let mut args: Vec<&str> = vec!["run"];
-        args.extend(layout.split(' '));
         let option = format!("desi-gpu-map={method}");
-        args.extend([
-            "-o",
-            "cpu-affinity=off",
-            "-o",
-            &option,
-            "sh",
-            "-c",
-            &row_and_user,
-        ]);
-        record(&mut jobs, name, s.flux(user, &args));
+        let ran = s.job(user, "run", layout, &[&option], &row_and_user);
+        record(&mut jobs, name, ran);
         assert_eq!(
             jobs.get(name).0,
             0,
@@ -633,22 +643,12 @@ fn a_system_instance_maps_each_users_jobs_and_keeps_their_daemons_apart() {
     record(
         &mut jobs,
         "alice-userrc",
-        s.flux(
+        s.job(
             alice,
-            &[
-                "run",
-                "-n2",
-                "-g2",
-                "-o",
-                "cpu-affinity=off",
-                "-o",
-                &userrc,
-                "-o",
-                "desi-gpu-map=contiguous,mps",
-                "sh",
-                "-c",
-                ROW,
-            ],
+            "run",
+            "-n2 -g2",
+            &[&userrc, "desi-gpu-map=contiguous,mps"],
+            ROW,
         ),
     );
     let rows = jobs.rows("alice-userrc");
@@ -670,23 +670,9 @@ fn a_system_instance_maps_each_users_jobs_and_keeps_their_daemons_apart() {
     );
     let mut running = BTreeMap::new();
     for (user, rank) in [(alice, "rank:0"), (bob, "rank:1")] {
-        let requires = format!("--requires={rank}");
-        let (rc, said) = s.flux(
-            user,
-            &[
-                "submit",
-                "-n2",
-                "-g2",
-                &requires,
-                "-o",
-                "cpu-affinity=off",
-                "-o",
-                "desi-gpu-map=contiguous,mps",
-                "sh",
-                "-c",
-                &mps_job,
-            ],
-        );
+        let layout = format!("-n2 -g2 --requires={rank}");
+        let options = ["desi-gpu-map=contiguous,mps"];
+        let (rc, said) = s.job(user, "submit", &layout, &options, &mps_job);
         assert_eq!(rc, 0, "{user}: {said}");
         let id = said.lines().last().unwrap_or_default().trim().to_string();
         s.wait_for(user, &id, &["pipe-0", "pipe-1"]);
@@ -738,10 +724,7 @@ fn a_system_instance_maps_each_users_jobs_and_keeps_their_daemons_apart() {
     record(
         &mut jobs,
         "bob-probe",
-        s.flux(
-            bob,
-            &["run", "-n1", "-o", "cpu-affinity=off", "sh", "-c", &probe],
-        ),
+        s.job(bob, "run", "-n1", &[], &probe),
     );
     let said = jobs.said("bob-probe");
     assert_eq!(jobs.get("bob-probe").0, 0, "{said}");
@@ -758,20 +741,7 @@ fn a_system_instance_maps_each_users_jobs_and_keeps_their_daemons_apart() {
     record(
         &mut jobs,
         "alice-bad",
-        s.flux(
-            alice,
-            &[
-                "run",
-                "-n1",
-                "-o",
-                "cpu-affinity=off",
-                "-o",
-                "desi-gpu-map=contigous",
-                "sh",
-                "-c",
-                ROW,
-            ],
-        ),
+        s.job(alice, "run", "-n1", &["desi-gpu-map=contigous"], ROW),
     );
     let said = jobs.said("alice-bad");
     assert_ne!(jobs.get("alice-bad").0, 0, "{said}");
@@ -821,21 +791,12 @@ fn a_system_instance_maps_each_users_jobs_and_keeps_their_daemons_apart() {
     record(
         &mut jobs,
         "carol-mps",
-        s.flux(
+        s.job(
             carol,
-            &[
-                "run",
-                "-N1",
-                "--tasks-per-node=2",
-                "--gpus-per-node=4",
-                "-o",
-                "cpu-affinity=off",
-                "-o",
-                "desi-gpu-map=contiguous,mps",
-                "sh",
-                "-c",
-                ROW,
-            ],
+            "run",
+            "-N1 --tasks-per-node=2 --gpus-per-node=4",
+            &["desi-gpu-map=contiguous,mps"],
+            ROW,
         ),
     );
     let said = jobs.said("carol-mps");

@@ -11,7 +11,7 @@ TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
 SO := $(TARGET_DIR)/release/libdesi_gpu_map_spank.so
 FLUX_SO := $(TARGET_DIR)/release/libdesi_gpu_map_flux.so
 BIN := $(TARGET_DIR)/release/desi-gpu-map
-# The same command linked statically, for the task prolog (Cargo.toml).
+# The task prolog and epilog alone, linked statically (Cargo.toml).
 PROLOG := $(TARGET_DIR)/release/desi-gpu-map-prolog
 
 .PHONY: all build release deps build-deps nvidia flux demo test check unit flux-test cluster-test clean

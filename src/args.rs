@@ -3,7 +3,7 @@
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{Arg, Args, FromArgMatches, Parser, Subcommand};
+use clap::{Arg, Args, Parser, Subcommand};
 use desi_gpu_map_core::env;
 use desi_gpu_map_core::launch::LAUNCHERS;
 use desi_gpu_map_core::method::{method_names, Method, Visible};
@@ -11,14 +11,64 @@ use desi_gpu_map_core::names::{names, Named};
 use desi_gpu_map_core::preview::{Distribution, DEFAULT_GPUS, MAX_LISTED_GPUS, MAX_PREVIEW_ROWS};
 use desi_gpu_map_core::runtime::VendorSetting;
 use desi_gpu_map_core::settings::config::{
-    MpsShare, NvmlSource, DEFAULT_NVML_TIMEOUT_S, NVML_TIMEOUT_RANGE_S,
+    Config, MpsSettings, MpsShare, NvmlSource, DEFAULT_NVML_TIMEOUT_S, NVML_TIMEOUT_RANGE_S,
 };
 use desi_gpu_map_core::settings::option::{exec_request, option_form, OptionRequest};
 use desi_gpu_map_core::slurm::gpus::MAX_LIST_ENTRIES;
 use desi_gpu_map_core::slurm::tasks::{MAX_NODES, MAX_TASKS_PER_NODE};
 use desi_gpu_map_core::text::quote;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::str::FromStr;
+
+/// An option of exec's that a variable mirrors: both names declared here
+/// once, for clap's attributes and for the task prolog's own read.
+pub struct Mirror {
+    /// The option, without its `--`.
+    pub long: &'static str,
+    /// The variable read where the option is not given.
+    pub var: &'static str,
+}
+
+const VISIBLE: Mirror = Mirror {
+    long: "visible",
+    var: env::VISIBLE_OPTION,
+};
+const VENDOR: Mirror = Mirror {
+    long: "vendor",
+    var: env::VENDOR_OPTION,
+};
+const NVML: Mirror = Mirror {
+    long: "nvml",
+    var: env::NVML_OPTION,
+};
+const NVML_TIMEOUT: Mirror = Mirror {
+    long: "nvml-timeout",
+    var: env::NVML_TIMEOUT_OPTION,
+};
+const MPS_CONTROL: Mirror = Mirror {
+    long: "mps-control",
+    var: env::MPS_CONTROL_PATH,
+};
+const MPS_DIR: Mirror = Mirror {
+    long: "mps-dir",
+    var: env::MPS_DIR_OPTION,
+};
+const MPS_SHARE: Mirror = Mirror {
+    long: "mps-share",
+    var: env::MPS_SHARE_OPTION,
+};
+
+/// Every variable that mirrors one of exec's options (a test checks this
+/// against exec's own options).
+const MIRRORS: [&Mirror; 7] = [
+    &MPS_CONTROL,
+    &VISIBLE,
+    &VENDOR,
+    &NVML,
+    &NVML_TIMEOUT,
+    &MPS_DIR,
+    &MPS_SHARE,
+];
 
 /// Bind each task of a Slurm job step to its GPUs before it starts: bind a task
 /// where the plugin is not installed (exec), preview a layout, or show what a
@@ -65,8 +115,8 @@ pub struct ExecArgs {
     pub verbose: bool,
     /// What stays visible to each task (plugstack visible=).
     #[arg(
-        long,
-        env = env::VISIBLE_OPTION,
+        long = VISIBLE.long,
+        env = VISIBLE.var,
         default_value = "single",
         value_parser = one_of::<Visible>()
     )]
@@ -78,9 +128,9 @@ pub struct ExecArgs {
     #[arg(long, default_value = "/", hide = true)]
     pub kernel_root: std::path::PathBuf,
     #[arg(
-        long,
+        long = MPS_CONTROL.long,
         value_name = "PATH",
-        env = env::MPS_CONTROL_PATH,
+        env = MPS_CONTROL.var,
         value_parser = path(),
         help = format!(
             "The MPS control daemon, for METHOD,mps (plugstack mps_control=) [default: {} \
@@ -91,13 +141,13 @@ pub struct ExecArgs {
     pub mps_control: Option<std::path::PathBuf>,
     /// Where each step's private MPS directory is made, for METHOD,mps
     /// (plugstack mps_dir=) [default: $TMPDIR, else /tmp].
-    #[arg(long, value_name = "DIR", env = env::MPS_DIR_OPTION, value_parser = path())]
+    #[arg(long = MPS_DIR.long, value_name = "DIR", env = MPS_DIR.var, value_parser = path())]
     pub mps_dir: Option<std::path::PathBuf>,
     /// Each MPS client's share of its GPU, for METHOD,mps (plugstack
     /// mps_share=).
     #[arg(
-        long,
-        env = env::MPS_SHARE_OPTION,
+        long = MPS_SHARE.long,
+        env = MPS_SHARE.var,
         default_value = "none",
         value_parser = one_of::<MpsShare>()
     )]
@@ -122,8 +172,8 @@ exec would, nothing wrapped around the application, the method from
 ${} (else contiguous) and exec's options from their variables
 (exec --help); a bad value is said and the task runs unchanged. The epilog
 ends the step's MPS daemon after the node's last task. desi-gpu-map-prolog,
-installed beside this command, is the same command linked statically, which
-every task starts faster. See desi-gpu-map(1), TASK PROLOG AND EPILOG.
+installed beside this command, is the prolog and epilog alone, linked
+statically, which every task starts faster. See desi-gpu-map(1), TASK PROLOG AND EPILOG.
 
 Example:
   export {}=$(command -v desi-gpu-map-prolog) {}=contiguous
@@ -323,8 +373,8 @@ pub struct ShowArgs {
 pub struct DeviceArgs {
     /// Whose runtime reads the GPU lists (plugstack vendor=); auto detects it.
     #[arg(
-        long,
-        env = env::VENDOR_OPTION,
+        long = VENDOR.long,
+        env = VENDOR.var,
         default_value = "auto",
         value_parser = one_of::<VendorSetting>()
     )]
@@ -332,16 +382,16 @@ pub struct DeviceArgs {
     /// NVML, for steps in which Slurm names no GPU list: auto, off, or an
     /// absolute library path.
     #[arg(
-        long,
-        env = env::NVML_OPTION,
+        long = NVML.long,
+        env = NVML.var,
         default_value = "auto",
         value_parser = core_value::<NvmlSource>(nvml_forms)
     )]
     pub nvml: NvmlSource,
     #[arg(
-        long,
+        long = NVML_TIMEOUT.long,
         value_name = "SECONDS",
-        env = env::NVML_TIMEOUT_OPTION,
+        env = NVML_TIMEOUT.var,
         default_value_t = DEFAULT_NVML_TIMEOUT_S,
         value_parser = seconds(),
         help = timeout_help()
@@ -435,6 +485,25 @@ struct Text<T> {
     choices: Option<fn() -> Vec<&'static str>>,
 }
 
+impl<T> Text<T> {
+    /// `value` parsed, or the line that refuses it as `flag`'s.
+    fn read(&self, flag: &str, value: &OsStr) -> Result<T, String> {
+        // A control character (a newline) is in no valid value either: a
+        // path with one could be neither said on one line nor set in the
+        // task through slurmstepd, which reads a line per variable.
+        let text = value
+            .to_str()
+            .filter(|text| !text.contains(char::is_control));
+        text.and_then(self.parse).ok_or_else(|| {
+            format!(
+                "invalid {flag} {}; valid values: {}",
+                quote(&value.to_string_lossy()),
+                (self.valid)()
+            )
+        })
+    }
+}
+
 impl<T> TypedValueParser for Text<T>
 where
     T: Clone + Send + Sync + 'static,
@@ -447,23 +516,13 @@ where
         arg: Option<&Arg>,
         value: &OsStr,
     ) -> Result<T, clap::Error> {
-        // A control character (a newline) is in no valid value either: a
-        // path with one could be neither said on one line nor set in the
-        // task through slurmstepd, which reads a line per variable.
-        let text = value
-            .to_str()
-            .filter(|text| !text.contains(char::is_control));
-        if let Some(parsed) = text.and_then(self.parse) {
-            return Ok(parsed);
-        }
         let flag = arg
             .and_then(Arg::get_long)
             .map_or_else(|| "value".to_string(), |long| format!("--{long}"));
-        let message = format!(
-            "invalid {flag} {}; valid values: {}\n",
-            quote(&value.to_string_lossy()),
-            (self.valid)()
-        );
+        let message = match self.read(&flag, value) {
+            Ok(parsed) => return Ok(parsed),
+            Err(line) => line + "\n",
+        };
         let mut error = clap::Error::raw(ErrorKind::InvalidValue, message).with_cmd(cmd);
         if let Some(arg) = arg {
             let shown = ContextValue::String(arg.to_string());
@@ -478,48 +537,72 @@ where
     }
 }
 
-/// The variables that mirror exec's options (`DESI_GPU_MAP_VISIBLE`, ...),
-/// as the options declare them (`env = ...`).
-fn mirrors() -> Vec<(String, String)> {
-    let cli = <Cli as clap::CommandFactory>::command();
-    let Some(exec) = cli.find_subcommand("exec") else {
-        return Vec::new();
-    };
-    exec.get_arguments()
-        .filter_map(|arg| {
-            let var = arg.get_env()?.to_str()?.to_string();
-            Some((format!("--{}", arg.get_long()?), var))
-        })
-        .collect()
-}
-
 /// A mirror set to the empty string means "unset", as an empty
 /// `--option=` would not: it is taken out of this process's environment
 /// before the command line is read (the process is one thread here).
 pub fn drop_empty_mirrors() {
-    // The command line's table is built only where some variable of ours
-    // is empty: not on every start of exec, the keeper or the prolog.
+    // Each mirror is looked up only where some variable of ours is empty.
     let empty_own = std::env::vars_os().any(|(name, value)| {
         value.is_empty() && name.to_string_lossy().starts_with(env::OWN_PREFIX)
     });
     if !empty_own {
         return;
     }
-    for (_, var) in mirrors() {
-        if std::env::var_os(&var).is_some_and(|v| v.is_empty()) {
-            std::env::remove_var(&var);
+    for mirror in MIRRORS {
+        if std::env::var_os(mirror.var).is_some_and(|v| v.is_empty()) {
+            std::env::remove_var(mirror.var);
         }
     }
 }
 
-/// exec's options as their variables give them, for the task prolog,
-/// which slurmstepd runs with no argument. Only exec's own options are
-/// built, not the whole command line's: the prolog runs in every task.
+/// exec's options as their variables give them, for the task prolog and
+/// epilog, which slurmstepd runs with no argument. Read without clap:
+/// they run in every task, and building clap's parser would cost each
+/// one a start (docs/performance.md). Each variable is parsed by its
+/// option's own parser and refused in clap's words (a test checks that
+/// both read alike); an empty one is unset, as for exec.
 pub fn exec_from_variables() -> Result<ExecArgs, String> {
-    let exec = ExecArgs::augment_args(clap::Command::new("exec"));
-    exec.try_get_matches_from(["exec"])
-        .and_then(|matches| ExecArgs::from_arg_matches(&matches))
-        .map_err(|e| error_line(&e))
+    exec_from(&|var| std::env::var_os(var))
+}
+
+/// [`exec_from_variables`] over `vars`, a reader of variables.
+fn exec_from(vars: &dyn Fn(&str) -> Option<OsString>) -> Result<ExecArgs, String> {
+    let plugin = Config::default();
+    Ok(ExecArgs {
+        method: None,
+        verbose: false,
+        visible: from_variable(vars, &VISIBLE, one_of())?.unwrap_or(plugin.visible),
+        devices: DeviceArgs {
+            vendor: from_variable(vars, &VENDOR, one_of())?.unwrap_or(plugin.vendor),
+            nvml: from_variable(vars, &NVML, core_value(nvml_forms))?.unwrap_or(plugin.nvml),
+            nvml_timeout: from_variable(vars, &NVML_TIMEOUT, seconds())?
+                .unwrap_or(DEFAULT_NVML_TIMEOUT_S),
+        },
+        kernel_root: plugin.kernel_root,
+        mps_control: from_variable(vars, &MPS_CONTROL, path())?,
+        mps_dir: from_variable(vars, &MPS_DIR, path())?,
+        mps_share: from_variable(vars, &MPS_SHARE, one_of())?
+            .unwrap_or(MpsSettings::default().share),
+        allow_outside_slurm: false,
+        command: Vec::new(),
+    })
+}
+
+/// `mirror`'s variable parsed by `text`, or clap's line that refuses it;
+/// `None` where it is unset or empty.
+fn from_variable<T>(
+    vars: &dyn Fn(&str) -> Option<OsString>,
+    mirror: &Mirror,
+    text: Text<T>,
+) -> Result<Option<T>, String> {
+    let Some(value) = vars(mirror.var).filter(|value| !value.is_empty()) else {
+        return Ok(None);
+    };
+    let flag = format!("--{}", mirror.long);
+    match text.read(&flag, &value) {
+        Ok(parsed) => Ok(Some(parsed)),
+        Err(line) => Err(format!("{line} (from ${})", mirror.var)),
+    }
 }
 
 /// A command-line error in one line; where the bad value came from a
@@ -538,19 +621,19 @@ pub fn error_line(e: &clap::Error) -> String {
         let a = a.to_string_lossy();
         a == option || a.starts_with(&format!("{option}="))
     });
-    let var = mirrors()
-        .into_iter()
-        .find(|(long, var)| long == option && std::env::var_os(var).is_some());
+    let var = MIRRORS.into_iter().find(|mirror| {
+        option.strip_prefix("--") == Some(mirror.long) && std::env::var_os(mirror.var).is_some()
+    });
     match (var, given) {
-        (Some((_, var)), false) => format!("{first} (from ${var})"),
+        (Some(mirror), false) => format!("{first} (from ${})", mirror.var),
         _ => first.to_string(),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Cli, Command};
-    use clap::Parser;
+    use super::*;
+    use std::os::unix::ffi::OsStringExt;
 
     /// NVML's deadline is 10 s for show and exec unless `--nvml-timeout`
     /// (or exec's variable) says otherwise; tests/show.rs times a hung
@@ -566,5 +649,105 @@ mod tests {
         assert_eq!(timeout(&["desi-gpu-map", "exec", "--", "true"]), 10);
         let given = ["desi-gpu-map", "show", "--nvml-timeout", "3"];
         assert_eq!(timeout(&given), 3);
+    }
+
+    /// exec's options as the whole command line reads them from `given`
+    /// (option, value) pairs; its application left out.
+    fn by_clap(given: &[(&str, OsString)]) -> Result<String, String> {
+        let mut argv: Vec<OsString> = vec!["desi-gpu-map".into(), "exec".into()];
+        for (long, value) in given {
+            // One word, as `--nvml-timeout -1` would not be.
+            let mut word = OsString::from(format!("--{long}="));
+            word.push(value);
+            argv.push(word);
+        }
+        argv.extend(["--".into(), "app".into()]);
+        match Cli::try_parse_from(argv).map(|cli| cli.command) {
+            Ok(Command::Exec(mut exec)) => {
+                exec.command.clear();
+                Ok(format!("{exec:?}"))
+            }
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(error_line(&e)),
+        }
+    }
+
+    /// The same from variables, as the task prolog reads them.
+    fn by_prolog(given: &[(&str, OsString)]) -> Result<String, String> {
+        exec_from(&|var| {
+            given
+                .iter()
+                .find(|(v, _)| *v == var)
+                .map(|(_, value)| value.clone())
+        })
+        .map(|exec| format!("{exec:?}"))
+    }
+
+    /// The task prolog reads exec's variables without clap, as exec reads
+    /// them with it: every option a variable mirrors is in `MIRRORS`, and
+    /// each value, good or bad, unset or empty, gives clap's answer.
+    #[test]
+    fn the_prologs_read_of_exec_variables_agrees_with_clap() {
+        let cli = <Cli as clap::CommandFactory>::command();
+        let exec = cli.find_subcommand("exec").expect("exec");
+        let mut declared: Vec<(&str, String)> = exec
+            .get_arguments()
+            .filter_map(|arg| Some((arg.get_long()?, arg.get_env()?.to_str()?.to_string())))
+            .collect();
+        let mut ours: Vec<(&str, String)> = MIRRORS
+            .iter()
+            .map(|m| (m.long, m.var.to_string()))
+            .collect();
+        declared.sort();
+        ours.sort();
+        assert_eq!(declared, ours);
+
+        assert_eq!(by_prolog(&[]), by_clap(&[]));
+        let not_utf8 = OsString::from_vec(vec![b'a', 0xff]);
+        let mut values: Vec<(&Mirror, Vec<OsString>)> = vec![
+            (
+                &VISIBLE,
+                names::<Visible>().iter().map(Into::into).collect(),
+            ),
+            (
+                &VENDOR,
+                names::<VendorSetting>().iter().map(Into::into).collect(),
+            ),
+            (
+                &MPS_SHARE,
+                names::<MpsShare>().iter().map(Into::into).collect(),
+            ),
+            (
+                &NVML,
+                ["auto", "off", "/lib/libnvidia-ml.so.1", "lib.so"]
+                    .map(Into::into)
+                    .to_vec(),
+            ),
+            (
+                &NVML_TIMEOUT,
+                ["1", "30", "0", "31", "-1", "x"].map(Into::into).to_vec(),
+            ),
+            (
+                &MPS_CONTROL,
+                ["/usr/bin/nvidia-cuda-mps-control", "a\nb"]
+                    .map(Into::into)
+                    .to_vec(),
+            ),
+            (
+                &MPS_DIR,
+                ["/scratch/me", "rel", "\u{1}"].map(Into::into).to_vec(),
+            ),
+        ];
+        for (mirror, tried) in &mut values {
+            tried.extend(["bogus".into(), " ".into(), not_utf8.clone()]);
+            for value in tried.iter() {
+                let clap = by_clap(&[(mirror.long, value.clone())]);
+                let prolog = by_prolog(&[(mirror.var, value.clone())]);
+                let clap = clap.map_err(|line| format!("{line} (from ${})", mirror.var));
+                assert_eq!(prolog, clap, "{} {value:?}", mirror.var);
+            }
+            // Empty is unset.
+            assert_eq!(by_prolog(&[(mirror.var, OsString::new())]), by_clap(&[]));
+        }
     }
 }

@@ -56,6 +56,21 @@ pub mod signals {
         let _ = CALLER.set(Caller { pipe_ignored, mask });
     }
 
+    /// Ignores SIGPIPE, as Rust's runtime does before `main`: for the
+    /// static build, which starts without it (src/main_static.rs). A write
+    /// to a closed pipe then fails, and is said, instead of killing the
+    /// process.
+    #[allow(dead_code)] // the static root's alone (src/main_static.rs)
+    pub fn ignore_pipe() {
+        // SAFETY: as in `restore`: a zeroed sigaction with its handler set
+        // to SIG_IGN is valid, and the old action is not asked for.
+        unsafe {
+            let mut ignore: libc::sigaction = std::mem::zeroed();
+            ignore.sa_sigaction = libc::SIG_IGN;
+            libc::sigaction(libc::SIGPIPE, &ignore, std::ptr::null_mut());
+        }
+    }
+
     /// Has `command` put back the caller's SIGPIPE and mask as it execs.
     pub fn keep_callers(command: &mut Command) {
         let Some(caller) = CALLER.get() else { return };

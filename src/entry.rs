@@ -3,22 +3,19 @@
 //! `desi-gpu-map-prolog` (src/main_static.rs).
 
 use crate::edge::signals;
-use crate::{args, exec, keeper, plan, prolog, show};
+use crate::{args, exec, handover, keeper, plan, prolog, show};
 use desi_gpu_map_core::env;
 
 use clap::{Args, FromArgMatches, Parser};
 use std::io::Write;
 use std::process::ExitCode;
 
-/// The command, as either build runs it.
+/// The command, as the dynamic build runs it.
 pub fn main() -> ExitCode {
     args::drop_empty_mirrors();
-    if std::env::args_os().len() == 1 {
-        match std::env::var(env::SCRIPT_CONTEXT).as_deref() {
-            Ok(env::PROLOG_TASK) => return prolog::prolog(),
-            Ok(env::EPILOG_TASK) => return prolog::epilog(),
-            _ => {}
-        }
+    if let Some(script) = task_script() {
+        script.run();
+        return ExitCode::SUCCESS;
     }
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(exec) = exec_alone(&argv) {
@@ -56,6 +53,57 @@ pub fn main() -> ExitCode {
             let _ = writeln!(std::io::stderr(), "desi-gpu-map: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// The static build's start, without Rust's runtime (src/main_static.rs):
+/// the task prolog and epilog, which slurmstepd runs in every task. Any
+/// other run is the dynamic command's, which it becomes
+/// ([`handover::to_dynamic`]). Returns the exit status.
+#[allow(dead_code)] // the static root's alone (src/main_static.rs)
+pub fn static_main() -> u8 {
+    // What Rust's runtime would have done first.
+    signals::ignore_pipe();
+    args::drop_empty_mirrors();
+    match task_script() {
+        Some(script) => {
+            script.run();
+            0
+        }
+        None => {
+            let why = handover::to_dynamic();
+            let _ = writeln!(std::io::stderr(), "{}: {why}", handover::STATIC_NAME);
+            1
+        }
+    }
+}
+
+/// Which of a task's scripts slurmstepd runs this as: given no argument,
+/// and told by `SLURM_SCRIPT_CONTEXT`.
+enum TaskScript {
+    Prolog,
+    Epilog,
+}
+
+impl TaskScript {
+    /// Runs it; both always end in success (slurmstepd would kill a task
+    /// whose prolog failed).
+    fn run(self) {
+        match self {
+            TaskScript::Prolog => prolog::prolog(),
+            TaskScript::Epilog => prolog::epilog(),
+        }
+    }
+}
+
+fn task_script() -> Option<TaskScript> {
+    if std::env::args_os().len() != 1 {
+        return None;
+    }
+    match std::env::var(env::SCRIPT_CONTEXT).as_deref() {
+        Ok(env::PROLOG_TASK) => Some(TaskScript::Prolog),
+        Ok(env::EPILOG_TASK) => Some(TaskScript::Epilog),
+        _ => None,
     }
 }
 

@@ -8,7 +8,7 @@
 //! signals and exit code.
 
 use crate::args::ExecArgs;
-use crate::in_task::{apply, decided, join_mps};
+use crate::in_task::{apply, decided, join_mps, snapshot};
 use desi_gpu_map_core::start::{Mapping, Verdict};
 use std::ffi::OsString;
 use std::io::Write;
@@ -44,7 +44,7 @@ fn prepare(args: &ExecArgs) -> Result<Command, String> {
     let (app, app_args) = args.command.split_first().ok_or_else(|| {
         "no command to run: desi-gpu-map exec [OPTIONS] -- APP [ARGS...]".to_string()
     })?;
-    let start = decided(args)?;
+    let start = decided(args, snapshot())?;
     let lines: Vec<String> = start
         .outer
         .iter()

@@ -13,6 +13,10 @@ use std::process::Command;
 /// Whether this build is linked statically.
 pub const STATIC: bool = cfg!(target_feature = "crt-static");
 
+/// The static build's name (Cargo.toml).
+#[allow(dead_code)] // the static root's alone (src/main_static.rs)
+pub const STATIC_NAME: &str = "desi-gpu-map-prolog";
+
 /// Replaces this process with the dynamic command beside it, given this
 /// one's arguments and the caller's signal dispositions; returns only why
 /// it could not.

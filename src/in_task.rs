@@ -29,11 +29,11 @@ use desi_gpu_map_host::sys::allowed_cpus;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// The core's decision for this task, from what its own process knows
-/// and `args` (exec's options, or the variables that mirror them); or why
-/// `args` cannot be read.
-pub fn decided(args: &ExecArgs) -> Result<Start, String> {
-    let vars = snapshot();
+/// The core's decision for this task, from its variables (`vars`, read
+/// by [`snapshot`]), what else its own process knows and `args` (exec's
+/// options, or the variables that mirror them); or why `args` cannot be
+/// read.
+pub fn decided(args: &ExecArgs, vars: Snapshot) -> Result<Start, String> {
     let request = request(args.method, vars.method.as_deref()).map_err(|e| e.to_string())?;
     // Only MPS needs the control daemon: no search of PATH for a task
     // that does not ask for it (exec's MPS mode is Allow: asked or none).

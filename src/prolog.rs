@@ -19,19 +19,18 @@
 //!   last, waits until the daemon is stopped and its directory gone.
 
 use crate::args::exec_from_variables;
-use crate::in_task::{apply, decided, join_mps};
+use crate::in_task::{apply, decided, join_mps, snapshot};
 use crate::keeper;
 use desi_gpu_map_core::start::{keeper_to_tell, not_passed, Mapping, Verdict};
 use desi_gpu_map_core::step::StepPlan;
 use std::io::Write;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// How long the epilog waits for the keeper: within slurmstepd's 5 s.
 const EPILOG_WAIT: Duration = Duration::from_millis(4500);
 
 /// The task prolog: the task's variables as slurmstepd reads them.
-pub fn prolog() -> ExitCode {
+pub fn prolog() {
     let lines = match prolog_lines() {
         Ok(lines) => lines,
         Err(why) => vec![print(&format!("{why}; the task runs unchanged"))],
@@ -40,13 +39,14 @@ pub fn prolog() -> ExitCode {
     let mut text = lines.join("\n");
     text.push('\n');
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
-    ExitCode::SUCCESS
 }
 
 /// The prolog's lines, or why the task runs unchanged.
 fn prolog_lines() -> Result<Vec<String>, String> {
     let args = exec_from_variables()?;
-    let start = decided(&args)?;
+    let vars = snapshot();
+    let unpassed = not_passed(&vars);
+    let start = decided(&args, vars)?;
     let mut lines: Vec<String> = start
         .outer
         .iter()
@@ -61,9 +61,7 @@ fn prolog_lines() -> Result<Vec<String>, String> {
         }
         Verdict::Map(mut mapping) => {
             if let StepPlan::Map(_) = mapping.plan {
-                lines.extend(
-                    not_passed(&crate::in_task::snapshot()).map(|why| print(&why.to_string())),
-                );
+                lines.extend(unpassed.map(|why| print(&why.to_string())));
             }
             join_mps(&mut mapping);
             lines.extend(variables(&mapping));
@@ -109,17 +107,16 @@ fn print(text: &str) -> String {
 
 /// The task epilog: tells the step's MPS keeper, if one runs, that this
 /// task ended. Says nothing and always exits 0: slurmstepd ignores both.
-pub fn epilog() -> ExitCode {
+pub fn epilog() {
     let Ok(args) = exec_from_variables() else {
-        return ExitCode::SUCCESS;
+        return;
     };
     // The epilog only finds the keeper: no control daemon is started.
     let settings = crate::in_task::mps_settings(&args, false);
     let uid = rustix::process::getuid().as_raw();
-    if let Some(keeper) = keeper_to_tell(uid, &settings, &crate::in_task::snapshot()) {
+    if let Some(keeper) = keeper_to_tell(uid, &settings, &snapshot()) {
         let _ = keeper::task_ended(&keeper, Instant::now() + EPILOG_WAIT);
     }
-    ExitCode::SUCCESS
 }
 
 #[cfg(test)]

@@ -18,6 +18,20 @@ pub const SLURMSTEPD: &str = "slurmstepd";
 /// The variable in which slurmstepd tells each task its own pid.
 pub const TASK_PID: &str = "SLURM_TASK_PID";
 
+/// Room first made for a `/proc` file, in bytes: its whole text in one
+/// read where it fits (`/proc` files have no size, and std's reader would
+/// start at 32 bytes and double, one system call each time).
+const STATUS_SIZE: usize = 4096;
+const COMM_SIZE: usize = 64;
+const ENVIRON_SIZE: usize = 16384;
+
+/// A `/proc` file's text, with room for `size` bytes made first.
+fn read_proc(path: String, size: usize) -> Option<String> {
+    let mut text = String::with_capacity(size);
+    fs::File::open(path).ok()?.read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
 /// What tells a process from a later one with the same pid.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Identity {
@@ -30,7 +44,7 @@ pub(crate) struct Identity {
 /// The value of `key` (`PPid`, `Uid`, ...) in `/proc/PID/status`; `pid`
 /// may be `self`.
 pub(crate) fn status_field(pid: &str, key: &str) -> Option<String> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let status = read_proc(format!("/proc/{pid}/status"), STATUS_SIZE)?;
     status.lines().find_map(|line| {
         let (name, value) = line.split_once(':')?;
         (name == key).then(|| value.trim().to_string())
@@ -125,10 +139,18 @@ pub fn children_of(pid: u32) -> Vec<u32> {
 
 /// `pid`, then its parent, its parent's parent, ...: at most
 /// [`MOST_ANCESTORS`] of them, and never init (pid 1) or the kernel's 0.
+/// Each parent is read only once it is asked for: a walk that stops at a
+/// process reads nothing above it.
 pub(crate) fn ancestors(pid: u32) -> impl Iterator<Item = u32> {
     let above_init = |p: &u32| *p > 1;
-    std::iter::successors(Some(pid).filter(above_init), move |&p| {
-        parent_of(p).filter(above_init)
+    let mut next = Some(pid).filter(above_init);
+    let mut first = true;
+    std::iter::from_fn(move || {
+        if !first {
+            next = next.and_then(parent_of).filter(above_init);
+        }
+        first = false;
+        next
     })
     .take(MOST_ANCESTORS)
 }
@@ -177,7 +199,7 @@ pub fn mount_namespace() -> Option<u64> {
 
 /// `pid`'s command name (`/proc/PID/comm`).
 pub fn comm(pid: u32) -> Option<String> {
-    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    let comm = read_proc(format!("/proc/{pid}/comm"), COMM_SIZE)?;
     Some(comm.trim_end_matches('\n').to_string())
 }
 
@@ -185,7 +207,7 @@ pub fn comm(pid: u32) -> Option<String> {
 /// only for the user's own processes), at most `MOST_ENVIRON` bytes.
 pub fn environ(pid: u32) -> Option<Vec<(String, String)>> {
     let file = fs::File::open(format!("/proc/{pid}/environ")).ok()?;
-    let mut bytes = Vec::new();
+    let mut bytes = Vec::with_capacity(ENVIRON_SIZE);
     file.take(MOST_ENVIRON).read_to_end(&mut bytes).ok()?;
     let pairs = bytes
         .split(|&b| b == 0)
@@ -272,6 +294,26 @@ mod tests {
             ..id.clone()
         };
         assert!(!signal_if(me, &other, Signal::TERM));
+    }
+
+    /// The walk up goes parent by parent, each once, and ends above init.
+    #[test]
+    fn ancestors_are_each_parent_once_up_to_init() {
+        let me = std::process::id();
+        let walk: Vec<u32> = ancestors(me).collect();
+        assert_eq!(walk.first(), Some(&me));
+        assert_eq!(walk.get(1), Some(&std::os::unix::process::parent_id()));
+        for pair in walk.windows(2) {
+            assert_eq!(parent_of(pair[0]), Some(pair[1]), "{walk:?}");
+        }
+        let mut seen = walk.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), walk.len(), "{walk:?}");
+        assert!(walk.iter().all(|&p| p > 1), "{walk:?}");
+        assert_eq!(ancestors(1).count(), 0);
+        // A pid that is no process is given back alone: no parent to read.
+        assert_eq!(ancestors(u32::MAX).collect::<Vec<_>>(), [u32::MAX]);
     }
 
     #[test]

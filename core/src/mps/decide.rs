@@ -25,10 +25,9 @@ pub(crate) fn inherited(node: &MpsNode) -> InheritedMps {
     let vars = node.vars;
     let pipe = vars.mps_pipe.clone();
     let ours = pipe.is_some() && vars.mps.is_some();
-    let host = hostname(node.files);
+    // The host is read only for a daemon of ours: most tasks have none.
     let here = ours
-        && host.is_some()
-        && vars.mps_host == host
+        && hostname(node.files).is_some_and(|host| vars.mps_host.as_ref() == Some(&host))
         && pipe
             .as_ref()
             .is_some_and(|p| node.files.exists(&Path::new(p).join("control")));

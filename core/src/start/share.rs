@@ -36,7 +36,11 @@ pub(super) fn mapping(
     // Outside a step (a launcher's rank, allowed outside Slurm): this
     // host's own name. Slurm's CPU binding describes a launcher's daemon
     // step, not its ranks: a rank's own CPUs are its mask.
-    let host = || hostname(node.files()).filter(|_| launched || !in_step(vars));
+    let host = || {
+        (launched || !in_step(vars))
+            .then(|| hostname(node.files()))
+            .flatten()
+    };
     let vars = TaskVars::read(vars, &plan, !launched, &host);
     Verdict::Map(Box::new(Mapping {
         plan,

@@ -8,8 +8,9 @@
 #   plugin  the plugin (--desi-gpu-map=contiguous), no prolog
 #   exec    no plugin; each task started as desi-gpu-map exec --method contiguous -- true
 # and, for each OTHER build of desi-gpu-map given (a build before a change,
-# say), that binary as the prolog and as exec beside them. Prints the medians (ms) and the
-# ratios prolog/true and exec/plugin, all from this one run. Then where one
+# say), that binary as the prolog and as exec beside them. Prints the medians
+# (ms) and the ratios prolog/true and exec/plugin, both of the medians and
+# the median of each round's own (paired), all from this one run. Then where one
 # prolog's time goes: `strace -f -c` of desi-gpu-map-prolog as the prolog of
 # a one-task step (its system calls, counted), the files it opens and the
 # programs it runs, the dynamic loader's statistics for desi-gpu-map and
@@ -27,17 +28,25 @@ eval "$(bash "$harness" env)"
 bash "$harness" plugin off >/dev/null
 work=$DGM_CLUSTER_DIR/bench
 mkdir -p "$work"
-bin=$PWD/target/release/desi-gpu-map
-prolog=$PWD/target/release/desi-gpu-map-prolog
-[ -x "$prolog" ] || { echo "$0: build first (make build)" >&2; exit 1; }
+[ -x target/release/desi-gpu-map-prolog ] || { echo "$0: build first (make build)" >&2; exit 1; }
+# Every build runs from a copy, as a package's install writes it: a file
+# the linker has just written sits in the page cache in small pieces, and
+# each start of it takes more page faults than a copy's (81 against 74 per
+# start of the same prolog, about 30 us, benches/prolog_cpu.sh).
+mkdir -p "$work/this"
+cp target/release/desi-gpu-map target/release/desi-gpu-map-prolog "$work/this/"
+bin=$work/this/desi-gpu-map
+prolog=$work/this/desi-gpu-map-prolog
 export DESI_GPU_MAP_METHOD=contiguous DESI_GPU_MAP_NVML=$DGM_CLUSTER_DIR/nvml/libnvidia-ml.so.1
 # Each build's name in the table, its prolog and its exec: this one, then
 # the others.
 names=(this) prologs=("$prolog") execs=("$bin")
 for i in "${!others[@]}"; do
     names+=("other$((i + 1))")
-    prologs+=("$(realpath "${others[$i]}")")
-    execs+=("$(realpath "${others[$i]}")")
+    mkdir -p "$work/other$((i + 1))"
+    cp "${others[$i]}" "$work/other$((i + 1))/desi-gpu-map"
+    prologs+=("$work/other$((i + 1))/desi-gpu-map")
+    execs+=("$work/other$((i + 1))/desi-gpu-map")
 done
 variants=(true plugin)
 for i in "${!names[@]}"; do variants+=("prolog:$i" "exec:$i"); done
@@ -64,7 +73,7 @@ salloc -N2 --ntasks-per-node=32 -w 'n[1-2]' --gpus-per-node=4 bash -c "
     for r in \$(seq $rounds); do
         for n in 32 64; do
             for v in \"\${variants[@]}\"; do
-                echo \"\$n \$v \$(step \$v \$n)\" >>'$results'
+                echo \"\$n \$v \$(step \$v \$n) \$r\" >>'$results'
             done
         done
     done" 2>/dev/null
@@ -72,16 +81,26 @@ salloc -N2 --ntasks-per-node=32 -w 'n[1-2]' --gpus-per-node=4 bash -c "
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
 med() { awk -v n="$1" -v v="$2" '$1 == n && $2 == v {print $3}' "$results" | median; }
+# The median over rounds of A's step over B's in the same round: steps a
+# few seconds apart share the machine's load, which moves whole rounds.
+paired() {
+    awk -v n="$1" -v a="$2" -v b="$3" '$1 == n && $2 == a {x[$4] = $3} $1 == n && $2 == b {y[$4] = $3}
+        END {for (r in x) if (r in y && y[r] > 0) print x[r] / y[r]}' "$results" | median |
+        awk '{printf "%.3f", $1}'
+}
 echo "one srun step, median of $rounds interleaved rounds (ms), 2 nodes, 4 GPUs each; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in "${!names[@]}"; do
     echo "  ${names[$i]}: prolog ${prologs[$i]} ($(stat -c %s "${prologs[$i]}") bytes), exec ${execs[$i]}"
 done
-printf '%-14s %6s %10s %8s %8s %8s %12s %12s\n' build tasks true-prolog prolog plugin exec prolog/true exec/plugin
+echo "ratios: of the medians, then (paired) the median of each round's own ratio"
+printf '%-8s %5s %11s %7s %7s %7s %12s %12s %12s %12s\n' build tasks true-prolog prolog plugin exec \
+    prolog/true exec/plugin paired:p/t paired:e/pl
 for i in "${!names[@]}"; do
     for n in 32 64; do
         t=$(med "$n" true) pl=$(med "$n" plugin) p=$(med "$n" "prolog:$i") e=$(med "$n" "exec:$i")
-        printf '%-14s %6s %10s %8s %8s %8s %12s %12s\n' "${names[$i]}" "$n" "$t" "$p" "$pl" "$e" \
-            "$(ratio "$p" "$t")" "$(ratio "$e" "$pl")"
+        printf '%-8s %5s %11s %7s %7s %7s %12s %12s %12s %12s\n' "${names[$i]}" "$n" "$t" "$p" "$pl" "$e" \
+            "$(ratio "$p" "$t")" "$(ratio "$e" "$pl")" \
+            "$(paired "$n" "prolog:$i" true)" "$(paired "$n" "exec:$i" plugin)"
     done
 done
 

@@ -58,6 +58,13 @@ const MPS_SHARE: Mirror = Mirror {
     var: env::MPS_SHARE_OPTION,
 };
 
+/// exec's options that no variable mirrors, each declared here once, for
+/// clap's attributes and [`exec_by_hand`].
+const METHOD_LONG: &str = "method";
+const VERBOSE_LONG: &str = "verbose";
+const KERNEL_ROOT_LONG: &str = "kernel-root";
+const OUTSIDE_SLURM_LONG: &str = "allow-outside-slurm";
+
 /// Every variable that mirrors one of exec's options (a test checks this
 /// against exec's own options).
 const MIRRORS: [&Mirror; 7] = [
@@ -98,7 +105,7 @@ pub enum Command {
 #[command(after_help = exec_help())]
 pub struct ExecArgs {
     #[arg(
-        long,
+        long = METHOD_LONG,
         value_name = "METHOD[,MODIFIER...]",
         value_parser = exec_request,
         help = format!(
@@ -111,7 +118,7 @@ pub struct ExecArgs {
     pub method: Option<OptionRequest>,
     /// One line per task on its stderr, and a line where the task runs
     /// unchanged.
-    #[arg(long)]
+    #[arg(long = VERBOSE_LONG)]
     pub verbose: bool,
     /// What stays visible to each task (plugstack visible=).
     #[arg(
@@ -125,7 +132,7 @@ pub struct ExecArgs {
     pub devices: DeviceArgs,
     /// Where closest reads the kernel's GPU files (plugstack kernel_root=;
     /// tests give a fake tree).
-    #[arg(long, default_value = "/", hide = true)]
+    #[arg(long = KERNEL_ROOT_LONG, default_value = "/", hide = true)]
     pub kernel_root: std::path::PathBuf,
     #[arg(
         long = MPS_CONTROL.long,
@@ -154,7 +161,7 @@ pub struct ExecArgs {
     pub mps_share: MpsShare,
     /// Map a process that neither srun nor another launcher started, from
     /// the SLURM_* variables given (for tests).
-    #[arg(long)]
+    #[arg(long = OUTSIDE_SLURM_LONG)]
     pub allow_outside_slurm: bool,
     /// The application and its arguments, after --.
     #[arg(last = true, value_name = "APP")]
@@ -567,42 +574,129 @@ pub fn exec_from_variables() -> Result<ExecArgs, String> {
 
 /// [`exec_from_variables`] over `vars`, a reader of variables.
 fn exec_from(vars: &dyn Fn(&str) -> Option<OsString>) -> Result<ExecArgs, String> {
+    mirrored_options(&[], vars)
+}
+
+/// exec's options that variables mirror, each from `given` (option and
+/// value, as typed), else from its variable (`vars`), else its default,
+/// or the line that refuses the first bad one; the rest at their defaults.
+fn mirrored_options(
+    given: &[(&str, &OsStr)],
+    vars: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<ExecArgs, String> {
     let plugin = Config::default();
+    let read = |mirror| Given {
+        given,
+        vars,
+        mirror,
+    };
     Ok(ExecArgs {
         method: None,
         verbose: false,
-        visible: from_variable(vars, &VISIBLE, one_of())?.unwrap_or(plugin.visible),
+        visible: read(&VISIBLE).value(one_of())?.unwrap_or(plugin.visible),
         devices: DeviceArgs {
-            vendor: from_variable(vars, &VENDOR, one_of())?.unwrap_or(plugin.vendor),
-            nvml: from_variable(vars, &NVML, core_value(nvml_forms))?.unwrap_or(plugin.nvml),
-            nvml_timeout: from_variable(vars, &NVML_TIMEOUT, seconds())?
+            vendor: read(&VENDOR).value(one_of())?.unwrap_or(plugin.vendor),
+            nvml: read(&NVML)
+                .value(core_value(nvml_forms))?
+                .unwrap_or(plugin.nvml),
+            nvml_timeout: read(&NVML_TIMEOUT)
+                .value(seconds())?
                 .unwrap_or(DEFAULT_NVML_TIMEOUT_S),
         },
         kernel_root: plugin.kernel_root,
-        mps_control: from_variable(vars, &MPS_CONTROL, path())?,
-        mps_dir: from_variable(vars, &MPS_DIR, path())?,
-        mps_share: from_variable(vars, &MPS_SHARE, one_of())?
+        mps_control: read(&MPS_CONTROL).value(path())?,
+        mps_dir: read(&MPS_DIR).value(path())?,
+        mps_share: read(&MPS_SHARE)
+            .value(one_of())?
             .unwrap_or(MpsSettings::default().share),
         allow_outside_slurm: false,
         command: Vec::new(),
     })
 }
 
-/// `mirror`'s variable parsed by `text`, or clap's line that refuses it;
-/// `None` where it is unset or empty.
-fn from_variable<T>(
-    vars: &dyn Fn(&str) -> Option<OsString>,
-    mirror: &Mirror,
-    text: Text<T>,
-) -> Result<Option<T>, String> {
-    let Some(value) = vars(mirror.var).filter(|value| !value.is_empty()) else {
-        return Ok(None);
-    };
-    let flag = format!("--{}", mirror.long);
-    match text.read(&flag, &value) {
-        Ok(parsed) => Ok(Some(parsed)),
-        Err(line) => Err(format!("{line} (from ${})", mirror.var)),
+/// Where one mirrored option's value is looked for.
+struct Given<'a> {
+    given: &'a [(&'a str, &'a OsStr)],
+    vars: &'a dyn Fn(&str) -> Option<OsString>,
+    mirror: &'a Mirror,
+}
+
+impl Given<'_> {
+    /// The option's value parsed by `text`, or clap's line that refuses it
+    /// (naming the variable where it came from one); `None` where neither
+    /// the option nor its variable (empty is unset) gives one.
+    fn value<T>(&self, text: Text<T>) -> Result<Option<T>, String> {
+        let flag = format!("--{}", self.mirror.long);
+        if let Some((_, value)) = self
+            .given
+            .iter()
+            .find(|(long, _)| *long == self.mirror.long)
+        {
+            return text.read(&flag, value).map(Some);
+        }
+        let Some(value) = (self.vars)(self.mirror.var).filter(|v| !v.is_empty()) else {
+            return Ok(None);
+        };
+        let var = self.mirror.var;
+        text.read(&flag, &value)
+            .map(Some)
+            .map_err(|line| format!("{line} (from ${var})"))
     }
+}
+
+/// exec's arguments (after `exec`) read by hand, in the forms every task
+/// of a step starts with: `--NAME VALUE`, `--NAME=VALUE` and the flags,
+/// then `--` and the application; each value parsed by its option's own
+/// parser, and a mirrored option not given read from its variable
+/// (`vars`). `None` for anything else (help, an unknown, repeated or
+/// empty option, a value that starts with `-`, a bad value), which clap's
+/// parser then reads and says. A test checks both read alike.
+pub fn exec_by_hand(
+    words: &[OsString],
+    vars: &dyn Fn(&str) -> Option<OsString>,
+) -> Option<ExecArgs> {
+    const FLAGS: [&str; 2] = [VERBOSE_LONG, OUTSIDE_SLURM_LONG];
+    let mut given: Vec<(&str, &OsStr)> = Vec::new();
+    let mut flags: Vec<&str> = Vec::new();
+    let mut rest = words.iter();
+    let command: Vec<OsString> = loop {
+        let word = rest.next()?.to_str()?;
+        if word == "--" {
+            break rest.cloned().collect();
+        }
+        let name = word.strip_prefix("--")?;
+        if FLAGS.contains(&name) {
+            if flags.contains(&name) {
+                return None;
+            }
+            flags.push(name);
+            continue;
+        }
+        let (name, value) = match name.split_once('=') {
+            Some((name, value)) => (name, OsStr::new(value)),
+            None => (name, rest.next()?.as_os_str()),
+        };
+        let known = name == METHOD_LONG
+            || name == KERNEL_ROOT_LONG
+            || MIRRORS.iter().any(|m| m.long == name);
+        let starts_option = value.as_encoded_bytes().first() == Some(&b'-');
+        if !known || value.is_empty() || starts_option || given.iter().any(|(n, _)| *n == name) {
+            return None;
+        }
+        given.push((name, value));
+    };
+    let option = |long: &str| given.iter().find(|(n, _)| *n == long).map(|(_, v)| *v);
+    let mut exec = mirrored_options(&given, vars).ok()?;
+    if let Some(method) = option(METHOD_LONG) {
+        exec.method = Some(exec_request(method.to_str()?).ok()?);
+    }
+    if let Some(root) = option(KERNEL_ROOT_LONG) {
+        exec.kernel_root = root.into();
+    }
+    exec.verbose = flags.contains(&VERBOSE_LONG);
+    exec.allow_outside_slurm = flags.contains(&OUTSIDE_SLURM_LONG);
+    exec.command = command;
+    Some(exec)
 }
 
 /// A command-line error in one line; where the bad value came from a

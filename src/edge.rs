@@ -1,20 +1,21 @@
-//! The command's startup record, and the only `unsafe` in it: [`signals`],
-//! the caller's signal dispositions and mask, kept for the application
-//! `exec` runs. It is the command's, not the machine edge's
+//! The command's start, and the only `unsafe` in it but each root's C
+//! `main`: [`signals`], the caller's signal dispositions and mask, kept
+//! for the application `exec` runs, and [`runtime`], what Rust's runtime
+//! would do before `main`. It is the command's, not the machine edge's
 //! (`host/src/sys/`): a function in `.init_array` would run in every
 //! process that loads the host library, slurmstepd among them.
 
 /// The caller's signal dispositions and mask, for the application that
-/// `exec` runs. Rust's runtime sets SIGPIPE to ignored before `main`, and
-/// std's `Command` sets it back to the default in what it execs, whatever
-/// the caller had: a task started under `trap '' PIPE` would lose it. So
-/// the caller's SIGPIPE and signal mask are recorded before the runtime
-/// starts (a function in `.init_array`, which the C library runs before
-/// `main`), and put back in a `pre_exec` hook, which std runs after its own
+/// `exec` runs. The command's start sets SIGPIPE to ignored before its
+/// work, as Rust's runtime would ([`runtime::start`]), and std's `Command`
+/// sets it back to the default in what it execs, whatever the caller had:
+/// a task started under `trap '' PIPE` would lose it. So the caller's
+/// SIGPIPE and signal mask are recorded before that (a function in
+/// `.init_array`, which the C library runs before `main`), and put back in a `pre_exec` hook, which std runs after its own
 /// reset, just before `execvp` (`do_exec` in std's
 /// `library/std/src/sys/process/unix/unix.rs`). Caught signals need
 /// nothing: `execve` resets them to the default, in the caller's exec of
-/// this command already. Other dispositions the runtime leaves alone.
+/// this command already. Other dispositions the start leaves alone.
 #[allow(unsafe_code)]
 pub mod signals {
     use std::io;
@@ -56,21 +57,6 @@ pub mod signals {
         let _ = CALLER.set(Caller { pipe_ignored, mask });
     }
 
-    /// Ignores SIGPIPE, as Rust's runtime does before `main`: for the
-    /// static build, which starts without it (src/main_static.rs). A write
-    /// to a closed pipe then fails, and is said, instead of killing the
-    /// process.
-    #[allow(dead_code)] // the static root's alone (src/main_static.rs)
-    pub fn ignore_pipe() {
-        // SAFETY: as in `restore`: a zeroed sigaction with its handler set
-        // to SIG_IGN is valid, and the old action is not asked for.
-        unsafe {
-            let mut ignore: libc::sigaction = std::mem::zeroed();
-            ignore.sa_sigaction = libc::SIG_IGN;
-            libc::sigaction(libc::SIGPIPE, &ignore, std::ptr::null_mut());
-        }
-    }
-
     /// Has `command` put back the caller's SIGPIPE and mask as it execs.
     pub fn keep_callers(command: &mut Command) {
         let Some(caller) = CALLER.get() else { return };
@@ -110,5 +96,46 @@ pub mod signals {
             }
         }
         Ok(())
+    }
+}
+
+/// What Rust's runtime does before `main`, done by the command itself: both
+/// builds start without it (`no_main`, src/main.rs), since every task of a
+/// step starts the command, and the runtime's stack guard (it reads
+/// `/proc/self/maps`) and signal stack cost each start about 40 us that the
+/// command has no use for.
+#[allow(unsafe_code)]
+pub mod runtime {
+    /// Opens `/dev/null` on each standard descriptor that is closed, so that
+    /// no file the command opens takes its place (as the runtime does), then
+    /// ignores SIGPIPE, so that a write to a closed pipe fails and is said
+    /// instead of killing the process.
+    pub fn start() {
+        let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+            fd,
+            events: 0,
+            revents: 0,
+        });
+        // SAFETY: poll reads and writes only the three pollfd structs given,
+        // by their count; a zero timeout returns at once.
+        let polled = unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) };
+        if polled >= 0 {
+            for closed in fds.iter().filter(|p| p.revents & libc::POLLNVAL != 0) {
+                // SAFETY: open with a constant C path and flags; it returns
+                // the lowest free descriptor, this closed one (they are
+                // opened in order), kept open for the process's life.
+                let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+                if fd != closed.fd {
+                    break;
+                }
+            }
+        }
+        // SAFETY: a zeroed sigaction with its handler set to SIG_IGN is a
+        // valid one (no flags, an empty mask); the old action is not asked for.
+        unsafe {
+            let mut ignore: libc::sigaction = std::mem::zeroed();
+            ignore.sa_sigaction = libc::SIG_IGN;
+            libc::sigaction(libc::SIGPIPE, &ignore, std::ptr::null_mut());
+        }
     }
 }

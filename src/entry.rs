@@ -2,11 +2,11 @@
 //! dynamic `desi-gpu-map` (src/main.rs) or the static
 //! `desi-gpu-map-prolog` (src/main_static.rs).
 
-use crate::edge::signals;
+use crate::edge::{runtime, signals};
 use crate::{args, exec, handover, keeper, plan, prolog, show};
 use desi_gpu_map_core::env;
 
-use clap::{Args, FromArgMatches, Parser};
+use clap::Parser;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -56,26 +56,37 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// The static build's start, without Rust's runtime (src/main_static.rs):
-/// the task prolog and epilog, which slurmstepd runs in every task. Any
-/// other run is the dynamic command's, which it becomes
-/// ([`handover::to_dynamic`]). Returns the exit status.
+/// The static build's command (src/main_static.rs): the task prolog and
+/// epilog, which slurmstepd runs in every task. Any other run is the
+/// dynamic command's, which it becomes ([`handover::to_dynamic`]).
 #[allow(dead_code)] // the static root's alone (src/main_static.rs)
-pub fn static_main() -> u8 {
-    // What Rust's runtime would have done first.
-    signals::ignore_pipe();
+pub fn static_main() -> ExitCode {
     args::drop_empty_mirrors();
-    match task_script() {
-        Some(script) => {
-            script.run();
-            0
-        }
-        None => {
-            let why = handover::to_dynamic();
-            let _ = writeln!(std::io::stderr(), "{}: {why}", handover::STATIC_NAME);
-            1
-        }
+    if let Some(script) = task_script() {
+        script.run();
+        return ExitCode::SUCCESS;
     }
+    let why = handover::to_dynamic();
+    let _ = writeln!(std::io::stderr(), "{}: {why}", handover::STATIC_NAME);
+    ExitCode::FAILURE
+}
+
+/// Either build's C `main`, started without Rust's runtime
+/// ([`runtime::start`] does what of it the command needs): runs `command`,
+/// flushes standard output (as the runtime would at exit) and gives the
+/// status as a number.
+pub fn c_main(command: fn() -> ExitCode) -> u8 {
+    runtime::start();
+    let code = command();
+    let _ = std::io::stdout().flush();
+    status(code)
+}
+
+/// `code`'s number: std gives no stable way back to it, but compares codes.
+fn status(code: ExitCode) -> u8 {
+    (0..=u8::MAX)
+        .find(|&n| ExitCode::from(n) == code)
+        .unwrap_or(1)
 }
 
 /// Which of a task's scripts slurmstepd runs this as: given no argument,
@@ -107,20 +118,18 @@ fn task_script() -> Option<TaskScript> {
     }
 }
 
-/// `exec`'s arguments, read by `exec`'s own parser alone where they parse:
-/// every task of a step starts through it, and the whole command line's
-/// parser (every subcommand's options and help) costs each one a start.
-/// `None` for any other subcommand, and for help, version and every
-/// error, which the whole parser says as always; where both parse, the
-/// two agree, since `exec`'s options are declared once ([`args::ExecArgs`]).
+/// `exec`'s arguments, read by hand ([`args::exec_by_hand`]) where they
+/// take its common forms: every task of a step starts through it, and
+/// clap's parser (every option's help built, then matched) costs each one
+/// a start. `None` for any other subcommand, and for help, version and
+/// every error, which the whole parser says as always; where both parse,
+/// the two agree (a test checks).
 fn exec_alone(argv: &[std::ffi::OsString]) -> Option<args::ExecArgs> {
     let after = argv.get(1..)?;
     if after.first()? != "exec" {
         return None;
     }
-    let exec = args::ExecArgs::augment_args(clap::Command::new("exec"));
-    let matches = exec.try_get_matches_from(after).ok()?;
-    args::ExecArgs::from_arg_matches(&matches).ok()
+    args::exec_by_hand(after.get(1..)?, &|var| std::env::var_os(var))
 }
 
 /// How the command ends once `who` wrote `what` to standard output (with
@@ -162,6 +171,11 @@ mod tests {
             "exec --method roundrobin,mps -- app -x --method y",
             "exec --visible rotate --verbose -- app",
             "exec --method=closest --nvml off -- app arg",
+            "exec --vendor nvidia --nvml-timeout 3 --mps-share even --mps-dir /scratch \
+             --mps-control /usr/bin/x --kernel-root /fake --allow-outside-slurm -- app",
+            "exec --visible=rotate --nvml=/lib/libnvidia-ml.so.1 --mps-share=none -- a",
+            "exec --verbose --allow-outside-slurm --method contiguous,mps -- a b",
+            "exec --",
         ];
         for line in parsed {
             let alone = exec_alone(&argv(line)).map(|a| format!("{a:?}"));
@@ -175,6 +189,15 @@ mod tests {
             "exec --help",
             "exec -V",
             "exec --method bogus -- app",
+            "exec --visible single --visible all -- a",
+            "exec --verbose --verbose -- a",
+            "exec --mps-dir --verbose -- a",
+            "exec --nvml-timeout 0 -- a",
+            "exec --mps-dir= -- a",
+            "exec --bogus -- a",
+            "exec -v -- a",
+            "exec app",
+            "exec --method",
             "plan -N 1",
             "",
         ] {

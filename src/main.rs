@@ -3,17 +3,19 @@
 //! decisions are the core's (`desi-gpu-map-core`), the machine is the host
 //! crate's (`desi-gpu-map-host`). It has two roots, this one and
 //! `main_static.rs` (the same modules, linked statically as
-//! `desi-gpu-map-prolog` for the task prolog); `entry.rs` parses the
+//! `desi-gpu-map-prolog`, the task prolog and epilog alone); `entry.rs` parses the
 //! command line and runs the subcommand: the one place errors are said
-//! and exit codes chosen. The crate denies `unsafe` but in its startup
-//! record.
+//! and exit codes chosen. Both start without Rust's runtime (`no_main`).
+//! The crate denies `unsafe` but at its start (`edge.rs`, and each root's
+//! C `main`).
 //!
 //! Its modules, bottom first (each imports only those listed before it):
 //!
-//! - [`edge`]: the startup record: the caller's SIGPIPE disposition and
-//!   signal mask, recorded before Rust's runtime changes them (a function
-//!   in `.init_array`, which must not sit in a library slurmstepd loads)
-//!   and put back in the application `exec` runs.
+//! - [`edge`]: the start: the caller's SIGPIPE disposition and signal
+//!   mask, recorded before the command changes them (a function in
+//!   `.init_array`, which must not sit in a library slurmstepd loads) and
+//!   put back in the application `exec` runs; and what of Rust's runtime
+//!   start the command needs, done by itself.
 //! - [`handover`]: the static build's NVML: where an answer needs NVML it
 //!   hands the whole run to the dynamic `desi-gpu-map` beside it.
 //! - [`json`]: the reports' JSON form.
@@ -36,6 +38,7 @@
 //! - `manpage.rs`: (tests only) desi-gpu-map(1) rendered from `args.rs`
 //!   and compared with the committed page.
 
+#![cfg_attr(not(test), no_main)]
 #![deny(unsafe_code)]
 // Outside tests the command never panics: errors are values.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
@@ -56,8 +59,19 @@ mod show;
 #[cfg(test)]
 mod manpage;
 
-fn main() -> std::process::ExitCode {
-    entry::main()
+/// The C library's `main`, in place of Rust's runtime start, which every
+/// task's start would pay for and the command does not need
+/// ([`edge::runtime`], [`entry::c_main`]).
+// SAFETY: `no_mangle` makes this the one C `main` of the program, which
+// the C library's start calls once with argc and argv; neither is read
+// (std reads them itself, from glibc's `.init_array` call).
+#[allow(unsafe_code)]
+#[cfg_attr(not(test), no_mangle)]
+extern "C" fn main(
+    _argc: std::ffi::c_int,
+    _argv: *const *const std::ffi::c_char,
+) -> std::ffi::c_int {
+    std::ffi::c_int::from(entry::c_main(entry::main))
 }
 
 #[cfg(test)]

@@ -1,8 +1,7 @@
 //! `desi-gpu-map-prolog`: the task prolog and epilog that slurmstepd runs
 //! in every task before it starts, linked statically (glibc's crt-static,
-//! `make build`: no dynamic loader, no shared library to map) and started
-//! without Rust's runtime (`no_main`: no stack guard read from
-//! `/proc/self/maps`, no signal stack), which it does not need. Run any
+//! `make build`: no dynamic loader, no shared library to map), and started
+//! without Rust's runtime as src/main.rs is. Run any
 //! other way (with an argument, or outside a task's script), it becomes
 //! the dynamic `desi-gpu-map` beside it, as it does where an answer needs
 //! NVML ([`handover`]). It declares the same modules as src/main.rs (a test
@@ -32,17 +31,15 @@ mod show;
 #[cfg(test)]
 mod manpage;
 
-/// The C library's `main`, in place of Rust's runtime start. std still
-/// reads the arguments and environment itself (glibc hands them to its
-/// `.init_array` function), and standard output is flushed as it returns.
-#[cfg(not(test))]
+/// The C library's `main` ([`entry::c_main`]).
 // SAFETY: `no_mangle` makes this the one C `main` of the program, which
-// the C library's start calls once with argc and argv; neither is read.
+// the C library's start calls once with argc and argv; neither is read
+// (std reads them itself, from glibc's `.init_array` call).
 #[allow(unsafe_code)]
-#[no_mangle]
+#[cfg_attr(not(test), no_mangle)]
 extern "C" fn main(
     _argc: std::ffi::c_int,
     _argv: *const *const std::ffi::c_char,
 ) -> std::ffi::c_int {
-    std::ffi::c_int::from(entry::static_main())
+    std::ffi::c_int::from(entry::c_main(entry::static_main))
 }

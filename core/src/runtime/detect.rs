@@ -4,6 +4,7 @@
 use super::rules::{Chosen, Vendor};
 use crate::files::Files;
 use crate::names::Named;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// Detects the vendor from the PCI display and accelerator devices under
@@ -77,21 +78,63 @@ fn pci_gpu_vendors(files: &dyn Files, root: &Path) -> Vec<Vendor> {
     let Ok(entries) = files.list(&devices, MAX_PCI_DEVICES) else {
         return Vec::new();
     };
+    let listed = listed_vendors(files, root);
     let mut found = Vec::new();
     for name in entries {
-        let dir = devices.join(name);
-        // The class first: a node's other devices (a few hundred on a
-        // large one) cost one read each, not two, in every task's prolog.
+        let dir = devices.join(&name);
+        // A device the kernel's list gives another vendor's id costs no
+        // read; else the class first: a node's other devices (a few
+        // hundred on a large one) cost one read each, not two, in every
+        // task's prolog.
+        let listed_id = place(&name).and_then(|place| listed.get(place).copied().flatten());
+        if listed_id.is_some_and(|id| Vendor::from_pci_vendor(id).is_none()) {
+            continue;
+        }
         if !read_hex(files, &dir.join("class")).is_some_and(is_gpu_class) {
             continue;
         }
-        let vendor = read_hex(files, &dir.join("vendor")).and_then(Vendor::from_pci_vendor);
+        let vendor = listed_id
+            .or_else(|| read_hex(files, &dir.join("vendor")))
+            .and_then(Vendor::from_pci_vendor);
         if let Some(vendor) = vendor.filter(|v| !found.contains(v)) {
             found.push(vendor);
         }
     }
     found.sort_by_key(|v| *v as u8);
     found
+}
+
+/// The kernel's one-file list of the PCI devices (`/proc/bus/pci/devices`)
+/// as each one's vendor id by its place (`BB:DD.F`): one read where the
+/// node has hundreds. The list gives no domain, so a place that it names
+/// twice has no id here (`None`), and a device it does not name (the list
+/// unreadable, or cut at [`crate::files::MAX_FILE`]) is read from its own
+/// files, as every one was before.
+fn listed_vendors(files: &dyn Files, root: &Path) -> HashMap<String, Option<u32>> {
+    let mut listed = HashMap::new();
+    let Ok(text) = files.read(&root.join("proc/bus/pci/devices")) else {
+        return listed;
+    };
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        let hex = |field: Option<&str>| u32::from_str_radix(field?, 16).ok();
+        let (Some(at), Some(ids)) = (hex(fields.next()), hex(fields.next())) else {
+            continue;
+        };
+        let (bus, slot, function) = ((at >> 8) & 0xff, (at >> 3) & 0x1f, at & 7);
+        let place = format!("{bus:02x}:{slot:02x}.{function:x}");
+        listed
+            .entry(place)
+            .and_modify(|id| *id = None)
+            .or_insert(Some(ids >> 16));
+    }
+    listed
+}
+
+/// A sysfs PCI device's place without its domain (`0000:41:00.0` gives
+/// `41:00.0`).
+fn place(name: &str) -> Option<&str> {
+    name.split_once(':').map(|(_, place)| place)
 }
 
 /// Vendors whose compute driver is present. Intel's i915 and xe also drive
@@ -168,6 +211,65 @@ mod tests {
             vendors,
             [&PathBuf::from("/sys/bus/pci/devices/0000:41:00.0/vendor")]
         );
-        assert_eq!(reads.len(), 22);
+        // 20 classes, the GPU's class and vendor, and the kernel's list
+        // (absent here).
+        assert_eq!(reads.len(), 23);
+    }
+
+    /// With the kernel's list of PCI devices, a device of another vendor
+    /// costs no read, and a GPU only its class; a device the list does not
+    /// name, or names in two domains, is read from its own files.
+    #[test]
+    fn the_kernels_list_spares_other_vendors_devices_any_read() {
+        let mut files = FakeFiles::default();
+        let mut list = String::new();
+        let mut device = |name: &str, class: &str, vendor: u32, listed: bool| {
+            let dir = PathBuf::from("/sys/bus/pci/devices").join(name);
+            files.texts.insert(dir.join("class"), format!("{class}\n"));
+            files
+                .texts
+                .insert(dir.join("vendor"), format!("0x{vendor:04x}\n"));
+            if listed {
+                let (bus, rest) = name[5..].split_once(':').unwrap();
+                let (slot, function) = rest.split_once('.').unwrap();
+                let at = u32::from_str_radix(bus, 16).unwrap() << 8
+                    | u32::from_str_radix(slot, 16).unwrap() << 3
+                    | u32::from_str_radix(function, 16).unwrap();
+                list.push_str(&format!("{at:04x}\t{vendor:04x}1234\t0\tnvidia\n"));
+            }
+        };
+        // An AMD CPU's bridges (0x1022 is no GPU vendor's id).
+        for bridge in 0..20 {
+            device(&format!("0000:00:{bridge:02x}.0"), "0x060400", 0x1022, true);
+        }
+        device("0000:41:00.0", "0x030200", 0x10de, true);
+        device("0000:42:00.0", "0x060400", 0x1022, false);
+        device("0000:43:00.0", "0x020000", 0x15b3, true);
+        device("0001:43:00.0", "0x030000", 0x1002, true);
+        files
+            .texts
+            .insert(PathBuf::from("/proc/bus/pci/devices"), list);
+        let counted = Counted(files, RefCell::default());
+        // NVIDIA and AMD both on PCI, no driver: NVIDIA by default, as
+        // without the list.
+        let chosen = detect(&counted, Path::new("/"));
+        assert!(
+            chosen.why.contains("several vendors (nvidia, amd)"),
+            "{}",
+            chosen.why
+        );
+        let reads = counted.1.into_inner();
+        let read: Vec<&str> = reads.iter().map(|p| p.to_str().unwrap()).collect();
+        assert_eq!(
+            read,
+            [
+                "/proc/bus/pci/devices",
+                "/sys/bus/pci/devices/0000:41:00.0/class",
+                "/sys/bus/pci/devices/0000:42:00.0/class",
+                "/sys/bus/pci/devices/0000:43:00.0/class",
+                "/sys/bus/pci/devices/0001:43:00.0/class",
+                "/sys/bus/pci/devices/0001:43:00.0/vendor",
+            ]
+        );
     }
 }

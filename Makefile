@@ -11,7 +11,8 @@ TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
 SO := $(TARGET_DIR)/release/libdesi_gpu_map_spank.so
 FLUX_SO := $(TARGET_DIR)/release/libdesi_gpu_map_flux.so
 BIN := $(TARGET_DIR)/release/desi-gpu-map
-# The task prolog and epilog alone, linked statically (Cargo.toml).
+# The command linked statically (Cargo.toml): installed as desi-gpu-map and
+# desi-gpu-map-prolog, BIN (dynamic) in LIBEXECDIR for NVML.
 PROLOG := $(TARGET_DIR)/release/desi-gpu-map-prolog
 
 .PHONY: all build release deps build-deps nvidia flux demo test check unit flux-test cluster-test clean
@@ -103,11 +104,14 @@ clean:
 #              [SYSCONFDIR=/etc] [FLUX_PLUGIN_DIR=...]
 # Installs what `make build` made: the plugin into Slurm's plugin directory,
 # the Flux shell plugin into Flux's (its default initrc loads every .so
-# there), the command, the man pages, and the plugstack snippet unless one is there:
+# there), the command (static, and dynamic in LIBEXECDIR), the man pages, and the plugstack snippet unless one is there:
 # the admin's snippet (arguments, required/optional) is never overwritten.
 # `install` unlinks before copying, so running slurmstepds keep their copy.
 SYSCONFDIR ?= /etc
 BINDIR ?= $(PREFIX)/bin
+# The dynamic build, which the static one runs where it needs NVML
+# (src/handover.rs looks for it at BINDIR/../libexec/desi-gpu-map/).
+LIBEXECDIR ?= $(PREFIX)/libexec
 MANDIR ?= $(PREFIX)/share/man
 DATADIR ?= $(PREFIX)/share/desi-gpu-map
 PLUGSTACK_DIR ?= $(SYSCONFDIR)/slurm/plugstack.conf.d
@@ -133,8 +137,11 @@ install:
 	install -m $(PLUGIN_MODE) $(SO) $(DESTDIR)$(SLURM_PLUGIN_DIR)/desi_gpu_map.so
 	install -d $(DESTDIR)$(FLUX_PLUGIN_DIR)
 	install -m $(PLUGIN_MODE) $(FLUX_SO) $(DESTDIR)$(FLUX_PLUGIN_DIR)/desi_gpu_map.so
-	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/desi-gpu-map
+# Every task starts the command (exec, the task prolog): the static build
+# starts fastest, so it is the one on PATH, under both names.
+	install -m 0755 $(PROLOG) $(DESTDIR)$(BINDIR)/desi-gpu-map
 	install -m 0755 $(PROLOG) $(DESTDIR)$(BINDIR)/desi-gpu-map-prolog
+	install -D -m 0755 $(BIN) $(DESTDIR)$(LIBEXECDIR)/desi-gpu-map/desi-gpu-map
 	install -m 0644 packaging/man/desi-gpu-map.1 $(DESTDIR)$(MANDIR)/man1/desi-gpu-map.1
 	install -m 0644 packaging/man/desi_gpu_map.8 $(DESTDIR)$(MANDIR)/man8/desi_gpu_map.8
 # podman-hpc's module, for the site to copy into its modules.d (docs/user-guide.md, Containers).

@@ -6,7 +6,8 @@
 #   prolog  no plugin; desi-gpu-map-prolog (the static build) as the task
 #           prolog (DESI_GPU_MAP_METHOD=contiguous)
 #   plugin  the plugin (--desi-gpu-map=contiguous), no prolog
-#   exec    no plugin; each task started as desi-gpu-map exec --method contiguous -- true
+#   exec    no plugin; each task started as desi-gpu-map exec --method contiguous -- true,
+#           desi-gpu-map as make install installs it (the static build)
 # and, for each OTHER build of desi-gpu-map given (a build before a change,
 # say), that binary as the prolog and as exec beside them. Prints the medians
 # (ms) and the ratios prolog/true and exec/plugin, both of the medians and
@@ -37,10 +38,11 @@ mkdir -p "$work/this"
 cp target/release/desi-gpu-map target/release/desi-gpu-map-prolog "$work/this/"
 bin=$work/this/desi-gpu-map
 prolog=$work/this/desi-gpu-map-prolog
+# exec runs as installed: the static build (make install's desi-gpu-map).
 export DESI_GPU_MAP_METHOD=contiguous DESI_GPU_MAP_NVML=$DGM_CLUSTER_DIR/nvml/libnvidia-ml.so.1
 # Each build's name in the table, its prolog and its exec: this one, then
 # the others.
-names=(this) prologs=("$prolog") execs=("$bin")
+names=(this) prologs=("$prolog") execs=("$prolog")
 for i in "${!others[@]}"; do
     names+=("other$((i + 1))")
     mkdir -p "$work/other$((i + 1))"

@@ -179,8 +179,8 @@ exec would, nothing wrapped around the application, the method from
 ${} (else contiguous) and exec's options from their variables
 (exec --help); a bad value is said and the task runs unchanged. The epilog
 ends the step's MPS daemon after the node's last task. desi-gpu-map-prolog,
-installed beside this command, is the prolog and epilog alone, linked
-statically, which every task starts faster. See desi-gpu-map(1), TASK PROLOG AND EPILOG.
+installed beside this command, is the same command linked statically, which
+every task starts faster. See desi-gpu-map(1), TASK PROLOG AND EPILOG.
 
 Example:
   export {}=$(command -v desi-gpu-map-prolog) {}=contiguous

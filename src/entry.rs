@@ -3,14 +3,14 @@
 //! `desi-gpu-map-prolog` (src/main_static.rs).
 
 use crate::edge::{runtime, signals};
-use crate::{args, exec, handover, keeper, plan, prolog, show};
+use crate::{args, exec, keeper, plan, prolog, show};
 use desi_gpu_map_core::env;
 
 use clap::Parser;
 use std::io::Write;
 use std::process::ExitCode;
 
-/// The command, as the dynamic build runs it.
+/// The command, as either build runs it.
 pub fn main() -> ExitCode {
     args::drop_empty_mirrors();
     if let Some(script) = task_script() {
@@ -54,21 +54,6 @@ pub fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// The static build's command (src/main_static.rs): the task prolog and
-/// epilog, which slurmstepd runs in every task. Any other run is the
-/// dynamic command's, which it becomes ([`handover::to_dynamic`]).
-#[allow(dead_code)] // the static root's alone (src/main_static.rs)
-pub fn static_main() -> ExitCode {
-    args::drop_empty_mirrors();
-    if let Some(script) = task_script() {
-        script.run();
-        return ExitCode::SUCCESS;
-    }
-    let why = handover::to_dynamic();
-    let _ = writeln!(std::io::stderr(), "{}: {why}", handover::STATIC_NAME);
-    ExitCode::FAILURE
 }
 
 /// Either build's C `main`, started without Rust's runtime

@@ -2,8 +2,9 @@
 //! preview a layout (`plan`), or report what a task got (`show`). The
 //! decisions are the core's (`desi-gpu-map-core`), the machine is the host
 //! crate's (`desi-gpu-map-host`). It has two roots, this one and
-//! `main_static.rs` (the same modules, linked statically as
-//! `desi-gpu-map-prolog`, the task prolog and epilog alone); `entry.rs` parses the
+//! `main_static.rs` (the same modules, linked statically: `make install`
+//! installs that build as `desi-gpu-map` and `desi-gpu-map-prolog`, and
+//! this one in `libexec`, where the static one asks it for NVML); `entry.rs` parses the
 //! command line and runs the subcommand: the one place errors are said
 //! and exit codes chosen. Both start without Rust's runtime (`no_main`).
 //! The crate denies `unsafe` but at its start (`edge.rs`, and each root's
@@ -17,7 +18,7 @@
 //!   put back in the application `exec` runs; and what of Rust's runtime
 //!   start the command needs, done by itself.
 //! - [`handover`]: the static build's NVML: where an answer needs NVML it
-//!   hands the whole run to the dynamic `desi-gpu-map` beside it.
+//!   hands the whole run to the dynamic build.
 //! - [`json`]: the reports' JSON form.
 //! - [`keeper`]: exec's MPS keeper, the process that outlives a step's
 //!   tasks to end the daemon exec started (`desi-gpu-map mps-keeper`).

@@ -1,20 +1,16 @@
-//! `desi-gpu-map-prolog`: the task prolog and epilog that slurmstepd runs
-//! in every task before it starts, linked statically (glibc's crt-static,
-//! `make build`: no dynamic loader, no shared library to map), and started
-//! without Rust's runtime as src/main.rs is. Run any
-//! other way (with an argument, or outside a task's script), it becomes
-//! the dynamic `desi-gpu-map` beside it, as it does where an answer needs
-//! NVML ([`handover`]). It declares the same modules as src/main.rs (a test
-//! there checks); what only the other commands use is left out by the
-//! linker.
+//! The command linked statically (glibc's crt-static, `make build`: no
+//! dynamic loader, no shared library to map), built as
+//! `desi-gpu-map-prolog` and installed as both `desi-gpu-map` and
+//! `desi-gpu-map-prolog`: every task of a step starts it, as `exec` or as
+//! the task prolog. Where an answer needs NVML it runs the dynamic build in
+//! its place ([`handover`]). It declares the same modules as src/main.rs
+//! (a test there checks), and starts without Rust's runtime as it does.
 
 #![cfg_attr(not(test), no_main)]
 #![deny(unsafe_code)]
 // Outside tests the command never panics: errors are values.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![cfg_attr(not(test), deny(clippy::panic, clippy::indexing_slicing))]
-// Only the task's scripts and the handover are reached from this root.
-#![allow(dead_code)]
 
 mod args;
 mod edge;
@@ -41,5 +37,5 @@ extern "C" fn main(
     _argc: std::ffi::c_int,
     _argv: *const *const std::ffi::c_char,
 ) -> std::ffi::c_int {
-    std::ffi::c_int::from(entry::c_main(entry::static_main))
+    std::ffi::c_int::from(entry::c_main(entry::main))
 }

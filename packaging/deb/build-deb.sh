@@ -45,8 +45,9 @@ install -D -m 0644 packaging/README.md "$root/usr/share/doc/desi-gpu-map/README.
 # slurm-wlm-basic-plugins is in every Debian Slurm install and carries the
 # Slurm version (slurm-client and slurmd depend on its exact version).
 slurm_dep="slurm-wlm-basic-plugins (>= $series~), slurm-wlm-basic-plugins (<< $next~)"
-# The binaries need libgcc_s and at least the newest glibc symbol version they use.
-glibc=$(objdump -T "$root/usr/bin/desi-gpu-map" "$root$plugin_dir/desi_gpu_map.so" |
+# The dynamic binaries need libgcc_s and at least the newest glibc symbol
+# version they use (/usr/bin's command is static where it could be linked so).
+glibc=$(objdump -T "$root/usr/libexec/desi-gpu-map/desi-gpu-map" "$root$plugin_dir/desi_gpu_map.so" |
     grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
 cat >"$root/DEBIAN/control" <<EOF
 Package: desi-gpu-map

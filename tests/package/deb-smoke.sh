@@ -83,6 +83,21 @@ prolog_maps() {
     bash "$harness" plugstack-include "$conf_dir" >/dev/null
     [ $rc = 0 ] && [ "$got" = "$(printf '%s\n' "0 n1 0 1" "1 n1 1 1")" ] || { echo "  got: $got"; return 1; }
 }
+# The installed command (static) maps a step as exec, and where it needs
+# NVML (show's device details) runs the dynamic build from libexec in its
+# place: its answer names NVML's library, not a build it could not find.
+exec_maps() {
+    local got nvml
+    bash "$harness" plugstack-include default >/dev/null
+    got=$(srun -N1 -n2 -w n1 --gpus-per-node=2 \
+        desi-gpu-map exec --method contiguous -- bash -c "$probe" | sort -n)
+    bash "$harness" plugstack-include "$conf_dir" >/dev/null
+    [ "$got" = "$(printf '%s\n' "0 n1 0 1" "1 n1 1 1")" ] || { echo "  got: $got"; return 1; }
+    nvml=$(srun -N1 -n1 -w n1 --gpus-per-node=1 desi-gpu-map show --nvml /nonexistent/libnvidia-ml.so.1 2>&1)
+    echo "$nvml" | grep -q '/nonexistent/libnvidia-ml.so.1' &&
+        ! echo "$nvml" | grep -q 'cannot find the dynamic\|cannot run .* to ask NVML' ||
+        { echo "  show: $nvml"; return 1; }
+}
 renders() {
     local err
     err=$(MANWIDTH=80 man --warnings -l "$1" 2>&1 >/dev/null) && [ -z "$err" ] ||
@@ -101,6 +116,7 @@ nothing_left() {
 
 check "installed .deb maps 8 tasks on n1,n2 round-robin from $conf" maps_two_nodes
 check "installed desi-gpu-map-prolog maps 2 tasks on n1 as the task prolog" prolog_maps
+check "installed desi-gpu-map (static) maps 2 tasks as exec; show asks NVML through libexec's build" exec_maps
 if grep -rqs '^path-exclude=/usr/share/man' "$root/etc/dpkg/dpkg.cfg.d/"; then
     # Minimal container images tell dpkg not to unpack man pages at all.
     echo "note: dpkg excludes /usr/share/man here (path-exclude); checking the .deb's pages"

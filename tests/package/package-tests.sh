@@ -117,6 +117,7 @@ install_twice() {
     make -s install DESTDIR="$d" PREFIX=/usr >/dev/null || return 1
     (cd "$d" && find . -type f) >"$tmp/install.list"
     lists "$tmp/install.list" ./usr/bin/desi-gpu-map ./usr/bin/desi-gpu-map-prolog ".$deb_plugin" \
+        ./usr/libexec/desi-gpu-map/desi-gpu-map \
         ./usr/lib/flux/shell/plugins/desi_gpu_map.so \
         ./usr/share/man/man1/desi-gpu-map.1 ./usr/share/man/man8/desi_gpu_map.8 \
         ./usr/share/desi-gpu-map/podman-hpc/desi-gpu-map.yaml \
@@ -242,6 +243,7 @@ if bash packaging/deb/build-deb.sh && [ -f "$deb" ]; then
     dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$tmp/deb.list"
     check "dpkg-deb -c lists the plugin, command, man pages, podman-hpc module and snippet" lists "$tmp/deb.list" \
         "$deb_plugin" /usr/bin/desi-gpu-map /usr/bin/desi-gpu-map-prolog /usr/share/man/man1/desi-gpu-map.1.gz \
+        /usr/libexec/desi-gpu-map/desi-gpu-map \
         "/usr/lib/$triplet/flux/shell/plugins/desi_gpu_map.so" \
         /usr/share/desi-gpu-map/podman-hpc/desi-gpu-map.yaml \
         /usr/share/man/man8/desi_gpu_map.8.gz /etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf
@@ -328,6 +330,7 @@ if bash packaging/rpm/build-rpm.sh && [ -f "$rpm" ]; then
     rpm -qlp "$rpm" >"$tmp/rpm.list"
     check "rpm -qlp lists the plugin, command, man pages, podman-hpc module and snippet" lists "$tmp/rpm.list" \
         /usr/lib64/slurm/desi_gpu_map.so /usr/bin/desi-gpu-map /usr/bin/desi-gpu-map-prolog /usr/share/man/man1/desi-gpu-map.1.gz \
+        /usr/libexec/desi-gpu-map/desi-gpu-map \
         /usr/lib64/flux/shell/plugins/desi_gpu_map.so \
         /usr/share/desi-gpu-map/podman-hpc/desi-gpu-map.yaml \
         /usr/share/man/man8/desi_gpu_map.8.gz /etc/slurm/plugstack.conf.d/zz-desi-gpu-map.conf

@@ -90,7 +90,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(found).unwrap(), "dynamic");
         // The build tree: the static build under its own name, the
         // dynamic one beside it.
-        let tree = dir.join("release");
+        let tree = dir.join("target/release");
         std::fs::create_dir_all(&tree).unwrap();
         let prolog = tree.join("desi-gpu-map-prolog");
         std::fs::write(&prolog, "static").unwrap();

@@ -109,8 +109,9 @@ clean:
 # `install` unlinks before copying, so running slurmstepds keep their copy.
 SYSCONFDIR ?= /etc
 BINDIR ?= $(PREFIX)/bin
-# The dynamic build, which the static one runs where it needs NVML
-# (src/handover.rs looks for it at BINDIR/../libexec/desi-gpu-map/).
+# The dynamic build, which the static one runs where it needs NVML:
+# src/handover.rs looks for it in BINDIR/../libexec/desi-gpu-map/, so
+# LIBEXECDIR must stay BINDIR's sibling libexec.
 LIBEXECDIR ?= $(PREFIX)/libexec
 MANDIR ?= $(PREFIX)/share/man
 DATADIR ?= $(PREFIX)/share/desi-gpu-map

@@ -4,7 +4,9 @@
 # dynamic one) each as a task prolog, and each OTHER build given (a build
 # before a change, say), run ROUNDS times interleaved by a parent named
 # slurmstepd (benches/prolog_cpu.c) with a task's variables (64 tasks on 2
-# nodes of 4 GPUs, contiguous; no NVML is needed). Prints each one's median
+# nodes of 4 GPUs, contiguous; no NVML is needed); then `exec --method
+# contiguous -- /bin/true` of each of the two builds and each OTHER, which
+# costs a task what it adds to /bin/true's line. Prints each one's median
 # wall and CPU time and its minor faults, all from this one run. Asserts
 # nothing. Usage: benches/prolog_cpu.sh [ROUNDS [OTHER...]]   (default 400)
 set -euo pipefail
@@ -22,10 +24,11 @@ bin=$work/desi-gpu-map
 prolog=$work/desi-gpu-map-prolog
 cc -O2 -Wall -Wextra -o "$work/slurmstepd" benches/prolog_cpu.c
 others=()
+exec='exec --method contiguous -- /bin/true'
 for i in $(seq 2 $#); do
-    mkdir "$work/other$i"
-    cp "${!i}" "$work/other$i/"
-    others+=("$work/other$i/$(basename "${!i}")")
+    mkdir "$work/other$((i - 1))"
+    cp "${!i}" "$work/other$((i - 1))/"
+    others+=("$work/other$((i - 1))/$(basename "${!i}")")
 done
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds"
 env -i PATH=/usr/bin:/bin HOME=/ SLURM_SCRIPT_CONTEXT=prolog_task \
@@ -36,4 +39,5 @@ env -i PATH=/usr/bin:/bin HOME=/ SLURM_SCRIPT_CONTEXT=prolog_task \
     SLURM_STEP_GPUS=0,1,2,3 SLURM_JOB_GPUS=0,1,2,3 SLURM_GPUS_ON_NODE=4 \
     CUDA_VISIBLE_DEVICES=0,1,2,3 GPU_DEVICE_ORDINAL=0,1,2,3 \
     DESI_GPU_MAP_METHOD=contiguous \
-    "$work/slurmstepd" "$rounds" /bin/true "$prolog" "$bin" "${others[@]}"
+    "$work/slurmstepd" "$rounds" /bin/true "$prolog" "$bin" "${others[@]}" \
+    "$prolog $exec" "$bin $exec" "${others[@]/%/ $exec}"

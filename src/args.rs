@@ -29,34 +29,19 @@ pub struct Mirror {
     pub var: &'static str,
 }
 
-const VISIBLE: Mirror = Mirror {
-    long: "visible",
-    var: env::VISIBLE_OPTION,
-};
-const VENDOR: Mirror = Mirror {
-    long: "vendor",
-    var: env::VENDOR_OPTION,
-};
-const NVML: Mirror = Mirror {
-    long: "nvml",
-    var: env::NVML_OPTION,
-};
-const NVML_TIMEOUT: Mirror = Mirror {
-    long: "nvml-timeout",
-    var: env::NVML_TIMEOUT_OPTION,
-};
-const MPS_CONTROL: Mirror = Mirror {
-    long: "mps-control",
-    var: env::MPS_CONTROL_PATH,
-};
-const MPS_DIR: Mirror = Mirror {
-    long: "mps-dir",
-    var: env::MPS_DIR_OPTION,
-};
-const MPS_SHARE: Mirror = Mirror {
-    long: "mps-share",
-    var: env::MPS_SHARE_OPTION,
-};
+impl Mirror {
+    const fn new(long: &'static str, var: &'static str) -> Mirror {
+        Mirror { long, var }
+    }
+}
+
+const VISIBLE: Mirror = Mirror::new("visible", env::VISIBLE_OPTION);
+const VENDOR: Mirror = Mirror::new("vendor", env::VENDOR_OPTION);
+const NVML: Mirror = Mirror::new("nvml", env::NVML_OPTION);
+const NVML_TIMEOUT: Mirror = Mirror::new("nvml-timeout", env::NVML_TIMEOUT_OPTION);
+const MPS_CONTROL: Mirror = Mirror::new("mps-control", env::MPS_CONTROL_PATH);
+const MPS_DIR: Mirror = Mirror::new("mps-dir", env::MPS_DIR_OPTION);
+const MPS_SHARE: Mirror = Mirror::new("mps-share", env::MPS_SHARE_OPTION);
 
 /// exec's options that no variable mirrors, each declared here once, for
 /// clap's attributes and [`exec_by_hand`].

@@ -1,5 +1,5 @@
-//! The command's start, and the only `unsafe` in it but each root's C
-//! `main`: [`signals`], the caller's signal dispositions and mask, kept
+//! The command's start, and the only `unsafe` in it but its C `main`
+//! (`entry.rs`): [`signals`], the caller's signal dispositions and mask, kept
 //! for the application `exec` runs, and [`runtime`], what Rust's runtime
 //! would do before `main`. It is the command's, not the machine edge's
 //! (`host/src/sys/`): a function in `.init_array` would run in every

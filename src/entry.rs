@@ -11,7 +11,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 /// The command, as either build runs it.
-pub fn main() -> ExitCode {
+fn run() -> ExitCode {
     args::drop_empty_mirrors();
     if let Some(script) = task_script() {
         script.run();
@@ -56,15 +56,24 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Either build's C `main`, started without Rust's runtime
-/// ([`runtime::start`] does what of it the command needs): runs `command`,
-/// flushes standard output (as the runtime would at exit) and gives the
-/// status as a number.
-pub fn c_main(command: fn() -> ExitCode) -> u8 {
+/// Either build's C `main` (both roots are `no_main`): started without
+/// Rust's runtime ([`runtime::start`] does what of it the command needs),
+/// it runs the command, flushes standard output (as the runtime would at
+/// exit) and returns the status as a number.
+// SAFETY: `no_mangle` makes this the one C `main` of the program, which
+// the C library's start calls once with argc and argv; neither is read
+// (std reads them itself, from glibc's `.init_array` call).
+#[allow(unsafe_code)]
+#[cfg_attr(not(test), no_mangle)]
+#[cfg_attr(test, allow(dead_code))] // tests start through their own harness
+extern "C" fn main(
+    _argc: std::ffi::c_int,
+    _argv: *const *const std::ffi::c_char,
+) -> std::ffi::c_int {
     runtime::start();
-    let code = command();
+    let code = run();
     let _ = std::io::stdout().flush();
-    status(code)
+    std::ffi::c_int::from(status(code))
 }
 
 /// `code`'s number: std gives no stable way back to it, but compares codes.

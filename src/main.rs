@@ -7,8 +7,8 @@
 //! this one in `libexec`, where the static one asks it for NVML); `entry.rs` parses the
 //! command line and runs the subcommand: the one place errors are said
 //! and exit codes chosen. Both start without Rust's runtime (`no_main`).
-//! The crate denies `unsafe` but at its start (`edge.rs`, and each root's
-//! C `main`).
+//! The crate denies `unsafe` but at its start (`edge.rs`, and the C
+//! `main` in `entry.rs`).
 //!
 //! Its modules, bottom first (each imports only those listed before it):
 //!
@@ -59,36 +59,3 @@ mod show;
 
 #[cfg(test)]
 mod manpage;
-
-/// The C library's `main`, in place of Rust's runtime start, which every
-/// task's start would pay for and the command does not need
-/// ([`edge::runtime`], [`entry::c_main`]).
-// SAFETY: `no_mangle` makes this the one C `main` of the program, which
-// the C library's start calls once with argc and argv; neither is read
-// (std reads them itself, from glibc's `.init_array` call).
-#[allow(unsafe_code)]
-#[cfg_attr(not(test), no_mangle)]
-extern "C" fn main(
-    _argc: std::ffi::c_int,
-    _argv: *const *const std::ffi::c_char,
-) -> std::ffi::c_int {
-    std::ffi::c_int::from(entry::c_main(entry::main))
-}
-
-#[cfg(test)]
-mod tests {
-    /// The static build's root declares the same modules (src/main_static.rs).
-    #[test]
-    fn both_roots_declare_the_same_modules() {
-        let mods = |root: &str| -> Vec<String> {
-            root.lines()
-                .filter(|line| line.starts_with("mod ") && line.ends_with(';'))
-                .map(str::to_string)
-                .collect()
-        };
-        assert_eq!(
-            mods(include_str!("main.rs")),
-            mods(include_str!("main_static.rs"))
-        );
-    }
-}

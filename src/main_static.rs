@@ -26,16 +26,3 @@ mod show;
 
 #[cfg(test)]
 mod manpage;
-
-/// The C library's `main` ([`entry::c_main`]).
-// SAFETY: `no_mangle` makes this the one C `main` of the program, which
-// the C library's start calls once with argc and argv; neither is read
-// (std reads them itself, from glibc's `.init_array` call).
-#[allow(unsafe_code)]
-#[cfg_attr(not(test), no_mangle)]
-extern "C" fn main(
-    _argc: std::ffi::c_int,
-    _argv: *const *const std::ffi::c_char,
-) -> std::ffi::c_int {
-    std::ffi::c_int::from(entry::c_main(entry::main))
-}

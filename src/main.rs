@@ -4,9 +4,9 @@
 //! crate's (`desi-gpu-map-host`). It has two roots, this one and
 //! `main_static.rs` (the same modules, linked statically: `make install`
 //! installs that build as `desi-gpu-map` and `desi-gpu-map-prolog`, and
-//! this one in `libexec`, where the static one asks it for NVML); `entry.rs` parses the
-//! command line and runs the subcommand: the one place errors are said
-//! and exit codes chosen. Both start without Rust's runtime (`no_main`).
+//! this one in `libexec`, where the static one asks it for NVML);
+//! `entry.rs` parses the command line and runs the subcommand: the one
+//! place errors are said and exit codes chosen. Both start without Rust's runtime (`no_main`).
 //! The crate denies `unsafe` but at its start (`edge.rs`, and the C
 //! `main` in `entry.rs`).
 //!
@@ -59,3 +59,21 @@ mod show;
 
 #[cfg(test)]
 mod manpage;
+
+#[cfg(test)]
+mod tests {
+    /// The static build's root declares the same modules (src/main_static.rs).
+    #[test]
+    fn both_roots_declare_the_same_modules() {
+        let mods = |root: &str| -> Vec<String> {
+            root.lines()
+                .filter(|line| line.starts_with("mod ") && line.ends_with(';'))
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(
+            mods(include_str!("main.rs")),
+            mods(include_str!("main_static.rs"))
+        );
+    }
+}

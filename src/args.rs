@@ -554,12 +554,7 @@ pub fn drop_empty_mirrors() {
 /// option's own parser and refused in clap's words (a test checks that
 /// both read alike); an empty one is unset, as for exec.
 pub fn exec_from_variables() -> Result<ExecArgs, String> {
-    exec_from(&|var| std::env::var_os(var))
-}
-
-/// [`exec_from_variables`] over `vars`, a reader of variables.
-fn exec_from(vars: &dyn Fn(&str) -> Option<OsString>) -> Result<ExecArgs, String> {
-    mirrored_options(&[], vars)
+    mirrored_options(&[], &|var| std::env::var_os(var))
 }
 
 /// exec's options that variables mirror, each from `given` (option and
@@ -753,7 +748,7 @@ mod tests {
 
     /// The same from variables, as the task prolog reads them.
     fn by_prolog(given: &[(&str, OsString)]) -> Result<String, String> {
-        exec_from(&|var| {
+        mirrored_options(&[], &|var| {
             given
                 .iter()
                 .find(|(v, _)| *v == var)

@@ -11,9 +11,9 @@
 /// sets it back to the default in what it execs, whatever the caller had:
 /// a task started under `trap '' PIPE` would lose it. So the caller's
 /// SIGPIPE and signal mask are recorded before that (a function in
-/// `.init_array`, which the C library runs before `main`), and put back in a `pre_exec` hook, which std runs after its own
-/// reset, just before `execvp` (`do_exec` in std's
-/// `library/std/src/sys/process/unix/unix.rs`). Caught signals need
+/// `.init_array`, which the C library runs before `main`), and put back
+/// in a `pre_exec` hook, which std runs after its own reset, just before
+/// `execvp` (`do_exec` in std's `library/std/src/sys/process/unix/unix.rs`). Caught signals need
 /// nothing: `execve` resets them to the default, in the caller's exec of
 /// this command already. Other dispositions the start leaves alone.
 #[allow(unsafe_code)]
@@ -74,17 +74,7 @@ pub mod signals {
     /// default, as the caller's otherwise was), and sets the caller's mask.
     fn restore(pipe_ignored: Option<bool>, mask: Option<&libc::sigset_t>) -> io::Result<()> {
         if pipe_ignored == Some(true) {
-            // SAFETY: a zeroed sigaction is a valid one (no flags, an
-            // empty mask) once its handler is set to SIG_IGN; the old
-            // action is not asked for.
-            let set = unsafe {
-                let mut ignore: libc::sigaction = std::mem::zeroed();
-                ignore.sa_sigaction = libc::SIG_IGN;
-                libc::sigaction(libc::SIGPIPE, &ignore, std::ptr::null_mut())
-            };
-            if set != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            super::ignore_pipe()?;
         }
         if let Some(mask) = mask {
             // SAFETY: `mask` is a sigset_t the C library filled in; the
@@ -130,12 +120,26 @@ pub mod runtime {
                 }
             }
         }
-        // SAFETY: a zeroed sigaction with its handler set to SIG_IGN is a
-        // valid one (no flags, an empty mask); the old action is not asked for.
-        unsafe {
-            let mut ignore: libc::sigaction = std::mem::zeroed();
-            ignore.sa_sigaction = libc::SIG_IGN;
-            libc::sigaction(libc::SIGPIPE, &ignore, std::ptr::null_mut());
-        }
+        // Ignoring SIGPIPE fails only for a bad signal number.
+        let _ = super::ignore_pipe();
     }
+}
+
+/// Ignores SIGPIPE, for the command's start and for the caller's
+/// disposition put back in what `exec` runs: one `sigaction`, which is
+/// async-signal-safe (the `pre_exec` hook may call it) and allocates
+/// nothing.
+#[allow(unsafe_code)]
+fn ignore_pipe() -> std::io::Result<()> {
+    // SAFETY: a zeroed sigaction is a valid one (no flags, an empty mask)
+    // once its handler is set to SIG_IGN; the old action is not asked for.
+    let set = unsafe {
+        let mut ignore: libc::sigaction = std::mem::zeroed();
+        ignore.sa_sigaction = libc::SIG_IGN;
+        libc::sigaction(libc::SIGPIPE, &ignore, std::ptr::null_mut())
+    };
+    if set != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
